@@ -1,0 +1,118 @@
+// ISA names, the partial order of levels and the process-wide cap.
+#include <atomic>
+#include <cstdlib>
+
+#include "core/isa.h"
+
+namespace nnkern {
+namespace {
+
+struct IsaName { Isa isa; const char* name; };
+constexpr IsaName kNames[] = {
+    {Isa::scalar, "scalar"},   {Isa::avx2, "avx2"},       {Isa::avxvnni, "avxvnni"},
+    {Isa::avx512, "avx512"},   {Isa::avx512vnni, "avx512vnni"}, {Isa::neon, "neon"},
+    {Isa::neondot, "neondot"}, {Isa::neoni8mm, "neoni8mm"},
+};
+
+Isa best_supported() {
+  Isa best = Isa::scalar;
+  for (Isa i : isa_levels())
+    if (isa_supported(i)) best = i;
+  return best;
+}
+
+Isa initial_cap() {
+  const char* env = std::getenv("NNKERN_MAX_ISA");
+  Isa cap;
+  // An unknown name in the environment cannot raise at import; the Python layer validates it.
+  if (env && *env && isa_from_name(env, &cap)) return cap;
+  return best_supported();
+}
+
+std::atomic<int>& cap_storage() {
+  static std::atomic<int> cap{int(initial_cap())};
+  return cap;
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  for (const auto& n : kNames)
+    if (n.isa == isa) return n.name;
+  return "unknown";
+}
+
+bool isa_from_name(const std::string& name, Isa* out) {
+  for (Isa i : isa_levels())
+    if (name == isa_name(i)) { *out = i; return true; }
+  return false;
+}
+
+std::vector<Isa> isa_levels() {
+#if defined(__aarch64__)
+  return {Isa::scalar, Isa::neon, Isa::neondot, Isa::neoni8mm};
+#elif defined(__x86_64__) || defined(_M_X64)
+  return {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::avx512vnni};
+#else
+  return {Isa::scalar};
+#endif
+}
+
+bool isa_supported(Isa isa) {
+  const CpuFeatures& f = cpu_features();
+  bool avx2 = f.avx && f.avx2 && f.fma && f.f16c && f.os_ymm;
+  bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.os_zmm;
+  switch (isa) {
+    case Isa::scalar: return true;
+#ifdef NNKERN_HAVE_AVX2
+    case Isa::avx2: return avx2;
+#endif
+#ifdef NNKERN_HAVE_AVXVNNI
+    case Isa::avxvnni: return avx2 && f.avxvnni;
+#endif
+#ifdef NNKERN_HAVE_AVX512
+    case Isa::avx512: return avx512;
+#endif
+#ifdef NNKERN_HAVE_AVX512VNNI
+    case Isa::avx512vnni: return avx512 && f.avx512vnni;
+#endif
+#ifdef NNKERN_HAVE_NEON
+    case Isa::neon: return f.asimd;
+#endif
+#ifdef NNKERN_HAVE_NEONDOT
+    case Isa::neondot: return f.asimd && f.asimddp;
+#endif
+#ifdef NNKERN_HAVE_NEONI8MM
+    case Isa::neoni8mm: return f.asimd && f.asimddp && f.i8mm;
+#endif
+    default: return false;
+  }
+}
+
+bool isa_within(Isa isa, Isa cap) {
+  if (isa == cap || isa == Isa::scalar) return true;
+  switch (cap) {
+    case Isa::avx2: return false;
+    case Isa::avxvnni: return isa == Isa::avx2;
+    case Isa::avx512: return isa == Isa::avx2;
+    case Isa::avx512vnni: return isa == Isa::avx2 || isa == Isa::avxvnni || isa == Isa::avx512;
+    case Isa::neon: return false;
+    case Isa::neondot: return isa == Isa::neon;
+    case Isa::neoni8mm: return isa == Isa::neon || isa == Isa::neondot;
+    default: return false;
+  }
+}
+
+Isa max_isa() { return Isa(cap_storage().load()); }
+void set_max_isa(Isa cap) { cap_storage().store(int(cap)); }
+
+bool isa_active(Isa isa) { return isa_supported(isa) && isa_within(isa, max_isa()); }
+
+std::vector<Isa> active_isas() {
+  std::vector<Isa> out;
+  for (Isa i : isa_levels())
+    if (isa_active(i)) out.push_back(i);
+  return out;
+}
+
+}  // namespace nnkern

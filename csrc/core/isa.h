@@ -1,0 +1,55 @@
+// ISA levels, CPU features and the dispatch cap. Baseline code: no intrinsics here.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace nnkern {
+
+// Ordered within an architecture: a level implies every level below it, except
+// avxvnni, which is a side branch of avx2 (256-bit VNNI without AVX-512).
+enum class Isa : int {
+  scalar = 0,
+  avx2,        // AVX2 + FMA
+  avxvnni,     // avx2 + AVX-VNNI (VEX vpdpbusd)
+  avx512,      // AVX-512 F, BW, DQ, VL
+  avx512vnni,  // avx512 + AVX512_VNNI
+  neon,
+  neondot,
+  neoni8mm,
+};
+
+struct CpuFeatures {
+  std::string arch;    // "x86_64" or "aarch64"
+  std::string vendor;  // e.g. "GenuineIntel"
+  std::string model;   // brand string
+  // x86
+  bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false;
+  bool avx512vnni = false, avxvnni = false;
+  bool os_ymm = false, os_zmm = false;  // xgetbv: the OS saves YMM / ZMM state
+  // aarch64
+  bool asimd = false, asimddp = false, i8mm = false;
+  // caches in bytes (0 if unknown), per core for L1/L2
+  size_t l1d = 0, l2 = 0, l3 = 0;
+};
+
+const CpuFeatures& cpu_features();
+
+const char* isa_name(Isa isa);
+bool isa_from_name(const std::string& name, Isa* out);
+// All names valid on this build's architecture, lowest first.
+std::vector<Isa> isa_levels();
+// True if the CPU (and OS) can run code compiled for `isa`, and this build has it.
+bool isa_supported(Isa isa);
+// True if `isa` <= `cap` in the partial order (avxvnni <= avx512vnni, avxvnni !<= avx512).
+bool isa_within(Isa isa, Isa cap);
+
+// The cap: the best level the dispatcher may pick. Initialized from NNKERN_MAX_ISA.
+Isa max_isa();
+void set_max_isa(Isa cap);
+// The levels that are both supported and within the cap, lowest first.
+std::vector<Isa> active_isas();
+bool isa_active(Isa isa);
+
+}  // namespace nnkern

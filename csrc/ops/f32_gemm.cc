@@ -1,0 +1,272 @@
+// FP32 GEMM driver (seeds O2, O6, O7). The micro-kernels work in column-major terms (see
+// kernels/f32_gemm.h); a row-major C[M, N] = op(A) op(B) is the column-major C' = op(B)^T op(A)^T,
+// so here "m" runs along N (vector lanes, C's contiguous rows) and "n" along M (broadcasts).
+#include "ops/f32_gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+
+#include "core/dispatch.h"
+#include "core/isa.h"
+#include "core/threadpool.h"
+
+namespace nnkern {
+namespace {
+
+constexpr size_t kMaxNR = 32;
+// Seed O6: below this many broadcast columns a copied A panel would not be reused enough to pay.
+constexpr size_t kCopyPanelMinN = 18;
+
+std::atomic<int> g_blocking_mode{int(BlockingMode::cache)};
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
+
+// The vector-side operand A (MR rows per panel).
+enum class PanelKind {
+  prepacked,  // panels laid out by PackedF32Gemm: block pc at base + pc * m_padded, panel at + ip * MR * kc
+  col_major,  // A(i, p) = base[p * ld + i]: read in place, or copied on first use (seed O6)
+  row_major,  // A(i, p) = base[i * ld + p]: transposed into a packed panel first
+};
+
+struct Plan {
+  const F32GemmKernel* kernel;
+  size_t m, n, k;
+  PanelKind a_kind;
+  const float* a;
+  size_t lda, m_padded;
+  const float* b;   // B(p, j) = b[j * b_js + p * b_ps]
+  size_t b_js, b_ps;
+  bool pack_b;      // broadcast operand packed NR-interleaved per K block
+  float* c;
+  size_t ldc;
+  F32Epilogue ep;
+  GemmBlocking blk;
+};
+
+// dst[p * MR + i] = A(i0 + i, p0 + p) for a row-major A: one MR x kb panel.
+void pack_panel_rows(float* dst, const float* a, size_t ld, size_t i0, size_t mi, size_t p0, size_t kb, size_t mr) {
+  for (size_t i = 0; i < mi; ++i) {
+    const float* src = a + (i0 + i) * ld + p0;
+    for (size_t p = 0; p < kb; ++p) dst[p * mr + i] = src[p];
+  }
+  for (size_t i = mi; i < mr; ++i)
+    for (size_t p = 0; p < kb; ++p) dst[p * mr + i] = 0.0f;
+}
+
+// dst[p * NR + j] = B(p0 + p, j0 + j): one kb x NR sliver of the broadcast operand, zero-padded.
+void pack_bcast(float* dst, const Plan& P, size_t j0, size_t nj, size_t p0, size_t kb, size_t nr) {
+  for (size_t j = 0; j < nr; ++j) {
+    if (j < nj) {
+      const float* src = P.b + (j0 + j) * P.b_js + p0 * P.b_ps;
+      for (size_t p = 0; p < kb; ++p) dst[p * nr + j] = src[p * P.b_ps];
+    } else {
+      for (size_t p = 0; p < kb; ++p) dst[p * nr + j] = 0.0f;
+    }
+  }
+}
+
+F32Epilogue block_epilogue(const F32Epilogue& ep, bool first, bool last) {
+  F32Epilogue e = ep;
+  if (!first) e.beta = 1.0f;  // later K blocks accumulate onto the stored partial sums
+  if (!last) {
+    e.bias = nullptr;
+    e.clamp = false;
+  }
+  return e;
+}
+
+// One task: rows [i0, i1) x columns [j0, j1) of C for the K block [pc, pc + kb).
+void run_tile_block(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, const float* b_packed,
+                    size_t i0, size_t i1, size_t j0, size_t j1) {
+  const size_t mr = P.kernel->mr, nr = P.kernel->nr;
+  thread_local AlignedBuffer<float> panel;
+  panel.resize(mr * std::max<size_t>(kb, 1));
+  const float* bptr[kMaxNR];
+  for (size_t i = i0; i < i1; i += mr) {
+    const size_t mi = std::min(mr, P.m - i);
+    const float* a;
+    size_t a_stride = mr;
+    bool copy_first = false;
+    switch (P.a_kind) {
+      case PanelKind::prepacked:
+        a = P.a + pc * P.m_padded + (i / mr) * mr * kb;
+        break;
+      case PanelKind::col_major:
+        a = P.a + pc * P.lda + i;
+        a_stride = P.lda;
+        copy_first = P.n > kCopyPanelMinN && j1 - j0 > nr;
+        break;
+      case PanelKind::row_major:
+      default:
+        pack_panel_rows(panel.data(), P.a, P.lda, i, mi, pc, kb, mr);
+        a = panel.data();
+        break;
+    }
+    for (size_t j = j0; j < j1; j += nr) {
+      const size_t nj = std::min(nr, P.n - j);
+      size_t b_stride;
+      if (b_packed) {
+        const float* base = b_packed + (j / nr) * nr * kb;
+        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = base + jj;
+        b_stride = nr;
+      } else {
+        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.b + (j + jj) * P.b_js + pc * P.b_ps;
+        b_stride = P.b_ps;
+      }
+      float* a_copy = copy_first ? panel.data() : nullptr;
+      P.kernel->run(mi, nj, kb, a, a_stride, a_copy, bptr, b_stride, P.c + j * P.ldc + i, P.ldc, &ep);
+      if (copy_first) {  // later column groups read the packed copy
+        a = panel.data();
+        a_stride = mr;
+        copy_first = false;
+      }
+    }
+  }
+}
+
+// Splits m and n into blocks no larger than the cache blocks, with at least one task per thread.
+void split_tasks(const Plan& P, size_t* mc, size_t* nc) {
+  const size_t mr = P.kernel->mr, nr = P.kernel->nr;
+  size_t bm = ceil_div(P.m, std::max(P.blk.mc, mr)), bn = ceil_div(P.n, std::max(P.blk.nc, nr));
+  const size_t max_bm = ceil_div(P.m, mr), max_bn = ceil_div(P.n, nr);
+  const size_t threads = size_t(get_num_threads());
+  while (bm * bn < threads && (bm < max_bm || bn < max_bn)) {
+    // Grow the block count of the dimension whose blocks are wider (in micro-tiles).
+    bool grow_m = bn >= max_bn || (bm < max_bm && max_bm / bm >= max_bn / bn);
+    (grow_m ? bm : bn) += 1;
+  }
+  *mc = round_up(ceil_div(P.m, bm), mr);  // balanced blocks
+  *nc = round_up(ceil_div(P.n, bn), nr);
+}
+
+void execute(const Plan& P) {
+  if (P.m == 0 || P.n == 0) return;
+  const size_t nr = P.kernel->nr;
+  size_t mc, nc;
+  split_tasks(P, &mc, &nc);
+  const size_t tm = ceil_div(P.m, mc), tn = ceil_div(P.n, nc);
+  thread_local AlignedBuffer<float> b_packed;  // the caller's workspace, kept between calls
+  if (P.pack_b) b_packed.resize(round_up(P.n, nr) * std::max<size_t>(P.blk.kc, 1));
+  // A plain pointer: inside the tasks, the name b_packed would mean the worker's own thread_local.
+  float* const bp = P.pack_b ? b_packed.data() : nullptr;
+
+  const size_t K = P.k;
+  size_t pc = 0;
+  do {  // K blocks outermost (seed O7): a K of 0 still runs once to apply beta and the post-ops
+    const size_t kb = std::min(P.blk.kc, K - pc);
+    const F32Epilogue ep = block_epilogue(P.ep, pc == 0, pc + kb >= K);
+    if (P.pack_b) {
+      const size_t groups = ceil_div(P.n, nr);
+      const size_t per_task = std::max<size_t>(1, ceil_div(groups, size_t(get_num_threads()) * 4));
+      parallel_for(ceil_div(groups, per_task), [&](size_t t) {
+        for (size_t g = t * per_task; g < std::min(groups, (t + 1) * per_task); ++g)
+          pack_bcast(bp + g * nr * kb, P, g * nr, std::min(nr, P.n - g * nr), pc, kb, nr);
+      });
+    }
+    parallel_for(tm * tn, [&](size_t t) {
+      const size_t bi = t % tm, bj = t / tm;
+      run_tile_block(P, pc, kb, ep, bp, bi * mc, std::min(P.m, (bi + 1) * mc), bj * nc, std::min(P.n, (bj + 1) * nc));
+    });
+    pc += kb;
+  } while (pc < K);
+}
+
+Plan base_plan(const F32GemmKernel* kernel, size_t M, size_t N, size_t K, const float* x, size_t ldx, bool trans_x,
+               float* c, size_t ldc, const F32Epilogue& ep) {
+  Plan P{};
+  P.kernel = kernel;
+  P.m = N;
+  P.n = M;
+  P.k = K;
+  P.b = x;
+  P.b_js = trans_x ? 1 : ldx;  // column j of B' is row j of op(X)
+  P.b_ps = trans_x ? ldx : 1;
+  P.c = c;
+  P.ldc = ldc;
+  P.ep = ep;
+  if (K == 0) P.ep.alpha = 0.0f;  // BLAS: C = beta * C, even for an infinite alpha
+  P.blk = gemm_blocking(*kernel, K);
+  // Pack the broadcast operand when it is strided along K, or when enough A panels reuse it.
+  P.pack_b = M > 1 && (trans_x || N >= 4 * size_t(kernel->mr));
+  return P;
+}
+
+}  // namespace
+
+void set_blocking_mode(BlockingMode mode) { g_blocking_mode.store(int(mode)); }
+BlockingMode blocking_mode() { return BlockingMode(g_blocking_mode.load()); }
+
+GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K) {
+  if (blocking_mode() == BlockingMode::fixed) return {256, 4032, 48};  // seed O7, non-transposed
+  const CpuFeatures& f = cpu_features();
+  const size_t l1 = f.l1d ? f.l1d : 32 * 1024, l2 = f.l2 ? f.l2 : 256 * 1024;
+  // kc: an A panel (MR x kc) and a B sliver (kc x NR) fill half of L1d; the K blocks are then balanced
+  // so that K = 300 runs as 2 x 152, not 272 + 28.
+  const size_t kc_max = std::max<size_t>(64, (l1 / 2) / ((k.mr + k.nr) * sizeof(float)) / 8 * 8);
+  const size_t kc = std::min(round_up(ceil_div(K, ceil_div(std::max<size_t>(K, 1), kc_max)), 8), kc_max);
+  // nc: the block of B (kc x nc) that all A panels stream against stays in half of L2.
+  const size_t nc = std::max<size_t>(k.nr, (l2 / 2) / (kc * sizeof(float)) / k.nr * k.nr);
+  // mc: C rows per task; the A panels are packed one at a time, so this only sets task granularity.
+  const size_t mc = round_up(4096, k.mr);
+  return {kc, mc, nc};
+}
+
+void sgemm(const SgemmArgs& g) {
+  const F32GemmKernel* kernel = dispatch().f32_gemm;
+  Plan P = base_plan(kernel, g.M, g.N, g.K, g.a, g.lda, g.trans_a, g.c, g.ldc, g.ep);
+  P.a = g.b;
+  P.lda = g.ldb;
+  // A'(i, p) = op(B)[p, i]: in place (column-major) for a plain B, transposed panels for B^T.
+  P.a_kind = g.trans_b ? PanelKind::row_major : PanelKind::col_major;
+  execute(P);
+}
+
+PackedF32Gemm::PackedF32Gemm(const float* weight, size_t N, size_t K, size_t ldw)
+    : kernel_(dispatch().f32_gemm), N_(N), K_(K) {
+  const size_t mr = kernel_->mr;
+  kc_ = gemm_blocking(*kernel_, K).kc;
+  n_panels_ = ceil_div(N, mr);
+  const size_t m_padded = n_panels_ * mr;
+  packed_.resize(std::max<size_t>(m_padded * K, 1));
+  for (size_t pc = 0; pc < K; pc += kc_) {
+    const size_t kb = std::min(kc_, K - pc);
+    for (size_t ip = 0; ip < n_panels_; ++ip)
+      pack_panel_rows(packed_.data() + pc * m_padded + ip * mr * kb, weight, ldw, ip * mr, std::min(mr, N - ip * mr),
+                      pc, kb, mr);
+  }
+}
+
+void PackedF32Gemm::unpack(float* w) const {
+  const size_t mr = kernel_->mr, m_padded = n_panels_ * mr;
+  for (size_t pc = 0; pc < K_; pc += kc_) {
+    const size_t kb = std::min(kc_, K_ - pc);
+    for (size_t i = 0; i < N_; ++i)
+      for (size_t p = 0; p < kb; ++p)
+        w[i * K_ + pc + p] = packed_.data()[pc * m_padded + (i / mr) * mr * kb + p * mr + i % mr];
+  }
+}
+
+void PackedF32Gemm::run(size_t M, const float* x, size_t ldx, float* c, size_t ldc, const F32Epilogue& ep) const {
+  if (dispatch().f32_gemm != kernel_) {
+    // The cap changed since packing: the packed layout belongs to another kernel.
+    AlignedBuffer<float> w(std::max<size_t>(N_ * K_, 1));
+    unpack(w.data());
+    SgemmArgs g;
+    g.M = M; g.N = N_; g.K = K_;
+    g.a = x; g.lda = ldx;
+    g.b = w.data(); g.ldb = K_; g.trans_b = true;
+    g.c = c; g.ldc = ldc; g.ep = ep;
+    sgemm(g);
+    return;
+  }
+  Plan P = base_plan(kernel_, M, N_, K_, x, ldx, false, c, ldc, ep);
+  P.a_kind = PanelKind::prepacked;
+  P.a = packed_.data();
+  P.m_padded = n_panels_ * kernel_->mr;
+  P.blk.kc = kc_;
+  execute(P);
+}
+
+}  // namespace nnkern

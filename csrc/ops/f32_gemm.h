@@ -1,0 +1,56 @@
+// FP32 GEMM driver: blocking, packing and threading around the dispatched micro-kernel.
+// Row-major, like NumPy: C[M, N] = epilogue(op(A)[M, K] op(B)[K, N]).
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "core/buffer.h"
+#include "kernels/f32_gemm.h"
+
+namespace nnkern {
+
+struct SgemmArgs {
+  size_t M = 0, N = 0, K = 0;
+  const float* a = nullptr;  // op(A) = trans_a ? A^T : A, A stored row-major with leading dimension lda
+  size_t lda = 0;
+  bool trans_a = false;
+  const float* b = nullptr;
+  size_t ldb = 0;
+  bool trans_b = false;
+  float* c = nullptr;
+  size_t ldc = 0;
+  F32Epilogue ep;  // alpha, beta, bias[N] and clamp, applied once per element
+};
+
+// Cache blocking. kc is the only block that changes results (the K summation order), so it never
+// depends on the thread count: any thread count gives bit-identical results.
+struct GemmBlocking {
+  size_t kc, mc, nc;  // in the kernel's column-major terms: mc along A's rows (= N), nc along B's columns (= M)
+};
+enum class BlockingMode { cache, fixed };
+void set_blocking_mode(BlockingMode mode);  // fixed = seed O7's 256 / 4032 / 48; cache = from cache sizes
+BlockingMode blocking_mode();
+GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K);
+
+void sgemm(const SgemmArgs& args);
+
+// B packed once into the micro-kernel's panel layout (the weights of a Linear layer).
+// Packed for the kernel dispatched at construction; under another cap, calls fall back to unpacking.
+class PackedF32Gemm {
+ public:
+  // weight is W[N, K] row-major (torch.nn.Linear's layout): C = X W^T.
+  PackedF32Gemm(const float* weight, size_t N, size_t K, size_t ldw);
+  // C[M, N] = epilogue(X[M, K] W^T); x has leading dimension ldx.
+  void run(size_t M, const float* x, size_t ldx, float* c, size_t ldc, const F32Epilogue& ep) const;
+  size_t N() const { return N_; }
+  size_t K() const { return K_; }
+  const char* kernel_name() const { return kernel_->name; }
+
+ private:
+  void unpack(float* w) const;  // back to W[N, K]
+  const F32GemmKernel* kernel_;
+  size_t N_, K_, kc_, n_panels_;
+  AlignedBuffer<float> packed_;
+};
+
+}  // namespace nnkern

@@ -1,0 +1,22 @@
+"""nnkern: hand-written SIMD kernels for deep-learning inference on CPUs.
+
+Every op picks its kernels at run time from the CPU's features (cpuid / getauxval), capped by
+``NNKERN_MAX_ISA`` or :func:`set_max_isa`. Arrays are NumPy arrays; see each function's docstring
+for its dtype, layout and error-bound contract.
+"""
+from . import _C  # noqa: F401  (the native core; importing it fails clearly if the build is missing)
+from ._isa import ISA_LEVELS, cpu_info, get_max_isa, max_isa, set_max_isa, supported_isas
+from ._isa import _apply_environment_cap
+from ._threads import get_num_threads, set_num_threads
+from .gemm import Linear, matmul, sgemm
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas",
+    "get_num_threads", "set_num_threads",
+    "sgemm", "matmul", "Linear",
+]
+
+_apply_environment_cap()
+del _apply_environment_cap

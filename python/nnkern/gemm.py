@@ -1,0 +1,155 @@
+"""FP32 matrix products: sgemm (BLAS semantics), matmul, and the prepacked Linear layer."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _C
+from ._arrays import F32, as_float_scalar, check_no_overlap, matrix_view, require_array, require_ndim
+
+__all__ = ["sgemm", "matmul", "Linear"]
+
+# Error bound of the float32 kernels against an exact product, per element (tests check it):
+# |C - C_exact| <= GEMM_ERROR_FACTOR * K * eps * (|A| @ |B|), eps = 2**-24 (unit roundoff).
+GEMM_ERROR_FACTOR = 2.0
+
+
+def _run_sgemm(a, b, c, trans_a, trans_b, alpha, beta, bias=None, relu=False):
+    """c (row-major, float32, shape M x N) = alpha op(a) op(b) + beta c, with views resolved."""
+    av, lda, ta = matrix_view(a)
+    bv, ldb, tb = matrix_view(b)
+    M = a.shape[1] if trans_a else a.shape[0]
+    K = a.shape[0] if trans_a else a.shape[1]
+    N = b.shape[0] if trans_b else b.shape[1]
+    cv, ldc, tc = matrix_view(c) if c.flags.writeable else (None, 0, True)
+    if cv is not c or tc:  # not a row-major view of c itself: compute into a temporary, copy back
+        tmp = np.ascontiguousarray(c) if beta != 0.0 else np.empty((M, N), F32)
+        _C.sgemm(av, lda, ta != trans_a, bv, ldb, tb != trans_b, tmp, max(N, 1), M, N, K, alpha, beta, bias, relu)
+        c[...] = tmp
+        return c
+    _C.sgemm(av, lda, ta != trans_a, bv, ldb, tb != trans_b, c, ldc, M, N, K, alpha, beta, bias, relu)
+    return c
+
+
+def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None):
+    """C = alpha * op(A) @ op(B) + beta * C, in float32, with BLAS semantics.
+
+    a, b: 2-D float32 arrays (any other dtype raises TypeError: convert with ``.astype(np.float32)``).
+      Row- and column-major views are used in place; other strides are copied first.
+    trans_a, trans_b: use A.T / B.T.
+    c: optional (M, N) float32 output, written in place and returned. beta == 0 ignores its contents
+      (NaN included); with c=None a new array is returned. c must not overlap a or b.
+    K == 0 gives beta * C. NaN and Inf propagate as in numpy.
+    Error bound per element: |C - exact| <= 2 K eps (|alpha| |op(A)| @ |op(B)|) + eps |beta C|,
+    eps = 2**-24.
+    """
+    a = require_array(a, "a", F32)
+    b = require_array(b, "b", F32)
+    require_ndim(a, "a", (2,))
+    require_ndim(b, "b", (2,))
+    alpha = as_float_scalar(alpha, "alpha")
+    beta = as_float_scalar(beta, "beta")
+    trans_a, trans_b = bool(trans_a), bool(trans_b)
+    M, K = (a.shape[1], a.shape[0]) if trans_a else a.shape
+    Kb, N = (b.shape[1], b.shape[0]) if trans_b else b.shape
+    if K != Kb:
+        sa = f"a{'.T' if trans_a else ''} of shape {(M, K)}"
+        sb = f"b{'.T' if trans_b else ''} of shape {(Kb, N)}"
+        raise ValueError(f"sgemm: inner dimensions differ: {sa} and {sb}")
+    if c is None:
+        c = np.empty((M, N), F32)
+        beta = 0.0
+    else:
+        c = require_array(c, "c", F32)
+        if c.shape != (M, N):
+            raise ValueError(f"c must have shape {(M, N)}, got {c.shape}")
+        if not c.flags.writeable:
+            raise ValueError("c is read-only")
+        check_no_overlap(c, "c", a=a, b=b)
+    if M == 0 or N == 0:
+        return c
+    return _run_sgemm(a, b, c, trans_a, trans_b, alpha, beta)
+
+
+def matmul(a, b, out=None):
+    """``a @ b`` for float32 matrices and vectors, like numpy.matmul for 1-D and 2-D operands.
+
+    A 1-D ``a`` is a row vector, a 1-D ``b`` a column vector (the added dimension is removed from the
+    result). Arrays of more than 2 dimensions raise ValueError. ``out`` must have the result's shape.
+    """
+    a = require_array(a, "a", F32)
+    b = require_array(b, "b", F32)
+    require_ndim(a, "a", (1, 2))
+    require_ndim(b, "b", (1, 2))
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    if a2.shape[1] != b2.shape[0]:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned ({a2.shape[1]} != {b2.shape[0]})")
+    shape = (a2.shape[0], b2.shape[1])
+    res_shape = tuple(d for d, squeeze in zip(shape, (a.ndim == 1, b.ndim == 1)) if not squeeze)
+    if out is None:
+        out = np.empty(res_shape, F32)
+    else:
+        out = require_array(out, "out", F32)
+        if out.shape != res_shape:
+            raise ValueError(f"out must have shape {res_shape}, got {out.shape}")
+        if not out.flags.writeable:
+            raise ValueError("out is read-only")
+        check_no_overlap(out, "out", a=a, b=b)
+    if out.size == 0:
+        return out
+    _run_sgemm(a2, b2, out.reshape(shape), False, False, 1.0, 0.0)
+    return out
+
+
+class Linear:
+    """``y = x @ weight.T + bias`` with the weight packed once, like torch.nn.Linear (inference).
+
+    weight: float32 (out_features, in_features); bias: float32 (out_features,) or None;
+    activation: None or "relu", fused into the store of the GEMM.
+    The weight is copied and packed for the kernel the dispatcher picks at construction; under a
+    different ISA cap later, calls stay correct but unpack per call. Safe to call from several threads.
+    """
+
+    def __init__(self, weight, bias=None, *, activation=None):
+        weight = require_array(weight, "weight", F32)
+        require_ndim(weight, "weight", (2,))
+        self.out_features, self.in_features = weight.shape
+        if bias is not None:
+            bias = require_array(bias, "bias", F32)
+            if bias.shape != (self.out_features,):
+                raise ValueError(f"bias must have shape ({self.out_features},), got {bias.shape}")
+            bias = np.array(bias, dtype=F32, copy=True)
+        if activation not in (None, "relu"):
+            raise ValueError(f"activation must be None or 'relu', got {activation!r}")
+        self.bias = bias
+        self.activation = activation
+        self._packed = _C.PackedLinear(np.ascontiguousarray(weight), self.out_features, self.in_features)
+
+    @property
+    def kernel(self) -> str:
+        """The micro-kernel the weight was packed for."""
+        return self._packed.kernel_name
+
+    def __call__(self, x, out=None):
+        x = require_array(x, "x", F32)
+        if x.ndim < 1 or x.shape[-1] != self.in_features:
+            raise ValueError(f"x must have shape (..., {self.in_features}), got {x.shape}")
+        lead = x.shape[:-1]
+        shape = lead + (self.out_features,)
+        if out is None:
+            out = np.empty(shape, F32)
+        else:
+            out = require_array(out, "out", F32)
+            if out.shape != shape:
+                raise ValueError(f"out must have shape {shape}, got {out.shape}")
+            if not out.flags.c_contiguous or not out.flags.writeable:
+                raise ValueError("out must be a writeable C-contiguous array")
+            check_no_overlap(out, "out", x=x)
+        if out.size == 0:
+            return out
+        x2 = np.ascontiguousarray(x.reshape(-1, self.in_features))
+        self._packed.run(x2, x2.shape[0], out.reshape(-1, self.out_features), self.bias, self.activation == "relu")
+        return out
+
+    def __repr__(self):
+        return f"Linear(in_features={self.in_features}, out_features={self.out_features}, kernel={self.kernel!r})"
