@@ -4,7 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
@@ -85,17 +87,61 @@ py::dict cpu_info() {
   return d;
 }
 
-// Row-major matrix views: (pointer, leading dimension) as the Python layer computed them.
-void sgemm_binding(const py::array& a, size_t lda, bool trans_a, const py::array& b, size_t ldb, bool trans_b, py::array& c,
-           size_t ldc, size_t M, size_t N, size_t K, float alpha, float beta, const py::object& bias, bool relu) {
+// A 2-D float32 array as the kernels read it: row-major (ld = row stride) or column-major (the
+// transpose of a row-major array). Other layouts (negative or non-unit strides, misaligned data)
+// become a C-contiguous copy, kept alive in `keep`.
+struct MatrixView {
+  const float* data;
+  size_t ld;
+  bool transposed;
+  py::object keep;  // null unless the view is a copy
+};
+
+MatrixView matrix_view(const py::array& a) {
+  const ssize_t rows = a.shape(0), cols = a.shape(1), s0 = a.strides(0), s1 = a.strides(1);
+  constexpr ssize_t f = sizeof(float);
+  const bool aligned = reinterpret_cast<uintptr_t>(a.data()) % f == 0;
+  if (aligned && (cols <= 1 || s1 == f) && s0 >= 0 && s0 % f == 0) {
+    const ssize_t ld = rows > 1 ? s0 / f : cols;
+    if (ld >= cols) return {cdata<float>(a), size_t(std::max<ssize_t>(ld, 1)), false, py::object()};
+  }
+  if (aligned && (rows <= 1 || s0 == f) && s1 >= 0 && s1 % f == 0) {
+    const ssize_t ld = cols > 1 ? s1 / f : rows;
+    if (ld >= rows) return {cdata<float>(a), size_t(std::max<ssize_t>(ld, 1)), true, py::object()};
+  }
+  // numpy.array(copy=True) always allocates fresh, aligned, C-contiguous memory.
+  py::array copy = py::module_::import("numpy").attr("array")(a, py::arg("order") = "C", py::arg("copy") = true);
+  return {cdata<float>(copy), size_t(std::max<ssize_t>(cols, 1)), false, copy};
+}
+
+// c (M x N) = epilogue(op(a) op(b)); shapes, dtypes and aliasing were checked by the Python layer.
+void sgemm_binding(const py::array& a, bool trans_a, const py::array& b, bool trans_b, py::array& c, float alpha,
+                   float beta, const py::object& bias, bool relu) {
+  MatrixView va = matrix_view(a), vb = matrix_view(b);
   SgemmArgs g;
-  g.M = M; g.N = N; g.K = K;
-  g.a = cdata<float>(a); g.lda = lda; g.trans_a = trans_a;
-  g.b = cdata<float>(b); g.ldb = ldb; g.trans_b = trans_b;
-  g.c = mdata<float>(c); g.ldc = ldc;
+  g.M = size_t(c.shape(0));
+  g.N = size_t(c.shape(1));
+  g.K = size_t(trans_a ? a.shape(0) : a.shape(1));
+  g.a = va.data; g.lda = va.ld; g.trans_a = trans_a != va.transposed;
+  g.b = vb.data; g.ldb = vb.ld; g.trans_b = trans_b != vb.transposed;
   g.ep = epilogue(alpha, beta, bias, relu);
-  py::gil_scoped_release release;
-  nnkern::sgemm(g);
+  MatrixView vc = matrix_view(c);
+  const bool in_place = !vc.keep && !vc.transposed;
+  py::array tmp;
+  if (in_place) {
+    g.c = mdata<float>(c);
+    g.ldc = vc.ld;
+  } else {  // compute into a row-major temporary (holding C's values when beta reads them), copy back
+    tmp = beta != 0.0f ? py::array(py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(c).attr("copy")())
+                       : py::array(py::array_t<float>({c.shape(0), c.shape(1)}));
+    g.c = mdata<float>(tmp);
+    g.ldc = size_t(std::max<ssize_t>(c.shape(1), 1));
+  }
+  {
+    py::gil_scoped_release release;
+    nnkern::sgemm(g);
+  }
+  if (!in_place) c.attr("__setitem__")(py::ellipsis(), tmp);
 }
 
 // Runs one ISA's micro-kernel on one tile, for the tests (a/b/c may live in guarded buffers).

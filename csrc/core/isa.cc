@@ -14,6 +14,7 @@ constexpr IsaName kNames[] = {
     {Isa::neondot, "neondot"}, {Isa::neoni8mm, "neoni8mm"},
 };
 
+// The best level the CPU has (ops without a kernel at that level use the best one below it).
 Isa best_supported() {
   Isa best = Isa::scalar;
   for (Isa i : isa_levels())
@@ -60,33 +61,19 @@ std::vector<Isa> isa_levels() {
 
 bool isa_supported(Isa isa) {
   const CpuFeatures& f = cpu_features();
-  bool avx2 = f.avx && f.avx2 && f.fma && f.f16c && f.os_ymm;
-  bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.os_zmm;
+  const bool avx2 = f.avx && f.avx2 && f.fma && f.f16c && f.os_ymm;
+  const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.os_zmm;
   switch (isa) {
     case Isa::scalar: return true;
-#ifdef NNKERN_HAVE_AVX2
     case Isa::avx2: return avx2;
-#endif
-#ifdef NNKERN_HAVE_AVXVNNI
     case Isa::avxvnni: return avx2 && f.avxvnni;
-#endif
-#ifdef NNKERN_HAVE_AVX512
     case Isa::avx512: return avx512;
-#endif
-#ifdef NNKERN_HAVE_AVX512VNNI
     case Isa::avx512vnni: return avx512 && f.avx512vnni;
-#endif
-#ifdef NNKERN_HAVE_NEON
     case Isa::neon: return f.asimd;
-#endif
-#ifdef NNKERN_HAVE_NEONDOT
     case Isa::neondot: return f.asimd && f.asimddp;
-#endif
-#ifdef NNKERN_HAVE_NEONI8MM
     case Isa::neoni8mm: return f.asimd && f.asimddp && f.i8mm;
-#endif
-    default: return false;
   }
+  return false;
 }
 
 bool isa_within(Isa isa, Isa cap) {

@@ -40,7 +40,8 @@ const char* isa_name(Isa isa);
 bool isa_from_name(const std::string& name, Isa* out);
 // All names valid on this build's architecture, lowest first.
 std::vector<Isa> isa_levels();
-// True if the CPU (and OS) can run code compiled for `isa`, and this build has it.
+// True if the CPU (and OS) can run code compiled for `isa`. An op may have no kernel at a level;
+// the dispatcher then uses its best kernel below it.
 bool isa_supported(Isa isa);
 // True if `isa` <= `cap` in the partial order (avxvnni <= avx512vnni, avxvnni !<= avx512).
 bool isa_within(Isa isa, Isa cap);

@@ -17,6 +17,7 @@ namespace {
 constexpr size_t kMaxNR = 32;
 // Seed O6: below this many broadcast columns a copied A panel would not be reused enough to pay.
 constexpr size_t kCopyPanelMinN = 18;
+constexpr double kMinFlopsPerThread = 2e6;
 
 std::atomic<int> g_blocking_mode{int(BlockingMode::cache)};
 
@@ -86,6 +87,8 @@ void run_tile_block(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, 
   const float* bptr[kMaxNR];
   for (size_t i = i0; i < i1; i += mr) {
     const size_t mi = std::min(mr, P.m - i);
+    F32Epilogue tile_ep = ep;
+    if (tile_ep.bias) tile_ep.bias += i;  // the kernel indexes the bias by its own tile row
     const float* a;
     size_t a_stride = mr;
     bool copy_first = false;
@@ -116,7 +119,7 @@ void run_tile_block(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, 
         b_stride = P.b_ps;
       }
       float* a_copy = copy_first ? panel.data() : nullptr;
-      P.kernel->run(mi, nj, kb, a, a_stride, a_copy, bptr, b_stride, P.c + j * P.ldc + i, P.ldc, &ep);
+      P.kernel->run(mi, nj, kb, a, a_stride, a_copy, bptr, b_stride, P.c + j * P.ldc + i, P.ldc, &tile_ep);
       if (copy_first) {  // later column groups read the packed copy
         a = panel.data();
         a_stride = mr;
@@ -131,7 +134,9 @@ void split_tasks(const Plan& P, size_t* mc, size_t* nc) {
   const size_t mr = P.kernel->mr, nr = P.kernel->nr;
   size_t bm = ceil_div(P.m, std::max(P.blk.mc, mr)), bn = ceil_div(P.n, std::max(P.blk.nc, nr));
   const size_t max_bm = ceil_div(P.m, mr), max_bn = ceil_div(P.n, nr);
-  const size_t threads = size_t(get_num_threads());
+  // A thread must get enough work to pay for waking it (a few microseconds).
+  const double flops = 2.0 * double(P.m) * double(P.n) * double(std::max<size_t>(P.k, 1));
+  const size_t threads = std::min(size_t(get_num_threads()), size_t(1) + size_t(flops / kMinFlopsPerThread));
   while (bm * bn < threads && (bm < max_bm || bn < max_bn)) {
     // Grow the block count of the dimension whose blocks are wider (in micro-tiles).
     bool grow_m = bn >= max_bn || (bm < max_bm && max_bm / bm >= max_bn / bn);
@@ -205,7 +210,7 @@ GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K) {
   // kc: an A panel (MR x kc) and a B sliver (kc x NR) fill half of L1d; the K blocks are then balanced
   // so that K = 300 runs as 2 x 152, not 272 + 28.
   const size_t kc_max = std::max<size_t>(64, (l1 / 2) / ((k.mr + k.nr) * sizeof(float)) / 8 * 8);
-  const size_t kc = std::min(round_up(ceil_div(K, ceil_div(std::max<size_t>(K, 1), kc_max)), 8), kc_max);
+  const size_t kc = std::max<size_t>(8, std::min(round_up(ceil_div(K, ceil_div(std::max<size_t>(K, 1), kc_max)), 8), kc_max));
   // nc: the block of B (kc x nc) that all A panels stream against stays in half of L2.
   const size_t nc = std::max<size_t>(k.nr, (l2 / 2) / (kc * sizeof(float)) / k.nr * k.nr);
   // mc: C rows per task; the A panels are packed one at a time, so this only sets task granularity.

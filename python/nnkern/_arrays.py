@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 F32 = np.dtype(np.float32)
-_F32_SIZE = 4
 
 
 def require_array(x, name: str, dtype: np.dtype) -> np.ndarray:
@@ -21,27 +20,6 @@ def require_ndim(x: np.ndarray, name: str, ndims: tuple[int, ...]) -> None:
     if x.ndim not in ndims:
         want = " or ".join(f"{d}-D" for d in ndims)
         raise ValueError(f"{name} must be {want}, got a {x.ndim}-D array of shape {x.shape}")
-
-
-def matrix_view(x: np.ndarray):
-    """A 2-D float32 array as the kernels read it: (array, leading dimension, transposed).
-
-    Row-major and column-major views (any leading dimension, e.g. slices) are used in place;
-    anything else (negative or non-unit strides in both dimensions, misaligned data) is copied
-    to a C-contiguous array first.
-    """
-    rows, cols = x.shape
-    s0, s1 = x.strides
-    aligned = x.ctypes.data % _F32_SIZE == 0
-    if aligned and (cols <= 1 or s1 == _F32_SIZE) and s0 >= 0 and s0 % _F32_SIZE == 0:
-        ld = s0 // _F32_SIZE if rows > 1 else cols
-        if ld >= cols:
-            return x, max(ld, 1), False
-    if aligned and (rows <= 1 or s0 == _F32_SIZE) and s1 >= 0 and s1 % _F32_SIZE == 0:
-        ld = s1 // _F32_SIZE if cols > 1 else rows
-        if ld >= rows:
-            return x, max(ld, 1), True  # column-major: the transpose of a row-major (cols x rows)
-    return matrix_view(np.ascontiguousarray(x))
 
 
 def check_no_overlap(out: np.ndarray, out_name: str, **inputs) -> None:

@@ -1,0 +1,117 @@
+"""``python -m nnkern [info|check|bench]``.
+
+(no command)  the main job (< 1 minute): CPU, chosen kernels, a self-check of every kernel this CPU
+              can run (PASS/FAIL, exit code 1 on any FAIL) and a short SGEMM table versus numpy.
+info          just the CPU and the chosen kernels.
+check         just the self-check.
+bench         the fuller SGEMM table against every installed comparison library, 1 and 2 threads.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+MAIN_SHAPES = [(17, 13, 9), (64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (8, 1024, 1024)]
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1048576:.1f} MiB" if n >= 1048576 else f"{n // 1024} KiB"
+
+
+def print_info() -> None:
+    import nnkern
+    from nnkern import _C
+    i = nnkern.cpu_info()
+    print(f"nnkern {nnkern.__version__}  arch {i.get('arch')}")
+    print(f"CPU: {i.get('vendor')} / {i.get('model')}")
+    print("features: " + " ".join(k for k, v in i.get("features", {}).items() if v))
+    print("caches: " + ", ".join(f"{k} {_kib(v)}" for k, v in i.get("caches", {}).items()))
+    print(f"ISA levels supported: {', '.join(i.get('supported_isas', []))};  cap {i.get('max_isa')};  "
+          f"threads {i.get('num_threads')}")
+    for op, k in i.get("kernels", {}).items():
+        print(f"kernel {op}: {k}")
+    if hasattr(_C, "gemm_blocking"):
+        print(f"sgemm blocking ({_C.get_blocking_mode()}): kc, mc, nc = {_C.gemm_blocking(1024)} at K=1024")
+
+
+def run_check() -> bool:
+    from nnkern.bench import selfcheck
+    print("\n## self-check (every ISA this CPU can run, vs float64 reference)")
+    t0 = time.perf_counter()
+    ok = selfcheck.run()
+    print(f"self-check: {'ALL PASS' if ok else 'FAILURES'} ({time.perf_counter() - t0:.1f} s)")
+    return ok
+
+
+def main_job() -> int:
+    from nnkern.bench import harness, ops
+    print_info()
+    ok = run_check()
+    print("\n## short benchmark, 1 thread, vs numpy (median of 5 x 20 ms)")
+    print(harness.peaks_line("f32", "GFLOP/s"))
+    results = harness.run(ops.sgemm_vs_numpy_op(), MAIN_SHAPES, (1,), repeats=5, progress=None)
+    print(harness.markdown_table(results, 1))
+    print("(full table vs onnxruntime/oneDNN/torch: python -m nnkern bench)")
+    return 0 if ok else 1
+
+
+def bench(args) -> int:
+    from nnkern.bench import harness, ops
+    import nnkern
+    threads = [int(t) for t in args.threads.split(",") if t.strip()]
+    if args.shapes:
+        shapes = [harness.parse_shape(s) for s in args.shapes]
+    else:
+        shapes = harness.SGEMM_QUICK if args.quick else harness.SGEMM_SHAPES
+    isas = args.isa.split(",") if args.isa else None
+    print_info()
+    print(ops.openblas_note())
+    print(harness.peaks_line("f32", "GFLOP/s"))
+    op = ops.sgemm_op(numpy_unset=not args.no_subprocess)
+    t0 = time.perf_counter()
+    results = harness.run(op, shapes, threads, isas=isas, repeats=args.repeats,
+                          progress=lambda s: print(s, flush=True))
+    print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
+    for t in threads:
+        print(harness.markdown_table(results, t))
+        print()
+    print(harness.peaks_line("f32", "GFLOP/s"))
+    print(ops.openblas_note())
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump([r.as_dict() for r in results], f, indent=1)
+        print(f"results written to {args.json}")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m nnkern", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd")
+    sub.add_parser("info", help="CPU, features, caches and the chosen kernels")
+    sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
+    b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
+    b.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
+    b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")
+    b.add_argument("--isa", help="comma-separated nnkern ISA levels (default: all this CPU runs)")
+    b.add_argument("--repeats", type=int, default=None, help="repetitions per shape (default 7, quick 5)")
+    b.add_argument("--no-subprocess", action="store_true", help="skip numpy with OPENBLAS_* unset")
+    b.add_argument("--json", help="also write the result records to this file")
+    args = p.parse_args(argv)
+    if args.cmd == "info":
+        print_info()
+        return 0
+    if args.cmd == "check":
+        return 0 if run_check() else 1
+    if args.cmd == "bench":
+        if args.repeats is None:
+            args.repeats = 5 if args.quick else 7
+        return bench(args)
+    return main_job()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Self-check of every kernel this CPU can run against a float64 reference (the main job's PASS/FAIL
+lines).  Each supported ISA is selected with ``nnkern.max_isa`` in turn."""
+from __future__ import annotations
+
+from typing import Callable, List, Tuple
+
+import numpy as np
+
+#: (M, N, K): single element, tails of every kernel (16x6/48x8/8x4 and K unroll remainders),
+#: exact tiles, a multi-block shape (K > kc, M > mc for the usual blockings) and a skinny one.
+SGEMM_CHECK_SHAPES = [(1, 1, 1), (17, 13, 9), (15, 5, 7), (33, 7, 3), (48, 8, 64), (16, 6, 8),
+                      (100, 70, 300), (1, 300, 200), (257, 129, 515)]
+EPS = 2.0 ** -24
+
+
+def _factor() -> float:
+    from .. import gemm
+    return float(getattr(gemm, "GEMM_ERROR_FACTOR", 2.0))
+
+
+def _ratio(got, a, b, alpha=1.0, beta=0.0, c0=None) -> float:
+    """max |got - exact| / documented bound (<= 1 passes); a, b are op(A), op(B) as float64."""
+    K = a.shape[1]
+    exact = alpha * (a @ b)
+    bound = _factor() * max(K, 1) * EPS * abs(alpha) * (np.abs(a) @ np.abs(b))
+    if c0 is not None and beta != 0.0:
+        exact = exact + beta * c0.astype(np.float64)
+        bound = bound + EPS * np.abs(beta * c0.astype(np.float64))
+    bound = bound + np.finfo(np.float32).tiny  # allow exact zeros
+    return float(np.max(np.abs(got.astype(np.float64) - exact) / bound))
+
+
+def check_sgemm_shape(M, N, K, rng) -> Tuple[bool, str]:
+    """All four transposes, plus alpha/beta with a C and beta=0 over NaN."""
+    import nnkern
+    worst, ok = 0.0, True
+    for ta in (False, True):
+        for tb in (False, True):
+            A = rng.standard_normal((M, K)).astype(np.float32)
+            B = rng.standard_normal((K, N)).astype(np.float32)
+            a_arg = np.ascontiguousarray(A.T) if ta else A
+            b_arg = np.ascontiguousarray(B.T) if tb else B
+            got = nnkern.sgemm(a_arg, b_arg, trans_a=ta, trans_b=tb)
+            worst = max(worst, _ratio(got, A.astype(np.float64), B.astype(np.float64)))
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    C0 = rng.standard_normal((M, N)).astype(np.float32)
+    C = C0.copy()
+    nnkern.sgemm(A, B, alpha=0.5, beta=-2.0, c=C)
+    worst = max(worst, _ratio(C, A.astype(np.float64), B.astype(np.float64), 0.5, -2.0, C0))
+    Cn = np.full((M, N), np.nan, np.float32)
+    nnkern.sgemm(A, B, beta=0.0, c=Cn)
+    if np.isnan(Cn).any():
+        ok = False
+    worst = max(worst, _ratio(Cn, A.astype(np.float64), B.astype(np.float64)))
+    ok = ok and worst <= 1.0
+    return ok, f"err/bound {worst:.3f}" + ("" if np.isfinite(Cn).all() else ", beta=0 kept NaN")
+
+
+def check_linear(rng) -> Tuple[bool, str]:
+    """Linear with bias (+relu), 1-D / 2-D / 3-D inputs, odd feature counts."""
+    import nnkern
+    worst, ok = 0.0, True
+    for (out_f, in_f), lead, act in [((13, 9), (5,), None), ((70, 300), (3, 7), "relu"),
+                                     ((6, 1024), (), None), ((129, 515), (33,), "relu")]:
+        W = rng.standard_normal((out_f, in_f)).astype(np.float32)
+        bias = rng.standard_normal(out_f).astype(np.float32)
+        x = rng.standard_normal(lead + (in_f,)).astype(np.float32)
+        y = nnkern.Linear(W, bias, activation=act)(x)
+        x2 = x.reshape(-1, in_f).astype(np.float64)
+        exact = x2 @ W.T.astype(np.float64) + bias
+        bound = (_factor() * in_f * EPS * (np.abs(x2) @ np.abs(W.T.astype(np.float64)))
+                 + EPS * np.abs(bias) + np.finfo(np.float32).tiny)
+        if act == "relu":
+            exact = np.maximum(exact, 0.0)
+        ok = ok and y.shape == lead + (out_f,)
+        worst = max(worst, float(np.max(np.abs(y.reshape(-1, out_f) - exact) / bound)))
+    return ok and worst <= 1.0, f"err/bound {worst:.3f}"
+
+
+def check_threads(rng) -> Tuple[bool, str]:
+    """1 thread vs all threads: bit-identical."""
+    import nnkern
+    A = rng.standard_normal((301, 257)).astype(np.float32)
+    B = rng.standard_normal((257, 203)).astype(np.float32)
+    old = nnkern.get_num_threads()
+    try:
+        nnkern.set_num_threads(1)
+        c1 = nnkern.sgemm(A, B)
+        nnkern.set_num_threads(max(2, old))
+        c2 = nnkern.sgemm(A, B)
+    finally:
+        nnkern.set_num_threads(old)
+    return bool(np.array_equal(c1, c2)), f"1 vs {max(2, old)} threads bit-identical"
+
+
+def run(report: Callable[[str], None] = print) -> bool:
+    """Print one PASS/FAIL line per (ISA, check); True when everything passed."""
+    import nnkern
+    all_ok = True
+    rng = np.random.default_rng(2024)
+    for isa in nnkern.supported_isas():
+        with nnkern.max_isa(isa):
+            kern = nnkern.cpu_info()["kernels"].get("f32_gemm", "?")
+            checks: List[Tuple[str, Callable]] = [
+                (f"sgemm {M}x{N}x{K} NN/NT/TN/TT+alpha/beta", lambda M=M, N=N, K=K: check_sgemm_shape(M, N, K, rng))
+                for M, N, K in SGEMM_CHECK_SHAPES]
+            checks += [("Linear bias/relu, 1-3 D inputs", lambda: check_linear(rng)),
+                       ("sgemm threads", lambda: check_threads(rng))]
+            for name, fn in checks:
+                try:
+                    ok, detail = fn()
+                except Exception as e:  # a crash in a check is a FAIL, not a traceback
+                    ok, detail = False, f"{type(e).__name__}: {e}"
+                all_ok &= ok
+                report(f"{'PASS' if ok else 'FAIL'}  {isa:<10} {kern:<24} {name:<42} {detail}")
+    return all_ok

@@ -1,0 +1,171 @@
+"""Guard-page check, run as a subprocess by test_ukernels.py (a fault kills only this process).
+
+    python guard_check.py ISA ukernel|sgemm
+
+ukernel: every (m, n) tile of ISA's f32_gemm micro-kernel and every K remainder of its unroll, with A,
+  B, C and the a_copy panel each placed so that the last element the kernel may touch is the last float
+  before an unmapped page (nnkern._C.GuardedBuffer); results are checked against float64 as well.
+sgemm: the full driver under the cap ISA, with a, b and c ending at guard pages, all transpose
+  combinations and tail sizes of the kernel's MR x NR.
+Prints "OK" and exits 0 on success; exits 1 with a message on a wrong result; a fault is a signal.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nnkern  # noqa: E402
+from nnkern import _C  # noqa: E402
+from helpers import QUICK, assert_gemm_close, check_within_bound, gemm_bound  # noqa: E402
+
+F = 4  # bytes per float32
+
+
+class Guarded:
+    """A float32 array of n elements whose last element is right before a guard page."""
+
+    def __init__(self, n):
+        self.buf = _C.GuardedBuffer(max(n, 1) * F)
+        self.all = np.frombuffer(self.buf, dtype=np.float32)
+        self.n = max(n, 1)
+
+    def tail(self, count):
+        """A view of the last ``count`` floats (count == 0: an empty view at the very end)."""
+        return self.all[self.n - count:]
+
+
+def k_values(mr):
+    """0..2*8+7: every remainder of a K unroll of 8 (k8/k4/k2/k1 paths), twice over."""
+    return range(0, 24) if not QUICK else (0, 1, 2, 3, 4, 7, 8, 9, 15, 17, 23)
+
+
+def ukernel_guard(isa):
+    rng = np.random.default_rng(0)
+    _, MR, NR = _C.f32_gemm_tile(isa)
+    kmax = max(k_values(MR))
+    # One guarded buffer per operand, large enough for the biggest placement.
+    gA = Guarded((kmax + 1) * (MR + 5) + MR)
+    gB = Guarded((kmax + 1) * NR * 2)
+    gC = Guarded(NR * (MR + 3) + MR)
+    gCopy = Guarded(MR * (kmax + 1))
+    gBias = Guarded(MR)
+    bias_full = rng.uniform(-1, 1, MR).astype(np.float32)
+    for a_stride_extra in (0, 5):
+        a_stride = MR + a_stride_extra
+        for k in k_values(MR):
+            A = rng.uniform(-1, 1, (MR, k)).astype(np.float32)
+            B = rng.uniform(-1, 1, (k, NR)).astype(np.float32)
+            for m in range(1, MR + 1):
+                for n in range(1, NR + 1):
+                    for variant in range(2):
+                        # A: the last element read, A(m-1, k-1), is the buffer's last float.
+                        used_a = (k - 1) * a_stride + m if k else 0
+                        a_off = gA.n - used_a
+                        av = gA.all
+                        for p in range(k):
+                            av[a_off + p * a_stride:a_off + p * a_stride + m] = A[:m, p]
+                        # B: variant 0 = packed NR-interleaved (b_stride = n), 1 = one contiguous column each.
+                        if variant == 0:
+                            b_stride = n
+                            b_off0 = gB.n - (k * n if k else 0)
+                            offs = [b_off0 + j for j in range(n)]
+                            if k:
+                                gB.all[b_off0:] = B[:, :n].ravel()
+                        else:
+                            b_stride = 1
+                            b_off0 = gB.n - k * n
+                            offs = [b_off0 + j * k for j in range(n)]
+                            if k:
+                                gB.all[b_off0:] = B[:, :n].T.ravel()
+                        # C: tight (ldc = m) or with a leading dimension; ends at the guard page.
+                        ldc = m if variant == 0 else m + 3
+                        used_c = (n - 1) * ldc + m
+                        c_off = gC.n - used_c
+                        c0 = rng.uniform(-1, 1, used_c).astype(np.float32)
+                        gC.all[c_off:] = c0
+                        beta = 0.0 if variant == 0 else 0.5
+                        if beta == 0.0:
+                            gC.all[c_off:] = np.nan
+                        copy = gCopy.tail(MR * k) if (variant == 1 and k) else None
+                        bias = gBias.tail(m) if variant == 1 else None
+                        if bias is not None:
+                            bias[:] = bias_full[:m]
+                        _C.f32_gemm_ukernel(isa, m, n, k, gA.all, a_off, a_stride, copy, gB.all, offs, b_stride,
+                                            gC.all, c_off, ldc, 1.25, beta, bias, variant == 1)
+                        got = np.stack([gC.all[c_off + j * ldc:c_off + j * ldc + m] for j in range(n)], axis=1)
+                        c_old = np.stack([c0[j * ldc:j * ldc + m] for j in range(n)], axis=1)
+                        A64, B64 = A[:m].astype(np.float64), B[:, :n].astype(np.float64)
+                        want = 1.25 * (A64 @ B64)
+                        bound = gemm_bound(A64, B64, k, 1.25, beta, c_old if beta else None)
+                        if beta:
+                            want = want + beta * c_old
+                        if bias is not None:
+                            want = want + bias_full[:m, None]
+                            bound = bound + 2 ** -24 * np.abs(want)
+                        if variant == 1:
+                            want = np.maximum(want, 0)
+                        check_within_bound(got, want, bound, f"{isa} m={m} n={n} k={k} a_stride={a_stride} v{variant}")
+                        if copy is not None:
+                            cp = copy.reshape(k, MR)[:, :m]
+                            if not np.array_equal(cp, A[:m].T):
+                                raise AssertionError(f"{isa} m={m} n={n} k={k}: a_copy differs from A")
+
+
+def sgemm_guard(isa):
+    rng = np.random.default_rng(1)
+    nnkern.set_max_isa(isa)
+    _, MR, NR = _C.f32_gemm_tile(isa)
+    # C[M, N]: N runs along the kernel's MR (vector lanes), M along NR (broadcasts).
+    Ns = sorted({1, MR - 1, MR, MR + 1, 2 * MR + 3, 4 * MR + 1} - {0})
+    Ms = sorted({1, NR - 1, NR, NR + 1, 2 * NR + 3, 20} - {0})
+    Ks = (1, 3, 8, 13, 300) if not QUICK else (1, 13, 300)
+    for M in Ms:
+        for N in Ns:
+            for K in Ks:
+                a, b = rng.uniform(-1, 1, (M, K)).astype(np.float32), rng.uniform(-1, 1, (K, N)).astype(np.float32)
+                for trans_a in (False, True):
+                    for trans_b in (False, True):
+                        sa = np.ascontiguousarray(a.T if trans_a else a)
+                        sb = np.ascontiguousarray(b.T if trans_b else b)
+                        ga, gb, gc = Guarded(sa.size), Guarded(sb.size), Guarded(M * N)
+                        av = ga.tail(sa.size).reshape(sa.shape)
+                        bv = gb.tail(sb.size).reshape(sb.shape)
+                        av[...] = sa
+                        bv[...] = sb
+                        cv = gc.tail(M * N).reshape(M, N)
+                        c0 = rng.uniform(-1, 1, (M, N)).astype(np.float32)
+                        cv[...] = c0
+                        nnkern.sgemm(av, bv, trans_a=trans_a, trans_b=trans_b, alpha=-0.5, beta=2.0, c=cv)
+                        assert_gemm_close(cv, a, b, alpha=-0.5, beta=2.0, c0=c0,
+                                          what=f"{isa} {M}x{N}x{K} trans {trans_a},{trans_b}")
+                        # Column-major output ending at the guard page too.
+                        cf = gc.tail(M * N).reshape(N, M).T
+                        nnkern.sgemm(av, bv, trans_a=trans_a, trans_b=trans_b, c=cf)
+                        assert_gemm_close(cf, a, b, what=f"{isa} {M}x{N}x{K} F-order c")
+                        del av, bv, cv, cf
+    # Linear: packed weights, input and output at guard pages.
+    for out_f, in_f in [(MR + 1, 13), (3, 300), (2 * MR - 1, 9)]:
+        w = rng.uniform(-1, 1, (out_f, in_f)).astype(np.float32)
+        layer = nnkern.Linear(w)
+        for rows in (1, NR - 1 or 1, NR + 1):
+            gx, gy = Guarded(rows * in_f), Guarded(rows * out_f)
+            x = gx.tail(rows * in_f).reshape(rows, in_f)
+            x[...] = rng.uniform(-1, 1, x.shape)
+            y = gy.tail(rows * out_f).reshape(rows, out_f)
+            layer(x, out=y)
+            check_within_bound(y, *_ref(x, w.T), what=f"Linear {in_f}->{out_f} x{rows}")
+            del x, y
+
+
+def _ref(a, b):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return a64 @ b64, gemm_bound(a64, b64, a.shape[1])
+
+
+if __name__ == "__main__":
+    isa_name, what = sys.argv[1], sys.argv[2]
+    {"ukernel": ukernel_guard, "sgemm": sgemm_guard}[what](isa_name)
+    print("OK")

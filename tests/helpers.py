@@ -1,0 +1,90 @@
+"""Shared test helpers: the float64 GEMM reference, the documented error bound and small utilities.
+
+Imported by conftest.py and the test modules (pytest puts tests/ on sys.path), and by the guard-page
+subprocess script, so it must not import pytest.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+
+from nnkern.gemm import GEMM_ERROR_FACTOR
+
+#: float32 unit roundoff (the ``eps`` of nnkern's documented GEMM bound).
+EPS = 2.0 ** -24
+#: Absolute slack for results that are exactly zero in exact arithmetic.
+TINY = 1e-30
+
+#: NNKERN_TEST_QUICK=1 shrinks the exhaustive sweeps (for the slow sanitizer build in .ci/run).
+QUICK = os.environ.get("NNKERN_TEST_QUICK", "") not in ("", "0")
+
+
+def rand(rng, *shape, low=-1.0, high=1.0):
+    """float32 uniform random array."""
+    return rng.uniform(low, high, size=shape).astype(np.float32)
+
+
+def gemm_bound(a64, b64, K, alpha=1.0, beta=0.0, c0=None, factor=GEMM_ERROR_FACTOR):
+    """nnkern's documented per-element bound for C = alpha a b + beta c0 (a64, b64 already op()'d):
+    (factor K + 2) eps |alpha| (|a| @ |b|) + 2 eps |beta c0|."""
+    bound = (factor * K + 2) * EPS * abs(alpha) * (np.abs(a64) @ np.abs(b64))
+    if c0 is not None and beta != 0.0:
+        bound = bound + 2 * EPS * np.abs(beta * c0.astype(np.float64))
+    return bound + TINY
+
+
+def ref_gemm(a, b, alpha=1.0, beta=0.0, c0=None, trans_a=False, trans_b=False):
+    """float64 reference and its bound: returns (C64, bound) for alpha op(a) op(b) + beta c0."""
+    a64 = np.asarray(a, np.float64)
+    b64 = np.asarray(b, np.float64)
+    if trans_a:
+        a64 = a64.T
+    if trans_b:
+        b64 = b64.T
+    K = a64.shape[1]
+    c64 = alpha * (a64 @ b64)
+    if c0 is not None and beta != 0.0:
+        c64 = c64 + beta * c0.astype(np.float64)
+    return c64, gemm_bound(a64, b64, K, alpha, beta, c0)
+
+
+def check_within_bound(got, c64, bound, what=""):
+    """Raise AssertionError naming the worst element if |got - c64| > bound anywhere (NaN fails)."""
+    got64 = np.asarray(got, np.float64)
+    assert got64.shape == c64.shape, f"{what}: shape {got64.shape} != reference {c64.shape}"
+    err = np.abs(got64 - c64)
+    bad = ~(err <= bound)  # NaN in got counts as bad
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        ratio = np.nanmax(np.where(np.isfinite(err), err / bound, np.inf))
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {bad.size} elements outside the bound; first at {idx}: "
+            f"got {got64[idx]!r}, want {c64[idx]!r} +- {bound[idx]!r} (worst err/bound {ratio:.3g})")
+
+
+def assert_gemm_close(got, a, b, *, alpha=1.0, beta=0.0, c0=None, trans_a=False, trans_b=False, what="sgemm"):
+    c64, bound = ref_gemm(a, b, alpha, beta, c0, trans_a, trans_b)
+    check_within_bound(got, c64, bound, what)
+
+
+def numpy_f32_semantics(a, b):
+    """What numpy computes for a @ b in float32 (for NaN/Inf pattern comparisons)."""
+    with np.errstate(all="ignore"):
+        return np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+
+
+def run_python_isolated(code, args=(), env=None, timeout=300, executable=None, prefix=()):
+    """Run ``code`` in a fresh interpreter (so a fault fails one test instead of killing pytest)."""
+    cmd = [*prefix, executable or sys.executable, "-c", code, *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ) if env is None else env)
+
+
+def describe_process(proc):
+    rc = proc.returncode
+    why = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
+    return f"{why}\n--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"

@@ -1,0 +1,208 @@
+"""ISA cap semantics, NNKERN_MAX_ISA, cpu_info and thread-count validation."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nnkern
+from nnkern import _C
+
+
+def best_within(cap: str, with_f32_kernel: bool = False) -> str:
+    """The best supported level that the cap allows (``cpu_info()["isa"]``), where a level is allowed if it
+    is the cap, scalar, or below it in the partial order (avxvnni is a side branch of avx2: it is below
+    avx512vnni but not below avx512). with_f32_kernel: the best such level that has an f32_gemm kernel
+    of its own (the one the dispatcher picks for sgemm)."""
+    below = {
+        "scalar": {"scalar"},
+        "avx2": {"scalar", "avx2"},
+        "avxvnni": {"scalar", "avx2", "avxvnni"},
+        "avx512": {"scalar", "avx2", "avx512"},
+        "avx512vnni": {"scalar", "avx2", "avxvnni", "avx512", "avx512vnni"},
+        "neon": {"scalar", "neon"},
+        "neondot": {"scalar", "neon", "neondot"},
+        "neoni8mm": {"scalar", "neon", "neondot", "neoni8mm"},
+    }[cap]
+    best = "scalar"
+    for level in nnkern.ISA_LEVELS:
+        if level in below and level in nnkern.supported_isas():
+            if with_f32_kernel:
+                try:
+                    _C.f32_gemm_tile(level)
+                except ValueError:
+                    continue
+            best = level
+    return best
+
+
+def kernel_of(level: str) -> str:
+    return _C.f32_gemm_tile(level)[0]
+
+
+def test_isa_levels_are_known_names():
+    assert nnkern.ISA_LEVELS[0] == "scalar"
+    assert len(set(nnkern.ISA_LEVELS)) == len(nnkern.ISA_LEVELS)
+    if nnkern.cpu_info()["arch"] == "x86_64":
+        assert nnkern.ISA_LEVELS == ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni")
+    supported = nnkern.supported_isas()
+    assert supported[0] == "scalar"
+    assert set(supported) <= set(nnkern.ISA_LEVELS)
+
+
+@pytest.mark.parametrize("bad", ["AVX2", "sse", "", "avx512 ", None, 3])
+def test_unknown_isa_name_raises_listing_valid_names(bad):
+    before = nnkern.get_max_isa()
+    with pytest.raises(ValueError) as e:
+        nnkern.set_max_isa(bad)
+    for level in nnkern.ISA_LEVELS:
+        assert level in str(e.value)
+    with pytest.raises(ValueError):
+        with nnkern.max_isa(bad):
+            pass
+    assert nnkern.get_max_isa() == before
+
+
+@pytest.mark.parametrize("cap", nnkern.ISA_LEVELS)
+def test_cap_picks_best_supported_level_within_it(cap):
+    """Every name is accepted; a cap above the CPU uses what the CPU has."""
+    nnkern.set_max_isa(cap)
+    info = nnkern.cpu_info()
+    assert nnkern.get_max_isa() == cap and info["max_isa"] == cap
+    assert info["isa"] == best_within(cap)
+    assert info["kernels"]["f32_gemm"] == kernel_of(best_within(cap, with_f32_kernel=True))
+    assert set(info["active_isas"]) <= set(nnkern.supported_isas())
+
+
+def test_default_cap_is_best_supported_level():
+    proc = run_python("import nnkern; i = nnkern.cpu_info(); print(i['max_isa'], i['isa'])",
+                      env_cap=None)
+    assert proc.returncode == 0, proc.stderr
+    max_isa, isa = proc.stdout.split()
+    assert max_isa == nnkern.supported_isas()[-1]
+    assert isa == best_within(max_isa)
+
+
+def test_max_isa_context_manager_restores_cap_on_exit_and_on_error():
+    nnkern.set_max_isa(nnkern.supported_isas()[-1])
+    before = nnkern.get_max_isa()
+    with nnkern.max_isa("scalar"):
+        assert nnkern.get_max_isa() == "scalar"
+        assert nnkern.cpu_info()["kernels"]["f32_gemm"] == kernel_of("scalar")
+        with nnkern.max_isa(before):  # nesting
+            assert nnkern.get_max_isa() == before
+        assert nnkern.get_max_isa() == "scalar"
+    assert nnkern.get_max_isa() == before
+    with pytest.raises(RuntimeError, match="boom"):
+        with nnkern.max_isa("scalar"):
+            raise RuntimeError("boom")
+    assert nnkern.get_max_isa() == before
+
+
+def test_computation_follows_the_cap():
+    """The cap changes the kernel that runs, not the (bounded) result."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((37, 29), np.float32), rng.standard_normal((29, 23), np.float32)
+    ref = a.astype(np.float64) @ b
+    for level in nnkern.supported_isas():
+        with nnkern.max_isa(level):
+            np.testing.assert_allclose(nnkern.matmul(a, b), ref, rtol=1e-4, atol=1e-4, err_msg=level)
+
+
+def run_python(code: str, env_cap=None):
+    env = dict(os.environ)
+    env.pop("NNKERN_MAX_ISA", None)
+    if env_cap is not None:
+        env["NNKERN_MAX_ISA"] = env_cap
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("cap", nnkern.ISA_LEVELS)
+def test_environment_variable_sets_initial_cap(cap):
+    proc = run_python("import nnkern; i = nnkern.cpu_info(); print(i['max_isa'], i['isa'], i['kernels']['f32_gemm'])",
+                      env_cap=cap)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [cap, best_within(cap), kernel_of(best_within(cap, with_f32_kernel=True))]
+
+
+def test_environment_variable_tolerates_surrounding_whitespace():
+    proc = run_python("import nnkern; print(nnkern.get_max_isa())", env_cap=" scalar\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "scalar"
+
+
+@pytest.mark.parametrize("bad", ["avx3", "AVX2", "native"])
+def test_environment_variable_invalid_value_fails_import_clearly(bad):
+    proc = run_python("import nnkern", env_cap=bad)
+    assert proc.returncode != 0
+    assert "ValueError" in proc.stderr and "NNKERN_MAX_ISA" in proc.stderr
+    for level in nnkern.ISA_LEVELS:
+        assert level in proc.stderr
+    assert "Segmentation" not in proc.stderr
+
+
+def test_cpu_info_keys_and_types():
+    info = nnkern.cpu_info()
+    for key in ("arch", "vendor", "model", "features", "caches", "isa_levels", "supported_isas", "max_isa",
+                "active_isas", "isa", "kernels", "num_threads"):
+        assert key in info, key
+    assert info["arch"] in ("x86_64", "aarch64")
+    assert isinstance(info["vendor"], str) and isinstance(info["model"], str)
+    assert all(isinstance(v, bool) for v in info["features"].values())
+    assert set(info["caches"]) >= {"l1d", "l2", "l3"}
+    assert all(isinstance(v, int) and v >= 0 for v in info["caches"].values())
+    assert tuple(info["isa_levels"]) == nnkern.ISA_LEVELS
+    assert info["supported_isas"] == nnkern.supported_isas()
+    assert info["isa"] == info["active_isas"][-1]
+    assert info["kernels"]["f32_gemm"] == kernel_of(best_within(info["max_isa"], with_f32_kernel=True))
+    assert info["num_threads"] == nnkern.get_num_threads()
+
+
+def test_x86_features_are_consistent_with_supported_levels():
+    info = nnkern.cpu_info()
+    if info["arch"] != "x86_64":
+        pytest.skip("x86-64 only")
+    f = info["features"]
+    sup = nnkern.supported_isas()
+    if "avx2" in sup:
+        assert f["avx2"] and f["fma"] and f["os_ymm"]
+    if "avx512" in sup:
+        assert "avx2" in sup and f["avx512f"] and f["avx512bw"] and f["avx512dq"] and f["avx512vl"] and f["os_zmm"]
+    if "avx512vnni" in sup:
+        assert "avx512" in sup and f["avx512_vnni"]
+    if "avxvnni" in sup:
+        assert "avx2" in sup and f["avx_vnni"]
+
+
+def test_set_num_threads_roundtrip_and_reported():
+    for n in (1, 3, 2):
+        nnkern.set_num_threads(n)
+        assert nnkern.get_num_threads() == n
+        assert nnkern.cpu_info()["num_threads"] == n
+    nnkern.set_num_threads(np.int64(1))
+    assert nnkern.get_num_threads() == 1
+
+
+@pytest.mark.parametrize("bad, exc", [(0, ValueError), (-1, ValueError), (1.5, TypeError), ("2", TypeError),
+                                      (None, TypeError)])
+def test_set_num_threads_rejects_bad_values(bad, exc):
+    before = nnkern.get_num_threads()
+    with pytest.raises(exc):
+        nnkern.set_num_threads(bad)
+    assert nnkern.get_num_threads() == before
+
+
+def test_blocking_mode_validation_and_blocks():
+    with pytest.raises(ValueError):
+        _C.set_blocking_mode("fast")
+    _C.set_blocking_mode("fixed")
+    assert _C.get_blocking_mode() == "fixed"
+    assert tuple(_C.gemm_blocking(1000)) == (256, 4032, 48)
+    _C.set_blocking_mode("cache")
+    for K in (1, 7, 300, 5000):
+        kc, mc, nc = _C.gemm_blocking(K)
+        assert kc >= 1 and mc >= 1 and nc >= 1
+        assert kc % 8 == 0  # whole K unrolls

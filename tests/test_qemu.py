@@ -1,0 +1,90 @@
+"""No instruction leaks past the dispatcher: run nnkern under qemu-user CPU models that lack an ISA.
+
+-cpu Haswell has AVX2+FMA but no AVX-512: nnkern must pick avx2 and compute correctly.
+-cpu SandyBridge has AVX but no AVX2: nnkern must pick scalar (and numpy still imports there).
+Needs Debian's qemu-user (`qemu-x86_64`); skipped with a reason where it is absent. Each run takes a few
+seconds of emulation (marked ``slow``, but part of the default run).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import sys
+
+import pytest
+
+import nnkern
+from helpers import describe_process, run_python_isolated
+
+QEMU = shutil.which("qemu-x86_64")
+
+pytestmark = [
+    pytest.mark.skipif(platform.machine() != "x86_64", reason="qemu-x86_64 CPU models apply to x86-64 hosts"),
+    pytest.mark.skipif(QEMU is None, reason="qemu-x86_64 not on PATH (install Debian's qemu-user)"),
+]
+
+CHECK = """
+import sys
+import numpy as np
+import nnkern
+info = nnkern.cpu_info()
+print("isa", info["isa"], "kernel", info["kernels"]["f32_gemm"], "supported", ",".join(info["supported_isas"]))
+rng = np.random.default_rng(0)
+worst = 0.0
+for M, N, K in [(37, 29, 45), (1, 50, 33), (64, 17, 300), (5, 3, 1)]:
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    for got, want, bnd in [
+        (nnkern.matmul(a, b), a.astype(np.float64) @ b, np.abs(a).astype(np.float64) @ np.abs(b)),
+        (nnkern.sgemm(a.T.copy(), b.T.copy(), trans_a=True, trans_b=True), a.astype(np.float64) @ b,
+         np.abs(a).astype(np.float64) @ np.abs(b)),
+        (nnkern.Linear(b.T.copy(), activation="relu")(a), np.maximum(a.astype(np.float64) @ b, 0),
+         np.abs(a).astype(np.float64) @ np.abs(b)),
+    ]:
+        bound = 2.0 * K * 2.0 ** -24 * bnd + 1e-30
+        worst = max(worst, float((np.abs(got - want) / bound).max()))
+print("worst", worst)
+sys.exit(0 if worst <= 1.0 else 3)
+"""
+
+
+def run_under(cpu):
+    python = os.path.realpath(sys.executable)  # a pyenv shim is a script: qemu needs the real binary
+    env = dict(os.environ)
+    env.pop("NNKERN_MAX_ISA", None)
+    # The installed nnkern and numpy must be importable by the emulated interpreter exactly as here.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = run_python_isolated(CHECK, env=env, timeout=600, executable=python, prefix=(QEMU, "-cpu", cpu))
+    assert proc.returncode == 0, f"under -cpu {cpu}: {describe_process(proc)}"
+    fields = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        fields.update(zip(parts[::2], parts[1::2]))
+    return fields
+
+
+def kernel_of(level):
+    return nnkern._C.f32_gemm_tile(level)[0]
+
+
+@pytest.mark.slow
+def test_haswell_picks_avx2_and_computes_correctly():
+    try:
+        kernel_of("avx2")
+    except ValueError:
+        pytest.skip("this build has no avx2 f32_gemm kernel")
+    out = run_under("Haswell")
+    assert out["isa"] == "avx2"
+    assert out["kernel"] == kernel_of("avx2")
+    assert out["supported"] == "scalar,avx2"
+    assert float(out["worst"]) <= 1.0
+
+
+@pytest.mark.slow
+def test_sandybridge_picks_scalar_and_computes_correctly():
+    out = run_under("SandyBridge")
+    assert out["isa"] == "scalar"
+    assert out["kernel"] == kernel_of("scalar")
+    assert out["supported"] == "scalar"
+    assert float(out["worst"]) <= 1.0
