@@ -1,27 +1,56 @@
-// The dispatch table: for each op, the best kernel of the ISA levels that are supported and within the cap.
-// Ops read it through dispatch() at each call and never name an ISA themselves.
+// Runtime dispatch: for each op, the kernel of the best ISA level that the CPU has and the cap allows.
+// Each op family owns one KernelTable (in its ops/ file) built from a `kernel_for(Isa)` function that
+// names its kernels per level; ops read it at each call and never test CPU features themselves.
 #pragma once
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/isa.h"
-#include "kernels/f32_gemm.h"
 
 namespace nnkern {
 
-struct DispatchTable {
-  Isa f32_gemm_isa;
-  const F32GemmKernel* f32_gemm;
-};
-
-const DispatchTable& dispatch();
-
-// The kernel an ISA level provides for an op (nullptr if that level has none in this build).
-// For tests: run one level's kernel directly; callers must check isa_supported() first.
-const F32GemmKernel* f32_gemm_kernel_for(Isa isa);
-
-// (op, kernel name) for every op, as the current table chose them.
+// Registry of op names and the kernel each currently dispatches to, for cpu_info().
+void register_dispatched_op(const char* op, std::string (*chosen_kernel_name)());
 std::vector<std::pair<std::string, std::string>> chosen_kernels();
+
+constexpr int kIsaCount = int(Isa::neoni8mm) + 1;
+
+// One immutable entry per possible cap, built on first use: changing the cap only changes which
+// entry is read, so a call running on another thread never sees a half-built table.
+template <typename Kernel>
+class KernelTable {
+ public:
+  using KernelFor = const Kernel* (*)(Isa);  // nullptr where a level has no kernel of this op
+
+  explicit KernelTable(KernelFor kernel_for) : kernel_for_(kernel_for) {}
+
+  const Kernel& get() const { return *entry().kernel; }
+  Isa isa() const { return entry().isa; }  // the level whose kernel get() returns
+
+ private:
+  struct Entry {
+    const Kernel* kernel;
+    Isa isa;
+  };
+  const Entry& entry() const {
+    std::call_once(once_, [this] {
+      for (int cap = 0; cap < kIsaCount; ++cap) {
+        Entry e{kernel_for_(Isa::scalar), Isa::scalar};
+        for (Isa level : isa_levels()) {  // lowest first: better levels override
+          if (!isa_supported(level) || !isa_within(level, Isa(cap))) continue;
+          if (const Kernel* k = kernel_for_(level)) e = {k, level};
+        }
+        entries_[cap] = e;
+      }
+    });
+    return entries_[int(max_isa())];
+  }
+
+  KernelFor kernel_for_;
+  mutable std::once_flag once_;
+  mutable Entry entries_[kIsaCount];
+};
 
 }  // namespace nnkern

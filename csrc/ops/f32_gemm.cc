@@ -200,6 +200,28 @@ Plan base_plan(const F32GemmKernel* kernel, size_t M, size_t N, size_t K, const 
 
 }  // namespace
 
+const F32GemmKernel* f32_gemm_kernel_for(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return &f32_gemm_ref;
+#ifdef NNKERN_HAVE_AVX2
+    case Isa::avx2: return &f32_gemm_16x6__avx2;
+#endif
+#ifdef NNKERN_HAVE_AVX512
+    case Isa::avx512: return &f32_gemm_avx512;
+#endif
+    default: return nullptr;
+  }
+}
+
+const F32GemmKernel& f32_gemm_kernel() {
+  static const KernelTable<F32GemmKernel> table(f32_gemm_kernel_for);
+  return table.get();
+}
+
+namespace {
+[[maybe_unused]] const bool registered = (register_dispatched_op("f32_gemm", [] { return std::string(f32_gemm_kernel().name); }), true);
+}  // namespace
+
 void set_blocking_mode(BlockingMode mode) { g_blocking_mode.store(int(mode)); }
 BlockingMode blocking_mode() { return BlockingMode(g_blocking_mode.load()); }
 
@@ -219,7 +241,7 @@ GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K) {
 }
 
 void sgemm(const SgemmArgs& g) {
-  const F32GemmKernel* kernel = dispatch().f32_gemm;
+  const F32GemmKernel* kernel = &f32_gemm_kernel();
   Plan P = base_plan(kernel, g.M, g.N, g.K, g.a, g.lda, g.trans_a, g.c, g.ldc, g.ep);
   P.a = g.b;
   P.lda = g.ldb;
@@ -229,7 +251,7 @@ void sgemm(const SgemmArgs& g) {
 }
 
 PackedF32Gemm::PackedF32Gemm(const float* weight, size_t N, size_t K, size_t ldw)
-    : kernel_(dispatch().f32_gemm), N_(N), K_(K) {
+    : kernel_(&f32_gemm_kernel()), N_(N), K_(K) {
   const size_t mr = kernel_->mr;
   kc_ = gemm_blocking(*kernel_, K).kc;
   n_panels_ = ceil_div(N, mr);
@@ -254,7 +276,7 @@ void PackedF32Gemm::unpack(float* w) const {
 }
 
 void PackedF32Gemm::run(size_t M, const float* x, size_t ldx, float* c, size_t ldc, const F32Epilogue& ep) const {
-  if (dispatch().f32_gemm != kernel_) {
+  if (&f32_gemm_kernel() != kernel_) {
     // The cap changed since packing: the packed layout belongs to another kernel.
     AlignedBuffer<float> w(std::max<size_t>(N_ * K_, 1));
     unpack(w.data());

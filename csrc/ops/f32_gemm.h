@@ -5,9 +5,14 @@
 #include <memory>
 
 #include "core/buffer.h"
+#include "core/isa.h"
 #include "kernels/f32_gemm.h"
 
 namespace nnkern {
+
+// The micro-kernel each ISA level provides (nullptr if none in this build), and the one dispatched now.
+const F32GemmKernel* f32_gemm_kernel_for(Isa isa);
+const F32GemmKernel& f32_gemm_kernel();
 
 struct SgemmArgs {
   size_t M = 0, N = 0, K = 0;

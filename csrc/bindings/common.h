@@ -1,0 +1,45 @@
+// Shared by the binding files: array access and argument conversion. No op logic here.
+#pragma once
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "core/isa.h"
+
+namespace nnkern::bindings {
+
+namespace py = pybind11;
+
+Isa isa_arg(const std::string& name);  // ValueError for an unknown name
+
+// Data pointers of arrays whose dtype the Python layer has checked (a TypeError here is a bug there).
+template <typename T>
+const T* cdata(const py::array& a) {
+  if (!py::isinstance<py::array_t<T>>(a)) throw py::type_error("internal: unexpected dtype");
+  return static_cast<const T*>(a.data());
+}
+
+template <typename T>
+T* mdata(py::array& a) {
+  if (!py::isinstance<py::array_t<T>>(a)) throw py::type_error("internal: unexpected dtype");
+  return static_cast<T*>(a.mutable_data());
+}
+
+// A 2-D float32 array as the kernels read it: row-major (ld = row stride) or column-major (the
+// transpose of a row-major array). Other layouts (negative or non-unit strides, misaligned data)
+// become a C-contiguous copy, kept alive in `keep`.
+struct MatrixView {
+  const float* data;
+  size_t ld;
+  bool transposed;
+  py::object keep;  // null unless the view is a copy
+};
+MatrixView matrix_view(const py::array& a);
+
+// One function per binding file, called from module.cc.
+void bind_core(py::module_& m);
+void bind_f32_gemm(py::module_& m);
+
+}  // namespace nnkern::bindings

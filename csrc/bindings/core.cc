@@ -1,0 +1,103 @@
+// Bindings of the core: CPU information, the ISA cap, threads, the peak loops, test buffers.
+#include "bindings/common.h"
+#include "core/dispatch.h"
+#include "core/threadpool.h"
+#include "ops/peak.h"
+#include "testing/guard.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace nnkern::bindings {
+
+Isa isa_arg(const std::string& name) {
+  Isa isa;
+  if (!isa_from_name(name, &isa)) throw py::value_error("unknown ISA level '" + name + "'");
+  return isa;
+}
+
+MatrixView matrix_view(const py::array& a) {
+  const ssize_t rows = a.shape(0), cols = a.shape(1), s0 = a.strides(0), s1 = a.strides(1);
+  constexpr ssize_t f = sizeof(float);
+  const bool aligned = reinterpret_cast<uintptr_t>(a.data()) % f == 0;
+  if (aligned && (cols <= 1 || s1 == f) && s0 >= 0 && s0 % f == 0) {
+    const ssize_t ld = rows > 1 ? s0 / f : cols;
+    if (ld >= cols) return {cdata<float>(a), size_t(std::max<ssize_t>(ld, 1)), false, py::object()};
+  }
+  if (aligned && (rows <= 1 || s0 == f) && s1 >= 0 && s1 % f == 0) {
+    const ssize_t ld = cols > 1 ? s1 / f : rows;
+    if (ld >= rows) return {cdata<float>(a), size_t(std::max<ssize_t>(ld, 1)), true, py::object()};
+  }
+  // numpy.array(copy=True) always allocates fresh, aligned, C-contiguous memory.
+  py::array copy = py::module_::import("numpy").attr("array")(a, py::arg("order") = "C", py::arg("copy") = true);
+  return {cdata<float>(copy), size_t(std::max<ssize_t>(cols, 1)), false, copy};
+}
+
+
+namespace {
+
+py::dict cpu_info() {
+  const CpuFeatures& f = cpu_features();
+  py::dict d, feats, caches, kernels;
+  d["arch"] = f.arch;
+  d["vendor"] = f.vendor;
+  d["model"] = f.model;
+  for (auto [k, v] : std::initializer_list<std::pair<const char*, bool>>{
+           {"sse4_2", f.sse42}, {"avx", f.avx}, {"avx2", f.avx2}, {"fma", f.fma}, {"f16c", f.f16c},
+           {"avx512f", f.avx512f}, {"avx512bw", f.avx512bw}, {"avx512dq", f.avx512dq}, {"avx512vl", f.avx512vl},
+           {"avx512_vnni", f.avx512vnni}, {"avx_vnni", f.avxvnni}, {"os_ymm", f.os_ymm}, {"os_zmm", f.os_zmm},
+           {"asimd", f.asimd}, {"asimddp", f.asimddp}, {"i8mm", f.i8mm}})
+    feats[k] = v;
+  d["features"] = feats;
+  caches["l1d"] = f.l1d;
+  caches["l2"] = f.l2;
+  caches["l3"] = f.l3;
+  d["caches"] = caches;
+  py::list levels, supported;
+  for (Isa i : isa_levels()) {
+    levels.append(isa_name(i));
+    if (isa_supported(i)) supported.append(isa_name(i));
+  }
+  d["isa_levels"] = levels;
+  d["supported_isas"] = supported;
+  d["max_isa"] = isa_name(max_isa());
+  py::list active;
+  for (Isa i : active_isas()) active.append(isa_name(i));
+  d["active_isas"] = active;
+  for (const auto& [op, name] : chosen_kernels()) kernels[op.c_str()] = name;
+  d["kernels"] = kernels;
+  d["num_threads"] = get_num_threads();
+  return d;
+}
+
+}  // namespace
+
+void bind_core(py::module_& m) {
+  m.def("cpu_info", &cpu_info);
+  m.def("isa_levels", [] {
+    std::vector<std::string> v;
+    for (Isa i : isa_levels()) v.push_back(isa_name(i));
+    return v;
+  });
+  m.def("isa_supported", [](const std::string& n) { return isa_supported(isa_arg(n)); });
+  m.def("set_max_isa", [](const std::string& n) { set_max_isa(isa_arg(n)); });
+  m.def("get_max_isa", [] { return std::string(isa_name(max_isa())); });
+  m.def("set_num_threads", [](int n) {
+    if (n < 1) throw py::value_error("num_threads must be >= 1");
+    py::gil_scoped_release release;
+    set_num_threads(n);
+  });
+  m.def("get_num_threads", &get_num_threads);
+  m.def("f32_peak_flops", [](const std::string& n, double seconds) {
+    Isa isa = isa_arg(n);
+    py::gil_scoped_release release;
+    return f32_peak_flops(isa, seconds);
+  });
+  py::class_<GuardedBuffer>(m, "GuardedBuffer", py::buffer_protocol())
+      .def(py::init<size_t>())
+      .def_buffer([](GuardedBuffer& g) {
+        return py::buffer_info(g.data(), 1, py::format_descriptor<uint8_t>::format(), 1, {g.size()}, {1});
+      });
+}
+
+}  // namespace nnkern::bindings
