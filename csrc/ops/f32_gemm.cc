@@ -152,24 +152,24 @@ void execute(const Plan& P) {
   size_t mc, nc;
   split_tasks(P, &mc, &nc);
   const size_t tm = ceil_div(P.m, mc), tn = ceil_div(P.n, nc);
+  const size_t K = P.k, n_pad = round_up(P.n, nr);
   thread_local AlignedBuffer<float> b_packed;  // the caller's workspace, kept between calls
-  if (P.pack_b) b_packed.resize(round_up(P.n, nr) * std::max<size_t>(P.blk.kc, 1));
+  if (P.pack_b) b_packed.resize(n_pad * std::max<size_t>(P.blk.kc, 1));
   // A plain pointer: inside the tasks, the name b_packed would mean the worker's own thread_local.
   float* const bp = P.pack_b ? b_packed.data() : nullptr;
-
-  const size_t K = P.k;
+  auto pack_block = [&](size_t pc, size_t kb, float* dst) {
+    const size_t groups = ceil_div(P.n, nr);
+    const size_t per_task = std::max<size_t>(1, ceil_div(groups, size_t(get_num_threads()) * 4));
+    parallel_for(ceil_div(groups, per_task), [&](size_t t) {
+      for (size_t g = t * per_task; g < std::min(groups, (t + 1) * per_task); ++g)
+        pack_bcast(dst + g * nr * kb, P, g * nr, std::min(nr, P.n - g * nr), pc, kb, nr);
+    });
+  };
   size_t pc = 0;
   do {  // K blocks outermost (seed O7): a K of 0 still runs once to apply beta and the post-ops
     const size_t kb = std::min(P.blk.kc, K - pc);
     const F32Epilogue ep = block_epilogue(P.ep, pc == 0, pc + kb >= K);
-    if (P.pack_b) {
-      const size_t groups = ceil_div(P.n, nr);
-      const size_t per_task = std::max<size_t>(1, ceil_div(groups, size_t(get_num_threads()) * 4));
-      parallel_for(ceil_div(groups, per_task), [&](size_t t) {
-        for (size_t g = t * per_task; g < std::min(groups, (t + 1) * per_task); ++g)
-          pack_bcast(bp + g * nr * kb, P, g * nr, std::min(nr, P.n - g * nr), pc, kb, nr);
-      });
-    }
+    if (P.pack_b) pack_block(pc, kb, bp);
     parallel_for(tm * tn, [&](size_t t) {
       const size_t bi = t % tm, bj = t / tm;
       run_tile_block(P, pc, kb, ep, bp, bi * mc, std::min(P.m, (bi + 1) * mc), bj * nc, std::min(P.n, (bj + 1) * nc));
@@ -229,9 +229,10 @@ GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K) {
   if (blocking_mode() == BlockingMode::fixed) return {256, 4032, 48};  // seed O7, non-transposed
   const CpuFeatures& f = cpu_features();
   const size_t l1 = f.l1d ? f.l1d : 32 * 1024, l2 = f.l2 ? f.l2 : 256 * 1024;
-  // kc: an A panel (MR x kc) and a B sliver (kc x NR) fill half of L1d; the K blocks are then balanced
-  // so that K = 300 runs as 2 x 152, not 272 + 28.
-  const size_t kc_max = std::max<size_t>(64, (l1 / 2) / ((k.mr + k.nr) * sizeof(float)) / 8 * 8);
+  // kc: the A panel (MR x kc), reused by every column group of a task, fills half of L1d and the
+  // streamed B slivers the rest; the K blocks are then balanced so that K = 300 runs as 2 x 152,
+  // not 256 + 44. (48x8 on a 48 KiB L1d: kc = 128; 16x6: kc = 384.)
+  const size_t kc_max = std::max<size_t>(64, (l1 / 2) / (k.mr * sizeof(float)) / 8 * 8);
   const size_t kc = std::max<size_t>(8, std::min(round_up(ceil_div(K, ceil_div(std::max<size_t>(K, 1), kc_max)), 8), kc_max));
   // nc: the block of B (kc x nc) that all A panels stream against stays in half of L2.
   const size_t nc = std::max<size_t>(k.nr, (l2 / 2) / (kc * sizeof(float)) / k.nr * k.nr);

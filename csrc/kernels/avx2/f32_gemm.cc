@@ -110,6 +110,15 @@ __attribute__((noinline)) void tile(size_t m, size_t k, const float* a, size_t a
 #pragma GCC unroll 2
     for (int v = 0; v < kNV; ++v) acc[j][v] = _mm256_setzero_ps();
 
+  // The C tile is read (or written) only after the K loop: start fetching its lines now, so the
+  // misses of a C larger than L2 overlap with the FMAs instead of stalling the epilogue.
+#pragma GCC unroll 6
+  for (int j = 0; j < kN; ++j) {
+    const char* col = reinterpret_cast<const char*>(c + j * ldc);
+    for (size_t off = 0; off < m * sizeof(float); off += 64) _mm_prefetch(col + off, _MM_HINT_T0);
+    _mm_prefetch(col + (m - 1) * sizeof(float), _MM_HINT_T0);  // the last line of an unaligned column
+  }
+
   size_t o = 0;  // B(p, j) = bp[j][o], o = p * b_stride
   size_t kk = k;
   for (; kk >= 8; kk -= 8) steps<kMC, kN, kCopy, 8>(acc, a, a_stride, a_copy, bp, o, b_stride, mask);
