@@ -36,6 +36,24 @@ MatrixView matrix_view(const py::array& a) {
 
 namespace {
 
+// Byte range [lo, hi) an array can touch; empty for a zero-size array.
+std::pair<uintptr_t, uintptr_t> byte_extent(const py::array& a) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(a.data()), hi = lo;
+  for (ssize_t d = 0; d < a.ndim(); ++d) {
+    if (a.shape(d) == 0) return {0, 0};
+    const ssize_t span = (a.shape(d) - 1) * a.strides(d);
+    (span < 0 ? lo : hi) += span;  // unsigned wrap-around adds a negative span
+  }
+  return {lo, hi + uintptr_t(a.itemsize())};
+}
+
+// Whether the byte ranges of two arrays intersect (numpy.may_share_memory, without its overhead).
+bool may_overlap(const py::array& x, const py::array& y) {
+  auto [xl, xh] = byte_extent(x);
+  auto [yl, yh] = byte_extent(y);
+  return xl < xh && yl < yh && xl < yh && yl < xh;
+}
+
 py::dict cpu_info() {
   const CpuFeatures& f = cpu_features();
   py::dict d, feats, caches, kernels;
@@ -74,6 +92,7 @@ py::dict cpu_info() {
 
 void bind_core(py::module_& m) {
   m.def("cpu_info", &cpu_info);
+  m.def("may_overlap", &may_overlap);
   m.def("isa_levels", [] {
     std::vector<std::string> v;
     for (Isa i : isa_levels()) v.push_back(isa_name(i));

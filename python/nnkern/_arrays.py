@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _C
+
 F32 = np.dtype(np.float32)
 
 
@@ -11,7 +13,7 @@ def require_array(x, name: str, dtype: np.dtype) -> np.ndarray:
     and cost a copy the caller did not ask for)."""
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray of {dtype}, got {type(x).__name__}")
-    if x.dtype != dtype:
+    if x.dtype is not dtype and x.dtype != dtype:
         raise TypeError(f"{name} must have dtype {dtype}, got {x.dtype} (convert with {name}.astype(np.{dtype}))")
     return x
 
@@ -25,7 +27,7 @@ def require_ndim(x: np.ndarray, name: str, ndims: tuple[int, ...]) -> None:
 def check_no_overlap(out: np.ndarray, out_name: str, **inputs) -> None:
     """An output that shares memory with an input would be read while written: refuse it."""
     for name, arr in inputs.items():
-        if arr is None or not np.may_share_memory(out, arr):
+        if not _C.may_overlap(out, arr):  # cheap bounds test first
             continue
         try:
             overlaps = np.shares_memory(out, arr, max_work=10**6)

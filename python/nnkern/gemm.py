@@ -28,15 +28,13 @@ def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None):
     Error bound per element: |C - exact| <= (2 K + 2) eps |alpha| (|op(A)| @ |op(B)|) + 2 eps |beta C|,
     eps = 2**-24.
     """
-    a = require_array(a, "a", F32)
-    b = require_array(b, "b", F32)
-    require_ndim(a, "a", (2,))
-    require_ndim(b, "b", (2,))
+    _check_matrix(a, "a")
+    _check_matrix(b, "b")
     alpha = as_float_scalar(alpha, "alpha")
     beta = as_float_scalar(beta, "beta")
     trans_a, trans_b = bool(trans_a), bool(trans_b)
-    M, K = (a.shape[1], a.shape[0]) if trans_a else a.shape
-    Kb, N = (b.shape[1], b.shape[0]) if trans_b else b.shape
+    M, K = a.shape[::-1] if trans_a else a.shape
+    Kb, N = b.shape[::-1] if trans_b else b.shape
     if K != Kb:
         sa = f"a{'.T' if trans_a else ''} of shape {(M, K)}"
         sb = f"b{'.T' if trans_b else ''} of shape {(Kb, N)}"
@@ -45,16 +43,28 @@ def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None):
         c = np.empty((M, N), F32)
         beta = 0.0
     else:
-        c = require_array(c, "c", F32)
-        if c.shape != (M, N):
-            raise ValueError(f"c must have shape {(M, N)}, got {c.shape}")
-        if not c.flags.writeable:
-            raise ValueError("c is read-only")
-        check_no_overlap(c, "c", a=a, b=b)
-    if M == 0 or N == 0:
-        return c
-    _C.sgemm(a, trans_a, b, trans_b, c, alpha, beta, None, False)
+        _check_output(c, "c", (M, N), a, b)
+    if M and N:
+        _C.sgemm(a, trans_a, b, trans_b, c, alpha, beta, None, False)
     return c
+
+
+def _check_matrix(x, name):
+    # The common case costs three attribute tests; anything else gets the full, named diagnosis.
+    if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim != 2:
+        require_array(x, name, F32)
+        require_ndim(x, name, (2,))
+
+
+def _check_output(out, name, shape, a, b):
+    if type(out) is not np.ndarray or out.dtype is not F32:
+        require_array(out, name, F32)
+    if out.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError(f"{name} is read-only")
+    if _C.may_overlap(out, a) or _C.may_overlap(out, b):
+        check_no_overlap(out, name, a=a, b=b)
 
 
 def matmul(a, b, out=None):
@@ -63,30 +73,26 @@ def matmul(a, b, out=None):
     A 1-D ``a`` is a row vector, a 1-D ``b`` a column vector (the added dimension is removed from the
     result). Arrays of more than 2 dimensions raise ValueError. ``out`` must have the result's shape.
     """
-    a = require_array(a, "a", F32)
-    b = require_array(b, "b", F32)
-    require_ndim(a, "a", (1, 2))
-    require_ndim(b, "b", (1, 2))
+    for x, name in ((a, "a"), (b, "b")):
+        if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim not in (1, 2):
+            require_array(x, name, F32)
+            require_ndim(x, name, (1, 2))
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
-    if a2.shape[1] != b2.shape[0]:
-        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned ({a2.shape[1]} != {b2.shape[0]})")
-    shape = (a2.shape[0], b2.shape[1])
-    res_shape = tuple(d for d, squeeze in zip(shape, (a.ndim == 1, b.ndim == 1)) if not squeeze)
+    (M, K), (Kb, N) = a2.shape, b2.shape
+    if K != Kb:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned ({K} != {Kb})")
+    res_shape = (M, N)
+    if a.ndim == 1 or b.ndim == 1:
+        res_shape = tuple(d for d, squeeze in zip(res_shape, (a.ndim == 1, b.ndim == 1)) if not squeeze)
     if out is None:
         out = np.empty(res_shape, F32)
     else:
-        out = require_array(out, "out", F32)
-        if out.shape != res_shape:
-            raise ValueError(f"out must have shape {res_shape}, got {out.shape}")
-        if not out.flags.writeable:
-            raise ValueError("out is read-only")
-        check_no_overlap(out, "out", a=a, b=b)
-    if out.size == 0:
-        return out
-    out2 = out[None] if a.ndim == 1 else out  # views, never copies: the result lands in out
-    out2 = out2[..., None] if b.ndim == 1 else out2
-    _C.sgemm(a2, False, b2, False, out2, 1.0, 0.0, None, False)
+        _check_output(out, "out", res_shape, a, b)
+    if M and N:
+        out2 = out[None] if a.ndim == 1 else out  # views, never copies: the result lands in out
+        out2 = out2[..., None] if b.ndim == 1 else out2
+        _C.sgemm(a2, False, b2, False, out2, 1.0, 0.0, None, False)
     return out
 
 
