@@ -1,12 +1,14 @@
 """Guard-page check, run as a subprocess by test_ukernels.py (a fault kills only this process).
 
-    python guard_check.py ISA ukernel|sgemm
+    python guard_check.py ISA ukernel|sgemm|gemv
 
 ukernel: every (m, n) tile of ISA's f32_gemm micro-kernel and every K remainder of its unroll, with A,
   B, C and the a_copy panel each placed so that the last element the kernel may touch is the last float
   before an unmapped page (nnkern._C.GuardedBuffer); results are checked against float64 as well.
 sgemm: the full driver under the cap ISA, with a, b and c ending at guard pages, all transpose
   combinations and tail sizes of the kernel's MR x NR.
+gemv: the skinny-GEMM kernels (rows, store, dot) directly, and the GEMV / small-N driver paths and
+  Linear batch 1, each operand ending at a guard page.
 Prints "OK" and exits 0 on success; exits 1 with a message on a wrong result; a fault is a signal.
 """
 from __future__ import annotations
@@ -160,6 +162,82 @@ def sgemm_guard(isa):
             del x, y
 
 
+def gemv_guard(isa):
+    rng = np.random.default_rng(2)
+    nnkern.set_max_isa(isa)
+    _, MR, NR = _C.f32_gemv_info(isa)
+    ks = range(0, 40) if not QUICK else (0, 1, 7, 8, 9, 15, 16, 17, 33)
+    # dot: A rows, B^T rows and C each end at a guard page (the masked K tail must not read past them).
+    gA, gB, gC, gBias = Guarded(MR * 64), Guarded(NR * 64), Guarded(MR * NR), Guarded(NR)
+    for k in ks:
+        A, Bt = rng.uniform(-1, 1, (MR, k)).astype(np.float32), rng.uniform(-1, 1, (NR, k)).astype(np.float32)
+        for m in range(1, MR + 1):
+            for n in range(1, NR + 1):
+                a_off, b_off, c_off = gA.n - m * k, gB.n - n * k, gC.n - m * n
+                gA.all[a_off:] = A[:m].ravel()
+                gB.all[b_off:] = Bt[:n].ravel()
+                gC.all[c_off:] = np.nan
+                bias = gBias.tail(n)
+                bias[:] = 0.5
+                _C.f32_gemv_dot(isa, m, n, k, gA.all, a_off, max(k, 1), gB.all, b_off, max(k, 1), gC.all, c_off, n,
+                                1.0, 0.0, bias, False)
+                got = gC.all[c_off:].reshape(m, n)
+                want = A[:m].astype(np.float64) @ Bt[:n].T + 0.5
+                check_within_bound(got, want, gemm_bound(A[:m].astype(np.float64), Bt[:n].T.astype(np.float64), k)
+                                   + 1e-6, f"{isa} dot m={m} n={n} k={k}")
+    # rows + store: B (k x n, ldb = n), x, acc and c end at guard pages.
+    gX, gRB, gAcc, gOut = Guarded(64), Guarded(40 * 140), Guarded(140), Guarded(140)
+    for k in (0, 1, 3, 8, 13, 31):
+        for n in list(range(1, 70)) + [127, 128, 129, 140]:
+            B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+            x = gX.tail(k) if k else gX.all
+            x[:] = rng.uniform(-1, 1, x.size)
+            b_off = gRB.n - k * n
+            gRB.all[b_off:] = B.ravel()
+            acc = gAcc.tail(n)
+            acc[:] = 0.0
+            _C.f32_gemv_rows(isa, n, k, x, 0, 1, gRB.all, b_off, n, acc, 0)
+            out = gOut.tail(n)
+            out[:] = 1.0
+            _C.f32_gemv_store(isa, n, acc, 0, out, 0, 1.0, 1.0, None, True)
+            want = np.maximum(x[:k].astype(np.float64) @ B + 1.0, 0) if k else np.ones(n)
+            check_within_bound(out, want, gemm_bound(x[None, :k].astype(np.float64), B.astype(np.float64), k)[0] + 1e-6,
+                               f"{isa} rows n={n} k={k}")
+            del acc, out
+    # Driver: M = 1 (every transpose) and small N, a, b and c ending at guard pages.
+    shapes = [(1, N, K) for N in (1, 5, 9, 16, 17, 65, 300) for K in (1, 15, 16, 17, 70)]
+    shapes += [(M, N, K) for M in (1, 2, 4, 40) for N in range(1, 10) for K in (16, 17, 33)]
+    for M, N, K in shapes:
+        a, b = rng.uniform(-1, 1, (M, K)).astype(np.float32), rng.uniform(-1, 1, (K, N)).astype(np.float32)
+        for trans_a in (False, True):
+            for trans_b in (False, True):
+                sa = np.ascontiguousarray(a.T if trans_a else a)
+                sb = np.ascontiguousarray(b.T if trans_b else b)
+                ga, gb, gc = Guarded(sa.size), Guarded(sb.size), Guarded(M * N)
+                av, bv = ga.tail(sa.size).reshape(sa.shape), gb.tail(sb.size).reshape(sb.shape)
+                av[...], bv[...] = sa, sb
+                cv = gc.tail(M * N).reshape(M, N)
+                c0 = rng.uniform(-1, 1, (M, N)).astype(np.float32)
+                cv[...] = c0
+                nnkern.sgemm(av, bv, trans_a=trans_a, trans_b=trans_b, alpha=1.5, beta=-1.0, c=cv)
+                assert_gemm_close(cv, a, b, alpha=1.5, beta=-1.0, c0=c0,
+                                  what=f"{isa} {M}x{N}x{K} trans {trans_a},{trans_b}")
+                del av, bv, cv
+    for out_f, in_f in [(1, 1), (47, 13), (49, 300), (100, 129)]:
+        w = rng.uniform(-1, 1, (out_f, in_f)).astype(np.float32)
+        gbias = Guarded(out_f)
+        bias = gbias.tail(out_f)
+        bias[:] = rng.uniform(-1, 1, out_f)
+        layer = nnkern.Linear(w, bias)
+        gx, gy = Guarded(in_f), Guarded(out_f)
+        x, y = gx.tail(in_f).reshape(1, in_f), gy.tail(out_f).reshape(1, out_f)
+        x[...] = rng.uniform(-1, 1, x.shape)
+        layer(x, out=y)
+        want, bound = _ref(x, w.T)
+        check_within_bound(y, want + bias, bound + 1e-6, what=f"Linear {in_f}->{out_f} x1")
+        del x, y, bias, layer
+
+
 def _ref(a, b):
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     return a64 @ b64, gemm_bound(a64, b64, a.shape[1])
@@ -167,5 +245,5 @@ def _ref(a, b):
 
 if __name__ == "__main__":
     isa_name, what = sys.argv[1], sys.argv[2]
-    {"ukernel": ukernel_guard, "sgemm": sgemm_guard}[what](isa_name)
+    {"ukernel": ukernel_guard, "sgemm": sgemm_guard, "gemv": gemv_guard}[what](isa_name)
     print("OK")

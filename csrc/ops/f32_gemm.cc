@@ -10,6 +10,7 @@
 #include "core/dispatch.h"
 #include "core/isa.h"
 #include "core/threadpool.h"
+#include "ops/f32_gemv.h"
 
 namespace nnkern {
 namespace {
@@ -242,6 +243,7 @@ GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K) {
 }
 
 void sgemm(const SgemmArgs& g) {
+  if (sgemm_skinny(g)) return;  // GEMV and small-N shapes (ops/f32_gemv.cc)
   const F32GemmKernel* kernel = &f32_gemm_kernel();
   Plan P = base_plan(kernel, g.M, g.N, g.K, g.a, g.lda, g.trans_a, g.c, g.ldc, g.ep);
   P.a = g.b;
@@ -287,6 +289,10 @@ void PackedF32Gemm::run(size_t M, const float* x, size_t ldx, float* c, size_t l
     g.b = w.data(); g.ldb = K_; g.trans_b = true;
     g.c = c; g.ldc = ldc; g.ep = ep;
     sgemm(g);
+    return;
+  }
+  if (M == 1) {  // batch 1: a GEMV streaming the packed panels, each a contiguous mr x kb block
+    gemv_packed_panels(packed_.data(), kernel_->mr, kc_, n_panels_ * kernel_->mr, N_, K_, x, c, ep);
     return;
   }
   Plan P = base_plan(kernel_, M, N_, K_, x, ldx, false, c, ldc, ep);

@@ -40,6 +40,8 @@ GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K);
 void sgemm(const SgemmArgs& args);
 
 // B packed once into the micro-kernel's panel layout (the weights of a Linear layer).
+// Batch 1 (M == 1) reuses the same panels for a GEMV (ops/f32_gemv.h gemv_packed_panels): each
+// MR x kc panel is a contiguous block read row by row, so no second (row-major) copy is kept.
 // Packed for the kernel dispatched at construction; under another cap, calls fall back to unpacking.
 class PackedF32Gemm {
  public:

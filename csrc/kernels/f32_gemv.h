@@ -1,0 +1,45 @@
+// FP32 skinny-GEMM kernels, shared contract of every ISA. Baseline header: no intrinsics.
+//
+// Two shapes where the 48x8 / 16x6 register tile of f32_gemm.h wastes most of its work:
+//   * M = 1 (GEMV): the tile runs with one broadcast column (3 or 2 dependent FMA chains) and walks
+//     B's K rows with a leading-dimension stride per panel.
+//   * small N (N <= dot_nr): vector lanes run along N, so a 48-wide panel is mostly padding.
+// Row-major terms here (NumPy's C[M, N] = A[M, K] B[K, N]), unlike f32_gemm.h.
+//
+// rows ("axpy form", B rows streamed contiguously):
+//     acc[j] += x[p * incx] * b[p * ldb + j]   for p = 0 .. k-1 in order, j < n,
+//   one FMA per term, in p order: each acc[j] is one sequential FMA chain whatever the blocking
+//   (n, column chunks, K blocks of the caller), so results never depend on the thread count.
+// store: c[j] = epilogue(acc[j]) (bias[j] per column; beta == 0 never reads c), j < n.
+// dot ("dot-product form", vectorized along K):
+//     C(i, j) = epilogue(sum_p a[i * lda + p] * bt[j * ldbt + p]),  c[i * ldc + j], bias[j],
+//   i < m <= dot_mr, j < n <= dot_nr, any k >= 0. Each (i, j) keeps per-lane partial sums over
+//   p = lane, lane + W, ... (W = vector width) then adds the lanes in a fixed order, so a result
+//   does not depend on m, n or where the tile sits. The K tail is a masked load: no element past
+//   a[i * lda + k - 1] or bt[j * ldbt + k - 1] is read.
+#pragma once
+#include <cstddef>
+
+#include "kernels/f32_gemm.h"  // F32Epilogue
+
+namespace nnkern {
+
+using F32GemvRowsFn = void (*)(size_t n, size_t k, const float* x, size_t incx, const float* b, size_t ldb,
+                               float* acc);
+using F32GemvStoreFn = void (*)(size_t n, const float* acc, float* c, const F32Epilogue* ep);
+using F32GemvDotFn = void (*)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* bt, size_t ldbt,
+                              float* c, size_t ldc, const F32Epilogue* ep);
+
+struct F32GemvKernel {
+  const char* name;
+  F32GemvRowsFn rows;
+  F32GemvStoreFn store;
+  int dot_mr, dot_nr;
+  F32GemvDotFn dot;
+};
+
+extern const F32GemvKernel f32_gemv_ref;      // scalar reference: the oracle and the fallback
+extern const F32GemvKernel f32_gemv__avx2;
+extern const F32GemvKernel f32_gemv__avx512;
+
+}  // namespace nnkern

@@ -1,0 +1,162 @@
+// FP32 skinny-GEMM driver (see ops/f32_gemv.h and kernels/f32_gemv.h).
+//
+// Routing (row-major C[M, N] = op(A) op(B)), decided by the shape only, never by the thread count:
+//   dot  path: N <= dot_threshold and K >= kDotMinK, with A rows contiguous (trans_a == false, or M == 1,
+//              where the strided x is copied); B^T is packed once per call (N x K, tiny) unless trans_b
+//              already stores it so.   Also M == 1 with trans_b, any N (y[j] = x . B^T[j]).
+//   rows path: M == 1, trans_b == false, any other N (y = x B streaming B's rows).
+// Results never depend on the thread count: tasks only split independent output elements, and each
+// kernel call sums an element in a fixed order (kernels/f32_gemv.h).
+#include "ops/f32_gemv.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/buffer.h"
+#include "core/dispatch.h"
+#include "core/threadpool.h"
+
+namespace nnkern {
+namespace {
+
+// A GEMV is memory bound and short: a thread pays for itself on far less work than a GEMM tile block.
+constexpr double kMinFlopsPerThread = 2e5;
+constexpr size_t kRowsChunk = 4096;  // columns per rows-path task: a 16 KiB accumulator strip; one row segment
+                                     // per K step is then 16 KiB contiguous (1x4096x4096: 10 -> 13 GB/s)
+constexpr size_t kDotMinK = 16;      // below this, vectors along K are mostly masked: the tile driver wins
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
+
+size_t useful_threads(double flops) {
+  return std::max<size_t>(1, std::min(size_t(get_num_threads()), size_t(1) + size_t(flops / kMinFlopsPerThread)));
+}
+
+size_t dot_threshold(const F32GemvKernel& k) { return size_t(k.dot_nr); }
+
+F32Epilogue offset_bias(const F32Epilogue& ep, size_t j0) {
+  F32Epilogue e = ep;
+  if (e.bias) e.bias += j0;
+  return e;
+}
+
+// C[M, N] = epilogue(A[M, K] Bt[N, K]^T), A and Bt rows contiguous.
+void run_dot(const F32GemvKernel& gk, size_t M, size_t N, size_t K, const float* a, size_t lda, const float* bt,
+             size_t ldbt, float* c, size_t ldc, const F32Epilogue& ep) {
+  const size_t mr = gk.dot_mr, nr = gk.dot_nr;
+  const size_t ti = ceil_div(M, mr), tj = ceil_div(N, nr), tiles = ti * tj;
+  const size_t threads = useful_threads(2.0 * double(M) * double(N) * double(K));
+  const size_t n_tasks = std::min(tiles, threads == 1 ? 1 : threads * 4);
+  const size_t per_task = ceil_div(tiles, n_tasks);
+  parallel_for(ceil_div(tiles, per_task), [&](size_t t) {
+    for (size_t tile = t * per_task; tile < std::min(tiles, (t + 1) * per_task); ++tile) {
+      const size_t i = (tile / tj) * mr, j = (tile % tj) * nr;
+      const F32Epilogue e = offset_bias(ep, j);
+      gk.dot(std::min(mr, M - i), std::min(nr, N - j), K, a + i * lda, lda, bt + j * ldbt, ldbt, c + i * ldc + j, ldc,
+             &e);
+    }
+  });
+}
+
+// y[N] = epilogue(x B), x[p] = x[p * incx], B(p, j) = b[p * ldb + j].
+void run_rows(const F32GemvKernel& gk, size_t N, size_t K, const float* x, size_t incx, const float* b, size_t ldb,
+              float* y, const F32Epilogue& ep) {
+  const size_t threads = useful_threads(2.0 * double(N) * double(K));
+  const size_t chunk = std::min(kRowsChunk, round_up(ceil_div(N, threads), 16));
+  parallel_for(ceil_div(N, chunk), [&](size_t t) {
+    const size_t j0 = t * chunk, nj = std::min(chunk, N - j0);
+    alignas(64) float acc[kRowsChunk];
+    std::memset(acc, 0, nj * sizeof(float));
+    gk.rows(nj, K, x, incx, b + j0, ldb, acc);
+    const F32Epilogue e = offset_bias(ep, j0);
+    gk.store(nj, acc, y + j0, &e);
+  });
+}
+
+}  // namespace
+
+const F32GemvKernel* f32_gemv_kernel_for(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return &f32_gemv_ref;
+#ifdef NNKERN_HAVE_AVX2
+    case Isa::avx2: return &f32_gemv__avx2;
+#endif
+#ifdef NNKERN_HAVE_AVX512
+    case Isa::avx512: return &f32_gemv__avx512;
+#endif
+    default: return nullptr;
+  }
+}
+
+const F32GemvKernel& f32_gemv_kernel() {
+  static const KernelTable<F32GemvKernel> table(f32_gemv_kernel_for);
+  return table.get();
+}
+
+namespace {
+[[maybe_unused]] const bool registered =
+    (register_dispatched_op("f32_gemv", [] { return std::string(f32_gemv_kernel().name); }), true);
+}  // namespace
+
+bool sgemm_skinny(const SgemmArgs& g) {
+  if (g.M == 0 || g.N == 0) return false;
+  const F32GemvKernel& gk = f32_gemv_kernel();
+  const bool small_n = g.N <= dot_threshold(gk) && (g.K >= kDotMinK || g.M == 1) && (!g.trans_a || g.M == 1);
+  const bool dot = small_n || (g.M == 1 && g.trans_b);
+  const bool rows = !dot && g.M == 1;  // then trans_b == false
+  if (!dot && !rows) return false;
+  F32Epilogue ep = g.ep;
+  if (g.K == 0) ep.alpha = 0.0f;  // BLAS: C = beta * C, even for an infinite alpha
+  if (rows) {
+    run_rows(gk, g.N, g.K, g.a, g.trans_a ? g.lda : 1, g.b, g.ldb, g.c, ep);
+    return true;
+  }
+  thread_local AlignedBuffer<float> bt_buf, x_buf;  // the caller's workspace, kept between calls
+  const float* a = g.a;
+  size_t lda = g.lda;
+  if (g.trans_a) {  // M == 1: gather the strided x
+    x_buf.resize(std::max<size_t>(g.K, 1));
+    for (size_t p = 0; p < g.K; ++p) x_buf.data()[p] = g.a[p * g.lda];
+    a = x_buf.data();
+    lda = g.K;
+  }
+  const float* bt = g.b;
+  size_t ldbt = g.ldb;
+  if (!g.trans_b) {  // B^T packed once: N x K, N <= dot_threshold
+    bt_buf.resize(std::max<size_t>(g.N * g.K, 1));
+    float* dst = bt_buf.data();
+    for (size_t p = 0; p < g.K; ++p)
+      for (size_t j = 0; j < g.N; ++j) dst[j * g.K + p] = g.b[p * g.ldb + j];
+    bt = dst;
+    ldbt = g.K;
+  }
+  run_dot(gk, g.M, g.N, g.K, a, lda, bt, ldbt, g.c, g.ldc, ep);
+  return true;
+}
+
+void gemv_packed_panels(const float* packed, size_t mr, size_t kc, size_t m_padded, size_t N, size_t K,
+                        const float* x, float* y, const F32Epilogue& ep_in) {
+  if (N == 0) return;
+  const F32GemvKernel& gk = f32_gemv_kernel();
+  F32Epilogue ep = ep_in;
+  if (K == 0) ep.alpha = 0.0f;
+  const size_t n_panels = m_padded / mr;
+  const size_t threads = useful_threads(2.0 * double(N) * double(K));
+  const size_t max_panels = std::max<size_t>(1, kRowsChunk / mr);
+  const size_t per_task = std::min(max_panels, ceil_div(n_panels, threads));
+  parallel_for(ceil_div(n_panels, per_task), [&](size_t t) {
+    const size_t ip0 = t * per_task, ip1 = std::min(n_panels, ip0 + per_task);
+    alignas(64) float acc[kRowsChunk + 64];  // + 64: the padded last panel (mr <= 64)
+    std::memset(acc, 0, (ip1 - ip0) * mr * sizeof(float));
+    for (size_t pc = 0; pc < K; pc += kc) {
+      const size_t kb = std::min(kc, K - pc);
+      for (size_t ip = ip0; ip < ip1; ++ip)
+        gk.rows(mr, kb, x + pc, 1, packed + pc * m_padded + ip * mr * kb, mr, acc + (ip - ip0) * mr);
+    }
+    const size_t j0 = ip0 * mr, nj = std::min(N, ip1 * mr) - j0;
+    const F32Epilogue e = offset_bias(ep, j0);
+    gk.store(nj, acc, y + j0, &e);
+  });
+}
+
+}  // namespace nnkern

@@ -1,0 +1,25 @@
+// FP32 skinny-GEMM driver: GEMV (M = 1) and small-N shapes, on the kernels of kernels/f32_gemv.h.
+// Routed from nnkern::sgemm and PackedF32Gemm::run (ops/f32_gemm.cc); everything else keeps the
+// register-tile driver.
+#pragma once
+#include <cstddef>
+
+#include "core/isa.h"
+#include "kernels/f32_gemv.h"
+#include "ops/f32_gemm.h"
+
+namespace nnkern {
+
+const F32GemvKernel* f32_gemv_kernel_for(Isa isa);
+const F32GemvKernel& f32_gemv_kernel();
+
+// Computes g on a skinny path and returns true when its shape is one (see f32_gemv.cc for the
+// routing); returns false, touching nothing, otherwise.
+bool sgemm_skinny(const SgemmArgs& g);
+
+// y[N] = epilogue(x[K] W^T) with W in PackedF32Gemm's panel layout: K block pc (kb = min(kc, K - pc)
+// rows) at packed + pc * m_padded, panel ip at + ip * mr * kb, W(ip * mr + i, pc + p) at [p * mr + i].
+void gemv_packed_panels(const float* packed, size_t mr, size_t kc, size_t m_padded, size_t N, size_t K,
+                        const float* x, float* y, const F32Epilogue& ep);
+
+}  // namespace nnkern
