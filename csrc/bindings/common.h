@@ -41,5 +41,7 @@ MatrixView matrix_view(const py::array& a);
 // One function per binding file, called from module.cc.
 void bind_core(py::module_& m);
 void bind_f32_gemm(py::module_& m);
+void bind_f32_activation(py::module_& m);
+void bind_f32_topk(py::module_& m);
 
 }  // namespace nnkern::bindings
