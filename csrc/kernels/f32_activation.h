@@ -43,7 +43,7 @@ void f32_tanh__scalar_accurate(size_t n, const float* x, float* y);
 extern const F32ActivationKernels f32_activation_ref;
 
 // AVX2 + FMA (csrc/kernels/avx2/f32_activation.cc): permutevar8x32 look-ups of two 8-entry halves,
-// 2^n by exponent arithmetic, rcp + Newton step.
+// 2^n by exponent arithmetic, a division for the reciprocal.
 void f32_sigmoid__avx2_minimax(size_t n, const float* x, float* y);
 void f32_sigmoid__avx2_scalef(size_t n, const float* x, float* y);
 void f32_sigmoid__avx2_accurate(size_t n, const float* x, float* y);

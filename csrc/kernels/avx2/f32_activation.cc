@@ -3,8 +3,9 @@
 //   minimax:  the 16-entry tables are two 8-entry halves: permutevar8x32 on each, blend on bit 3 of k.
 //   scalef / accurate: both on a = min(126, |x|) (e = e^-a <= 1, so the Newton step is safe): 2^n by
 //             exponent arithmetic for n >= -126, e = 0 below (|x| > 87.68: sigmoid(-|x|) < 1.2e-38, so
-//             subnormal outputs flush to 0); rcp (12 bits) + one Newton step for scalef, a true division
-//             for accurate.
+//             subnormal outputs flush to 0), then a true division e / (1 + e). (rcp's 12 bits + one Newton
+//             step cannot give rcp(2) = 0.5 exactly, so sigmoid(-0) and tanh(0) would miss 0.5 / 0;
+//             the Divide=false variant is kept for a CPU where division is slow.)
 #include <immintrin.h>
 
 #include <cstdint>
@@ -79,7 +80,8 @@ struct ExpNeg {
       f = _mm256_mul_ps(e, r);
     }
     if (Tanh) return with_sign_of(_mm256_max_ps(zero, _mm256_fnmadd_ps(f, _mm256_set1_ps(2.0f), one)), x);
-    return _mm256_blendv_ps(_mm256_sub_ps(one, f), f, x);  // x < 0 (sign bit): f
+    // x < 0: f (a compare, not the sign bit: -0 takes 1 - f = 0.5 exactly, as rcp(2) may be inexact)
+    return _mm256_blendv_ps(_mm256_sub_ps(one, f), f, _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
   }
 };
 
@@ -102,10 +104,10 @@ void run(size_t n, const float* x, float* y) {
 }  // namespace
 
 void f32_sigmoid__avx2_minimax(size_t n, const float* x, float* y) { run<Minimax<false>>(n, x, y); }
-void f32_sigmoid__avx2_scalef(size_t n, const float* x, float* y) { run<ExpNeg<false, 2, false>>(n, x, y); }
+void f32_sigmoid__avx2_scalef(size_t n, const float* x, float* y) { run<ExpNeg<false, 2, true>>(n, x, y); }
 void f32_sigmoid__avx2_accurate(size_t n, const float* x, float* y) { run<ExpNeg<false, 5, true>>(n, x, y); }
 void f32_tanh__avx2_minimax(size_t n, const float* x, float* y) { run<Minimax<true>>(n, x, y); }
-void f32_tanh__avx2_scalef(size_t n, const float* x, float* y) { run<ExpNeg<true, 2, false>>(n, x, y); }
+void f32_tanh__avx2_scalef(size_t n, const float* x, float* y) { run<ExpNeg<true, 2, true>>(n, x, y); }
 void f32_tanh__avx2_accurate(size_t n, const float* x, float* y) { run<ExpNeg<true, 5, true>>(n, x, y); }
 
 const F32ActivationKernels f32_activation__avx2 = {
