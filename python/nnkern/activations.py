@@ -34,21 +34,33 @@ TANH_MAX_ABS_ERROR = {"minimax": 6.0e-4, "scalef": 1.2e-3, "accurate": 5.0e-7}
 
 
 def _apply(function, x, method, out):
-    x = require_array(x, "x", F32)
-    if not isinstance(method, str) or method not in ACTIVATION_METHODS:
+    if method not in ACTIVATION_METHODS:
         raise ValueError(f"method must be one of {ACTIVATION_METHODS}, got {method!r}")
+    if type(x) is not np.ndarray or x.dtype != F32:
+        require_array(x, "x", F32)
+    cx = x.flags.c_contiguous
     if out is None:
         out = np.empty(x.shape, F32)  # C order whatever x's layout
+        if cx and x.size:
+            _C.activation(function, method, x, out)
+            return out
+    elif out is x and cx and x.flags.writeable:  # the common in-place call: nothing else to check
+        if x.size:
+            _C.activation(function, method, x, x)
+        return out
     else:
-        out = require_array(out, "out", F32)
+        if type(out) is not np.ndarray or out.dtype != F32:
+            require_array(out, "out", F32)
         if out.shape != x.shape:
             raise ValueError(f"out must have the shape of x {x.shape}, got {out.shape}")
         if not out.flags.writeable:
             raise ValueError("out is read-only")
     if x.size == 0:
         return out
-    same = out is x or (out.__array_interface__["data"][0] == x.__array_interface__["data"][0]
-                        and out.strides == x.strides)
+    same = out is x
+    if not same and np.may_share_memory(out, x):
+        same = (out.__array_interface__["data"][0] == x.__array_interface__["data"][0]
+                and out.strides == x.strides)
     if not same and np.may_share_memory(out, x):
         try:
             overlaps = np.shares_memory(out, x, max_work=10**6)
@@ -56,7 +68,7 @@ def _apply(function, x, method, out):
             overlaps = True
         if overlaps:
             raise ValueError("out partially overlaps x: pass out=x (in place) or a separate array")
-    src = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    src = x if cx else np.ascontiguousarray(x)
     if out.flags.c_contiguous:
         _C.activation(function, method, src, out)
     elif same and src is not x:  # strided in place: compute in the copy, write back
