@@ -42,5 +42,7 @@ MatrixView matrix_view(const py::array& a);
 void bind_core(py::module_& m);
 void bind_f32_gemm(py::module_& m);
 void bind_f32_gemv(py::module_& m);
+void bind_f32_activation(py::module_& m);
+void bind_f32_topk(py::module_& m);
 
 }  // namespace nnkern::bindings

@@ -7,4 +7,6 @@ PYBIND11_MODULE(_C, m) {
   nnkern::bindings::bind_core(m);
   nnkern::bindings::bind_f32_gemm(m);
   nnkern::bindings::bind_f32_gemv(m);
+  nnkern::bindings::bind_f32_activation(m);
+  nnkern::bindings::bind_f32_topk(m);
 }

@@ -8,7 +8,9 @@ from . import _C  # noqa: F401  (the native core; importing it fails clearly if 
 from ._isa import ISA_LEVELS, cpu_info, get_max_isa, max_isa, set_max_isa, supported_isas
 from ._isa import _apply_environment_cap
 from ._threads import get_num_threads, set_num_threads
+from .activations import sigmoid, tanh
 from .gemm import Linear, matmul, sgemm
+from .topk import topk
 
 __version__ = "0.1.0"
 
@@ -16,6 +18,7 @@ __all__ = [
     "ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas",
     "get_num_threads", "set_num_threads",
     "sgemm", "matmul", "Linear",
+    "sigmoid", "tanh", "topk",
 ]
 
 _apply_environment_cap()

@@ -56,9 +56,28 @@ def main_job() -> int:
     return 0 if ok else 1
 
 
+def bench_elementwise(args) -> int:
+    from nnkern.bench import elementwise
+    print_info()
+    if args.op == "topk":
+        table, records = elementwise.topk_table(repeats=args.repeats)
+    else:
+        sizes = [int(s) for s in args.shapes] if args.shapes else elementwise.ACT_SIZES
+        table, records = elementwise.activation_table(args.op, sizes, repeats=args.repeats)
+    print(table)
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump(records, f, indent=1)
+        print(f"results written to {args.json}")
+    return 0
+
+
 def bench(args) -> int:
     from nnkern.bench import harness, ops
     import nnkern
+    if args.op != "sgemm":
+        return bench_elementwise(args)
     threads = [int(t) for t in args.threads.split(",") if t.strip()]
     if args.shapes:
         shapes = [harness.parse_shape(s) for s in args.shapes]
@@ -93,6 +112,8 @@ def main(argv=None) -> int:
     sub.add_parser("info", help="CPU, features, caches and the chosen kernels")
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
+    b.add_argument("--op", default="sgemm", choices=["sgemm", "sigmoid", "tanh", "topk"],
+                   help="what to benchmark (sigmoid/tanh/topk: 1 thread; --shapes = element counts)")
     b.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")

@@ -1,0 +1,87 @@
+// Bindings of the elementwise activations (sigmoid, tanh) and their test hooks.
+#include <string>
+
+#include "bindings/common.h"
+#include "ops/f32_activation.h"
+
+namespace nnkern::bindings {
+namespace {
+
+ActMethod method_arg(const std::string& m) {
+  if (m == "minimax") return ActMethod::minimax;
+  if (m == "scalef") return ActMethod::scalef;
+  if (m == "accurate") return ActMethod::accurate;
+  throw py::value_error("method must be 'minimax', 'scalef' or 'accurate', got '" + m + "'");
+}
+
+bool tanh_arg(const std::string& fn) {
+  if (fn == "sigmoid") return false;
+  if (fn == "tanh") return true;
+  throw py::value_error("function must be 'sigmoid' or 'tanh'");
+}
+
+const F32ActivationKernels& kernels_of(const std::string& isa_name) {
+  const Isa isa = isa_arg(isa_name);
+  if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + isa_name);
+  const F32ActivationKernels* k = f32_activation_kernel_for(isa);
+  if (!k) throw py::value_error("no activation kernels for " + isa_name);
+  return *k;
+}
+
+// x, out: C-contiguous float32 arrays of the same size (out may be x), checked by the Python layer.
+void apply(const std::string& fn, const std::string& method, const py::array& x, py::array& out) {
+  const bool tanh = tanh_arg(fn);
+  const ActMethod m = method_arg(method);
+  const size_t n = size_t(x.size());
+  if (size_t(out.size()) != n) throw py::value_error("internal: size mismatch");
+  const float* xp = cdata<float>(x);
+  float* yp = mdata<float>(out);
+  py::gil_scoped_release release;
+  if (tanh) f32_tanh(m, n, xp, yp);
+  else f32_sigmoid(m, n, xp, yp);
+}
+
+}  // namespace
+
+void bind_f32_activation(py::module_& m) {
+  m.def("activation", &apply, py::arg("function"), py::arg("method"), py::arg("x"), py::arg("out"));
+  m.def(
+      "activation_kernel_name",
+      [](const std::string& isa, const std::string& fn, const std::string& method) {
+        const F32ActivationKernels& k = kernels_of(isa);
+        return std::string(tanh_arg(fn) ? k.tanh_names[int(method_arg(method))] : k.sigmoid_names[int(method_arg(method))]);
+      },
+      "Test hook: the name of isa's kernel (ValueError if the CPU or the build lacks it).");
+  m.def(
+      "activation_ukernel",
+      [](const std::string& isa, const std::string& fn, const std::string& method, const py::array& x, size_t x_offset,
+         py::array& y, size_t y_offset, size_t n) {
+        const F32ActivationKernels& k = kernels_of(isa);
+        const F32UnaryUkernel f = tanh_arg(fn) ? k.tanh[int(method_arg(method))] : k.sigmoid[int(method_arg(method))];
+        f(n, cdata<float>(x) + x_offset, mdata<float>(y) + y_offset);
+      },
+      "Test hook: run one ISA's kernel on n elements at the given offsets (buffers may be guarded).");
+  m.def(
+      "activation_sweep",
+      [](const std::string& isa, const std::string& fn, const std::string& method, float hi, size_t stride) {
+        const F32ActivationKernels& k = kernels_of(isa);
+        const bool tanh = tanh_arg(fn);
+        const ActMethod me = method_arg(method);
+        ActivationSweep s;
+        {
+          py::gil_scoped_release release;
+          s = sweep_activation(k, tanh, me, hi, stride);
+        }
+        py::dict d;
+        d["max_abs_err"] = s.max_abs_err;
+        d["worst_x"] = s.worst_x;
+        d["worst_y"] = s.worst_y;
+        d["count"] = s.count;
+        d["out_of_range"] = s.out_of_range;
+        return d;
+      },
+      py::arg("isa"), py::arg("function"), py::arg("method"), py::arg("hi") = 20.0f, py::arg("stride") = 1,
+      "Test hook: max abs error of isa's kernel over every stride-th float32 bit pattern in [-hi, hi].");
+}
+
+}  // namespace nnkern::bindings

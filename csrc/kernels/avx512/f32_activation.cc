@@ -1,0 +1,143 @@
+// AVX-512 sigmoid / tanh (seeds I18, I19); contracts in kernels/f32_activation.h.
+//   minimax:  t = min(16, |x|) (this operand order keeps NaN), idx = clamp(bits(t) >> 22, 246, 261),
+//             c_j = permutexvar(idx, C_j) (lane idx & 15), f = (c2 t + c1) t + c0, y = x < 0 ? 1 - f : f.
+//   scalef:   I19 as in the manual: xp = 0.5 - x log2e, y = reduce(xp) = xp - floor(xp), p(y) ~ 2^(y-0.5),
+//             e = scalef(p, xp) = e^-x, sigmoid = min(1, rcp14(1 + e)) (rcp14 may exceed 1/d by 2^-14).
+//   accurate: the same on a = min(126, |x|): e = e^-a in [0, 1], d = 1 + e in [1, 2], rcp14 + one
+//             Newton step (no inf * 0 possible), f = e r = sigmoid(-|x|), y = x >= 0 ? 1 - f : f.
+//   tanh:     on |x| with the sign of x restored: 2 sigmoid(2|x|) - 1 (minimax, scalef) or
+//             1 - 2 sigmoid(-2|x|) (accurate), clamped at 0 below.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/f32_activation.h"
+#include "kernels/f32_activation_coeffs.h"
+
+namespace nnkern {
+namespace {
+
+constexpr float kLog2e = 1.44269504f;
+
+struct MinimaxTables {
+  alignas(64) uint32_t c0[16], c1[16], c2[16];
+};
+// Lane L serves idx with idx & 15 == L, i.e. interval k = (L - 246) mod 16 = (L + 10) & 15.
+constexpr MinimaxTables lane_tables() {
+  MinimaxTables t{};
+  for (int lane = 0; lane < 16; ++lane) {
+    const int k = (lane + 10) & 15;
+    t.c0[lane] = act_coeffs::kMinimaxC0[k];
+    t.c1[lane] = act_coeffs::kMinimaxC1[k];
+    t.c2[lane] = act_coeffs::kMinimaxC2[k];
+  }
+  return t;
+}
+constexpr MinimaxTables kTables = lane_tables();
+
+__m512 load_table(const uint32_t* p) { return _mm512_castsi512_ps(_mm512_load_si512(p)); }
+__m512 bcast_bits(uint32_t b) { return _mm512_castsi512_ps(_mm512_set1_epi32(int(b))); }
+__m512 with_sign_of(__m512 v, __m512 x) {  // v >= 0 or NaN: OR in x's sign bit
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(v), _mm512_castps_si512(x),
+                                                       _mm512_set1_epi32(int(0x80000000u)), 0xF8));  // a | (b & c)
+}
+
+template <bool Tanh>
+struct Minimax {
+  __m512 C0 = load_table(kTables.c0), C1 = load_table(kTables.c1), C2 = load_table(kTables.c2);
+  __m512 sixteen = _mm512_set1_ps(16.0f), one = _mm512_set1_ps(1.0f);
+  __m512i lo = _mm512_set1_epi32(246), hi = _mm512_set1_epi32(261);
+  __m512 operator()(__m512 x) const {
+    __m512 a = _mm512_abs_ps(x);
+    if (Tanh) a = _mm512_add_ps(a, a);
+    const __m512 t = _mm512_min_ps(sixteen, a);  // NaN in a -> NaN (min returns its 2nd operand)
+    __m512i idx = _mm512_srli_epi32(_mm512_castps_si512(t), 22);
+    idx = _mm512_min_epi32(_mm512_max_epi32(idx, lo), hi);
+    const __m512 c2 = _mm512_permutexvar_ps(idx, C2), c1 = _mm512_permutexvar_ps(idx, C1),
+                 c0 = _mm512_permutexvar_ps(idx, C0);
+    const __m512 f = _mm512_fmadd_ps(_mm512_fmadd_ps(c2, t, c1), t, c0);  // sigmoid(|x|) (or of 2|x|)
+    if (Tanh) return with_sign_of(_mm512_fmsub_ps(f, _mm512_set1_ps(2.0f), one), x);  // f >= 0.5: 2f-1 >= 0
+    return _mm512_mask_sub_ps(f, _mm512_movepi32_mask(_mm512_castps_si512(x)), one, f);
+  }
+};
+
+template <bool Tanh>
+struct Scalef {
+  __m512 c0 = bcast_bits(act_coeffs::kExp2Deg2[0]), c1 = bcast_bits(act_coeffs::kExp2Deg2[1]),
+         c2 = bcast_bits(act_coeffs::kExp2Deg2[2]);
+  __m512 mlog2e = _mm512_set1_ps(Tanh ? -2.0f * kLog2e : -kLog2e), half = _mm512_set1_ps(0.5f),
+         one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+  __m512 operator()(__m512 x) const {
+    const __m512 arg = Tanh ? _mm512_abs_ps(x) : x;
+    const __m512 xp = _mm512_fmadd_ps(arg, mlog2e, half);   // e^-arg = 2^(xp - 0.5)
+    const __m512 y = _mm512_reduce_ps(xp, 1);                // xp - floor(xp) in [0, 1)
+    const __m512 p = _mm512_fmadd_ps(_mm512_fmadd_ps(c2, y, c1), y, c0);
+    const __m512 e = _mm512_scalef_ps(p, xp);                // p 2^floor(xp); +inf / 0 saturate
+    const __m512 s = _mm512_min_ps(one, _mm512_rcp14_ps(_mm512_add_ps(e, one)));
+    if (Tanh) return with_sign_of(_mm512_max_ps(zero, _mm512_fmsub_ps(s, _mm512_set1_ps(2.0f), one)), x);
+    return s;
+  }
+};
+
+template <bool Tanh>
+struct Accurate {
+  __m512 c0 = bcast_bits(act_coeffs::kExp2Deg5[0]), c1 = bcast_bits(act_coeffs::kExp2Deg5[1]),
+         c2 = bcast_bits(act_coeffs::kExp2Deg5[2]), c3 = bcast_bits(act_coeffs::kExp2Deg5[3]),
+         c4 = bcast_bits(act_coeffs::kExp2Deg5[4]), c5 = bcast_bits(act_coeffs::kExp2Deg5[5]);
+  __m512 mlog2e = _mm512_set1_ps(-kLog2e), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f),
+         clampv = _mm512_set1_ps(126.0f), zero = _mm512_setzero_ps();
+  __m512 operator()(__m512 x) const {
+    __m512 a = _mm512_abs_ps(x);
+    if (Tanh) a = _mm512_add_ps(a, a);
+    a = _mm512_min_ps(clampv, a);                            // e^-126 underflows to 0; NaN stays
+    const __m512 xp = _mm512_fmadd_ps(a, mlog2e, half);      // <= 0.5
+    const __m512 y = _mm512_reduce_ps(xp, 1);
+    __m512 p = _mm512_fmadd_ps(c5, y, c4);
+    p = _mm512_fmadd_ps(p, y, c3);
+    p = _mm512_fmadd_ps(p, y, c2);
+    p = _mm512_fmadd_ps(p, y, c1);
+    p = _mm512_fmadd_ps(p, y, c0);
+    const __m512 e = _mm512_scalef_ps(p, xp);                // e^-a in [0, 1]
+    const __m512 d = _mm512_add_ps(e, one);                  // [1, 2]
+    __m512 r = _mm512_rcp14_ps(d);
+    r = _mm512_fmadd_ps(_mm512_fnmadd_ps(d, r, one), r, r);  // Newton: r + r (1 - d r)
+    const __m512 f = _mm512_mul_ps(e, r);                    // sigmoid(-a)
+    if (Tanh) return with_sign_of(_mm512_max_ps(zero, _mm512_fnmadd_ps(f, _mm512_set1_ps(2.0f), one)), x);
+    const __mmask16 nonneg = __mmask16(~_mm512_movepi32_mask(_mm512_castps_si512(x)));
+    return _mm512_mask_sub_ps(f, nonneg, one, f);
+  }
+};
+
+template <typename F>
+void run(size_t n, const float* x, float* y) {
+  const F f;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+    _mm512_storeu_ps(y + i, f(a));
+    _mm512_storeu_ps(y + i + 16, f(b));
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, f(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+}  // namespace
+
+void f32_sigmoid__avx512_minimax(size_t n, const float* x, float* y) { run<Minimax<false>>(n, x, y); }
+void f32_sigmoid__avx512_scalef(size_t n, const float* x, float* y) { run<Scalef<false>>(n, x, y); }
+void f32_sigmoid__avx512_accurate(size_t n, const float* x, float* y) { run<Accurate<false>>(n, x, y); }
+void f32_tanh__avx512_minimax(size_t n, const float* x, float* y) { run<Minimax<true>>(n, x, y); }
+void f32_tanh__avx512_scalef(size_t n, const float* x, float* y) { run<Scalef<true>>(n, x, y); }
+void f32_tanh__avx512_accurate(size_t n, const float* x, float* y) { run<Accurate<true>>(n, x, y); }
+
+const F32ActivationKernels f32_activation__avx512 = {
+    "avx512",
+    {f32_sigmoid__avx512_minimax, f32_sigmoid__avx512_scalef, f32_sigmoid__avx512_accurate},
+    {f32_tanh__avx512_minimax, f32_tanh__avx512_scalef, f32_tanh__avx512_accurate},
+    {"f32_sigmoid__avx512_minimax", "f32_sigmoid__avx512_scalef", "f32_sigmoid__avx512_accurate"},
+    {"f32_tanh__avx512_minimax", "f32_tanh__avx512_scalef", "f32_tanh__avx512_accurate"},
+};
+
+}  // namespace nnkern

@@ -1,0 +1,128 @@
+#include "ops/f32_activation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "core/threadpool.h"
+
+namespace nnkern {
+namespace {
+
+// Elements per task: 64 KiB of input, a few microseconds of work; smaller calls run inline.
+constexpr size_t kChunk = 16384;
+constexpr size_t kMinParallel = 4 * kChunk;
+
+void run_split(F32UnaryUkernel fn, size_t n, const float* x, float* y) {
+  if (n < kMinParallel || get_num_threads() <= 1) {
+    fn(n, x, y);
+    return;
+  }
+  const size_t tasks = (n + kChunk - 1) / kChunk;
+  parallel_for(tasks, [&](size_t t) {
+    const size_t i0 = t * kChunk, len = std::min(kChunk, n - i0);
+    fn(len, x + i0, y + i0);
+  });
+}
+
+}  // namespace
+
+const F32ActivationKernels* f32_activation_kernel_for(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return &f32_activation_ref;
+#ifdef NNKERN_HAVE_AVX2
+    case Isa::avx2: return &f32_activation__avx2;
+#endif
+#ifdef NNKERN_HAVE_AVX512
+    case Isa::avx512: return &f32_activation__avx512;
+#endif
+    // NEON hook (ARM issue): case Isa::neon: return &f32_activation__neon;
+    default: return nullptr;
+  }
+}
+
+const F32ActivationKernels& f32_activation_kernels() {
+  static const KernelTable<F32ActivationKernels> table(f32_activation_kernel_for);
+  return table.get();
+}
+
+namespace {
+[[maybe_unused]] const bool registered = (register_dispatched_op("f32_sigmoid", [] {
+  return std::string(f32_activation_kernels().sigmoid_names[int(ActMethod::minimax)]).append("|scalef|accurate");
+}), register_dispatched_op("f32_tanh", [] {
+  return std::string(f32_activation_kernels().tanh_names[int(ActMethod::minimax)]).append("|scalef|accurate");
+}), true);
+}  // namespace
+
+void f32_sigmoid(ActMethod method, size_t n, const float* x, float* y) {
+  run_split(f32_activation_kernels().sigmoid[int(method)], n, x, y);
+}
+
+void f32_tanh(ActMethod method, size_t n, const float* x, float* y) {
+  run_split(f32_activation_kernels().tanh[int(method)], n, x, y);
+}
+
+ActivationSweep sweep_activation(const F32ActivationKernels& kernels, bool tanh, ActMethod method, float hi,
+                                 size_t stride) {
+  const F32UnaryUkernel fn = tanh ? kernels.tanh[int(method)] : kernels.sigmoid[int(method)];
+  uint32_t hi_bits;
+  std::memcpy(&hi_bits, &hi, 4);
+  if (stride == 0) stride = 1;
+  // Bit patterns 0..hi_bits step stride, each with both signs.
+  const size_t per_sign = size_t(hi_bits) / stride + 1;
+  constexpr size_t kBlock = 4096, kTaskBlocks = 64;
+  const size_t blocks = (per_sign + kBlock - 1) / kBlock;
+  const size_t tasks = (blocks + kTaskBlocks - 1) / kTaskBlocks;
+  std::vector<ActivationSweep> part(tasks);
+  parallel_for(tasks, [&](size_t t) {
+    ActivationSweep r;
+    float xs[2 * kBlock], ys[2 * kBlock];
+    for (size_t b = t * kTaskBlocks; b < std::min(blocks, (t + 1) * kTaskBlocks); ++b) {
+      const size_t i0 = b * kBlock, len = std::min(kBlock, per_sign - i0);
+      for (size_t i = 0; i < len; ++i) {
+        const uint32_t bits = uint32_t((i0 + i) * stride), nbits = bits | 0x80000000u;
+        std::memcpy(&xs[2 * i], &bits, 4);
+        std::memcpy(&xs[2 * i + 1], &nbits, 4);
+      }
+      fn(2 * len, xs, ys);
+      for (size_t i = 0; i < 2 * len; ++i) {
+        const double xd = xs[i];
+        double ref;
+        if (tanh) {
+          ref = std::tanh(xd);
+        } else {
+          const double e = std::exp(-std::fabs(xd));
+          ref = xd >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+        }
+        const float y = ys[i];
+        const double lo = tanh ? -1.0 : 0.0;
+        if (!(y >= lo && y <= 1.0f)) ++r.out_of_range;
+        const double err = std::fabs(double(y) - ref);
+        if (!(err <= r.max_abs_err)) {  // NaN output counts as infinite error
+          r.max_abs_err = std::isnan(err) ? INFINITY : err;
+          r.worst_x = xs[i];
+          r.worst_y = y;
+        }
+      }
+      r.count += 2 * len;
+    }
+    part[t] = r;
+  });
+  ActivationSweep total;
+  for (const ActivationSweep& r : part) {  // in task order: deterministic worst_x
+    if (r.max_abs_err > total.max_abs_err) {
+      total.max_abs_err = r.max_abs_err;
+      total.worst_x = r.worst_x;
+      total.worst_y = r.worst_y;
+    }
+    total.count += r.count;
+    total.out_of_range += r.out_of_range;
+  }
+  return total;
+}
+
+}  // namespace nnkern

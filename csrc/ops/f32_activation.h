@@ -1,0 +1,31 @@
+// Elementwise sigmoid / tanh over a contiguous float32 buffer (y == x allowed), dispatched per ISA
+// and split over the thread pool for large n. The per-ISA kernels (kernels/f32_activation.h) are
+// exported for fused epilogues: f32_activation_kernels().sigmoid[int(method)](n, x, y).
+#pragma once
+#include <cstddef>
+
+#include "core/isa.h"
+#include "kernels/f32_activation.h"
+
+namespace nnkern {
+
+const F32ActivationKernels* f32_activation_kernel_for(Isa isa);  // nullptr where a level has none
+const F32ActivationKernels& f32_activation_kernels();           // the dispatched set
+
+void f32_sigmoid(ActMethod method, size_t n, const float* x, float* y);
+void f32_tanh(ActMethod method, size_t n, const float* x, float* y);
+
+// Test hook: runs `kernels` on every `stride`-th float32 bit pattern with |x| <= hi (both signs,
+// +-0 included) and compares with a float64 reference. Threaded; the result does not depend on the
+// thread count.
+struct ActivationSweep {
+  double max_abs_err = 0.0;
+  float worst_x = 0.0f;
+  float worst_y = 0.0f;
+  size_t count = 0;
+  size_t out_of_range = 0;  // outputs outside [0, 1] (sigmoid) / [-1, 1] (tanh), or NaN
+};
+ActivationSweep sweep_activation(const F32ActivationKernels& kernels, bool tanh, ActMethod method, float hi,
+                                 size_t stride);
+
+}  // namespace nnkern

@@ -1,0 +1,104 @@
+"""Elementwise float32 sigmoid and tanh (seeds I18, I19), three speed/accuracy trade-offs.
+
+Accuracy contract (max absolute error against the exact function, over every float32 in [-20, 20] and
+beyond; tests/test_activations.py checks it on every ISA path):
+
+============  =========================================  =============  =============
+method        scheme                                     sigmoid        tanh
+============  =========================================  =============  =============
+``minimax``   16 intervals x degree-2 polynomial (I18)   3.0e-4         6.0e-4
+``scalef``    e^-x = p(y) 2^n, degree-2 p, rcp (I19)     6.0e-4         1.2e-3
+``accurate``  degree-5 p + a Newton step on -abs(x)      2.5e-7         5.0e-7
+============  =========================================  =============  =============
+
+All methods, exactly: sigmoid(+-0) = 0.5, sigmoid(+inf) = 1, sigmoid(-inf) = +0, NaN -> NaN, and
+0 <= sigmoid(x) <= 1 for every x (so sigmoid(+-1e30) = 1 / 0 and sigmoid(-88), (-89), (-100) are
+tiny non-negative numbers, never NaN). tanh is odd by construction (tanh(-x) = -tanh(x), tanh(-0) = -0),
+tanh(+-inf) = +-1 and -1 <= tanh(x) <= 1. The bounds are absolute: relative error of outputs near 0
+is not bounded for ``minimax`` (1 - f cancels for x < 0) and only the ``scalef``/``accurate`` sigmoid keep a
+relative accuracy for small outputs. On AVX2, outputs below 1.2e-38 (x < -87.68) flush to 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _C
+from ._arrays import F32, require_array
+
+__all__ = ["sigmoid", "tanh", "ACTIVATION_METHODS", "SIGMOID_MAX_ABS_ERROR", "TANH_MAX_ABS_ERROR"]
+
+ACTIVATION_METHODS = ("minimax", "scalef", "accurate")
+#: The documented bounds (the tests assert them).
+SIGMOID_MAX_ABS_ERROR = {"minimax": 3.0e-4, "scalef": 6.0e-4, "accurate": 2.5e-7}
+TANH_MAX_ABS_ERROR = {"minimax": 6.0e-4, "scalef": 1.2e-3, "accurate": 5.0e-7}
+
+
+def _apply(function, x, method, out):
+    if method not in ACTIVATION_METHODS:
+        raise ValueError(f"method must be one of {ACTIVATION_METHODS}, got {method!r}")
+    if type(x) is not np.ndarray or x.dtype != F32:
+        require_array(x, "x", F32)
+    cx = x.flags.c_contiguous
+    if out is None:
+        out = np.empty(x.shape, F32)  # C order whatever x's layout
+        if cx and x.size:
+            _C.activation(function, method, x, out)
+            return out
+    elif out is x and cx and x.flags.writeable:  # the common in-place call: nothing else to check
+        if x.size:
+            _C.activation(function, method, x, x)
+        return out
+    else:
+        if type(out) is not np.ndarray or out.dtype != F32:
+            require_array(out, "out", F32)
+        if out.shape != x.shape:
+            raise ValueError(f"out must have the shape of x {x.shape}, got {out.shape}")
+        if not out.flags.writeable:
+            raise ValueError("out is read-only")
+    if x.size == 0:
+        return out
+    same = out is x
+    if not same and np.may_share_memory(out, x):
+        same = (out.__array_interface__["data"][0] == x.__array_interface__["data"][0]
+                and out.strides == x.strides)
+    if not same and np.may_share_memory(out, x):
+        try:
+            overlaps = np.shares_memory(out, x, max_work=10**6)
+        except Exception:
+            overlaps = True
+        if overlaps:
+            raise ValueError("out partially overlaps x: pass out=x (in place) or a separate array")
+    src = x if cx else np.ascontiguousarray(x)
+    if out.flags.c_contiguous:
+        _C.activation(function, method, src, out)
+    elif same and src is not x:  # strided in place: compute in the copy, write back
+        _C.activation(function, method, src, src)
+        np.copyto(out, src)
+    else:
+        tmp = np.empty(x.shape, F32)
+        _C.activation(function, method, src, tmp)
+        np.copyto(out, tmp)
+    return out
+
+
+def sigmoid(x, method="minimax", out=None):
+    """Logistic function 1 / (1 + exp(-x)) of a float32 array, elementwise.
+
+    x: float32 ndarray of any shape and strides (other dtypes raise TypeError). A C-contiguous x is
+      read in place; any other layout is first copied to a contiguous temporary.
+    method: "minimax" (fastest, max abs error 3e-4), "scalef" (6e-4, keeps relative accuracy of small
+      outputs) or "accurate" (2.5e-7); see the module docstring for the full contract.
+    out: optional float32 array of x's shape; out=x computes in place. A C-contiguous out is written
+      directly, other layouts through a temporary. An out that partially overlaps x raises ValueError.
+    Returns out (a new C-contiguous array if out is None). Splits over the thread pool above 64K elements.
+    """
+    return _apply("sigmoid", x, method, out)
+
+
+def tanh(x, method="minimax", out=None):
+    """Hyperbolic tangent of a float32 array, elementwise, as sign(x) (2 sigmoid(2 |x|) - 1).
+
+    Arguments and layout rules as for :func:`sigmoid`. Max abs error: 6e-4 (minimax), 1.2e-3 (scalef),
+    5e-7 (accurate). Odd by construction; tanh(+-inf) = +-1, NaN -> NaN, -1 <= tanh(x) <= 1.
+    """
+    return _apply("tanh", x, method, out)
