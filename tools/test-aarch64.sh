@@ -62,14 +62,14 @@ setup() {
     ln -sf lapack/liblapack.so.3 "$ROOT.tmp/usr/lib/aarch64-linux-gnu/liblapack.so.3"
     # Byte-compile the tree with a host Python of the same version (same .pyc magic): each emulated
     # interpreter start then takes ~5 s instead of ~13 s.
-    local ver host
+    local ver host qemu
     ver=$(basename "$(ls -d "$ROOT.tmp"/usr/lib/python3.[0-9]* | head -1)")
-    for host in "/usr/bin/$ver" "$(command -v "$ver" || true)"; do
-      if [ -x "$host" ]; then
-        "$host" -m compileall -q -j0 "$ROOT.tmp/usr/lib/$ver" "$ROOT.tmp/usr/lib/python3/dist-packages" >/dev/null || true
-        break
-      fi
-    done
+    host=$(command -v "/usr/bin/$ver" || command -v "$ver" || true)
+    if [ -z "$host" ]; then  # no host Python of that version: let the emulated one do it (slower)
+      qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64)
+      host="$qemu -L $ROOT.tmp $ROOT.tmp/usr/bin/$ver"
+    fi
+    $host -m compileall -q -j0 "$ROOT.tmp/usr/lib/$ver" "$ROOT.tmp/usr/lib/python3/dist-packages" >/dev/null || true
     touch "$ROOT.tmp/.nnkern-ready"
     mv "$ROOT.tmp" "$ROOT"
   fi
