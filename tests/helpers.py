@@ -90,8 +90,10 @@ def python_command(*args, executable=None):
 
 def run_python_isolated(code, args=(), env=None, timeout=300, executable=None, prefix=()):
     """Run ``code`` in a fresh interpreter (so a fault fails one test instead of killing pytest)."""
-    cmd = [*prefix, *(python_command("-c", code, *args, executable=executable) if not prefix else
-                      [executable or sys.executable, "-c", code, *map(str, args)])]
+    if prefix:  # the caller's own emulator (test_qemu.py) replaces EXEC_PREFIX
+        cmd = [*prefix, executable or sys.executable, "-c", code, *map(str, args)]
+    else:
+        cmd = python_command("-c", code, *args, executable=executable)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ) if env is None else env)
 
