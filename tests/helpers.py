@@ -6,6 +6,7 @@ subprocess script, so it must not import pytest.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -77,9 +78,22 @@ def numpy_f32_semantics(a, b):
         return np.asarray(a, np.float64) @ np.asarray(b, np.float64)
 
 
+#: Set by tools/run-aarch64.sh when the suite runs under qemu-user without binfmt: the emulated
+#: interpreter cannot exec another aarch64 program itself, so child interpreters start through qemu.
+EXEC_PREFIX = tuple(shlex.split(os.environ.get("NNKERN_TEST_EXEC_PREFIX", "")))
+
+
+def python_command(*args, executable=None):
+    """The command line that runs this interpreter (through EXEC_PREFIX when emulated) with args."""
+    return [*EXEC_PREFIX, executable or sys.executable, *map(str, args)]
+
+
 def run_python_isolated(code, args=(), env=None, timeout=300, executable=None, prefix=()):
     """Run ``code`` in a fresh interpreter (so a fault fails one test instead of killing pytest)."""
-    cmd = [*prefix, executable or sys.executable, "-c", code, *map(str, args)]
+    if prefix:  # the caller's own emulator (test_qemu.py) replaces EXEC_PREFIX
+        cmd = [*prefix, executable or sys.executable, "-c", code, *map(str, args)]
+    else:
+        cmd = python_command("-c", code, *args, executable=executable)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ) if env is None else env)
 

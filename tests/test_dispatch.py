@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import nnkern
 from nnkern import _C
+from helpers import python_command
 
 
 def best_within(cap: str, with_f32_kernel: bool = False) -> str:
@@ -117,7 +117,7 @@ def run_python(code: str, env_cap=None):
     env.pop("NNKERN_MAX_ISA", None)
     if env_cap is not None:
         env["NNKERN_MAX_ISA"] = env_cap
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(python_command("-c", code), env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("cap", nnkern.ISA_LEVELS)

@@ -44,5 +44,6 @@ struct F32GemmKernel {
 extern const F32GemmKernel f32_gemm_ref;           // scalar reference: the oracle and the fallback
 extern const F32GemmKernel f32_gemm_16x6__avx2;    // seed O1
 extern const F32GemmKernel f32_gemm_avx512;        // see its file for the MR x NR choice
+extern const F32GemmKernel f32_gemm_8x12__neon;    // AArch64: 8x12 with FMA by lane (seed G2)
 
 }  // namespace nnkern

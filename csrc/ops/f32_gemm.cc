@@ -249,6 +249,9 @@ const F32GemmKernel* f32_gemm_kernel_for(Isa isa) {
 #ifdef NNKERN_HAVE_AVX512
     case Isa::avx512: return &f32_gemm_avx512;
 #endif
+#ifdef NNKERN_HAVE_NEON
+    case Isa::neon: return &f32_gemm_8x12__neon;
+#endif
     default: return nullptr;
   }
 }

@@ -1,0 +1,92 @@
+// Dispatch on the CPU this runs on (under qemu-user: the QEMU_CPU model): the detected features match
+// EXPECT_FEATURES, every cap dispatches f32_gemm to a level the CPU supports within the cap, and
+// (aarch64) a cap of neondot on a CPU without the dot product is refused by the dispatcher: the
+// table falls back to the neon entry, while the neondot code itself would die of SIGILL there.
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "core/dispatch.h"
+#include "core/isa.h"
+#include "harness.h"
+#include "ops/f32_gemm.h"
+
+using namespace nnkern;
+using nnkern_test::check;
+
+#if defined(__aarch64__)
+int32_t probe_neondot(const int8_t* a, const int8_t* b);  // tests/native/probe_neondot.cc (+dotprod)
+
+namespace {
+struct ProbeKernel {
+  const char* name;
+  int32_t (*run)(const int8_t*, const int8_t*);
+};
+int32_t probe_neon(const int8_t* a, const int8_t* b) {
+  int32_t s = 0;
+  for (int i = 0; i < 16; ++i) s += int32_t(a[i]) * b[i];
+  return s;
+}
+const ProbeKernel kNeon = {"probe__neon", probe_neon}, kNeonDot = {"probe__neondot", probe_neondot};
+const ProbeKernel* probe_for(Isa isa) {
+  switch (isa) {
+    case Isa::neon: return &kNeon;
+    case Isa::neondot: return &kNeonDot;
+    default: return nullptr;
+  }
+}
+}  // namespace
+#endif
+
+int main() {
+  const CpuFeatures& f = cpu_features();
+  std::printf("arch %s, supported:", f.arch.c_str());
+  for (Isa i : isa_levels())
+    if (isa_supported(i)) std::printf(" %s", isa_name(i));
+  std::printf("\n");
+
+  // What the emulated CPU advertises, per level name (EXPECT_FEATURES="neon=1,neondot=0,...").
+  for (Isa i : isa_levels()) {
+    const int want = nnkern_test::expected_feature(isa_name(i));
+    if (want >= 0)
+      check(int(isa_supported(i)) == want, "level %s: expected supported=%d, detected %d", isa_name(i), want,
+            int(isa_supported(i)));
+  }
+
+  // Every cap: the f32_gemm kernel comes from a supported level within the cap, never above it.
+  for (Isa cap : isa_levels()) {
+    set_max_isa(cap);
+    const F32GemmKernel& k = f32_gemm_kernel();
+    Isa from = Isa::scalar;
+    for (Isa i : isa_levels())
+      if (f32_gemm_kernel_for(i) == &k) from = i;
+    check(isa_supported(from) && isa_within(from, cap), "cap %s dispatched f32_gemm to %s (%s)", isa_name(cap), k.name,
+          isa_name(from));
+    std::printf("cap %-10s -> %s\n", isa_name(cap), k.name);
+  }
+
+#if defined(__aarch64__)
+  // The dot-product proof: cap neondot on a CPU without it must dispatch the neon probe...
+  static const KernelTable<ProbeKernel> table(probe_for);
+  set_max_isa(Isa::neondot);
+  const ProbeKernel& chosen = table.get();
+  const bool dot = isa_supported(Isa::neondot);
+  check(&chosen == (dot ? &kNeonDot : &kNeon), "cap neondot on a CPU with dot=%d dispatched %s", int(dot), chosen.name);
+  int8_t a[16], b[16];
+  for (int i = 0; i < 16; ++i) a[i] = int8_t(i * 13 - 100), b[i] = int8_t(127 - i * 17);
+  check(chosen.run(a, b) == probe_neon(a, b), "%s computed a wrong dot product", chosen.name);
+  // ...because running the neondot code there really traps (SIGILL), and runs where it is supported.
+  volatile const int8_t* va = a;  // keep the call from being folded away
+  const int sig = nnkern_test::child_signal([&] {
+    const int32_t r = probe_neondot(const_cast<const int8_t*>(va), b);
+    std::printf("forced %s: %d\n", kNeonDot.name, r);
+    std::fflush(stdout);
+  });
+  check(sig == (dot ? 0 : SIGILL), "forcing %s: signal %d (%s), expected %s", kNeonDot.name, sig, strsignal(sig),
+        dot ? "none" : "SIGILL");
+  std::printf("dispatcher with cap neondot chose %s; the forced neondot code ended with signal %d (%s)\n", chosen.name,
+              sig, sig ? strsignal(sig) : "none");
+#endif
+  return nnkern_test::finish();
+}

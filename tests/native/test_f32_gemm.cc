@@ -1,0 +1,149 @@
+// Every f32_gemm micro-kernel this CPU can run, against the scalar reference f32_gemm_ref, over every
+// tail: m = 1..MR, n = 0..NR, k = 0..3 unrolls, with A packed/strided, with and without the a_copy
+// panel, B columns contiguous (the driver's packed sliver) or scattered, and the epilogue variants.
+// Also checks that nothing outside the m x n tile of C and past the MR x k a_copy panel is written.
+// Built for the host (x86-64: avx2, avx512) and cross-built for aarch64 (neon), run by ctest; on
+// aarch64 under qemu-user with one QEMU_CPU model per ctest entry.
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "core/isa.h"
+#include "harness.h"
+#include "kernels/f32_gemm.h"
+#include "ops/f32_gemm.h"
+
+using namespace nnkern;
+using nnkern_test::check;
+
+namespace {
+
+constexpr float kSentinel = -777.0f;
+constexpr size_t kMaxK = 3 * 8 + 5;  // three 8-step unrolls plus every remainder
+
+struct Case {
+  const char* name;
+  F32Epilogue ep;
+  bool use_bias;
+};
+
+// Deterministic values in [-1, 1) (an LCG: the test must not depend on the C++ library's RNG).
+float next_value(uint32_t& s) {
+  s = s * 1664525u + 1013904223u;
+  return float(s >> 8) / float(1u << 23) - 1.0f;
+}
+
+// Runs one tile with `kernel` and with the reference and compares them.
+void check_tile(const F32GemmKernel& kernel, size_t m, size_t n, size_t k, size_t a_stride, bool with_copy,
+                bool scattered_b, const Case& cs, uint32_t seed) {
+  const size_t MR = kernel.mr, NR = kernel.nr, ldc = MR + 3;
+  uint32_t s = seed;
+  std::vector<float> a(a_stride * k + MR, kSentinel);
+  for (size_t p = 0; p < k; ++p)
+    for (size_t i = 0; i < m; ++i) a[p * a_stride + i] = next_value(s);  // rows >= m stay sentinels
+  // B: contiguous columns (b[j] = base + j, stride NR + 2) or scattered (each column its own place).
+  const size_t b_stride = scattered_b ? 3 : NR + 2;
+  std::vector<float> b((NR + 1) * (b_stride * k + NR + 1), kSentinel);
+  std::vector<const float*> bp(NR);
+  for (size_t j = 0; j < NR; ++j) bp[j] = scattered_b ? b.data() + (NR - 1 - j) * (b_stride * k + 1) : b.data() + j;
+  for (size_t j = 0; j < n; ++j)
+    for (size_t p = 0; p < k; ++p) const_cast<float*>(bp[j])[p * b_stride] = next_value(s);
+  std::vector<float> c0(NR * ldc);
+  for (float& v : c0) v = next_value(s);
+  std::vector<float> bias(MR);
+  for (float& v : bias) v = next_value(s);
+  F32Epilogue ep = cs.ep;
+  if (cs.use_bias) ep.bias = bias.data();
+
+  std::vector<float> c_ref = c0, c_got = c0;
+  if (ep.beta == 0.0f)  // beta == 0: C must not be read, so NaN there must not leak
+    for (size_t j = 0; j < n; ++j)
+      for (size_t i = 0; i < m; ++i) c_got[j * ldc + i] = NAN;
+  std::vector<float> copy(MR * k + MR, kSentinel), copy_ref(MR * k + MR, kSentinel);
+  f32_gemm_ref.run(m, n, k, a.data(), a_stride, nullptr, bp.data(), b_stride, c_ref.data(), ldc, &ep);
+  kernel.run(m, n, k, a.data(), a_stride, with_copy ? copy.data() : nullptr, bp.data(), b_stride, c_got.data(), ldc,
+             &ep);
+
+  char what[200];
+  std::snprintf(what, sizeof what, "%s %s m=%zu n=%zu k=%zu a_stride=%zu copy=%d b=%s", kernel.name, cs.name, m, n, k,
+                a_stride, int(with_copy), scattered_b ? "scattered" : "contiguous");
+  bool ok = true;
+  for (size_t j = 0; j < NR; ++j) {
+    for (size_t i = 0; i < ldc; ++i) {
+      const float got = c_got[j * ldc + i], want = c_ref[j * ldc + i];
+      if (j >= n || i >= m) {
+        ok = check(std::memcmp(&got, &c0[j * ldc + i], 4) == 0, "%s: wrote C(%zu, %zu) outside the tile", what, i, j) && ok;
+        continue;
+      }
+      // Both results are within the documented bound of the exact value: compare with twice that.
+      double mag = 0.0;
+      for (size_t p = 0; p < k; ++p) mag += std::fabs(double(a[p * a_stride + i]) * bp[j][p * b_stride]);
+      double tol = 2.0 * ((2.0 * k + 4.0) * std::ldexp(1.0, -24) *
+                              (std::fabs(ep.alpha) * mag + std::fabs(ep.beta * c0[j * ldc + i]) +
+                               (ep.bias ? std::fabs(ep.bias[i]) : 0.0))) + 1e-30;
+      ok = check(std::fabs(double(got) - want) <= tol, "%s: C(%zu, %zu) = %.9g, reference %.9g (tol %.3g)", what, i, j,
+                 got, want, tol) && ok;
+    }
+  }
+  if (with_copy) {
+    for (size_t p = 0; p < k; ++p)
+      for (size_t i = 0; i < m; ++i)
+        ok = check(copy[p * MR + i] == a[p * a_stride + i], "%s: a_copy(%zu, %zu) wrong", what, i, p) && ok;
+    for (size_t x = MR * k; x < copy.size(); ++x)
+      ok = check(copy[x] == kSentinel, "%s: a_copy written past MR*k", what) && ok;
+  }
+  (void)ok;
+}
+
+}  // namespace
+
+int main() {
+  F32Epilogue plain;
+  F32Epilogue full;
+  full.alpha = -1.5f;
+  full.beta = 0.25f;
+  F32Epilogue relu;
+  relu.alpha = 2.0f;
+  relu.clamp = true;
+  relu.clamp_min = 0.0f;
+  relu.clamp_max = INFINITY;
+  F32Epilogue clamp_beta;
+  clamp_beta.beta = 1.0f;
+  clamp_beta.clamp = true;
+  clamp_beta.clamp_min = -0.5f;
+  clamp_beta.clamp_max = 0.5f;
+  const Case cases[] = {{"plain", plain, false}, {"alpha-beta-bias", full, true}, {"bias-relu", relu, true},
+                        {"beta-clamp", clamp_beta, false}};
+
+  int kernels = 0;
+  for (Isa isa : isa_levels()) {
+    const F32GemmKernel* kernel = f32_gemm_kernel_for(isa);
+    if (isa == Isa::scalar || !kernel) continue;
+    if (!isa_supported(isa)) {
+      std::printf("skip %s: this CPU lacks %s\n", kernel->name, isa_name(isa));
+      continue;
+    }
+    std::printf("testing %s (%dx%d)\n", kernel->name, kernel->mr, kernel->nr);
+    ++kernels;
+    const long failed_before = nnkern_test::failed();
+    uint32_t seed = 1;
+    for (size_t k = 0; k <= kMaxK; ++k)
+      for (size_t m = 1; m <= size_t(kernel->mr); ++m)
+        for (size_t n = 0; n <= size_t(kernel->nr); ++n)
+          for (int variant = 0; variant < 4; ++variant) {
+            // variant bits: strided A, a_copy; B layout and the epilogue rotate with the tile.
+            const size_t a_stride = kernel->mr + (variant & 1 ? 5 : 0);
+            const bool with_copy = variant & 2;
+            const bool scattered = (m + n + k) % 2;
+            check_tile(*kernel, m, n, k, a_stride, with_copy, scattered, cases[(m + 2 * n + k + variant) % 4], ++seed);
+          }
+    // The long-K staging path of partial tiles (m < MR copies A in chunks) and the full lane path.
+    for (size_t k : {63, 64, 65, 130, 300})
+      for (size_t m : {size_t(1), size_t(kernel->mr) - 1, size_t(kernel->mr)})
+        for (bool scattered : {false, true})
+          check_tile(*kernel, m, kernel->nr, k, kernel->mr + 1, false, scattered, cases[1], ++seed);
+    std::printf("  %s: %s\n", kernel->name, nnkern_test::failed() == failed_before ? "ok" : "FAILED");
+  }
+  nnkern_test::check(kernels > 0 || isa_levels().size() == 1, "no SIMD f32_gemm kernel ran on this CPU");
+  return nnkern_test::finish();
+}

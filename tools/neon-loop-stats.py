@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Inner-loop instruction counts of cross-built NEON kernels, from `objdump -d` of an object file.
+
+For each function, finds the loop (a backward branch) with the most FMA/dot instructions and prints
+its instruction mix: total, FMLA/SDOT/UDOT/SMMLA..., vector loads (ldr q / ldp q / ld1*), stores, and
+stack accesses (spills: [sp ...]). Usage: neon-loop-stats.py OBJ [FUNCTION-SUBSTRING]
+"""
+import re
+import subprocess
+import sys
+
+obj = sys.argv[1]
+want = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] != "-v" else ""
+objdump = "aarch64-linux-gnu-objdump"
+dis = subprocess.run([objdump, "-d", "--no-show-raw-insn", "-C", obj], capture_output=True, text=True,
+                     check=True).stdout
+funcs, cur = {}, None
+for line in dis.splitlines():
+    m = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+    if m:
+        cur = m.group(1)
+        funcs[cur] = []
+        continue
+    m = re.match(r"^\s+([0-9a-f]+):\s+(\S+)\s*(.*)$", line)
+    if m and cur:
+        funcs[cur].append((int(m.group(1), 16), m.group(2), m.group(3)))
+
+MAC = ("fmla", "sdot", "udot", "smmla", "ummla", "usmmla", "smlal", "smlal2", "umlal", "umlal2", "mla")
+for name, ins in funcs.items():
+    if want not in name:
+        continue
+    loops = []  # (start, end) of every backward branch
+    for addr, op, args in ins:
+        if op.startswith("b") or op.startswith("cb") or op.startswith("tb"):
+            t = re.search(r"\b([0-9a-f]+) <", args)
+            if t and int(t.group(1), 16) <= addr:
+                loops.append((int(t.group(1), 16), addr))
+    best = None
+    for lo, hi in loops:
+        if any(lo <= l2 and h2 <= hi and (l2, h2) != (lo, hi) for l2, h2 in loops):
+            continue  # not innermost
+        body = [x for x in ins if lo <= x[0] <= hi]
+        macs = sum(1 for x in body if x[1] in MAC)
+        spill = sum(1 for x in body if "[sp" in x[2])
+        # the hottest innermost loop; among equals (the same loop inlined twice) the worst one
+        if best is None or macs > best[0] or (macs == best[0] and spill > best[2]):
+            best = (macs, body, spill)
+    if not best or best[0] == 0:
+        continue
+    body = best[1]
+    if "-v" in sys.argv:
+        print("\n".join(f"  {op} {args}" for _, op, args in body))
+    def count(pred):
+        return sum(1 for x in body if pred(x))
+    vload = count(lambda x: (x[1] in ("ldr", "ldp", "ldur") and re.match(r"[qd]\d", x[2])) or x[1].startswith("ld1"))
+    vload_regs = sum((2 if x[1] == "ldp" else 1) if x[1] != "ld1" else x[2].count(".")
+                     for x in body if (x[1] in ("ldr", "ldp", "ldur") and re.match(r"[qd]\d", x[2])) or x[1].startswith("ld1"))
+    stores = count(lambda x: x[1].startswith("st"))
+    spills = count(lambda x: "[sp" in x[2])
+    short = re.sub(r"\((unsigned|long|int|float|char|void|signed|short|bool|nnkern::).*", "", name)
+    short = short.replace("(anonymous namespace)::", "")
+    print(f"{short}: loop {len(body)} insns, {best[0]} MAC-insns, {vload} vector-load insns ({vload_regs} regs), "
+          f"{stores} stores, {spills} stack accesses, other {len(body) - best[0] - vload - stores}")
