@@ -41,5 +41,6 @@ MatrixView matrix_view(const py::array& a);
 // One function per binding file, called from module.cc.
 void bind_core(py::module_& m);
 void bind_f32_gemm(py::module_& m);
+void bind_qgemm(py::module_& m);
 
 }  // namespace nnkern::bindings

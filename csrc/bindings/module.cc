@@ -6,4 +6,5 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "nnkern native core (internal: use the nnkern package)";
   nnkern::bindings::bind_core(m);
   nnkern::bindings::bind_f32_gemm(m);
+  nnkern::bindings::bind_qgemm(m);
 }

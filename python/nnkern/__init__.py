@@ -9,6 +9,7 @@ from ._isa import ISA_LEVELS, cpu_info, get_max_isa, max_isa, set_max_isa, suppo
 from ._isa import _apply_environment_cap
 from ._threads import get_num_threads, set_num_threads
 from .gemm import Linear, matmul, sgemm
+from .qgemm import QLinear, qgemm, qgemm16, qgemm_max_k
 
 __version__ = "0.1.0"
 
@@ -16,6 +17,7 @@ __all__ = [
     "ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas",
     "get_num_threads", "set_num_threads",
     "sgemm", "matmul", "Linear",
+    "qgemm", "qgemm16", "qgemm_max_k", "QLinear",
 ]
 
 _apply_environment_cap()
