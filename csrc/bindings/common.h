@@ -42,5 +42,6 @@ MatrixView matrix_view(const py::array& a);
 void bind_core(py::module_& m);
 void bind_f32_gemm(py::module_& m);
 void bind_qgemm(py::module_& m);
+void bind_quantize(py::module_& m);
 
 }  // namespace nnkern::bindings

@@ -7,4 +7,5 @@ PYBIND11_MODULE(_C, m) {
   nnkern::bindings::bind_core(m);
   nnkern::bindings::bind_f32_gemm(m);
   nnkern::bindings::bind_qgemm(m);
+  nnkern::bindings::bind_quantize(m);
 }

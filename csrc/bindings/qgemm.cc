@@ -5,6 +5,10 @@
 #include "bindings/common.h"
 #include "ops/qgemm.h"
 
+namespace nnkern {
+double i8_peak_ops(Isa isa, double seconds);  // ops/peak_i8.cc
+}
+
 namespace nnkern::bindings {
 namespace {
 
@@ -106,6 +110,7 @@ void bind_qgemm(py::module_& m) {
     const QGemmKernel* k = tile_kernel(isa, kind);
     return py::make_tuple(std::string(k->name), k->mr, k->nr, k->kgroup);
   });
+  m.def("i8_peak_ops", [](const std::string& n, double seconds) { return i8_peak_ops(isa_arg(n), seconds); });
   m.def("qgemm_padded_n", [](size_t n) { return qgemm_padded_n(n); });
   py::class_<QLinearPacked>(m, "PackedQLinear")
       .def(py::init<const py::array&>())

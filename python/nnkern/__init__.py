@@ -10,6 +10,7 @@ from ._isa import _apply_environment_cap
 from ._threads import get_num_threads, set_num_threads
 from .gemm import Linear, matmul, sgemm
 from .qgemm import QLinear, qgemm, qgemm16, qgemm_max_k
+from .quantize import dequantize, quantize, quantize_weights
 
 __version__ = "0.1.0"
 
@@ -17,7 +18,7 @@ __all__ = [
     "ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas",
     "get_num_threads", "set_num_threads",
     "sgemm", "matmul", "Linear",
-    "qgemm", "qgemm16", "qgemm_max_k", "QLinear",
+    "qgemm", "qgemm16", "qgemm_max_k", "QLinear", "quantize", "dequantize", "quantize_weights",
 ]
 
 _apply_environment_cap()

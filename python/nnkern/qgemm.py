@@ -67,9 +67,13 @@ def qgemm_max_k(a_dtype, a_zero_point=0, b_zero_point=0):
     (b_zero_point may be per column: the worst column counts). E.g. 65793 for za = zb = 0, uint8."""
     alo, ahi = _RANGE[np.dtype(a_dtype)]
     za = int(a_zero_point)
-    zbs = np.atleast_1d(np.asarray(b_zero_point, np.int64))
     da = max(za - alo, ahi - za)
-    db = int(max(np.max(zbs + 128), np.max(127 - zbs))) if zbs.size else 128
+    if isinstance(b_zero_point, (numbers.Integral, np.integer)):
+        zb = int(b_zero_point)
+        db = max(zb + 128, 127 - zb)
+    else:
+        zbs = np.asarray(b_zero_point, np.int64).ravel()
+        db = int(max(np.max(zbs + 128), np.max(127 - zbs))) if zbs.size else 128
     return I32_MAX // (da * db)
 
 
@@ -150,4 +154,159 @@ def qgemm16(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
                              f"the result may not fit int32")
     _C.qgemm(np.ascontiguousarray(a), 2, za, np.ascontiguousarray(b), 2, zb_arr, zb, out)
     return out
-class QLinear: pass
+
+
+_OUT_KIND = {np.dtype(np.int32): 0, np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int8): 3}
+
+
+def _positive_scale(v, name, n=None):
+    arr = np.asarray(v, np.float64)
+    if arr.ndim > 1 or (arr.ndim == 1 and (n is None or arr.shape != (n,))):
+        raise ValueError(f"{name} must be a scalar{'' if n is None else f' or have shape ({n},)'}, got {arr.shape}")
+    if not (np.isfinite(arr).all() and (arr > 0).all()):
+        raise ValueError(f"{name} must be finite and > 0")
+    return arr
+
+
+class QLinear:
+    """Quantized ``y = x @ W.T + bias`` (torch.nn.Linear layout), weights packed once, requantization fused.
+
+    weight: float32 (out_features, in_features), quantized per output channel at construction as
+      :func:`nnkern.quantize_weights` does (int8, scale max|w|/127); or int8 with ``weight_scale`` (scalar or
+      per output channel) taken as given (symmetric: weight zero point 0).
+    bias: float (out_features,) or None, in real units.
+    input_scale, input_zero_point: the quantization of x (uint8 or int8, chosen per call by x's dtype;
+      the zero point must lie in that dtype's range).
+    output_dtype: uint8 / int8: requantized with output_scale, output_zero_point (required scale);
+      float32: the real result; int32: the exact accumulator sum_k (x - zx) wq (bias must be None).
+    relu: max(y, 0), fused (for uint8/int8 it is exactly the clamp at the output zero point).
+
+    One call runs the GEMM and, on the int32 accumulators in registers (seed I12): float conversion,
+    one FMA ``acc * factor[n] + offset[n]`` with the precomputed factor = input_scale * weight_scale[n] /
+    output_scale and offset = bias[n] / output_scale + output_zero_point (float32), ReLU, clamp to the
+    output range, round half to even, store. (float32 output: factor = input_scale * weight_scale[n],
+    offset = bias[n].) The results are exactly those float32 operations; they match a float64 evaluation
+    of the same formula except within one float32 rounding of a .5 tie.
+    Safe to call from several threads at once.
+    """
+
+    def __init__(self, weight, bias=None, *, weight_scale=None, input_scale, input_zero_point,
+                 output_scale=None, output_zero_point=0, output_dtype=np.uint8, relu=False):
+        from .quantize import quantize_weights
+        if not isinstance(weight, np.ndarray):
+            raise TypeError(f"weight must be a numpy.ndarray, got {type(weight).__name__}")
+        if weight.ndim != 2:
+            raise ValueError(f"weight must be 2-D (out_features, in_features), got shape {weight.shape}")
+        N, K = weight.shape
+        if weight.dtype == np.float32:
+            if weight_scale is not None:
+                raise ValueError("weight_scale is only for int8 weights (float32 weights are quantized here)")
+            wq, ws = quantize_weights(weight, axis=0)
+        elif weight.dtype == np.int8:
+            if weight_scale is None:
+                raise ValueError("int8 weights need weight_scale (scalar or per output channel)")
+            wq = weight
+            ws = np.broadcast_to(_positive_scale(weight_scale, "weight_scale", N), (N,)).astype(np.float32)
+        else:
+            raise TypeError(f"weight must have dtype float32 or int8, got {weight.dtype}")
+        sx = float(_positive_scale(input_scale, "input_scale"))
+        zx = _int_scalar(input_zero_point, "input_zero_point")
+        if not -128 <= zx <= 255:
+            raise ValueError(f"input_zero_point must be in [-128, 255], got {zx}")
+        try:
+            odt = np.dtype(output_dtype)
+        except TypeError:
+            odt = None
+        if odt not in _OUT_KIND:
+            raise TypeError(f"output_dtype must be uint8, int8, float32 or int32, got {output_dtype!r}")
+        if bias is not None:
+            bias = np.asarray(bias)
+            if bias.dtype.kind != "f":
+                raise TypeError(f"bias must be a float array, got dtype {bias.dtype}")
+            if bias.shape != (N,):
+                raise ValueError(f"bias must have shape ({N},), got {bias.shape}")
+            if not np.isfinite(bias).all():
+                raise ValueError("bias contains NaN or Inf")
+        pad = _C.qgemm_padded_n(N)
+        factor = offset = None
+        lo = hi = 0.0
+        if odt in (np.dtype(np.uint8), np.dtype(np.int8)):
+            if output_scale is None:
+                raise ValueError("uint8 / int8 output needs output_scale")
+            so = float(_positive_scale(output_scale, "output_scale"))
+            zo = _zero_point(output_zero_point, "output_zero_point", odt)
+            factor = sx * ws.astype(np.float64) / so
+            offset = (bias.astype(np.float64) / so if bias is not None else np.zeros(N)) + zo
+            lo, hi = _RANGE[odt]
+            if relu:
+                lo = max(lo, zo)
+        elif odt == np.dtype(np.float32):
+            if output_scale is not None:
+                raise ValueError("output_scale is only for uint8 / int8 output")
+            factor = sx * ws.astype(np.float64)
+            offset = bias.astype(np.float64) if bias is not None else np.zeros(N)
+        else:
+            if bias is not None or output_scale is not None:
+                raise ValueError("int32 output is the exact accumulator: no bias or output_scale")
+        self.out_features, self.in_features = N, K
+        self.output_dtype = odt
+        self.relu = bool(relu)
+        self.input_scale, self.input_zero_point = sx, zx
+        self.weight_q = np.array(wq, copy=True)  # (out, in) int8
+        self.weight_scale = np.array(ws, np.float32)
+        self.factor = self.offset = None
+        self._factor = self._offset = None
+        if factor is not None:
+            self.factor = factor.astype(np.float32)
+            self.offset = offset.astype(np.float32)
+            if not (np.isfinite(self.factor).all() and np.isfinite(self.offset).all()):
+                raise ValueError("the combined requantization factor or offset overflows float32")
+            self._factor = np.zeros(pad, np.float32)
+            self._factor[:N] = self.factor
+            self._offset = np.zeros(pad, np.float32)
+            self._offset[:N] = self.offset
+        self._lo, self._hi = float(lo), float(hi)
+        self._packed = _C.PackedQLinear(np.ascontiguousarray(self.weight_q.T))
+
+    @property
+    def kernel(self) -> str:
+        """The micro-kernel the weights were packed for."""
+        return self._packed.kernel_name
+
+    def __call__(self, x, out=None):
+        if not isinstance(x, np.ndarray) or x.dtype not in (np.uint8, np.int8):
+            raise TypeError(f"x must be a numpy.ndarray of uint8 or int8, got "
+                            f"{x.dtype if isinstance(x, np.ndarray) else type(x).__name__}")
+        if x.ndim < 1 or x.shape[-1] != self.in_features:
+            raise ValueError(f"x must have shape (..., {self.in_features}), got {x.shape}")
+        zx = self.input_zero_point
+        lo, hi = _RANGE[x.dtype]
+        if not lo <= zx <= hi:
+            raise ValueError(f"input_zero_point {zx} is outside the range of {x.dtype} input")
+        kmax = qgemm_max_k(x.dtype, zx, 0)
+        if self.in_features > kmax:
+            raise ValueError(f"in_features = {self.in_features} exceeds {kmax}, the largest K whose "
+                             f"accumulators all fit int32 for {x.dtype} input with zero point {zx}")
+        lead = x.shape[:-1]
+        shape = lead + (self.out_features,)
+        if out is None:
+            out = np.empty(shape, self.output_dtype)
+        else:
+            if not isinstance(out, np.ndarray) or out.dtype != self.output_dtype:
+                raise TypeError(f"out must be a numpy.ndarray of {self.output_dtype}")
+            if out.shape != shape:
+                raise ValueError(f"out must have shape {shape}, got {out.shape}")
+            if not out.flags.c_contiguous or not out.flags.writeable:
+                raise ValueError("out must be a writeable C-contiguous array")
+            check_no_overlap(out, "out", x=x)
+        if out.size == 0:
+            return out
+        rows = math.prod(lead)
+        x2 = np.ascontiguousarray(x.reshape(rows, self.in_features))
+        self._packed.run(x2, _QTYPE[x.dtype], zx, out.reshape(rows, self.out_features), _OUT_KIND[self.output_dtype],
+                         self._factor, self._offset, self.relu, self._lo, self._hi)
+        return out
+
+    def __repr__(self):
+        return (f"QLinear(in_features={self.in_features}, out_features={self.out_features}, "
+                f"output_dtype={self.output_dtype.name}, relu={self.relu}, kernel={self.kernel!r})")
