@@ -36,61 +36,62 @@ size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
 
 size_t a_elem_size(const QGemmKernel& k) { return k.kgroup == 4 ? 1 : 2; }
 
-// One MR x round_up(K, G) panel of B (channels n0 .. n0 + nn - 1 of a K x N row-major matrix) in the
-// kernel's interleaved layout: dst[(p / G) * MR * G + i * G + p % G] = B[p, n0 + i], zero-padded.
-// G = 4: int8 from int8. G = 2: int16 from int8 (widened) or from int16.
+// Groups [g0, g1) of one MR x round_up(K, G) panel of B (channels n0 .. n0 + nn - 1 of a K x N row-major
+// matrix) in the kernel's interleaved layout: dst[(p / G) * MR * G + i * G + p % G] = B[p, n0 + i], zero-padded
+// (channels nn .. MR - 1, rows K .. round_up(K, G) - 1). G = 4: int8 from int8. G = 2: int16 from int8
+// (widened) or from int16.
 template <typename In, typename Out, int G>
-void pack_panel_t(Out* dst, const In* b, size_t ldb, size_t K, size_t n0, size_t nn, size_t MR) {
-  const size_t groups = ceil_div(K, G);
-  std::memset(dst, 0, groups * MR * G * sizeof(Out));
-  size_t g = 0;
+void pack_groups_t(Out* dst, const In* b, size_t ldb, size_t K, size_t n0, size_t nn, size_t MR, size_t g0,
+                   size_t g1) {
+  const size_t full_groups = std::min(g1, K / G);
+  size_t g = g0;
 #if defined(__SSE2__)
-  const size_t full_groups = K / G, full_chunks = nn / 16;
-  if (full_chunks) {
-    for (; g < full_groups; ++g) {
-      const In* src = b + g * G * ldb + n0;
-      Out* d = dst + g * MR * G;
-      for (size_t c = 0; c < full_chunks; ++c) {
-        if constexpr (G == 4) {  // 4 rows x 16 channels of int8 -> 16 lanes of 4 bytes
-          const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * c));
-          const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + ldb + 16 * c));
-          const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ldb + 16 * c));
-          const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 3 * ldb + 16 * c));
-          const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
-          const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
-          __m128i* o = reinterpret_cast<__m128i*>(d + 64 * c);
-          _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(lo01, lo23));
-          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(lo01, lo23));
-          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(hi01, hi23));
-          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(hi01, hi23));
-        } else if constexpr (sizeof(In) == 1) {  // 2 rows x 16 channels of int8 -> 16 lanes of 2 int16
-          const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * c));
-          const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + ldb + 16 * c));
-          const __m128i r0l = _mm_srai_epi16(_mm_unpacklo_epi8(r0, r0), 8), r0h = _mm_srai_epi16(_mm_unpackhi_epi8(r0, r0), 8);
-          const __m128i r1l = _mm_srai_epi16(_mm_unpacklo_epi8(r1, r1), 8), r1h = _mm_srai_epi16(_mm_unpackhi_epi8(r1, r1), 8);
-          __m128i* o = reinterpret_cast<__m128i*>(d + 32 * c);
-          _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(r0l, r1l));
-          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(r0l, r1l));
-          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(r0h, r1h));
-          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(r0h, r1h));
-        } else {  // 2 rows x 16 channels of int16
-          const __m128i* s0 = reinterpret_cast<const __m128i*>(src + 16 * c);
-          const __m128i* s1 = reinterpret_cast<const __m128i*>(src + ldb + 16 * c);
-          __m128i* o = reinterpret_cast<__m128i*>(d + 32 * c);
-          for (int h = 0; h < 2; ++h) {
-            const __m128i r0 = _mm_loadu_si128(s0 + h), r1 = _mm_loadu_si128(s1 + h);
-            _mm_storeu_si128(o + 2 * h, _mm_unpacklo_epi16(r0, r1));
-            _mm_storeu_si128(o + 2 * h + 1, _mm_unpackhi_epi16(r0, r1));
-          }
+  const size_t full_chunks = nn / 16;
+  for (; g < full_groups && full_chunks; ++g) {
+    const In* src = b + g * G * ldb + n0;
+    Out* d = dst + g * MR * G;
+    for (size_t c = 0; c < full_chunks; ++c) {
+      if constexpr (G == 4) {  // 4 rows x 16 channels of int8 -> 16 lanes of 4 bytes
+        const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * c));
+        const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + ldb + 16 * c));
+        const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ldb + 16 * c));
+        const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 3 * ldb + 16 * c));
+        const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+        const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+        __m128i* o = reinterpret_cast<__m128i*>(d + 64 * c);
+        _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(lo01, lo23));
+        _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(lo01, lo23));
+        _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(hi01, hi23));
+        _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(hi01, hi23));
+      } else if constexpr (sizeof(In) == 1) {  // 2 rows x 16 channels of int8 -> 16 lanes of 2 int16
+        const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * c));
+        const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + ldb + 16 * c));
+        const __m128i r0l = _mm_srai_epi16(_mm_unpacklo_epi8(r0, r0), 8), r0h = _mm_srai_epi16(_mm_unpackhi_epi8(r0, r0), 8);
+        const __m128i r1l = _mm_srai_epi16(_mm_unpacklo_epi8(r1, r1), 8), r1h = _mm_srai_epi16(_mm_unpackhi_epi8(r1, r1), 8);
+        __m128i* o = reinterpret_cast<__m128i*>(d + 32 * c);
+        _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(r0l, r1l));
+        _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(r0l, r1l));
+        _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(r0h, r1h));
+        _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(r0h, r1h));
+      } else {  // 2 rows x 16 channels of int16
+        const __m128i* s0 = reinterpret_cast<const __m128i*>(src + 16 * c);
+        const __m128i* s1 = reinterpret_cast<const __m128i*>(src + ldb + 16 * c);
+        __m128i* o = reinterpret_cast<__m128i*>(d + 32 * c);
+        for (int h = 0; h < 2; ++h) {
+          const __m128i r0 = _mm_loadu_si128(s0 + h), r1 = _mm_loadu_si128(s1 + h);
+          _mm_storeu_si128(o + 2 * h, _mm_unpacklo_epi16(r0, r1));
+          _mm_storeu_si128(o + 2 * h + 1, _mm_unpackhi_epi16(r0, r1));
         }
       }
-      for (size_t i = 16 * full_chunks; i < nn; ++i)
-        for (size_t r = 0; r < size_t(G); ++r) d[i * G + r] = Out(src[r * ldb + i]);
     }
+    for (size_t i = 16 * full_chunks; i < nn; ++i)
+      for (size_t r = 0; r < size_t(G); ++r) d[i * G + r] = Out(src[r * ldb + i]);
+    for (size_t i = nn * G; i < MR * G; ++i) d[i] = 0;
   }
 #endif
-  for (; g < groups; ++g) {
+  for (; g < g1; ++g) {
     Out* d = dst + g * MR * G;
+    for (size_t i = 0; i < MR * G; ++i) d[i] = 0;
     for (size_t r = 0; r < size_t(G) && g * G + r < K; ++r) {
       const In* src = b + (g * G + r) * ldb + n0;
       for (size_t i = 0; i < nn; ++i) d[i * G + r] = Out(src[i]);
@@ -98,30 +99,67 @@ void pack_panel_t(Out* dst, const In* b, size_t ldb, size_t K, size_t n0, size_t
   }
 }
 
-void pack_panel(const QGemmKernel& k, QType b_type, void* dst, const void* b, size_t ldb, size_t K, size_t n0,
-                size_t nn) {
+void pack_groups(const QGemmKernel& k, QType b_type, void* dst, const void* b, size_t ldb, size_t K, size_t n0,
+                 size_t nn, size_t g0, size_t g1) {
   const size_t MR = size_t(k.mr);
   if (k.kgroup == 4)
-    pack_panel_t<int8_t, int8_t, 4>(static_cast<int8_t*>(dst), static_cast<const int8_t*>(b), ldb, K, n0, nn, MR);
+    pack_groups_t<int8_t, int8_t, 4>(static_cast<int8_t*>(dst), static_cast<const int8_t*>(b), ldb, K, n0, nn, MR, g0, g1);
   else if (b_type == QType::s16)
-    pack_panel_t<int16_t, int16_t, 2>(static_cast<int16_t*>(dst), static_cast<const int16_t*>(b), ldb, K, n0, nn, MR);
+    pack_groups_t<int16_t, int16_t, 2>(static_cast<int16_t*>(dst), static_cast<const int16_t*>(b), ldb, K, n0, nn, MR, g0, g1);
   else
-    pack_panel_t<int8_t, int16_t, 2>(static_cast<int16_t*>(dst), static_cast<const int8_t*>(b), ldb, K, n0, nn, MR);
+    pack_groups_t<int8_t, int16_t, 2>(static_cast<int16_t*>(dst), static_cast<const int8_t*>(b), ldb, K, n0, nn, MR, g0, g1);
 }
 
+// Column sums of rows [p0, p1) of B for channels n0 .. n0 + nn - 1, added into cs (modulo 2^32).
 template <typename In>
-void column_sums_t(int32_t* cs, const In* b, size_t ldb, size_t K, size_t n0, size_t nn) {
-  uint32_t acc[64] = {};  // modulo 2^32 (defined wrapping), like every sum here
-  for (size_t p = 0; p < K; ++p) {
+void column_sums_t(uint32_t* cs, const In* b, size_t ldb, size_t p0, size_t p1, size_t n0, size_t nn) {
+  for (size_t p = p0; p < p1; ++p) {
     const In* src = b + p * ldb + n0;
-    for (size_t i = 0; i < nn; ++i) acc[i] += uint32_t(int32_t(src[i]));
+    for (size_t i = 0; i < nn; ++i) cs[i] += uint32_t(int32_t(src[i]));
   }
-  for (size_t i = 0; i < nn; ++i) cs[i] = int32_t(acc[i]);
 }
 
-void column_sums(QType b_type, int32_t* cs, const void* b, size_t ldb, size_t K, size_t n0, size_t nn) {
-  if (b_type == QType::s16) column_sums_t(cs, static_cast<const int16_t*>(b), ldb, K, n0, nn);
-  else column_sums_t(cs, static_cast<const int8_t*>(b), ldb, K, n0, nn);
+void column_sums(QType b_type, uint32_t* cs, const void* b, size_t ldb, size_t p0, size_t p1, size_t n0, size_t nn) {
+  if (b_type == QType::s16) column_sums_t(cs, static_cast<const int16_t*>(b), ldb, p0, p1, n0, nn);
+  else column_sums_t(cs, static_cast<const int8_t*>(b), ldb, p0, p1, n0, nn);
+}
+
+// Packs all of B (K x N) into panels, with the column sums (colsum != null, padded to the panels) — in
+// sweeps down the rows (blocks of groups sized to stay in L2, one per task), never down single columns:
+// a column-strip walk touches one page per row and misses the TLB on every row of a large B.
+void pack_all(const QGemmKernel& k, QType b_type, const void* b, size_t ldb, size_t K, size_t N, uint8_t* packed,
+              int32_t* colsum) {
+  const size_t MR = size_t(k.mr), G = size_t(k.kgroup), groups = ceil_div(K, G);
+  const size_t panels = ceil_div(N, MR), esz = b_type == QType::s16 ? 2 : 1;
+  const size_t panel_bytes = MR * groups * G * a_elem_size(k);
+  const CpuFeatures& f = cpu_features();
+  const size_t l2 = f.l2 ? f.l2 : 256 * 1024;
+  const size_t gpt_cache = std::max<size_t>(1, (l2 / 4) / std::max<size_t>(G * N * esz, 1));
+  const size_t gpt_threads = std::max<size_t>(1, ceil_div(groups, size_t(get_num_threads())));
+  const size_t gpt = std::min(gpt_cache, gpt_threads), tasks = std::max<size_t>(1, ceil_div(groups, gpt));
+  const size_t np = panels * MR;
+  AlignedBuffer<uint32_t> partial(colsum ? tasks * np : 1);
+  parallel_for(tasks, [&](size_t t) {
+    const size_t g0 = t * gpt, g1 = std::min(groups, g0 + gpt);
+    // Row groups outer, panels inner: B is read along its rows (sequential, one page at a time).
+    for (size_t g = g0; g < g1; ++g)
+      for (size_t ip = 0; ip < panels; ++ip) {
+        const size_t nn = std::min(MR, N - ip * MR);
+        pack_groups(k, b_type, packed + ip * panel_bytes, b, ldb, K, ip * MR, nn, g, g + 1);
+      }
+    if (colsum) {
+      uint32_t* cs = partial.data() + t * np;
+      for (size_t i = 0; i < np; ++i) cs[i] = 0;
+      column_sums(b_type, cs, b, ldb, g0 * G, std::min(K, g1 * G), 0, N);
+    }
+  });
+  if (colsum) {
+    for (size_t i = 0; i < np; ++i) {
+      uint32_t s = 0;
+      for (size_t t = 0; t < tasks; ++t) s += partial.data()[t * np + i];
+      colsum[i] = int32_t(s);
+    }
+  }
 }
 
 struct Plan {
@@ -132,12 +170,9 @@ struct Plan {
   size_t a_row_bytes;
   const int32_t* row_sum;  // [M] or null (no b zero point)
   int32_t za;              // effective (shifted) A zero point
-  // Weights: prepacked panels + column sums, or the raw K x N matrix packed per task.
+  // Weights: packed panels + column sums ([N padded], or null when za == 0).
   const uint8_t* packed;
-  const int32_t* colsum;   // prepacked: [N padded]
-  QType b_type;
-  const void* b;
-  size_t ldb;
+  const int32_t* colsum;
   const int32_t* b_zero;   // [N padded] or null
   QOut out;
   void* c;
@@ -152,28 +187,17 @@ void run_task(const Plan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
   const QGemmKernel& k = *P.kern;
   const size_t MR = size_t(k.mr), NR = size_t(k.nr), G = size_t(k.kgroup);
   const size_t panel_bytes = MR * round_up(P.K, G) * a_elem_size(k);
-  thread_local AlignedBuffer<uint8_t> panel_buf;
-  if (!P.packed) panel_buf.resize(std::max<size_t>(panel_bytes, 1));
-  const bool need_comp = P.za != 0;
-  alignas(64) int32_t colsum[64], comp[64];
+  alignas(64) int32_t comp[64];
   const void* bptr[kMaxNR];
   for (size_t i = i0; i < i1; i += MR) {
     const size_t mi = std::min(MR, P.N - i);
-    const void* panel;
-    if (P.packed) {
-      panel = P.packed + (i / MR) * panel_bytes;
-    } else {
-      pack_panel(k, P.b_type, panel_buf.data(), P.b, P.ldb, P.K, i, mi);
-      panel = panel_buf.data();
-    }
+    const void* panel = P.packed + (i / MR) * panel_bytes;
     QEpilogue ep;
-    if (need_comp) {
-      const int32_t* cs = P.colsum ? P.colsum + i : colsum;
-      if (!P.colsum) column_sums(P.b_type, colsum, P.b, P.ldb, P.K, i, mi);
+    if (P.za != 0) {
       const uint32_t kza = uint32_t(P.K) * uint32_t(P.za);
       for (size_t ii = 0; ii < MR; ++ii) {
         const uint32_t zb = P.b_zero && ii < mi ? uint32_t(P.b_zero[i + ii]) : 0u;
-        comp[ii] = ii < mi ? int32_t(kza * zb - uint32_t(P.za) * uint32_t(cs[ii])) : 0;
+        comp[ii] = ii < mi ? int32_t(kza * zb - uint32_t(P.za) * uint32_t(P.colsum[i + ii])) : 0;
       }
       ep.col_comp = comp;
     }
@@ -344,9 +368,14 @@ void qgemm(const QgemmArgs& g) {
   thread_local AlignedBuffer<uint8_t> abuf;
   thread_local AlignedBuffer<int32_t> sums;
   P.za = prepare_a(k, g.a_type, g.a, g.lda, g.M, g.K, g.a_zero, any_zb, abuf, sums, &P);
-  P.b_type = g.b_type;
-  P.b = g.b;
-  P.ldb = g.ldb;
+  thread_local AlignedBuffer<uint8_t> packed;
+  thread_local AlignedBuffer<int32_t> colsum;
+  const size_t panels = ceil_div(g.N, size_t(k.mr));
+  packed.resize(std::max<size_t>(panels * size_t(k.mr) * round_up(g.K, size_t(k.kgroup)) * a_elem_size(k), 1));
+  if (P.za != 0) colsum.resize(panels * size_t(k.mr));
+  pack_all(k, g.b_type, g.b, g.ldb, g.K, g.N, packed.data(), P.za != 0 ? colsum.data() : nullptr);
+  P.packed = packed.data();
+  P.colsum = colsum.data();
   P.out = QOut::i32;
   P.c = g.c;
   P.ldc = g.ldc;
@@ -360,14 +389,9 @@ PackedQGemm::PackedQGemm(const int8_t* w, size_t K, size_t N, size_t ldw)
   for (size_t p = 0; p < K; ++p) std::memcpy(raw_.data() + p * N, w + p * ldw, N);
   const QGemmKernel& k = *kernel_;
   const size_t MR = size_t(k.mr), panels = ceil_div(N, MR);
-  const size_t panel_bytes = MR * round_up(K, size_t(k.kgroup)) * a_elem_size(k);
-  packed_.resize(std::max<size_t>(panels * panel_bytes, 1));
+  packed_.resize(std::max<size_t>(panels * MR * round_up(K, size_t(k.kgroup)) * a_elem_size(k), 1));
   colsum_.resize(std::max<size_t>(panels * MR, 1));
-  for (size_t ip = 0; ip < panels; ++ip) {
-    const size_t nn = std::min(MR, N - ip * MR);
-    pack_panel(k, QType::s8, packed_.data() + ip * panel_bytes, raw_.data(), N, K, ip * MR, nn);
-    column_sums(QType::s8, colsum_.data() + ip * MR, raw_.data(), N, K, ip * MR, nn);
-  }
+  pack_all(k, QType::s8, raw_.data(), N, K, N, packed_.data(), colsum_.data());
 }
 
 void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t x_zero, const QOutput& o) const {
@@ -379,13 +403,19 @@ void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t
   thread_local AlignedBuffer<uint8_t> abuf;
   thread_local AlignedBuffer<int32_t> sums;
   P.za = prepare_a(k, x_type, x, ldx, M, K_, x_zero, false, abuf, sums, &P);
-  if (&k == kernel_) {  // else: the cap changed since packing; pack per call from the kept weights
+  thread_local AlignedBuffer<uint8_t> repacked;
+  thread_local AlignedBuffer<int32_t> recolsum;
+  if (&k == kernel_) {
     P.packed = packed_.data();
     P.colsum = colsum_.data();
+  } else {  // the cap changed since packing: pack per call from the kept weights
+    const size_t panels = ceil_div(N_, size_t(k.mr));
+    repacked.resize(std::max<size_t>(panels * size_t(k.mr) * round_up(K_, size_t(k.kgroup)) * a_elem_size(k), 1));
+    recolsum.resize(panels * size_t(k.mr));
+    pack_all(k, QType::s8, raw_.data(), N_, K_, N_, repacked.data(), recolsum.data());
+    P.packed = repacked.data();
+    P.colsum = recolsum.data();
   }
-  P.b_type = QType::s8;
-  P.b = raw_.data();
-  P.ldb = N_;
   P.out = o.out;
   P.c = o.c;
   P.ldc = o.ldc;
