@@ -18,9 +18,9 @@ _RANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127), np.dtype
 
 
 def _require(x, name, dtypes):
-    if not isinstance(x, np.ndarray):
+    if type(x) is not np.ndarray and not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
-    if x.dtype not in [np.dtype(d) for d in dtypes]:
+    if x.dtype not in dtypes:
         want = " or ".join(np.dtype(d).name for d in dtypes)
         raise TypeError(f"{name} must have dtype {want}, got {x.dtype}")
     if x.ndim != 2:
@@ -28,7 +28,14 @@ def _require(x, name, dtypes):
     return x
 
 
+_A8 = (np.dtype(np.uint8), np.dtype(np.int8))
+_B8 = (np.dtype(np.int8),)
+_I16 = (np.dtype(np.int16),)
+
+
 def _int_scalar(v, name):
+    if type(v) is int:
+        return v
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
         if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iu":
             return int(v)
@@ -37,7 +44,7 @@ def _int_scalar(v, name):
 
 
 def _zero_point(v, name, dtype):
-    lo, hi = _RANGE[np.dtype(dtype)]
+    lo, hi = _RANGE[dtype]
     z = _int_scalar(v, name)
     if not lo <= z <= hi:
         raise ValueError(f"{name} must be in [{lo}, {hi}] for {np.dtype(dtype).name} data, got {z}")
@@ -46,7 +53,9 @@ def _zero_point(v, name, dtype):
 
 def _column_zero_points(v, name, dtype, N):
     """A scalar, or one zero point per column (length N): returns (scalar, int32 array or None)."""
-    lo, hi = _RANGE[np.dtype(dtype)]
+    if type(v) is int:
+        return _zero_point(v, name, dtype), None
+    lo, hi = _RANGE[dtype]
     if isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) == 1:
         arr = np.asarray(v)
         if arr.dtype.kind not in "iu":
@@ -65,10 +74,10 @@ def qgemm_max_k(a_dtype, a_zero_point=0, b_zero_point=0):
     """The largest K for which every uint8/int8 x int8 product sum_k (a - za)(b - zb) fits int32:
     (2**31 - 1) // (max |a - za| * max |b - zb|) over the whole value ranges of the dtypes
     (b_zero_point may be per column: the worst column counts). E.g. 65793 for za = zb = 0, uint8."""
-    alo, ahi = _RANGE[np.dtype(a_dtype)]
+    alo, ahi = _RANGE[a_dtype if isinstance(a_dtype, np.dtype) else np.dtype(a_dtype)]
     za = int(a_zero_point)
     da = max(za - alo, ahi - za)
-    if isinstance(b_zero_point, (numbers.Integral, np.integer)):
+    if type(b_zero_point) is int or isinstance(b_zero_point, (numbers.Integral, np.integer)):
         zb = int(b_zero_point)
         db = max(zb + 128, 127 - zb)
     else:
@@ -103,23 +112,24 @@ def qgemm(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
     Non-contiguous inputs are copied. out: optional int32 (M, N) C-contiguous array, not overlapping
     the inputs.
     """
-    a = _require(a, "a", (np.uint8, np.int8))
-    b = _require(b, "b", (np.int8,))
+    a = _require(a, "a", _A8)
+    b = _require(b, "b", _B8)
     M, K = a.shape
     Kb, N = b.shape
     if K != Kb:
         raise ValueError(f"qgemm: inner dimensions differ: a of shape {a.shape} and b of shape {b.shape}")
     za = _zero_point(a_zero_point, "a_zero_point", a.dtype)
-    zb, zb_arr = _column_zero_points(b_zero_point, "b_zero_point", np.int8, N)
+    zb, zb_arr = _column_zero_points(b_zero_point, "b_zero_point", _B8[0], N)
     kmax = qgemm_max_k(a.dtype, za, zb_arr if zb_arr is not None else zb)
     if K > kmax:
         raise ValueError(f"K = {K} exceeds {kmax}, the largest K whose results all fit int32 with these "
                          f"dtypes and zero points")
     out = _output(out, M, N)
-    check_no_overlap(out, "out", a=a, b=b)
+    if np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        check_no_overlap(out, "out", a=a, b=b)
     if out.size == 0:
         return out
-    _C.qgemm(np.ascontiguousarray(a), _QTYPE[a.dtype], za, np.ascontiguousarray(b), 1, zb_arr, zb, out)
+    _C.qgemm(a if a.flags.c_contiguous else np.ascontiguousarray(a), _QTYPE[a.dtype], za, b if b.flags.c_contiguous else np.ascontiguousarray(b), 1, zb_arr, zb, out)
     return out
 
 
@@ -132,14 +142,14 @@ def qgemm16(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
     K * max|a - za| * max|b - zb| must be <= 2**31 - 1, else ValueError (computed from a and b,
     an O(MK + KN) pass). Under that bound the result is bit-exact.
     """
-    a = _require(a, "a", (np.int16,))
-    b = _require(b, "b", (np.int16,))
+    a = _require(a, "a", _I16)
+    b = _require(b, "b", _I16)
     M, K = a.shape
     Kb, N = b.shape
     if K != Kb:
         raise ValueError(f"qgemm16: inner dimensions differ: a of shape {a.shape} and b of shape {b.shape}")
-    za = _zero_point(a_zero_point, "a_zero_point", np.int16)
-    zb, zb_arr = _column_zero_points(b_zero_point, "b_zero_point", np.int16, N)
+    za = _zero_point(a_zero_point, "a_zero_point", _I16[0])
+    zb, zb_arr = _column_zero_points(b_zero_point, "b_zero_point", _I16[0], N)
     out = _output(out, M, N)
     check_no_overlap(out, "out", a=a, b=b)
     if out.size == 0:
@@ -266,6 +276,7 @@ class QLinear:
             self._offset = np.zeros(pad, np.float32)
             self._offset[:N] = self.offset
         self._lo, self._hi = float(lo), float(hi)
+        self._checked = set()  # (input dtype, zero point) pairs whose range and K bound were checked
         self._packed = _C.PackedQLinear(np.ascontiguousarray(self.weight_q.T))
 
     @property
@@ -274,19 +285,22 @@ class QLinear:
         return self._packed.kernel_name
 
     def __call__(self, x, out=None):
-        if not isinstance(x, np.ndarray) or x.dtype not in (np.uint8, np.int8):
+        if not isinstance(x, np.ndarray) or x.dtype not in _A8:
             raise TypeError(f"x must be a numpy.ndarray of uint8 or int8, got "
                             f"{x.dtype if isinstance(x, np.ndarray) else type(x).__name__}")
         if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"x must have shape (..., {self.in_features}), got {x.shape}")
         zx = self.input_zero_point
-        lo, hi = _RANGE[x.dtype]
-        if not lo <= zx <= hi:
-            raise ValueError(f"input_zero_point {zx} is outside the range of {x.dtype} input")
-        kmax = qgemm_max_k(x.dtype, zx, 0)
-        if self.in_features > kmax:
-            raise ValueError(f"in_features = {self.in_features} exceeds {kmax}, the largest K whose "
-                             f"accumulators all fit int32 for {x.dtype} input with zero point {zx}")
+        key = (x.dtype, zx)
+        if key not in self._checked:
+            lo, hi = _RANGE[x.dtype]
+            if not lo <= zx <= hi:
+                raise ValueError(f"input_zero_point {zx} is outside the range of {x.dtype} input")
+            kmax = qgemm_max_k(x.dtype, zx, 0)
+            if self.in_features > kmax:
+                raise ValueError(f"in_features = {self.in_features} exceeds {kmax}, the largest K whose "
+                                 f"accumulators all fit int32 for {x.dtype} input with zero point {zx}")
+            self._checked.add(key)
         lead = x.shape[:-1]
         shape = lead + (self.out_features,)
         if out is None:
@@ -298,11 +312,14 @@ class QLinear:
                 raise ValueError(f"out must have shape {shape}, got {out.shape}")
             if not out.flags.c_contiguous or not out.flags.writeable:
                 raise ValueError("out must be a writeable C-contiguous array")
-            check_no_overlap(out, "out", x=x)
+            if np.may_share_memory(out, x):
+                check_no_overlap(out, "out", x=x)
         if out.size == 0:
             return out
         rows = math.prod(lead)
-        x2 = np.ascontiguousarray(x.reshape(rows, self.in_features))
+        x2 = x.reshape(rows, self.in_features)
+        if not x2.flags.c_contiguous:
+            x2 = np.ascontiguousarray(x2)
         self._packed.run(x2, _QTYPE[x.dtype], zx, out.reshape(rows, self.out_features), _OUT_KIND[self.output_dtype],
                          self._factor, self._offset, self.relu, self._lo, self._hi)
         return out
