@@ -78,7 +78,7 @@ def ukernel_guard(isa):
 def qgemm_guard(isa):
     rng = np.random.default_rng(1)
     nnkern.set_max_isa(isa)
-    Ms = (1, 5, 6, 7, 13)
+    Ms = (1, 2, 3, 4, 5, 6, 7, 13)
     Ns = (1, 15, 16, 17, 63, 64, 65, 130)
     Ks = (1, 2, 3, 4, 5, 7, 9, 31, 64, 65) if not QUICK else (1, 3, 5, 65)
     for M in Ms:

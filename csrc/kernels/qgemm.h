@@ -57,6 +57,21 @@ struct QGemmKernel {
   QGemmUkernel run;
 };
 
+// Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where
+// packing B would cost as much as the product): for m < M <= kQGemvMaxM and n < nn,
+//   c[m * ldc + n] = sum_k a[m * lda + k] * b[k * ldb + n]          (int32, modulo 2^32)
+// and, if colsum != null, colsum[n] = sum_k b[k * ldb + n]; with accumulate, both are added to the values
+// already in c / colsum (the driver walks K in slices that stay in L2). Reads exactly a[m][0..K-1] and
+// b[k][0..nn-1].
+constexpr size_t kQGemvMaxM = 4;
+using QGemvUkernel = void (*)(size_t M, size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b,
+                              size_t ldb, int32_t* c, size_t ldc, int32_t* colsum, bool accumulate);
+struct QGemvKernel {
+  const char* name;
+  QGemvUkernel run;
+};
+extern const QGemvKernel u8s8_gemv__avx512vnni;
+
 // u8 x s8, G = 4 (VNNI only: without VNNI the exact path widens to s16 and uses the s16 kernels).
 extern const QGemmKernel u8s8_gemm_ref;                 // scalar reference, 8 x 4
 extern const QGemmKernel u8s8_gemm_16x6__avxvnni;       // VEX vpdpbusd, ymm

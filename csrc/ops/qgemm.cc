@@ -322,7 +322,7 @@ const QGemmKernels* qgemm_kernels_for(Isa isa) {
 #endif
 #ifdef NNKERN_HAVE_AVX512VNNI
     case Isa::avx512vnni: {
-      static const QGemmKernels k{&u8s8_gemm_64x6__avx512vnni, &s16_gemm_64x6__avx512vnni};
+      static const QGemmKernels k{&u8s8_gemm_64x6__avx512vnni, &s16_gemm_64x6__avx512vnni, &u8s8_gemv__avx512vnni};
       return &k;
     }
 #endif
@@ -344,7 +344,11 @@ namespace {
 [[maybe_unused]] const bool registered = (register_dispatched_op("u8s8_gemm", [] {
   const QGemmKernels& ks = qgemm_kernels();
   return ks.u8s8 ? std::string(ks.u8s8->name) : std::string(ks.s16->name) + " (int8 widened to int16)";
-}), register_dispatched_op("s16_gemm", [] { return std::string(qgemm_kernel(16).name); }), true);
+}), register_dispatched_op("s16_gemm", [] { return std::string(qgemm_kernel(16).name); }),
+   register_dispatched_op("u8s8_gemv", [] {
+     const QGemmKernels& ks = qgemm_kernels();
+     return ks.gemv ? std::string(ks.gemv->name) : std::string("none (M <= 4 runs the packed GEMM)");
+   }), true);
 }  // namespace
 
 void qgemm(const QgemmArgs& g) {
@@ -368,6 +372,50 @@ void qgemm(const QgemmArgs& g) {
   thread_local AlignedBuffer<uint8_t> abuf;
   thread_local AlignedBuffer<int32_t> sums;
   P.za = prepare_a(k, g.a_type, g.a, g.lda, g.M, g.K, g.a_zero, any_zb, abuf, sums, &P);
+  const QGemvKernel* gemv = qgemm_kernels().gemv;
+  if (gemv && bits == 8 && k.kgroup == 4 && g.M <= kQGemvMaxM) {
+    // Small M: B straight from memory, read once (packing it would cost as much as the product).
+    const size_t N = g.N, K = g.K, M = g.M;
+    const double ops = 2.0 * double(M) * double(N) * double(std::max<size_t>(K, 1));
+    const size_t threads = std::min(size_t(get_num_threads()), size_t(1) + size_t(ops / kMinOpsPerThread));
+    const size_t chunk = round_up(ceil_div(N, std::max<size_t>(threads, 1)), 64);
+    const int8_t* b = static_cast<const int8_t*>(g.b);
+    const int32_t za = P.za;
+    const int32_t* zbp = P.b_zero;
+    const int32_t* rs = P.row_sum;
+    const CpuFeatures& f = cpu_features();
+    const size_t l2 = f.l2 ? f.l2 : 256 * 1024;
+    auto task = [&](size_t t) {
+      const size_t n0 = t * chunk, nn = std::min(chunk, N - n0);
+      thread_local AlignedBuffer<int32_t> colsum;
+      colsum.resize(std::max<size_t>(nn, 1));
+      int32_t* cs = za ? colsum.data() : nullptr;
+      // K in slices whose rows (kb x nn bytes) stay in half of L2: B is walked along its rows page by
+      // page, and the partial sums go through c (the kernel accumulates).
+      const size_t kb = std::max<size_t>(4, (l2 / 2) / std::max<size_t>(nn, 1) / 4 * 4);
+      size_t k0 = 0;
+      do {
+        const size_t kk = std::min(kb, K - k0);
+        gemv->run(M, nn, kk, P.a + k0, P.a_row_bytes, b + k0 * g.ldb + n0, g.ldb, g.c + n0, g.ldc, cs, k0 > 0);
+        k0 += kk;
+      } while (k0 < K);
+      if (!za && !zbp) return;
+      for (size_t m = 0; m < M; ++m) {
+        int32_t* crow = g.c + m * g.ldc + n0;
+        for (size_t i = 0; i < nn; ++i) {
+          const uint32_t zb = zbp ? uint32_t(zbp[n0 + i]) : 0u;
+          uint32_t v = uint32_t(crow[i]);
+          if (za) v += uint32_t(K) * uint32_t(za) * zb - uint32_t(za) * uint32_t(cs[i]);
+          if (zbp) v -= zb * uint32_t(rs[m]);
+          crow[i] = int32_t(v);
+        }
+      }
+    };
+    const size_t tasks = ceil_div(N, chunk);
+    if (tasks == 1) task(0);
+    else parallel_for(tasks, task);
+    return;
+  }
   thread_local AlignedBuffer<uint8_t> packed;
   thread_local AlignedBuffer<int32_t> colsum;
   const size_t panels = ceil_div(g.N, size_t(k.mr));
