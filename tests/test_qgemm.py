@@ -78,7 +78,9 @@ def test_ukernel_every_tile(isa, kind, rng):
     cases = [("i32", {}), ("i32", dict(col_comp=comp, b_zero=zb, row_sum=rsum, relu=True)),
              ("f32", dict(scale=scale, bias=bias)), ("f32", dict(scale=scale, col_comp=comp, relu=True)),
              ("u8", dict(scale=scale, bias=bias, lo=0.0, hi=255.0)),
-             ("s8", dict(scale=scale, bias=bias - 128, col_comp=comp, b_zero=zb, row_sum=rsum, lo=-128.0, hi=127.0))]
+             ("s8", dict(scale=scale, bias=bias - 128, col_comp=comp, b_zero=zb, row_sum=rsum, lo=-128.0, hi=127.0)),
+             ("i32", dict(c_in=True)), ("u8", dict(c_in=True, scale=scale, bias=bias, lo=0.0, hi=255.0))]
+    c_in_full = rng.integers(-2 ** 31, 2 ** 31, NR * ldc + 5).astype(np.int32)
     b_flat = np.ascontiguousarray(X)
     item = np.dtype(bdt).itemsize
     for k in range(0, kmax + 1):
@@ -93,10 +95,15 @@ def test_ukernel_every_tile(isa, kind, rng):
                     args = dict(col_comp=None, b_zero=None, row_sum=None, scale=None, bias=None, relu=False,
                                 lo=0.0, hi=0.0)
                     args.update(kw)
+                    c_in = args.pop("c_in", None)
+                    c_in = c_in_full[:n * ldc] if c_in else None  # read only inside the m x n tile
                     _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, b_flat, [j * kmax * item for j in range(n)], c, 0,
                                      ldc, OUT_KINDS[out], args["col_comp"], args["b_zero"], args["row_sum"],
-                                     args["scale"], args["bias"], args["relu"], args["lo"], args["hi"])
-                    want = epilogue_ref(acc_full[:m, :n], out, **args)
+                                     args["scale"], args["bias"], args["relu"], args["lo"], args["hi"], c_in)
+                    acc = acc_full[:m, :n]
+                    if c_in is not None:
+                        acc = acc + np.stack([c_in[j * ldc:j * ldc + m] for j in range(n)], axis=1)
+                    want = epilogue_ref(acc, out, **args)
                     got = np.stack([c[j * ldc:j * ldc + m] for j in range(n)], axis=1)
                     what = f"{isa} {kind} m={m} n={n} k={k} out={out} {sorted(kw)}"
                     assert np.array_equal(got, want), f"{what}: got {got} want {want}"
@@ -175,6 +182,32 @@ def test_driver_every_tail(qisa, config, rng):
             bad = np.argwhere(got != want)[0]
             raise AssertionError(f"{qisa} {config} M={M} N={N} K={K}: C{tuple(bad)} = {got[tuple(bad)]}, "
                                  f"want {want[tuple(bad)]}")
+
+
+@pytest.mark.parametrize("kc", [4, 8, 36])
+def test_driver_k_blocks(qisa, rng, kc):
+    """The K-blocked path (partial sums through the workspace, epilogue on the last block), forced to
+    small blocks so its tails are reached with small shapes: GEMM and QLinear (u8 output)."""
+    _C.set_qgemm_kc(kc)
+    try:
+        for M, N, K in [(7, 65, 1), (7, 65, kc), (13, 70, kc + 1), (40, 17, 3 * kc + 3), (5, 130, 140), (1, 64, 99)]:
+            a = rand_int(rng, np.int8, (M, K))
+            b = rand_int(rng, np.int8, (K, N))
+            zb = rng.integers(-128, 128, N)
+            assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=-9, b_zero_point=zb), ref_qgemm(a, b, -9, zb))
+            a16 = rand_int(rng, np.int16, (M, K), -999, 999)
+            b16 = rand_int(rng, np.int16, (K, N), -999, 999)
+            assert np.array_equal(nnkern.qgemm16(a16, b16), ref_qgemm(a16, b16))
+            w = rng.standard_normal((N, K)).astype(np.float32)
+            layer = nnkern.QLinear(w, rng.standard_normal(N).astype(np.float32), input_scale=0.05,
+                                   input_zero_point=130, output_scale=0.2, output_zero_point=120)
+            x = rand_int(rng, np.uint8, (M, K))
+            _C.set_qgemm_kc(0)
+            want = layer(x)
+            _C.set_qgemm_kc(kc)
+            assert np.array_equal(layer(x), want), (M, N, K)
+    finally:
+        _C.set_qgemm_kc(0)
 
 
 @pytest.mark.parametrize("shape", [(1, 4096, 1000), (1, 3, 5000), (300, 500, 700), (97, 1029, 259), (2, 200, 1)])

@@ -51,7 +51,7 @@ void qgemm_ukernel(const std::string& isa_name_, const std::string& kind, size_t
                    const py::array& a, size_t a_offset_bytes, const py::array& b, std::vector<size_t> b_offsets_bytes,
                    py::array& c, size_t c_offset_bytes, size_t ldc, int out, const py::object& col_comp,
                    const py::object& b_zero, const py::object& row_sum, const py::object& scale, const py::object& bias,
-                   bool relu, float lo, float hi) {
+                   bool relu, float lo, float hi, const py::object& c_in) {
   Isa isa = isa_arg(isa_name_);
   if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + isa_name_);
   const QGemmKernel* kern = tile_kernel(isa_name_, kind);
@@ -69,6 +69,8 @@ void qgemm_ukernel(const std::string& isa_name_, const std::string& kind, size_t
   ep.relu = relu;
   ep.lo = lo;
   ep.hi = hi;
+  ep.c_in = opt<int32_t>(c_in);  // laid out like c: c_in[j * ldc + i]
+  ep.ld_in = ldc;
   kern->run(m, n, k, static_cast<const uint8_t*>(a.data()) + a_offset_bytes, bptr.data(),
             static_cast<uint8_t*>(c.mutable_data()) + c_offset_bytes, ldc, &ep);
 }
@@ -105,12 +107,17 @@ class QLinearPacked {
 
 void bind_qgemm(py::module_& m) {
   m.def("qgemm", &qgemm_binding);
-  m.def("qgemm_ukernel", &qgemm_ukernel);
+  m.def("qgemm_ukernel", &qgemm_ukernel, py::arg("isa"), py::arg("kind"), py::arg("m"), py::arg("n"), py::arg("k"),
+        py::arg("a"), py::arg("a_offset_bytes"), py::arg("b"), py::arg("b_offsets_bytes"), py::arg("c"),
+        py::arg("c_offset_bytes"), py::arg("ldc"), py::arg("out"), py::arg("col_comp"), py::arg("b_zero"),
+        py::arg("row_sum"), py::arg("scale"), py::arg("bias"), py::arg("relu"), py::arg("lo"), py::arg("hi"),
+        py::arg("c_in") = py::none());
   m.def("qgemm_tile", [](const std::string& isa, const std::string& kind) {
     const QGemmKernel* k = tile_kernel(isa, kind);
     return py::make_tuple(std::string(k->name), k->mr, k->nr, k->kgroup);
   });
   m.def("i8_peak_ops", [](const std::string& n, double seconds) { return i8_peak_ops(isa_arg(n), seconds); });
+  m.def("set_qgemm_kc", [](size_t kc) { set_qgemm_kc(kc); });
   m.def("qgemm_padded_n", [](size_t n) { return qgemm_padded_n(n); });
   py::class_<QLinearPacked>(m, "PackedQLinear")
       .def(py::init<const py::array&>())

@@ -27,7 +27,8 @@ namespace nnkern {
 
 enum class QOut : int { i32 = 0, f32 = 1, u8 = 2, s8 = 3 };
 
-// Applied as the tile is stored, in registers (seed I12). With acc the raw sum of A(i,p) B(p,j):
+// Applied as the tile is stored, in registers (seed I12). With acc the raw sum of A(i,p) B(p,j)
+// (plus c_in(i, j) when given):
 //   v = acc + col_comp[i] - b_zero[i] * row_sum[j]                (int32, modulo 2^32)
 //   i32:   C = relu ? max(v, 0) : v
 //   f32:   C = fma(float(v), scale[i], bias[i]), then max(C, 0) if relu
@@ -45,6 +46,10 @@ struct QEpilogue {
   const float* scale = nullptr;
   const float* bias = nullptr;
   float lo = 0.0f, hi = 0.0f;
+  // If not null, the accumulators start from c_in[j * ld_in + i] (int32, only the m x n tile is read)
+  // instead of 0: the driver's K blocks pass their partial sums on this way.
+  const int32_t* c_in = nullptr;
+  size_t ld_in = 0;
 };
 
 using QGemmUkernel = void (*)(size_t m, size_t n, size_t k, const void* a, const void* const* b, void* c, size_t ldc,

@@ -14,6 +14,7 @@
 #include "ops/qgemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -165,6 +166,7 @@ void pack_all(const QGemmKernel& k, QType b_type, const void* b, size_t ldb, siz
 struct Plan {
   const QGemmKernel* kern;
   size_t M, N, K;
+  size_t kc;               // K block (a multiple of G); >= K: whole-K kernels
   // Broadcast side: row m of A as the kernel reads it.
   const uint8_t* a;
   size_t a_row_bytes;
@@ -185,13 +187,16 @@ struct Plan {
 
 void run_task(const Plan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
   const QGemmKernel& k = *P.kern;
-  const size_t MR = size_t(k.mr), NR = size_t(k.nr), G = size_t(k.kgroup);
-  const size_t panel_bytes = MR * round_up(P.K, G) * a_elem_size(k);
+  const size_t MR = size_t(k.mr), NR = size_t(k.nr), G = size_t(k.kgroup), esz = a_elem_size(k);
+  const size_t panel_bytes = MR * round_up(P.K, G) * esz;
+  const size_t kc = P.kc < P.K ? P.kc : P.K;
+  thread_local AlignedBuffer<int32_t> work;  // partial sums of the K blocks: rows j0..j1 x MR
+  if (kc < P.K) work.resize(MR * (j1 - j0));
   alignas(64) int32_t comp[64];
   const void* bptr[kMaxNR];
   for (size_t i = i0; i < i1; i += MR) {
     const size_t mi = std::min(MR, P.N - i);
-    const void* panel = P.packed + (i / MR) * panel_bytes;
+    const uint8_t* panel = P.packed + (i / MR) * panel_bytes;
     QEpilogue ep;
     if (P.za != 0) {
       const uint32_t kza = uint32_t(P.K) * uint32_t(P.za);
@@ -208,13 +213,43 @@ void run_task(const Plan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
     ep.bias = P.bias ? P.bias + i : nullptr;
     ep.lo = P.lo;
     ep.hi = P.hi;
-    for (size_t j = j0; j < j1; j += NR) {
-      const size_t nj = std::min(NR, j1 - j);
-      for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.a + (j + jj) * P.a_row_bytes;
-      ep.row_sum = P.row_sum ? P.row_sum + j : nullptr;
-      k.run(mi, nj, P.K, panel, bptr, static_cast<uint8_t*>(P.c) + (j * P.ldc + i) * P.c_elem, P.ldc, &ep);
-    }
+    // K blocks (seed Q3 keeps whole K where the panel fits L1; beyond, the MR x kc slice of the panel stays
+    // in L1 while the task's rows stream past it, and the partial sums go through `work`, L2-resident).
+    size_t k0 = 0;
+    do {
+      const size_t kk = std::min(kc, P.K - k0);
+      const bool first = k0 == 0, last = k0 + kk >= P.K;
+      QEpilogue e = last ? ep : QEpilogue{};  // earlier blocks: raw int32 partial sums
+      const uint8_t* a = panel + (k0 / G) * MR * G * esz;
+      for (size_t j = j0; j < j1; j += NR) {
+        const size_t nj = std::min(NR, j1 - j);
+        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.a + (j + jj) * P.a_row_bytes + k0 * esz;
+        int32_t* w = work.data() + (j - j0) * MR;
+        e.c_in = first ? nullptr : w;
+        e.ld_in = MR;
+        if (last) {
+          e.row_sum = P.row_sum ? P.row_sum + j : nullptr;
+          k.run(mi, nj, kk, a, bptr, static_cast<uint8_t*>(P.c) + (j * P.ldc + i) * P.c_elem, P.ldc, &e);
+        } else {
+          k.run(mi, nj, kk, a, bptr, w, MR, &e);
+        }
+      }
+      k0 += kk;
+    } while (k0 < P.K);
   }
+}
+
+std::atomic<size_t> g_kc_override{0};
+
+// The K block: whole K while an MR x K panel fits half of L1d (seed Q3), else balanced blocks that do.
+size_t choose_kc(const QGemmKernel& k, size_t K) {
+  const size_t G = size_t(k.kgroup), ov = g_kc_override.load();
+  if (ov) return round_up(ov, G);
+  const CpuFeatures& f = cpu_features();
+  const size_t l1 = f.l1d ? f.l1d : 32 * 1024;
+  const size_t kc_max = std::max<size_t>(64, (l1 / 2) / (size_t(k.mr) * a_elem_size(k)) / G * G);
+  if (K <= kc_max + kc_max / 2) return K;
+  return round_up(ceil_div(K, ceil_div(K, kc_max)), G);
 }
 
 void execute(const Plan& P) {
@@ -335,6 +370,8 @@ const QGemmKernels& qgemm_kernels() {
   return table.get();
 }
 
+void set_qgemm_kc(size_t kc) { g_kc_override.store(kc); }
+
 const QGemmKernel& qgemm_kernel(int bits) {
   const QGemmKernels& ks = qgemm_kernels();
   return bits == 8 && ks.u8s8 ? *ks.u8s8 : *ks.s16;
@@ -424,6 +461,7 @@ void qgemm(const QgemmArgs& g) {
   pack_all(k, g.b_type, g.b, g.ldb, g.K, g.N, packed.data(), P.za != 0 ? colsum.data() : nullptr);
   P.packed = packed.data();
   P.colsum = colsum.data();
+  P.kc = choose_kc(k, g.K);
   P.out = QOut::i32;
   P.c = g.c;
   P.ldc = g.ldc;
@@ -464,6 +502,7 @@ void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t
     P.packed = repacked.data();
     P.colsum = recolsum.data();
   }
+  P.kc = choose_kc(k, K_);
   P.out = o.out;
   P.c = o.c;
   P.ldc = o.ldc;

@@ -30,6 +30,9 @@ const QGemmKernels& qgemm_kernels();              // dispatched now
 // The micro-kernel that runs 8-bit (bits = 8) or 16-bit operands at this cap.
 const QGemmKernel& qgemm_kernel(int bits);
 
+// Test hook: force the K block of the packed GEMM (a multiple of the kernel's group; 0 = from the L1 size).
+void set_qgemm_kc(size_t kc);
+
 // Plain integer GEMM. The caller (Python layer) has checked shapes, zero-point ranges and that the exact
 // result fits int32 (K bound); the arithmetic is modulo 2^32 and therefore exact under that bound.
 struct QgemmArgs {

@@ -19,7 +19,7 @@ void ref_run(size_t m, size_t n, size_t k, const void* a_, const void* const* b,
   for (size_t j = 0; j < n; ++j) {
     const BElem* bj = static_cast<const BElem*>(b[j]);
     for (size_t i = 0; i < m; ++i) {
-      uint32_t acc = 0;
+      uint32_t acc = ep->c_in ? uint32_t(ep->c_in[j * ep->ld_in + i]) : 0u;
       for (size_t p = 0; p < k; ++p)
         acc += uint32_t(int32_t(a[(p / G) * kMR * G + i * G + p % G]) * int32_t(bj[p]));
       if (ep->col_comp) acc += uint32_t(ep->col_comp[i]);
