@@ -3,8 +3,9 @@
     python qgemm_guard_check.py ISA ukernel|qgemm
 
 ukernel: every (m, n) tile of ISA's u8s8 and s16 kernels and every k remainder of their groups, with the
-  packed A panel, each B column and C each ending right before an unmapped page (nnkern._C.GuardedBuffer):
-  B's k % G tail must read no byte past b[j][k-1], C's m % lanes tail no element past C(m-1, j).
+  packed A panel, each B column, C (int32 and uint8) and the partial sums c_in each ending right before an
+  unmapped page (nnkern._C.GuardedBuffer): B's k % G tail must read no byte past b[j][k-1], C's and c_in's
+  m % lanes tails no element past (m-1, j).
 qgemm: the driver under the cap ISA with a, b and out ending at guard pages, over the tails of M, N, K
   (uint8 and int8 activations, per-column zero points), qgemm16, and QLinear with u8 output.
 Prints "OK" and exits 0 on success; exits 1 on a wrong result; a fault is a signal.
@@ -62,6 +63,13 @@ def ukernel_guard(isa):
                     want = epilogue_ref(W[:m].astype(np.int64) @ X[:n].astype(np.int64).T, "i32")
                     if not np.array_equal(got, want):
                         raise SystemExit(f"{isa} {kind} m={m} n={n} k={k}: wrong result")
+                    # partial sums in (c_in, masked loads of the m % lanes tail) ending at a guard page
+                    cin, cinbuf = guarded(np.int32, (n - 1) * m + m)
+                    cin[...] = rng.integers(-10 ** 6, 10 ** 6, cin.size)
+                    _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, flat, [j * k * item for j in range(n)], c, 0, m,
+                                     0, None, None, None, None, None, False, 0.0, 0.0, cin)
+                    if not np.array_equal(c.reshape(n, m).T, want + cin.reshape(n, m).T):
+                        raise SystemExit(f"{isa} {kind} m={m} n={n} k={k}: wrong result with c_in")
                     # u8 output (byte tails) ending at a guard page
                     c8, c8buf = guarded(np.uint8, (n - 1) * m + m)
                     pad = -(-MR // 64) * 64
@@ -72,7 +80,7 @@ def ukernel_guard(isa):
                                          lo=0.0, hi=255.0)
                     if not np.array_equal(c8.reshape(n, m).T, want8):
                         raise SystemExit(f"{isa} {kind} m={m} n={n} k={k}: wrong u8 result")
-                    del flat, c, c8
+                    del flat, c, c8, cin
 
 
 def qgemm_guard(isa):
