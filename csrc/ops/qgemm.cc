@@ -172,9 +172,13 @@ struct Plan {
   size_t a_row_bytes;
   const int32_t* row_sum;  // [M] or null (no b zero point)
   int32_t za;              // effective (shifted) A zero point
-  // Weights: packed panels + column sums ([N padded], or null when za == 0).
+  // Weights: packed panels + column sums ([N padded], or null when za == 0); or, with packed == null, the
+  // raw K x N matrix, each task packing the panel it is about to use into an L1-sized buffer.
   const uint8_t* packed;
   const int32_t* colsum;
+  QType b_type;
+  const void* b;
+  size_t ldb;
   const int32_t* b_zero;   // [N padded] or null
   QOut out;
   void* c;
@@ -194,15 +198,30 @@ void run_task(const Plan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
   if (kc < P.K) work.resize(MR * (j1 - j0));
   alignas(64) int32_t comp[64];
   const void* bptr[kMaxNR];
+  thread_local AlignedBuffer<uint8_t> panel_buf;
+  if (!P.packed) panel_buf.resize(std::max<size_t>(panel_bytes, 1));
+  alignas(64) uint32_t cs_local[64];
   for (size_t i = i0; i < i1; i += MR) {
     const size_t mi = std::min(MR, P.N - i);
-    const uint8_t* panel = P.packed + (i / MR) * panel_bytes;
+    const uint8_t* panel;
+    const int32_t* cs = P.colsum ? P.colsum + i : nullptr;
+    if (P.packed) {
+      panel = P.packed + (i / MR) * panel_bytes;
+    } else {  // pack on first use: the panel is still in L1 when the kernel reads it
+      pack_groups(k, P.b_type, panel_buf.data(), P.b, P.ldb, P.K, i, mi, 0, ceil_div(P.K, G));
+      panel = panel_buf.data();
+      if (P.za != 0) {
+        for (size_t ii = 0; ii < MR; ++ii) cs_local[ii] = 0;
+        column_sums(P.b_type, cs_local, P.b, P.ldb, 0, P.K, i, mi);
+        cs = reinterpret_cast<const int32_t*>(cs_local);
+      }
+    }
     QEpilogue ep;
     if (P.za != 0) {
       const uint32_t kza = uint32_t(P.K) * uint32_t(P.za);
       for (size_t ii = 0; ii < MR; ++ii) {
         const uint32_t zb = P.b_zero && ii < mi ? uint32_t(P.b_zero[i + ii]) : 0u;
-        comp[ii] = ii < mi ? int32_t(kza * zb - uint32_t(P.za) * uint32_t(P.colsum[i + ii])) : 0;
+        comp[ii] = ii < mi ? int32_t(kza * zb - uint32_t(P.za) * uint32_t(cs[ii])) : 0;
       }
       ep.col_comp = comp;
     }
@@ -453,14 +472,27 @@ void qgemm(const QgemmArgs& g) {
     else parallel_for(tasks, task);
     return;
   }
-  thread_local AlignedBuffer<uint8_t> packed;
-  thread_local AlignedBuffer<int32_t> colsum;
-  const size_t panels = ceil_div(g.N, size_t(k.mr));
-  packed.resize(std::max<size_t>(panels * size_t(k.mr) * round_up(g.K, size_t(k.kgroup)) * a_elem_size(k), 1));
-  if (P.za != 0) colsum.resize(panels * size_t(k.mr));
-  pack_all(k, g.b_type, g.b, g.ldb, g.K, g.N, packed.data(), P.za != 0 ? colsum.data() : nullptr);
-  P.packed = packed.data();
-  P.colsum = colsum.data();
+  const size_t b_esz = g.b_type == QType::s16 ? 2 : 1;
+  if (g.ldb * b_esz <= 4096) {
+    // Rows of B within a page: each task packs the panel it needs right before using it (a column strip
+    // of B, K lines on at most K pages), so the packed panel is read from L1.
+    P.packed = nullptr;
+    P.colsum = nullptr;
+    P.b_type = g.b_type;
+    P.b = g.b;
+    P.ldb = g.ldb;
+  } else {
+    // Long rows: a column strip would touch a page per row (TLB misses on every line): pack all of B in
+    // row sweeps first.
+    thread_local AlignedBuffer<uint8_t> packed;
+    thread_local AlignedBuffer<int32_t> colsum;
+    const size_t panels = ceil_div(g.N, size_t(k.mr));
+    packed.resize(std::max<size_t>(panels * size_t(k.mr) * round_up(g.K, size_t(k.kgroup)) * a_elem_size(k), 1));
+    if (P.za != 0) colsum.resize(panels * size_t(k.mr));
+    pack_all(k, g.b_type, g.b, g.ldb, g.K, g.N, packed.data(), P.za != 0 ? colsum.data() : nullptr);
+    P.packed = packed.data();
+    P.colsum = colsum.data();
+  }
   P.kc = choose_kc(k, g.K);
   P.out = QOut::i32;
   P.c = g.c;
