@@ -9,4 +9,6 @@ PYBIND11_MODULE(_C, m) {
   nnkern::bindings::bind_f32_gemv(m);
   nnkern::bindings::bind_f32_activation(m);
   nnkern::bindings::bind_f32_topk(m);
+  nnkern::bindings::bind_qgemm(m);
+  nnkern::bindings::bind_quantize(m);
 }

@@ -11,6 +11,7 @@
 #include "core/isa.h"
 #include "core/threadpool.h"
 #include "ops/f32_gemv.h"
+#include "ops/gemm_tasks.h"
 
 namespace nnkern {
 namespace {
@@ -149,19 +150,8 @@ void run_tile_block(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, 
 
 // Splits m and n into blocks no larger than the cache blocks, with at least one task per thread.
 void split_tasks(const Plan& P, size_t* mc, size_t* nc) {
-  const size_t mr = P.kernel->mr, nr = P.kernel->nr;
-  size_t bm = ceil_div(P.m, std::max(P.blk.mc, mr)), bn = ceil_div(P.n, std::max(P.blk.nc, nr));
-  const size_t max_bm = ceil_div(P.m, mr), max_bn = ceil_div(P.n, nr);
-  // A thread must get enough work to pay for waking it (a few microseconds).
   const double flops = 2.0 * double(P.m) * double(P.n) * double(std::max<size_t>(P.k, 1));
-  const size_t threads = std::min(size_t(get_num_threads()), size_t(1) + size_t(flops / kMinFlopsPerThread));
-  while (bm * bn < threads && (bm < max_bm || bn < max_bn)) {
-    // Grow the block count of the dimension whose blocks are wider (in micro-tiles).
-    bool grow_m = bn >= max_bn || (bm < max_bm && max_bm / bm >= max_bn / bn);
-    (grow_m ? bm : bn) += 1;
-  }
-  *mc = round_up(ceil_div(P.m, bm), mr);  // balanced blocks
-  *nc = round_up(ceil_div(P.n, bn), nr);
+  split_gemm_tasks(P.m, P.n, P.kernel->mr, P.kernel->nr, P.blk.mc, P.blk.nc, flops, kMinFlopsPerThread, mc, nc);
 }
 
 void execute(const Plan& P) {

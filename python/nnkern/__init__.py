@@ -11,6 +11,8 @@ from ._threads import get_num_threads, set_num_threads
 from .activations import sigmoid, tanh
 from .gemm import Linear, matmul, sgemm
 from .topk import topk
+from .qgemm import QLinear, qgemm, qgemm16, qgemm_max_k
+from .quantize import dequantize, quantize, quantize_weights
 
 __version__ = "0.1.0"
 
@@ -19,6 +21,7 @@ __all__ = [
     "get_num_threads", "set_num_threads",
     "sgemm", "matmul", "Linear",
     "sigmoid", "tanh", "topk",
+    "qgemm", "qgemm16", "qgemm_max_k", "QLinear", "quantize", "dequantize", "quantize_weights",
 ]
 
 _apply_environment_cap()

@@ -4,7 +4,8 @@
               can run (PASS/FAIL, exit code 1 on any FAIL) and a short SGEMM table versus numpy.
 info          just the CPU and the chosen kernels.
 check         just the self-check.
-bench         the fuller SGEMM table against every installed comparison library, 1 and 2 threads.
+bench         the fuller SGEMM table against every installed comparison library, 1 and 2 threads
+              (--op qgemm / qlinear / int8: the INT8 GEMM tables instead, % of the int8 peak).
 """
 from __future__ import annotations
 
@@ -73,12 +74,47 @@ def bench_elementwise(args) -> int:
     return 0
 
 
+def bench_int8(args, threads) -> int:
+    """qgemm (B packed per call) and/or QLinear (prepacked, fused u8 requantization) vs ORT / oneDNN / torch."""
+    from nnkern.bench import harness, ops
+    import nnkern
+    if args.shapes:
+        shapes = [harness.parse_shape(s) for s in args.shapes]
+    else:
+        shapes = ops.QGEMM_QUICK if args.quick else ops.QGEMM_SHAPES
+    isas = args.isa.split(",") if args.isa else harness.bench_isas("u8s8_gemm")
+    names = {"qgemm": ["qgemm"], "qlinear": ["qlinear"], "int8": ["qgemm", "qlinear"]}[args.op]
+    print_info()
+    print(harness.peaks_line("int8", "GOP/s", isas))
+    t0 = time.perf_counter()
+    results = []
+    for name in names:
+        op = ops.qgemm_op() if name == "qgemm" else ops.qlinear_op()
+        results += harness.run(op, shapes, threads, isas=isas, repeats=args.repeats,
+                               progress=lambda s: print(s, flush=True))
+    print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
+    for name in names:
+        for t in threads:
+            print(harness.markdown_table(results, t, op=name))
+            print()
+    print(harness.peaks_line("int8", "GOP/s", isas) + "  (avx2/avx512: the saturating vpmaddubsw sequence; "
+          "avxvnni/avx512vnni: vpdpbusd)")
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump([r.as_dict() for r in results], f, indent=1)
+        print(f"results written to {args.json}")
+    return 0
+
+
 def bench(args) -> int:
     from nnkern.bench import harness, ops
     import nnkern
-    if args.op != "sgemm":
+    if args.op in ("sigmoid", "tanh", "topk"):
         return bench_elementwise(args)
     threads = [int(t) for t in args.threads.split(",") if t.strip()]
+    if args.op != "sgemm":
+        return bench_int8(args, threads)
     if args.shapes:
         shapes = [harness.parse_shape(s) for s in args.shapes]
     else:
@@ -112,8 +148,10 @@ def main(argv=None) -> int:
     sub.add_parser("info", help="CPU, features, caches and the chosen kernels")
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
-    b.add_argument("--op", default="sgemm", choices=["sgemm", "sigmoid", "tanh", "topk"],
-                   help="what to benchmark (sigmoid/tanh/topk: 1 thread; --shapes = element counts)")
+    b.add_argument("--op", default="sgemm",
+                   choices=["sgemm", "qgemm", "qlinear", "int8", "sigmoid", "tanh", "topk"],
+                   help="sgemm (default); qgemm (int8, B packed per call), qlinear (prepacked, fused "
+                        "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts)")
     b.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")

@@ -1,5 +1,5 @@
-"""Benchmark op definitions (what to time) for the harness: SGEMM now; INT8 GEMM, conv and sigmoid
-add theirs here."""
+"""Benchmark op definitions (what to time) for the harness: SGEMM, INT8 GEMM (qgemm, QLinear); conv and
+sigmoid add theirs here."""
 from __future__ import annotations
 
 from typing import Dict, Optional
@@ -7,7 +7,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from . import anchors as _anchors
-from .harness import Op, Shape
+from .harness import SGEMM_SHAPES, Op, Shape
 
 #: nnkern's scalar fallback runs ~1 GFLOP/s: time it only on shapes up to this many flops.
 SCALAR_MAX_WORK = 2 ** 26
@@ -83,3 +83,90 @@ def openblas_note() -> Optional[str]:
     env = {v: os.environ[v] for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ}
     return (f"OpenBLAS core: numpy (env as-is{', ' + str(env) if env else ', no OPENBLAS_* set'}) = {k['asis']}; "
             f"numpy-envunset = {k['unset']}")
+
+
+# --- INT8 GEMM -------------------------------------------------------------------------------------
+
+#: qgemm (M, N, K): the SGEMM list plus transformer shapes (BERT-base 128 tokens: QKV/out 768x768,
+#: FFN up 3072 and down; an LLM decode step 1 x 4096 x 4096).
+QGEMM_SHAPES = list(dict.fromkeys(
+    [tuple(s) for s in SGEMM_SHAPES]
+    + [(128, 768, 768), (128, 3072, 768), (128, 768, 3072), (1, 4096, 4096)]))
+QGEMM_QUICK = [(64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (8, 1024, 1024), (1, 1024, 1024),
+               (128, 768, 768), (1, 4096, 4096)]
+
+
+def _i8_peak(isa: str) -> float:
+    """int8 ops/s of one core: vpdpbusd for the VNNI levels, the saturating vpmaddubsw + vpmaddwd + vpaddd
+    sequence for avx2 / avx512 (the reference of their exact kernels)."""
+    from .. import _C
+    return float(_C.i8_peak_ops(isa, 0.1)) if hasattr(_C, "i8_peak_ops") else 0.0
+
+
+def _register():
+    from . import harness
+    harness.PEAK_FUNCS["int8"] = _i8_peak
+    harness.SHAPES["qgemm"] = QGEMM_SHAPES
+    harness.QUICK_SHAPES["qgemm"] = QGEMM_QUICK
+    harness.SHAPES["qlinear"] = QGEMM_SHAPES
+    harness.QUICK_SHAPES["qlinear"] = QGEMM_QUICK
+
+
+_register()
+
+
+def qgemm_work(shape: Shape) -> float:
+    M, N, K = shape
+    return 2.0 * M * N * K
+
+
+def qgemm_nnkern(shape: Shape, isa: str):
+    """nnkern.qgemm(A, B, out=C) on the anchors' data (A uint8, B int8, unpacked: packed per call)."""
+    import nnkern
+    if isa == "scalar" and qgemm_work(shape) > SCALAR_MAX_WORK:
+        return None
+    M, N, K = shape
+    A, B = _anchors._i8_inputs(M, N, K)
+    C = np.zeros((M, N), np.int32)
+    qgemm = nnkern.qgemm
+
+    def call():
+        qgemm(A, B, out=C)
+    call.A, call.B, call.C = A, B, C
+    return call
+
+
+def qlinear_nnkern(shape: Shape, isa: str):
+    """nnkern.QLinear (weights B^T prepacked at construction) with uint8 output: GEMM + the fused
+    requantization, as torch's quantized Linear (same scales as the torch_qlinear anchor)."""
+    import nnkern
+    if isa == "scalar" and qgemm_work(shape) > SCALAR_MAX_WORK:
+        return None
+    M, N, K = shape
+    A, B = _anchors._i8_inputs(M, N, K)
+    layer = nnkern.QLinear(np.ascontiguousarray(B.T), None, weight_scale=1.0, input_scale=1.0, input_zero_point=0,
+                           output_scale=_anchors._qlinear_out_scale(K), output_zero_point=128,
+                           output_dtype=np.uint8)
+    out = np.empty((M, N), np.uint8)
+
+    def call():
+        layer(A, out=out)
+    call.A, call.B, call.C = A, B, out
+    return call
+
+
+def qgemm_anchors(shape: Shape, threads: int) -> Dict[str, object]:
+    return _anchors.qgemm_anchors(*shape, threads=threads)
+
+
+def qgemm_op(anchors: bool = True) -> Op:
+    """qgemm (unpacked B: packing is part of every call) against MatMulInteger / dnnl_gemm_u8s8s32 /
+    torch._int_mm / torch quantized Linear."""
+    return Op(name="qgemm", unit="GOP/s", peak_kind="int8", work=qgemm_work, nnkern=qgemm_nnkern,
+              anchors=qgemm_anchors if anchors else (lambda shape, threads: {}), pause_after=_pauses)
+
+
+def qlinear_op(anchors: bool = True) -> Op:
+    """QLinear (prepacked weights, fused requantization to uint8) against the same libraries."""
+    return Op(name="qlinear", unit="GOP/s", peak_kind="int8", work=qgemm_work, nnkern=qlinear_nnkern,
+              anchors=qgemm_anchors if anchors else (lambda shape, threads: {}), pause_after=_pauses)

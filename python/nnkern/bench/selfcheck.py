@@ -94,6 +94,46 @@ def check_threads(rng) -> Tuple[bool, str]:
     return bool(np.array_equal(c1, c2)), f"1 vs {max(2, old)} threads bit-identical"
 
 
+#: qgemm (M, N, K): tails of the 64x6 / 16x6 / 8x4 tiles, K remainders of the groups of 4 / 2, the GEMV path
+#: (M <= 4) and a shape past the K block.
+QGEMM_CHECK_SHAPES = [(1, 1, 1), (17, 13, 9), (1, 70, 33), (4, 65, 7), (40, 130, 141), (7, 64, 1000)]
+
+
+def check_qgemm(rng) -> Tuple[bool, str]:
+    """qgemm (uint8 / int8 activations, scalar and per-column zero points) and qgemm16 vs numpy int64."""
+    import nnkern
+    bad = 0
+    for M, N, K in QGEMM_CHECK_SHAPES:
+        for dt, za in ((np.uint8, 255), (np.int8, -128)):
+            info = np.iinfo(dt)
+            a = rng.integers(info.min, info.max + 1, (M, K), dtype=dt)
+            b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+            zb = rng.integers(-128, 128, N)
+            want = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+            bad += not np.array_equal(nnkern.qgemm(a, b, a_zero_point=za, b_zero_point=zb), want)
+        a16 = rng.integers(-3000, 3000, (M, K), dtype=np.int16)
+        b16 = rng.integers(-300, 300, (K, N), dtype=np.int16)
+        bad += not np.array_equal(nnkern.qgemm16(a16, b16), a16.astype(np.int64) @ b16.astype(np.int64))
+    return bad == 0, f"bit-exact vs int64 ({bad} mismatching shapes)"
+
+
+def check_quant(rng) -> Tuple[bool, str]:
+    """quantize vs the numpy formula (ties, NaN, Inf), QLinear uint8 output vs its float32 formula."""
+    import nnkern
+    x = np.concatenate([rng.standard_normal(1001).astype(np.float32) * 50,
+                        np.array([0.5, 1.5, -2.5, np.nan, np.inf, -np.inf], np.float32)])
+    with np.errstate(invalid="ignore"):
+        want = np.where(np.isnan(x), 3, np.clip(np.rint(x / np.float32(0.5)) + 3, 0, 255)).astype(np.uint8)
+    ok = np.array_equal(nnkern.quantize(x, 0.5, 3, np.uint8), want)
+    w = rng.standard_normal((70, 300)).astype(np.float32)
+    layer = nnkern.QLinear(w, None, input_scale=0.02, input_zero_point=128, output_scale=0.3, output_zero_point=100)
+    xq = rng.integers(0, 256, (9, 300), dtype=np.uint8)
+    acc = (xq.astype(np.int64) - 128) @ layer.weight_q.T.astype(np.int64)
+    y = (acc.astype(np.float32).astype(np.float64) * layer.factor + layer.offset).astype(np.float32)
+    ok = ok and np.array_equal(layer(xq), np.rint(np.clip(y, 0, 255)).astype(np.uint8))
+    return bool(ok), "quantize bit-exact; QLinear = its float32 epilogue"
+
+
 def run(report: Callable[[str], None] = print) -> bool:
     """Print one PASS/FAIL line per (ISA, check); True when everything passed."""
     import nnkern
@@ -107,11 +147,17 @@ def run(report: Callable[[str], None] = print) -> bool:
                 for M, N, K in SGEMM_CHECK_SHAPES]
             checks += [("Linear bias/relu, 1-3 D inputs", lambda: check_linear(rng)),
                        ("sgemm threads", lambda: check_threads(rng))]
-            for name, fn in checks:
+            qkern = nnkern.cpu_info()["kernels"].get("u8s8_gemm", "?").split(" ")[0]
+            if hasattr(nnkern, "qgemm"):
+                checks += [(("int8", qkern), "qgemm u8/s8 x s8, zero points, qgemm16", lambda: check_qgemm(rng)),
+                           (("int8", qkern), "quantize, QLinear requantization", lambda: check_quant(rng))]
+            for item in checks:
+                name, fn = item[-2], item[-1]
+                kname = item[0][1] if len(item) == 3 else kern
                 try:
                     ok, detail = fn()
                 except Exception as e:  # a crash in a check is a FAIL, not a traceback
                     ok, detail = False, f"{type(e).__name__}: {e}"
                 all_ok &= ok
-                report(f"{'PASS' if ok else 'FAIL'}  {isa:<10} {kern:<24} {name:<42} {detail}")
+                report(f"{'PASS' if ok else 'FAIL'}  {isa:<10} {kname:<24} {name:<42} {detail}")
     return all_ok

@@ -1,0 +1,128 @@
+// Bindings of the integer GEMM ops: qgemm / qgemm16, the packed QLinear, and test hooks for the
+// micro-kernels. The Python layer (nnkern/qgemm.py) has checked dtypes, shapes, ranges and the K bound.
+#include <vector>
+
+#include "bindings/common.h"
+#include "ops/qgemm.h"
+
+namespace nnkern {
+double i8_peak_ops(Isa isa, double seconds);  // ops/peak_i8.cc
+}
+
+namespace nnkern::bindings {
+namespace {
+
+template <typename T>
+const T* opt(const py::object& o) {
+  return o.is_none() ? nullptr : static_cast<const T*>(o.cast<py::array>().data());
+}
+
+// c (M x N int32) = sum_k (a - a_zero)(b - b_zero); a, b and c are C-contiguous.
+void qgemm_binding(const py::array& a, int a_type, int a_zero, const py::array& b, int b_type, const py::object& b_zero,
+                   int b_zero_scalar, py::array& c) {
+  QgemmArgs g;
+  g.M = size_t(a.shape(0));
+  g.K = size_t(a.shape(1));
+  g.N = size_t(b.shape(1));
+  g.a_type = QType(a_type);
+  g.a = a.data();
+  g.lda = g.K;
+  g.a_zero = a_zero;
+  g.b_type = QType(b_type);
+  g.b = b.data();
+  g.ldb = g.N;
+  g.b_zero = opt<int32_t>(b_zero);
+  g.b_zero_scalar = b_zero_scalar;
+  g.c = mdata<int32_t>(c);
+  g.ldc = g.N;
+  py::gil_scoped_release release;
+  qgemm(g);
+}
+
+const QGemmKernel* tile_kernel(const std::string& isa_name_, const std::string& kind) {
+  const QGemmKernels* ks = qgemm_kernels_for(isa_arg(isa_name_));
+  const QGemmKernel* k = !ks ? nullptr : kind == "u8s8" ? ks->u8s8 : kind == "s16" ? ks->s16 : nullptr;
+  if (!k) throw py::value_error("no " + kind + "_gemm kernel for " + isa_name_);
+  return k;
+}
+
+// Runs one ISA's micro-kernel on one tile, for the tests (arrays may live in guarded buffers).
+void qgemm_ukernel(const std::string& isa_name_, const std::string& kind, size_t m, size_t n, size_t k,
+                   const py::array& a, size_t a_offset_bytes, const py::array& b, std::vector<size_t> b_offsets_bytes,
+                   py::array& c, size_t c_offset_bytes, size_t ldc, int out, const py::object& col_comp,
+                   const py::object& b_zero, const py::object& row_sum, const py::object& scale, const py::object& bias,
+                   bool relu, float lo, float hi, const py::object& c_in) {
+  Isa isa = isa_arg(isa_name_);
+  if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + isa_name_);
+  const QGemmKernel* kern = tile_kernel(isa_name_, kind);
+  if (m > size_t(kern->mr) || n > size_t(kern->nr) || b_offsets_bytes.size() != n)
+    throw py::value_error("tile larger than the kernel");
+  std::vector<const void*> bptr;
+  for (size_t off : b_offsets_bytes) bptr.push_back(static_cast<const uint8_t*>(b.data()) + off);
+  QEpilogue ep;
+  ep.out = QOut(out);
+  ep.col_comp = opt<int32_t>(col_comp);
+  ep.b_zero = opt<int32_t>(b_zero);
+  ep.row_sum = opt<int32_t>(row_sum);
+  ep.scale = opt<float>(scale);
+  ep.bias = opt<float>(bias);
+  ep.relu = relu;
+  ep.lo = lo;
+  ep.hi = hi;
+  ep.c_in = opt<int32_t>(c_in);  // laid out like c: c_in[j * ldc + i]
+  ep.ld_in = ldc;
+  kern->run(m, n, k, static_cast<const uint8_t*>(a.data()) + a_offset_bytes, bptr.data(),
+            static_cast<uint8_t*>(c.mutable_data()) + c_offset_bytes, ldc, &ep);
+}
+
+class QLinearPacked {
+ public:
+  // w: K x N int8, C-contiguous (the transpose of torch's (out, in) weight).
+  explicit QLinearPacked(const py::array& w)
+      : packed_(cdata<int8_t>(w), size_t(w.shape(0)), size_t(w.shape(1)), size_t(w.shape(1))) {}
+  // x: M x K (C-contiguous) of x_type; out: M x N of the output kind; scale/bias: float32 [padded N] or None.
+  void run(const py::array& x, int x_type, int x_zero, py::array& out, int out_kind, const py::object& scale,
+           const py::object& bias, bool relu, float lo, float hi) const {
+    QOutput o;
+    o.out = QOut(out_kind);
+    o.c = out.mutable_data();
+    o.ldc = packed_.N();
+    o.scale = opt<float>(scale);
+    o.bias = opt<float>(bias);
+    o.relu = relu;
+    o.lo = lo;
+    o.hi = hi;
+    const void* xp = x.data();
+    const size_t M = size_t(x.shape(0));
+    py::gil_scoped_release release;
+    packed_.run(M, QType(x_type), xp, packed_.K(), x_zero, o);
+  }
+  std::string kernel_name() const { return packed_.kernel_name(); }
+
+ private:
+  PackedQGemm packed_;
+};
+
+}  // namespace
+
+void bind_qgemm(py::module_& m) {
+  m.def("qgemm", &qgemm_binding);
+  m.def("qgemm_ukernel", &qgemm_ukernel, py::arg("isa"), py::arg("kind"), py::arg("m"), py::arg("n"), py::arg("k"),
+        py::arg("a"), py::arg("a_offset_bytes"), py::arg("b"), py::arg("b_offsets_bytes"), py::arg("c"),
+        py::arg("c_offset_bytes"), py::arg("ldc"), py::arg("out"), py::arg("col_comp"), py::arg("b_zero"),
+        py::arg("row_sum"), py::arg("scale"), py::arg("bias"), py::arg("relu"), py::arg("lo"), py::arg("hi"),
+        py::arg("c_in") = py::none());
+  m.def("qgemm_tile", [](const std::string& isa, const std::string& kind) {
+    const QGemmKernel* k = tile_kernel(isa, kind);
+    return py::make_tuple(std::string(k->name), k->mr, k->nr, k->kgroup);
+  });
+  m.def("i8_peak_ops", [](const std::string& n, double seconds) { return i8_peak_ops(isa_arg(n), seconds); });
+  m.def("set_qgemm_kc", [](size_t kc) { set_qgemm_kc(kc); });
+  m.def("qgemm_padded_n", [](size_t n) { return qgemm_padded_n(n); });
+  py::class_<QLinearPacked>(m, "PackedQLinear")
+      .def(py::init<const py::array&>())
+      .def("run", &QLinearPacked::run)
+      .def_property_readonly("kernel_name", &QLinearPacked::kernel_name);
+}
+
+}  // namespace nnkern::bindings

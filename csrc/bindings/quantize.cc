@@ -1,0 +1,29 @@
+// Bindings of quantize / dequantize. The Python layer (nnkern/quantize.py) checked dtypes, shapes and
+// parameters; arrays are C-contiguous; scale (float32) and zp (int32) have C entries.
+#include "bindings/common.h"
+#include "ops/quantize.h"
+
+namespace nnkern::bindings {
+
+void bind_quantize(py::module_& m) {
+  m.def("quantize", [](const py::array& x, py::array& q, size_t outer, size_t C, size_t inner, const py::array& scale,
+                       const py::array& zp, bool is_signed) {
+    const float* xp = cdata<float>(x);
+    uint8_t* qp = static_cast<uint8_t*>(q.mutable_data());
+    const float* sp = cdata<float>(scale);
+    const int32_t* zpp = cdata<int32_t>(zp);
+    py::gil_scoped_release release;
+    quantize(xp, qp, outer, C, inner, sp, zpp, is_signed);
+  });
+  m.def("dequantize", [](const py::array& q, py::array& x, size_t outer, size_t C, size_t inner,
+                         const py::array& scale, const py::array& zp, bool is_signed) {
+    const uint8_t* qp = static_cast<const uint8_t*>(q.data());
+    float* xp = mdata<float>(x);
+    const float* sp = cdata<float>(scale);
+    const int32_t* zpp = cdata<int32_t>(zp);
+    py::gil_scoped_release release;
+    dequantize(qp, xp, outer, C, inner, sp, zpp, is_signed);
+  });
+}
+
+}  // namespace nnkern::bindings

@@ -1,0 +1,73 @@
+// AVX2 quantize / dequantize, 8 floats per step; the tail runs the same float32 operations one element at a
+// time. See kernels/quantize.h for the exact formula.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/quantize.h"
+
+namespace nnkern {
+namespace {
+
+void quantize_tail(const float* x, uint8_t* q, size_t n, const float* scale, const int32_t* zp, size_t stride,
+                   float lo, float hi) {
+  for (size_t i = 0; i < n; ++i) {
+    const __m128 s = _mm_set_ss(scale[i * stride]), z = _mm_set_ss(float(zp[i * stride]));
+    const __m128 v = _mm_set_ss(x[i]);
+    __m128 t = _mm_add_ss(_mm_round_ss(v, _mm_div_ss(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    t = _mm_min_ss(_mm_max_ss(t, _mm_set_ss(lo)), _mm_set_ss(hi));
+    if (x[i] != x[i]) t = z;
+    q[i] = uint8_t(_mm_cvtss_si32(t));
+  }
+}
+
+void quantize_run(const float* x, uint8_t* q, size_t n, const float* scale, const int32_t* zp, size_t stride,
+                  bool is_signed) {
+  const float lo_s = is_signed ? -128.0f : 0.0f, hi_s = is_signed ? 127.0f : 255.0f;
+  const __m256 lo = _mm256_set1_ps(lo_s), hi = _mm256_set1_ps(hi_s);
+  __m256 s = _mm256_set1_ps(scale[0]), z = _mm256_set1_ps(float(zp[0]));
+  const __m256i shuf = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    if (stride) {
+      s = _mm256_loadu_ps(scale + i);
+      z = _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(zp + i)));
+    }
+    __m256 t = _mm256_add_ps(_mm256_round_ps(_mm256_div_ps(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    t = _mm256_min_ps(_mm256_max_ps(t, lo), hi);
+    t = _mm256_blendv_ps(t, z, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    const __m256i qi = _mm256_cvtps_epi32(t);
+    const __m256i p = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(qi, shuf), _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm256_castsi256_si128(p));
+  }
+  quantize_tail(x + i, q + i, n - i, stride ? scale + i : scale, stride ? zp + i : zp, stride, lo_s, hi_s);
+}
+
+void dequantize_run(const uint8_t* q, float* x, size_t n, const float* scale, const int32_t* zp, size_t stride,
+                    bool is_signed) {
+  __m256 s = _mm256_set1_ps(scale[0]), z = _mm256_set1_ps(float(zp[0]));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i));
+    const __m256i w = is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+    if (stride) {
+      s = _mm256_loadu_ps(scale + i);
+      z = _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(zp + i)));
+    }
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(w), z), s));
+  }
+  for (; i < n; ++i) {
+    const __m128 v = _mm_set_ss(is_signed ? float(int8_t(q[i])) : float(q[i]));
+    const __m128 t = _mm_mul_ss(_mm_sub_ss(v, _mm_set_ss(float(zp[i * stride]))), _mm_set_ss(scale[i * stride]));
+    x[i] = _mm_cvtss_f32(t);
+  }
+}
+
+}  // namespace
+
+const QuantizeKernel quantize__avx2 = {"quantize__avx2", quantize_run, dequantize_run};
+
+}  // namespace nnkern

@@ -1,0 +1,53 @@
+// AVX-512 quantize / dequantize (seed I5, example 7-2: scale, round to nearest, add the zero point, clamp,
+// narrow, store), 16 floats per step, opmasked tails. See kernels/quantize.h for the exact formula.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/quantize.h"
+
+namespace nnkern {
+namespace {
+
+__mmask16 tail_mask(size_t r) { return __mmask16((1u << r) - 1u); }
+
+void quantize_run(const float* x, uint8_t* q, size_t n, const float* scale, const int32_t* zp, size_t stride,
+                  bool is_signed) {
+  const __m512 lo = _mm512_set1_ps(is_signed ? -128.0f : 0.0f), hi = _mm512_set1_ps(is_signed ? 127.0f : 255.0f);
+  __m512 s = _mm512_set1_ps(scale[0]), z = _mm512_set1_ps(float(zp[0]));
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : tail_mask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    if (stride) {
+      s = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), m, scale + i);
+      z = _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_loadu_epi32(m, zp + i));
+    }
+    __m512 t = _mm512_add_ps(_mm512_maskz_roundscale_ps(0xFFFF, _mm512_div_ps(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    t = _mm512_mask_min_ps(t, 0xFFFF, _mm512_mask_max_ps(t, 0xFFFF, t, lo), hi);  // NaN -> hi here, fixed next
+    t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), z);
+    const __m512i qi = _mm512_maskz_cvtps_epi32(0xFFFF, t);  // integral already: exact
+    _mm512_mask_cvtepi32_storeu_epi8(q + i, m, qi);
+  }
+}
+
+void dequantize_run(const uint8_t* q, float* x, size_t n, const float* scale, const int32_t* zp, size_t stride,
+                    bool is_signed) {
+  __m512 s = _mm512_set1_ps(scale[0]), z = _mm512_set1_ps(float(zp[0]));
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : tail_mask(n - i);
+    const __m128i b = _mm_maskz_loadu_epi8(m, q + i);
+    const __m512i w = is_signed ? _mm512_maskz_cvtepi8_epi32(0xFFFF, b) : _mm512_maskz_cvtepu8_epi32(0xFFFF, b);
+    if (stride) {
+      s = _mm512_maskz_loadu_ps(m, scale + i);
+      z = _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_loadu_epi32(m, zp + i));
+    }
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, w), z), s));
+  }
+}
+
+}  // namespace
+
+const QuantizeKernel quantize__avx512 = {"quantize__avx512", quantize_run, dequantize_run};
+
+}  // namespace nnkern

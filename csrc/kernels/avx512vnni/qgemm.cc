@@ -1,0 +1,146 @@
+// Integer GEMM micro-kernels for AVX-512 VNNI: u8 x s8 with vpdpbusd and s16 x s16 with vpdpwssd, zmm.
+//
+// Tile 64 x 6 (MR x NR), in the spirit of seed example 7-1 (broadcast 4 activation bytes, load 64 bytes of
+// packed weights, many independent accumulators): per group of 4 k, 4 zmm loads of packed weights (64
+// channels x 4 bytes), 6 vpbroadcastd of 4 activation bytes, 24 vpdpbusd into 24 accumulators. Register
+// budget: 24 accumulators + 4 weight vectors + 1-2 broadcasts <= 32 zmm. 24 independent chains cover
+// 2 ports x 5-cycle latency more than twice; loads are 10 per 24 vpdpbusd, within 2-3 loads/cycle.
+// 6 B-column pointers + A + offset + counter fit the GPRs (see the FP32 kernel's note on 12 columns).
+// The weight operand is s8 and the activation u8 (vpdpbusd's unsigned operand is the broadcast one).
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/qgemm.h"
+
+namespace nnkern {
+namespace {
+
+#include "kernels/qgemm_tile.inc"
+#include "kernels/qgemm_zmm.inc"
+
+struct U8S8 : ZmmOps {
+  static constexpr int G = 4;
+  using AElem = int8_t;
+  using BElem = uint8_t;
+  static NNK_INLINE V dot(V acc, V b, V a) { return _mm512_dpbusd_epi32(acc, b, a); }
+};
+struct S16 : ZmmOps {
+  static constexpr int G = 2;
+  using AElem = int16_t;
+  using BElem = int16_t;
+  static NNK_INLINE V dot(V acc, V b, V a) { return _mm512_dpwssd_epi32(acc, b, a); }
+};
+
+}  // namespace
+
+const QGemmKernel u8s8_gemm_64x6__avx512vnni = {"u8s8_gemm_64x6__avx512vnni", 64, 6, 4, QGemmTemplate<U8S8, 64, 6>::run};
+const QGemmKernel s16_gemm_64x6__avx512vnni = {"s16_gemm_64x6__avx512vnni", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run};
+
+}  // namespace nnkern
+
+// ---- GEMV: small M straight from row-major B ----------------------------------------------------------
+// Per group of 4 rows of B and 64 channels: 4 (masked) loads, the 4-byte interleave done in registers
+// (8 vpunpck, per 128-bit lane, on port 5), then M + (colsum ? 1 : 0) vpdpbusd per interleaved vector
+// (port 0): about 8 cycles per 4 x 64 x M multiply-adds, far above what memory delivers for a B that
+// does not fit the caches, and no packed copy of B is written or read. The lane-wise interleave leaves
+// accumulator q holding channels 16 L + 4 q + d in lane L; one 4 x 4 transpose of 128-bit blocks
+// (vshufi32x4) restores the channel order at the store.
+namespace nnkern {
+namespace {
+
+constexpr size_t kPrefetchRows = 32;
+
+// The 4 x 4 transpose of 128-bit blocks between accumulator order and channel order (its own inverse).
+NNK_INLINE void transpose_blocks(__m512i (&v)[4]) {
+  const __m512i t0 = _mm512_maskz_shuffle_i32x4(0xFFFF, v[0], v[1], 0x44), t1 = _mm512_maskz_shuffle_i32x4(0xFFFF, v[2], v[3], 0x44);
+  const __m512i t2 = _mm512_maskz_shuffle_i32x4(0xFFFF, v[0], v[1], 0xEE), t3 = _mm512_maskz_shuffle_i32x4(0xFFFF, v[2], v[3], 0xEE);
+  v[0] = _mm512_maskz_shuffle_i32x4(0xFFFF, t0, t1, 0x88);
+  v[1] = _mm512_maskz_shuffle_i32x4(0xFFFF, t0, t1, 0xDD);
+  v[2] = _mm512_maskz_shuffle_i32x4(0xFFFF, t2, t3, 0x88);
+  v[3] = _mm512_maskz_shuffle_i32x4(0xFFFF, t2, t3, 0xDD);
+}
+
+NNK_INLINE __mmask16 block_mask(size_t nn, int l) {
+  if (nn <= size_t(16 * l)) return 0;
+  const size_t left = nn - 16 * l;
+  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1u);
+}
+
+NNK_INLINE void load_acc(__m512i (&v)[4], const int32_t* src, size_t nn) {
+  for (int l = 0; l < 4; ++l) v[l] = _mm512_maskz_loadu_epi32(block_mask(nn, l), src + 16 * l);
+  transpose_blocks(v);
+}
+
+template <int kM, bool kSum>
+__attribute__((noinline)) void gemv_block(size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b,
+                                          size_t ldb, int32_t* c, size_t ldc, int32_t* colsum, bool accumulate) {
+  const __mmask64 mask = nn >= 64 ? ~__mmask64(0) : ((__mmask64(1) << nn) - 1);
+  __m512i acc[kM][4], sum[4];
+  for (int m = 0; m < kM; ++m)
+    for (int q = 0; q < 4; ++q) acc[m][q] = _mm512_setzero_si512();
+  for (int q = 0; q < 4; ++q) sum[q] = _mm512_setzero_si512();
+  if (accumulate) {
+    for (int m = 0; m < kM; ++m) load_acc(acc[m], c + m * ldc, nn);
+    if (kSum) load_acc(sum, colsum, nn);
+  }
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (size_t k = 0; k < K; k += 4) {
+    const size_t r = K - k < 4 ? K - k : 4;
+    // Each row of B is a different page and a 64-channel block reads one line of it: the hardware
+    // prefetchers miss this pattern, so fetch the lines kPrefetchRows rows ahead (prefetches never fault).
+    if (k + kPrefetchRows + 4 <= K)
+      for (int i = 0; i < 4; ++i) _mm_prefetch(reinterpret_cast<const char*>(b + (k + kPrefetchRows + i) * ldb), _MM_HINT_T0);
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i r0 = _mm512_maskz_loadu_epi8(mask, b + k * ldb);
+    const __m512i r1 = r > 1 ? _mm512_maskz_loadu_epi8(mask, b + (k + 1) * ldb) : z;
+    const __m512i r2 = r > 2 ? _mm512_maskz_loadu_epi8(mask, b + (k + 2) * ldb) : z;
+    const __m512i r3 = r > 3 ? _mm512_maskz_loadu_epi8(mask, b + (k + 3) * ldb) : z;
+    const __m512i lo01 = _mm512_unpacklo_epi8(r0, r1), hi01 = _mm512_unpackhi_epi8(r0, r1);
+    const __m512i lo23 = _mm512_unpacklo_epi8(r2, r3), hi23 = _mm512_unpackhi_epi8(r2, r3);
+    const __m512i w[4] = {_mm512_unpacklo_epi16(lo01, lo23), _mm512_unpackhi_epi16(lo01, lo23),
+                          _mm512_unpacklo_epi16(hi01, hi23), _mm512_unpackhi_epi16(hi01, hi23)};
+    for (int m = 0; m < kM; ++m) {
+      int32_t word = 0;
+      __builtin_memcpy(&word, a + m * lda + k, r);  // never past a[m][K-1]
+      const __m512i bm = _mm512_set1_epi32(word);
+      for (int q = 0; q < 4; ++q) acc[m][q] = _mm512_dpbusd_epi32(acc[m][q], bm, w[q]);
+    }
+    if (kSum)
+      for (int q = 0; q < 4; ++q) sum[q] = _mm512_dpbusd_epi32(sum[q], ones, w[q]);
+  }
+  auto store = [&](__m512i (&v)[4], int32_t* dst) {
+    transpose_blocks(v);
+    for (int l = 0; l < 4; ++l) _mm512_mask_storeu_epi32(dst + 16 * l, block_mask(nn, l), v[l]);
+  };
+  for (int m = 0; m < kM; ++m) store(acc[m], c + m * ldc);
+  if (kSum) store(sum, colsum);
+}
+
+template <int kM>
+void gemv_m(size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b, size_t ldb, int32_t* c, size_t ldc,
+            int32_t* colsum, bool accumulate) {
+  for (size_t n0 = 0; n0 < nn; n0 += 64) {
+    const size_t w = nn - n0 < 64 ? nn - n0 : 64;
+    if (colsum) gemv_block<kM, true>(w, K, a, lda, b + n0, ldb, c + n0, ldc, colsum + n0, accumulate);
+    else gemv_block<kM, false>(w, K, a, lda, b + n0, ldb, c + n0, ldc, nullptr, accumulate);
+  }
+}
+
+void gemv_run(size_t M, size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b, size_t ldb, int32_t* c,
+              size_t ldc, int32_t* colsum, bool accumulate) {
+  switch (M) {
+    case 1: gemv_m<1>(nn, K, a, lda, b, ldb, c, ldc, colsum, accumulate); break;
+    case 2: gemv_m<2>(nn, K, a, lda, b, ldb, c, ldc, colsum, accumulate); break;
+    case 3: gemv_m<3>(nn, K, a, lda, b, ldb, c, ldc, colsum, accumulate); break;
+    case 4: gemv_m<4>(nn, K, a, lda, b, ldb, c, ldc, colsum, accumulate); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+const QGemvKernel u8s8_gemv__avx512vnni = {"u8s8_gemv_4x64__avx512vnni", gemv_run};
+
+}  // namespace nnkern

@@ -1,0 +1,31 @@
+// Quantize / dequantize kernels (seeds I5, Q1), shared contract. Baseline header: no intrinsics.
+//
+//   quantize:   q[i] = NaN(x[i]) ? zp : (int) clamp(rint(x[i] / scale) + zp, lo, hi)     (float32 arithmetic,
+//               rint = round half to even, so +-Inf saturate to lo / hi; [lo, hi] = [0, 255] or [-128, 127])
+//   dequantize: x[i] = (float(q[i]) - float(zp)) * scale
+// with (scale, zp) = (scale[0], zp[0]) for every i (stride 0, per tensor or one channel's run) or
+// (scale[i], zp[i]) (stride 1, a run across channels). Every ISA computes exactly these float32
+// operations (a correctly rounded division, no fused operations), so results are bit-identical to the
+// numpy formulation np.clip(np.rint(x / scale) + zp, lo, hi).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace nnkern {
+
+using QuantizeFn = void (*)(const float* x, uint8_t* q, size_t n, const float* scale, const int32_t* zp, size_t stride,
+                            bool is_signed);
+using DequantizeFn = void (*)(const uint8_t* q, float* x, size_t n, const float* scale, const int32_t* zp,
+                              size_t stride, bool is_signed);
+
+struct QuantizeKernel {
+  const char* name;
+  QuantizeFn quantize;
+  DequantizeFn dequantize;
+};
+
+extern const QuantizeKernel quantize_ref;
+extern const QuantizeKernel quantize__avx2;
+extern const QuantizeKernel quantize__avx512;
+
+}  // namespace nnkern

@@ -1,0 +1,55 @@
+// Scalar reference integer GEMM micro-kernels (u8 x s8, G = 4; s16 x s16, G = 2): the oracle for the
+// tests and the fallback on any CPU. Same packed layout and epilogue as the SIMD kernels (kernels/qgemm.h);
+// int32 arithmetic modulo 2^32 (done in uint32_t, where wrapping is defined), float epilogue with the
+// same single-rounding fma, clamp and ties-to-even rounding, so every ISA gives bit-identical results.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/qgemm.h"
+
+namespace nnkern {
+namespace {
+
+constexpr int kMR = 8, kNR = 4;
+
+template <typename AElem, typename BElem, int G>
+void ref_run(size_t m, size_t n, size_t k, const void* a_, const void* const* b, void* c, size_t ldc,
+             const QEpilogue* ep) {
+  const AElem* a = static_cast<const AElem*>(a_);
+  for (size_t j = 0; j < n; ++j) {
+    const BElem* bj = static_cast<const BElem*>(b[j]);
+    for (size_t i = 0; i < m; ++i) {
+      uint32_t acc = ep->c_in ? uint32_t(ep->c_in[j * ep->ld_in + i]) : 0u;
+      for (size_t p = 0; p < k; ++p)
+        acc += uint32_t(int32_t(a[(p / G) * kMR * G + i * G + p % G]) * int32_t(bj[p]));
+      if (ep->col_comp) acc += uint32_t(ep->col_comp[i]);
+      if (ep->b_zero) acc -= uint32_t(ep->b_zero[i]) * uint32_t(ep->row_sum[j]);
+      const int32_t v = int32_t(acc);
+      switch (ep->out) {
+        case QOut::i32:
+          static_cast<int32_t*>(c)[j * ldc + i] = ep->relu && v < 0 ? 0 : v;
+          break;
+        case QOut::f32: {
+          float y = std::fma(float(v), ep->scale[i], ep->bias ? ep->bias[i] : 0.0f);
+          if (ep->relu && !(y >= 0.0f)) y = 0.0f;
+          static_cast<float*>(c)[j * ldc + i] = y;
+          break;
+        }
+        default: {
+          float y = std::fma(float(v), ep->scale[i], ep->bias ? ep->bias[i] : 0.0f);
+          y = std::fmin(std::fmax(y, ep->lo), ep->hi);
+          const int32_t q = int32_t(std::nearbyint(y));  // default rounding mode: ties to even
+          static_cast<uint8_t*>(c)[j * ldc + i] = uint8_t(q);
+          break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const QGemmKernel u8s8_gemm_ref = {"u8s8_gemm_8x4__scalar", kMR, kNR, 4, ref_run<int8_t, uint8_t, 4>};
+const QGemmKernel s16_gemm_ref = {"s16_gemm_8x4__scalar", kMR, kNR, 2, ref_run<int16_t, int16_t, 2>};
+
+}  // namespace nnkern

@@ -1,0 +1,26 @@
+#include "ops/gemm_tasks.h"
+
+#include <algorithm>
+
+#include "core/threadpool.h"
+
+namespace nnkern {
+namespace {
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+void split_gemm_tasks(size_t m, size_t n, size_t mr, size_t nr, size_t mc_max, size_t nc_max, double ops,
+                      double min_ops_per_thread, size_t* mc, size_t* nc) {
+  size_t bm = ceil_div(m, std::max(mc_max, mr)), bn = ceil_div(n, std::max(nc_max, nr));
+  const size_t max_bm = ceil_div(m, mr), max_bn = ceil_div(n, nr);
+  const size_t threads = std::min(size_t(get_num_threads()), size_t(1) + size_t(ops / min_ops_per_thread));
+  while (bm * bn < threads && (bm < max_bm || bn < max_bn)) {
+    // Grow the block count of the dimension whose blocks are wider (in micro-tiles).
+    bool grow_m = bn >= max_bn || (bm < max_bm && max_bm / bm >= max_bn / bn);
+    (grow_m ? bm : bn) += 1;
+  }
+  *mc = ceil_div(ceil_div(m, bm), mr) * mr;  // balanced blocks
+  *nc = ceil_div(ceil_div(n, bn), nr) * nr;
+}
+
+}  // namespace nnkern

@@ -1,0 +1,86 @@
+// Integer GEMM driver (u8/s8 x s8 and s16 x s16 -> s32): zero points, packing, blocking, threading and
+// the fused requantization epilogue around the dispatched micro-kernels (kernels/qgemm.h).
+// Row-major, like NumPy: C[M, N] = sum_k (A[m, k] - za) (B[k, n] - zb[n]).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/buffer.h"
+#include "core/isa.h"
+#include "kernels/qgemm.h"
+
+namespace nnkern {
+
+enum class QType : int { u8 = 0, s8 = 1, s16 = 2 };
+
+// Every kernel's MR divides this: per-column arrays (QOutput's scale and bias) are padded to a multiple
+// of it so a kernel may read whole vectors of them.
+constexpr size_t kQPadN = 64;
+inline size_t qgemm_padded_n(size_t n) { return (n + kQPadN - 1) / kQPadN * kQPadN; }
+
+// What one ISA level provides. u8s8 == nullptr: 8-bit operands are widened to int16 and run on the s16
+// kernel (the exact method of the non-VNNI levels, see kernels/avx2/qgemm.cc).
+struct QGemmKernels {
+  const QGemmKernel* u8s8;
+  const QGemmKernel* s16;
+  const QGemvKernel* gemv = nullptr;  // u8 x s8 for M <= kQGemvMaxM straight from an unpacked B, if any
+};
+const QGemmKernels* qgemm_kernels_for(Isa isa);  // nullptr if the level has none in this build
+const QGemmKernels& qgemm_kernels();              // dispatched now
+// The micro-kernel that runs 8-bit (bits = 8) or 16-bit operands at this cap.
+const QGemmKernel& qgemm_kernel(int bits);
+
+// Test hook: force the K block of the packed GEMM (a multiple of the kernel's group; 0 = from the L1 size).
+void set_qgemm_kc(size_t kc);
+
+// Plain integer GEMM. The caller (Python layer) has checked shapes, zero-point ranges and that the exact
+// result fits int32 (K bound); the arithmetic is modulo 2^32 and therefore exact under that bound.
+struct QgemmArgs {
+  size_t M = 0, N = 0, K = 0;
+  QType a_type = QType::u8;   // u8 or s8 (with b s8), s16 (with b s16)
+  const void* a = nullptr;    // M x K row-major, leading dimension lda (elements)
+  size_t lda = 0;
+  int32_t a_zero = 0;
+  QType b_type = QType::s8;   // s8 or s16
+  const void* b = nullptr;    // K x N row-major, leading dimension ldb (elements)
+  size_t ldb = 0;
+  const int32_t* b_zero = nullptr;  // [N] per column, or null: b_zero_scalar for every column
+  int32_t b_zero_scalar = 0;
+  int32_t* c = nullptr;       // M x N, leading dimension ldc
+  size_t ldc = 0;
+};
+void qgemm(const QgemmArgs& args);
+
+// The output stage of a packed layer (seed I12), per output column n (padded to the kernel's MR):
+//   i32: C = acc (relu: max(acc, 0));  f32: C = fma(acc, scale[n], bias[n]) (relu: max(., 0));
+//   u8/s8: C = rint(clamp(fma(acc, scale[n], bias[n]), lo, hi))  (relu folded into lo by the caller).
+struct QOutput {
+  QOut out = QOut::i32;
+  void* c = nullptr;
+  size_t ldc = 0;  // elements
+  const float* scale = nullptr;
+  const float* bias = nullptr;
+  bool relu = false;
+  float lo = 0.0f, hi = 0.0f;
+};
+
+// Symmetric int8 weights W[K, N] (zero point 0) packed once for the kernel dispatched at construction,
+// with their column sums (for the activation zero point). Under another cap, calls repack per call.
+class PackedQGemm {
+ public:
+  PackedQGemm(const int8_t* w, size_t K, size_t N, size_t ldw);
+  // C = output(sum_k (X[m, k] - x_zero) W[k, n]), X uint8 or int8 (x_type), M x K with leading dim ldx.
+  void run(size_t M, QType x_type, const void* x, size_t ldx, int32_t x_zero, const QOutput& o) const;
+  size_t N() const { return N_; }
+  size_t K() const { return K_; }
+  const char* kernel_name() const { return kernel_->name; }
+
+ private:
+  const QGemmKernel* kernel_;
+  size_t K_, N_;
+  AlignedBuffer<int8_t> raw_;      // W itself, for a call under a different cap
+  AlignedBuffer<uint8_t> packed_;  // all panels
+  AlignedBuffer<int32_t> colsum_;  // [round_up(N, MR)]
+};
+
+}  // namespace nnkern

@@ -1,0 +1,329 @@
+"""Integer matrix products: qgemm (uint8/int8 x int8 -> int32), qgemm16 (int16 x int16 -> int32), and the
+prepacked QLinear layer with its fused requantization."""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import _C
+from ._arrays import check_no_overlap
+
+__all__ = ["qgemm", "qgemm16", "QLinear", "qgemm_max_k"]
+
+I32_MAX = 2 ** 31 - 1
+_QTYPE = {np.dtype(np.uint8): 0, np.dtype(np.int8): 1, np.dtype(np.int16): 2}
+_RANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127), np.dtype(np.int16): (-32768, 32767)}
+
+
+def _require(x, name, dtypes):
+    if type(x) is not np.ndarray and not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    if x.dtype not in dtypes:
+        want = " or ".join(np.dtype(d).name for d in dtypes)
+        raise TypeError(f"{name} must have dtype {want}, got {x.dtype}")
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got a {x.ndim}-D array of shape {x.shape}")
+    return x
+
+
+_A8 = (np.dtype(np.uint8), np.dtype(np.int8))
+_B8 = (np.dtype(np.int8),)
+_I16 = (np.dtype(np.int16),)
+
+
+def _int_scalar(v, name):
+    if type(v) is int:
+        return v
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
+        if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iu":
+            return int(v)
+        raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
+    return int(v)
+
+
+def _zero_point(v, name, dtype):
+    lo, hi = _RANGE[dtype]
+    z = _int_scalar(v, name)
+    if not lo <= z <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}] for {np.dtype(dtype).name} data, got {z}")
+    return z
+
+
+def _column_zero_points(v, name, dtype, N):
+    """A scalar, or one zero point per column (length N): returns (scalar, int32 array or None)."""
+    if type(v) is int:
+        return _zero_point(v, name, dtype), None
+    lo, hi = _RANGE[dtype]
+    if isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) == 1:
+        arr = np.asarray(v)
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+        if arr.shape != (N,):
+            raise ValueError(f"{name} must be a scalar or have shape ({N},), got {arr.shape}")
+        if arr.size and (arr.min() < lo or arr.max() > hi):
+            raise ValueError(f"{name} values must be in [{lo}, {hi}] for {np.dtype(dtype).name} data")
+        return 0, np.ascontiguousarray(arr, dtype=np.int32)
+    if isinstance(v, np.ndarray) and v.ndim > 1:
+        raise ValueError(f"{name} must be a scalar or 1-D, got shape {v.shape}")
+    return _zero_point(v, name, dtype), None
+
+
+def qgemm_max_k(a_dtype, a_zero_point=0, b_zero_point=0):
+    """The largest K for which every uint8/int8 x int8 product sum_k (a - za)(b - zb) fits int32:
+    (2**31 - 1) // (max |a - za| * max |b - zb|) over the whole value ranges of the dtypes
+    (b_zero_point may be per column: the worst column counts). E.g. 65793 for za = zb = 0, uint8."""
+    alo, ahi = _RANGE[a_dtype if isinstance(a_dtype, np.dtype) else np.dtype(a_dtype)]
+    za = int(a_zero_point)
+    da = max(za - alo, ahi - za)
+    if type(b_zero_point) is int or isinstance(b_zero_point, (numbers.Integral, np.integer)):
+        zb = int(b_zero_point)
+        db = max(zb + 128, 127 - zb)
+    else:
+        zbs = np.asarray(b_zero_point, np.int64).ravel()
+        db = int(max(np.max(zbs + 128), np.max(127 - zbs))) if zbs.size else 128
+    return I32_MAX // (da * db)
+
+
+def _output(out, M, N):
+    if out is None:
+        return np.empty((M, N), np.int32)
+    if not isinstance(out, np.ndarray) or out.dtype != np.int32:
+        raise TypeError(f"out must be a numpy.ndarray of int32, got "
+                        f"{out.dtype if isinstance(out, np.ndarray) else type(out).__name__}")
+    if out.shape != (M, N):
+        raise ValueError(f"out must have shape {(M, N)}, got {out.shape}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a writeable C-contiguous array")
+    return out
+
+
+def qgemm(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
+    """Exact integer matrix product: C[m, n] = sum_k (a[m, k] - a_zero_point) * (b[k, n] - b_zero_point[n]).
+
+    a: uint8 or int8 (M, K) activations; b: int8 (K, N) weights; result int32 (M, N), bit-exact (it
+    equals the int64 numpy computation). a_zero_point: an integer in a's range; b_zero_point: an
+    integer in [-128, 127] or one per column (length N). Zero points are folded into row/column-sum
+    corrections, and int8 activations are shifted to uint8 (+128) internally for VNNI, with the
+    compensation applied for you.
+    K must satisfy K <= qgemm_max_k(a.dtype, a_zero_point, b_zero_point) (65793 with zero points 0 and
+    uint8 a), so that every possible result fits int32; a larger K raises ValueError.
+    Non-contiguous inputs are copied. out: optional int32 (M, N) C-contiguous array, not overlapping
+    the inputs.
+    """
+    a = _require(a, "a", _A8)
+    b = _require(b, "b", _B8)
+    M, K = a.shape
+    Kb, N = b.shape
+    if K != Kb:
+        raise ValueError(f"qgemm: inner dimensions differ: a of shape {a.shape} and b of shape {b.shape}")
+    za = _zero_point(a_zero_point, "a_zero_point", a.dtype)
+    zb, zb_arr = _column_zero_points(b_zero_point, "b_zero_point", _B8[0], N)
+    kmax = qgemm_max_k(a.dtype, za, zb_arr if zb_arr is not None else zb)
+    if K > kmax:
+        raise ValueError(f"K = {K} exceeds {kmax}, the largest K whose results all fit int32 with these "
+                         f"dtypes and zero points")
+    out = _output(out, M, N)
+    if np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        check_no_overlap(out, "out", a=a, b=b)
+    if out.size == 0:
+        return out
+    _C.qgemm(a if a.flags.c_contiguous else np.ascontiguousarray(a), _QTYPE[a.dtype], za, b if b.flags.c_contiguous else np.ascontiguousarray(b), 1, zb_arr, zb, out)
+    return out
+
+
+def qgemm16(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
+    """Exact int16 x int16 -> int32 product (VPDPWSSD where available, VPMADDWD otherwise):
+    C[m, n] = sum_k (a[m, k] - a_zero_point) * (b[k, n] - b_zero_point[n]).
+
+    a: int16 (M, K); b: int16 (K, N); zero points in the int16 range (b's scalar or per column).
+    Bound: full-range int16 products overflow int32 after two terms, so the check uses the data:
+    K * max|a - za| * max|b - zb| must be <= 2**31 - 1, else ValueError (computed from a and b,
+    an O(MK + KN) pass). Under that bound the result is bit-exact.
+    """
+    a = _require(a, "a", _I16)
+    b = _require(b, "b", _I16)
+    M, K = a.shape
+    Kb, N = b.shape
+    if K != Kb:
+        raise ValueError(f"qgemm16: inner dimensions differ: a of shape {a.shape} and b of shape {b.shape}")
+    za = _zero_point(a_zero_point, "a_zero_point", _I16[0])
+    zb, zb_arr = _column_zero_points(b_zero_point, "b_zero_point", _I16[0], N)
+    out = _output(out, M, N)
+    check_no_overlap(out, "out", a=a, b=b)
+    if out.size == 0:
+        return out
+    if K:
+        da = max(abs(int(a.max()) - za), abs(int(a.min()) - za))
+        bz = zb_arr.astype(np.int64) if zb_arr is not None else np.int64(zb)
+        db = int(np.max(np.maximum(np.abs(b.max(axis=0).astype(np.int64) - bz),
+                                   np.abs(b.min(axis=0).astype(np.int64) - bz))))
+        if K * da * db > I32_MAX:
+            raise ValueError(f"qgemm16: K * max|a - za| * max|b - zb| = {K} * {da} * {db} exceeds 2**31 - 1: "
+                             f"the result may not fit int32")
+    _C.qgemm(np.ascontiguousarray(a), 2, za, np.ascontiguousarray(b), 2, zb_arr, zb, out)
+    return out
+
+
+_OUT_KIND = {np.dtype(np.int32): 0, np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int8): 3}
+
+
+def _positive_scale(v, name, n=None):
+    arr = np.asarray(v, np.float64)
+    if arr.ndim > 1 or (arr.ndim == 1 and (n is None or arr.shape != (n,))):
+        raise ValueError(f"{name} must be a scalar{'' if n is None else f' or have shape ({n},)'}, got {arr.shape}")
+    if not (np.isfinite(arr).all() and (arr > 0).all()):
+        raise ValueError(f"{name} must be finite and > 0")
+    return arr
+
+
+class QLinear:
+    """Quantized ``y = x @ W.T + bias`` (torch.nn.Linear layout), weights packed once, requantization fused.
+
+    weight: float32 (out_features, in_features), quantized per output channel at construction as
+      :func:`nnkern.quantize_weights` does (int8, scale max|w|/127); or int8 with ``weight_scale`` (scalar or
+      per output channel) taken as given (symmetric: weight zero point 0).
+    bias: float (out_features,) or None, in real units.
+    input_scale, input_zero_point: the quantization of x (uint8 or int8, chosen per call by x's dtype;
+      the zero point must lie in that dtype's range).
+    output_dtype: uint8 / int8: requantized with output_scale, output_zero_point (required scale);
+      float32: the real result; int32: the exact accumulator sum_k (x - zx) wq (bias must be None).
+    relu: max(y, 0), fused (for uint8/int8 it is exactly the clamp at the output zero point).
+
+    One call runs the GEMM and, on the int32 accumulators in registers (seed I12): float conversion,
+    one FMA ``acc * factor[n] + offset[n]`` with the precomputed factor = input_scale * weight_scale[n] /
+    output_scale and offset = bias[n] / output_scale + output_zero_point (float32), ReLU, clamp to the
+    output range, round half to even, store. (float32 output: factor = input_scale * weight_scale[n],
+    offset = bias[n].) The results are exactly those float32 operations; they match a float64 evaluation
+    of the same formula except within one float32 rounding of a .5 tie.
+    Safe to call from several threads at once.
+    """
+
+    def __init__(self, weight, bias=None, *, weight_scale=None, input_scale, input_zero_point,
+                 output_scale=None, output_zero_point=0, output_dtype=np.uint8, relu=False):
+        from .quantize import quantize_weights
+        if not isinstance(weight, np.ndarray):
+            raise TypeError(f"weight must be a numpy.ndarray, got {type(weight).__name__}")
+        if weight.ndim != 2:
+            raise ValueError(f"weight must be 2-D (out_features, in_features), got shape {weight.shape}")
+        N, K = weight.shape
+        if weight.dtype == np.float32:
+            if weight_scale is not None:
+                raise ValueError("weight_scale is only for int8 weights (float32 weights are quantized here)")
+            wq, ws = quantize_weights(weight, axis=0)
+        elif weight.dtype == np.int8:
+            if weight_scale is None:
+                raise ValueError("int8 weights need weight_scale (scalar or per output channel)")
+            wq = weight
+            ws = np.broadcast_to(_positive_scale(weight_scale, "weight_scale", N), (N,)).astype(np.float32)
+        else:
+            raise TypeError(f"weight must have dtype float32 or int8, got {weight.dtype}")
+        sx = float(_positive_scale(input_scale, "input_scale"))
+        zx = _int_scalar(input_zero_point, "input_zero_point")
+        if not -128 <= zx <= 255:
+            raise ValueError(f"input_zero_point must be in [-128, 255], got {zx}")
+        try:
+            odt = np.dtype(output_dtype)
+        except TypeError:
+            odt = None
+        if odt not in _OUT_KIND:
+            raise TypeError(f"output_dtype must be uint8, int8, float32 or int32, got {output_dtype!r}")
+        if bias is not None:
+            bias = np.asarray(bias)
+            if bias.dtype.kind != "f":
+                raise TypeError(f"bias must be a float array, got dtype {bias.dtype}")
+            if bias.shape != (N,):
+                raise ValueError(f"bias must have shape ({N},), got {bias.shape}")
+            if not np.isfinite(bias).all():
+                raise ValueError("bias contains NaN or Inf")
+        pad = _C.qgemm_padded_n(N)
+        factor = offset = None
+        lo = hi = 0.0
+        if odt in (np.dtype(np.uint8), np.dtype(np.int8)):
+            if output_scale is None:
+                raise ValueError("uint8 / int8 output needs output_scale")
+            so = float(_positive_scale(output_scale, "output_scale"))
+            zo = _zero_point(output_zero_point, "output_zero_point", odt)
+            factor = sx * ws.astype(np.float64) / so
+            offset = (bias.astype(np.float64) / so if bias is not None else np.zeros(N)) + zo
+            lo, hi = _RANGE[odt]
+            if relu:
+                lo = max(lo, zo)
+        elif odt == np.dtype(np.float32):
+            if output_scale is not None:
+                raise ValueError("output_scale is only for uint8 / int8 output")
+            factor = sx * ws.astype(np.float64)
+            offset = bias.astype(np.float64) if bias is not None else np.zeros(N)
+        else:
+            if bias is not None or output_scale is not None:
+                raise ValueError("int32 output is the exact accumulator: no bias or output_scale")
+        self.out_features, self.in_features = N, K
+        self.output_dtype = odt
+        self.relu = bool(relu)
+        self.input_scale, self.input_zero_point = sx, zx
+        self.weight_q = np.array(wq, copy=True)  # (out, in) int8
+        self.weight_scale = np.array(ws, np.float32)
+        self.factor = self.offset = None
+        self._factor = self._offset = None
+        if factor is not None:
+            self.factor = factor.astype(np.float32)
+            self.offset = offset.astype(np.float32)
+            if not (np.isfinite(self.factor).all() and np.isfinite(self.offset).all()):
+                raise ValueError("the combined requantization factor or offset overflows float32")
+            self._factor = np.zeros(pad, np.float32)
+            self._factor[:N] = self.factor
+            self._offset = np.zeros(pad, np.float32)
+            self._offset[:N] = self.offset
+        self._lo, self._hi = float(lo), float(hi)
+        self._checked = set()  # (input dtype, zero point) pairs whose range and K bound were checked
+        self._packed = _C.PackedQLinear(np.ascontiguousarray(self.weight_q.T))
+
+    @property
+    def kernel(self) -> str:
+        """The micro-kernel the weights were packed for."""
+        return self._packed.kernel_name
+
+    def __call__(self, x, out=None):
+        if not isinstance(x, np.ndarray) or x.dtype not in _A8:
+            raise TypeError(f"x must be a numpy.ndarray of uint8 or int8, got "
+                            f"{x.dtype if isinstance(x, np.ndarray) else type(x).__name__}")
+        if x.ndim < 1 or x.shape[-1] != self.in_features:
+            raise ValueError(f"x must have shape (..., {self.in_features}), got {x.shape}")
+        zx = self.input_zero_point
+        key = (x.dtype, zx)
+        if key not in self._checked:
+            lo, hi = _RANGE[x.dtype]
+            if not lo <= zx <= hi:
+                raise ValueError(f"input_zero_point {zx} is outside the range of {x.dtype} input")
+            kmax = qgemm_max_k(x.dtype, zx, 0)
+            if self.in_features > kmax:
+                raise ValueError(f"in_features = {self.in_features} exceeds {kmax}, the largest K whose "
+                                 f"accumulators all fit int32 for {x.dtype} input with zero point {zx}")
+            self._checked.add(key)
+        lead = x.shape[:-1]
+        shape = lead + (self.out_features,)
+        if out is None:
+            out = np.empty(shape, self.output_dtype)
+        else:
+            if not isinstance(out, np.ndarray) or out.dtype != self.output_dtype:
+                raise TypeError(f"out must be a numpy.ndarray of {self.output_dtype}")
+            if out.shape != shape:
+                raise ValueError(f"out must have shape {shape}, got {out.shape}")
+            if not out.flags.c_contiguous or not out.flags.writeable:
+                raise ValueError("out must be a writeable C-contiguous array")
+            if np.may_share_memory(out, x):
+                check_no_overlap(out, "out", x=x)
+        if out.size == 0:
+            return out
+        rows = math.prod(lead)
+        x2 = x.reshape(rows, self.in_features)
+        if not x2.flags.c_contiguous:
+            x2 = np.ascontiguousarray(x2)
+        self._packed.run(x2, _QTYPE[x.dtype], zx, out.reshape(rows, self.out_features), _OUT_KIND[self.output_dtype],
+                         self._factor, self._offset, self.relu, self._lo, self._hi)
+        return out
+
+    def __repr__(self):
+        return (f"QLinear(in_features={self.in_features}, out_features={self.out_features}, "
+                f"output_dtype={self.output_dtype.name}, relu={self.relu}, kernel={self.kernel!r})")

@@ -1,0 +1,135 @@
+"""Guard-page check of the integer GEMM, run as a subprocess by test_qgemm.py.
+
+    python qgemm_guard_check.py ISA ukernel|qgemm
+
+ukernel: every (m, n) tile of ISA's u8s8 and s16 kernels and every k remainder of their groups, with the
+  packed A panel, each B column, C (int32 and uint8) and the partial sums c_in each ending right before an
+  unmapped page (nnkern._C.GuardedBuffer): B's k % G tail must read no byte past b[j][k-1], C's and c_in's
+  m % lanes tails no element past (m-1, j).
+qgemm: the driver under the cap ISA with a, b and out ending at guard pages, over the tails of M, N, K
+  (uint8 and int8 activations, per-column zero points), qgemm16, and QLinear with u8 output.
+Prints "OK" and exits 0 on success; exits 1 on a wrong result; a fault is a signal.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nnkern  # noqa: E402
+from nnkern import _C  # noqa: E402
+from helpers import QUICK  # noqa: E402
+from qhelpers import KIND_DTYPES, epilogue_ref, kernel_of, pack_a, ref_qgemm  # noqa: E402
+
+
+def guarded(dtype, count):
+    """A 1-D array of ``count`` elements whose last element is right before a guard page."""
+    item = np.dtype(dtype).itemsize
+    buf = _C.GuardedBuffer(max(count, 1) * item)
+    arr = np.frombuffer(buf, dtype=dtype)
+    return arr[arr.size - count:], buf
+
+
+def ukernel_guard(isa):
+    rng = np.random.default_rng(0)
+    for kind in ("u8s8", "s16"):
+        info = kernel_of(isa, kind)
+        if info is None:
+            continue
+        _, MR, NR, G = info
+        adt, bdt = KIND_DTYPES[kind]
+        ks = range(0, 3 * G + 1) if not QUICK else (0, 1, G, G + 1, 2 * G + G - 1)
+        for k in ks:
+            W = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max + 1, (MR, k), dtype=adt)
+            X = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max + 1, (NR, k), dtype=bdt)
+            for m in range(1, MR + 1):
+                panel = pack_a(W[:m], MR, G)
+                # The kernel may read whole vectors of the panel, up to ceil(m / lanes) lanes of each group:
+                # the guard sits right after the full panel (the packed layout's own end).
+                a, abuf = guarded(adt, panel.size)
+                a[...] = panel
+                for n in range(1, NR + 1):
+                    # B: the n columns back to back, the last one ending at the guard page.
+                    flat, fb = guarded(bdt, n * k)
+                    for j in range(n):
+                        flat[j * k:(j + 1) * k] = X[j, :k]
+                    item = np.dtype(bdt).itemsize
+                    c, cbuf = guarded(np.int32, (n - 1) * m + m)
+                    _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, flat, [j * k * item for j in range(n)], c, 0, m,
+                                     0, None, None, None, None, None, False, 0.0, 0.0)
+                    got = c.reshape(n, m).T
+                    want = epilogue_ref(W[:m].astype(np.int64) @ X[:n].astype(np.int64).T, "i32")
+                    if not np.array_equal(got, want):
+                        raise SystemExit(f"{isa} {kind} m={m} n={n} k={k}: wrong result")
+                    # partial sums in (c_in, masked loads of the m % lanes tail) ending at a guard page
+                    cin, cinbuf = guarded(np.int32, (n - 1) * m + m)
+                    cin[...] = rng.integers(-10 ** 6, 10 ** 6, cin.size)
+                    _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, flat, [j * k * item for j in range(n)], c, 0, m,
+                                     0, None, None, None, None, None, False, 0.0, 0.0, cin)
+                    if not np.array_equal(c.reshape(n, m).T, want + cin.reshape(n, m).T):
+                        raise SystemExit(f"{isa} {kind} m={m} n={n} k={k}: wrong result with c_in")
+                    # u8 output (byte tails) ending at a guard page
+                    c8, c8buf = guarded(np.uint8, (n - 1) * m + m)
+                    pad = -(-MR // 64) * 64
+                    scale = np.full(pad, 1e-3, np.float32)
+                    _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, flat, [j * k * item for j in range(n)], c8, 0, m,
+                                     2, None, None, None, scale, None, False, 0.0, 255.0)
+                    want8 = epilogue_ref(W[:m].astype(np.int64) @ X[:n].astype(np.int64).T, "u8", scale=scale,
+                                         lo=0.0, hi=255.0)
+                    if not np.array_equal(c8.reshape(n, m).T, want8):
+                        raise SystemExit(f"{isa} {kind} m={m} n={n} k={k}: wrong u8 result")
+                    del flat, c, c8, cin
+
+
+def qgemm_guard(isa):
+    rng = np.random.default_rng(1)
+    nnkern.set_max_isa(isa)
+    Ms = (1, 2, 3, 4, 5, 6, 7, 13)
+    Ns = (1, 15, 16, 17, 63, 64, 65, 130)
+    Ks = (1, 2, 3, 4, 5, 7, 9, 31, 64, 65) if not QUICK else (1, 3, 5, 65)
+    for M in Ms:
+        for N in Ns:
+            for K in Ks:
+                for adt in (np.uint8, np.int8):
+                    a, ab = guarded(adt, M * K)
+                    a[...] = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max + 1, M * K)
+                    b, bb = guarded(np.int8, K * N)
+                    b[...] = rng.integers(-128, 128, K * N)
+                    c, cb = guarded(np.int32, M * N)
+                    A, B, C = a.reshape(M, K), b.reshape(K, N), c.reshape(M, N)
+                    zb = rng.integers(-128, 128, N)
+                    nnkern.qgemm(A, B, a_zero_point=7 if adt == np.uint8 else -7, b_zero_point=zb, out=C)
+                    if not np.array_equal(C, ref_qgemm(A, B, 7 if adt == np.uint8 else -7, zb)):
+                        raise SystemExit(f"{isa} qgemm {adt.__name__} {M}x{N}x{K}: wrong result")
+                    del a, b, c, A, B, C
+                a16, ab = guarded(np.int16, M * K)
+                a16[...] = rng.integers(-1000, 1000, M * K)
+                b16, bb = guarded(np.int16, K * N)
+                b16[...] = rng.integers(-1000, 1000, K * N)
+                A, B = a16.reshape(M, K), b16.reshape(K, N)
+                if not np.array_equal(nnkern.qgemm16(A, B), ref_qgemm(A, B)):
+                    raise SystemExit(f"{isa} qgemm16 {M}x{N}x{K}: wrong result")
+                del a16, b16, A, B
+    if hasattr(nnkern, "QLinear"):
+        for N, K in ((65, 13), (3, 300), (17, 1)):
+            w = rng.uniform(-1, 1, (N, K)).astype(np.float32)
+            layer = nnkern.QLinear(w, rng.uniform(-1, 1, N).astype(np.float32), input_scale=0.02,
+                                   input_zero_point=128, output_scale=0.05, output_zero_point=100)
+            for rows in (1, 7):
+                x, xb = guarded(np.uint8, rows * K)
+                x[...] = rng.integers(0, 256, rows * K)
+                y, yb = guarded(np.uint8, rows * N)
+                X, Y = x.reshape(rows, K), y.reshape(rows, N)
+                layer(X, out=Y)
+                want = layer(np.ascontiguousarray(X))
+                if not np.array_equal(Y, want):
+                    raise SystemExit(f"{isa} QLinear {K}->{N} x{rows}: wrong result")
+                del x, y, X, Y
+
+
+if __name__ == "__main__":
+    isa_name, what = sys.argv[1], sys.argv[2]
+    {"ukernel": ukernel_guard, "qgemm": qgemm_guard}[what](isa_name)
+    print("OK")

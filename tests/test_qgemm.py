@@ -1,0 +1,341 @@
+"""INT8 / INT16 GEMM: bit-exact against numpy int64 on every ISA path this CPU has.
+
+Every micro-kernel tile (m <= MR, n <= NR, every k remainder of its group of 4 or 2) is run directly
+(nnkern._C.qgemm_ukernel) with each epilogue; the driver is swept over M in 1..40, N in 1..70,
+K in 1..140 (batched: each (M, N) pair once with a K cycling through 1..140, and each K with several
+(M, N)), with zero points, per-column zero points and int8 activations; extremes at the largest exact
+K; the guard-page checks run in a subprocess (tests/qgemm_guard_check.py).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import nnkern
+from nnkern import _C
+from helpers import QUICK, describe_process, run_python_isolated
+from qhelpers import KIND_DTYPES, OUT_KINDS, epilogue_ref, kernel_of, pack_a, ref_qgemm
+
+GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qgemm_guard_check.py")
+LEVELS = [lvl for lvl in nnkern.ISA_LEVELS if lvl in ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni",
+                                                      "neon", "neondot", "neoni8mm")]
+
+
+def expected_kernel(isa):
+    """What cpu_info()['kernels']['u8s8_gemm'] must say under the cap isa (its own kernel, or its s16
+    kernel on 8-bit data widened), or None when the level has no integer GEMM kernel of its own."""
+    u8 = kernel_of(isa, "u8s8")
+    if u8:
+        return u8[0]
+    s16 = kernel_of(isa, "s16")
+    return s16[0] + " (int8 widened to int16)" if s16 else None
+
+
+@pytest.fixture(params=LEVELS)
+def qisa(request):
+    """Each ISA level with its own integer GEMM kernels, with the dispatch cap set to it."""
+    name = request.param
+    if name not in nnkern.supported_isas():
+        pytest.skip(f"CPU lacks {name}")
+    want = expected_kernel(name)
+    if want is None:
+        pytest.skip(f"{name} has no integer GEMM kernel of its own")
+    with nnkern.max_isa(name):
+        assert nnkern.cpu_info()["kernels"]["u8s8_gemm"] == want, f"cap {name} did not dispatch {want}"
+        yield name
+
+
+def rand_int(rng, dtype, shape, lo=None, hi=None):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min if lo is None else lo, (info.max if hi is None else hi) + 1, shape, dtype=dtype)
+
+
+# --- micro-kernels, every tile, every epilogue -------------------------------------------------------
+
+KERNELS = [(isa, kind) for isa in LEVELS for kind in ("u8s8", "s16")]
+
+
+@pytest.mark.parametrize("isa,kind", KERNELS, ids=[f"{i}-{k}" for i, k in KERNELS])
+def test_ukernel_every_tile(isa, kind, rng):
+    info = kernel_of(isa, kind)
+    if info is None:
+        pytest.skip(f"CPU lacks {isa}" if isa not in nnkern.supported_isas() else
+                    f"{isa} has no {kind} kernel (8-bit data runs on its exact s16 kernel, tested as s16)")
+    _, MR, NR, G = info
+    adt, bdt = KIND_DTYPES[kind]
+    kmax = 3 * G + G - 1 if not QUICK else 2 * G + 1
+    W = rand_int(rng, adt, (MR, kmax))
+    X = rand_int(rng, bdt, (NR, kmax))  # column j of B = X[j]
+    ldc = MR + 3
+    pad = -(-MR // 64) * 64
+    comp = rng.integers(-1000, 1000, pad).astype(np.int32)
+    zb = rng.integers(-128, 128, pad).astype(np.int32)
+    rsum = rng.integers(-5000, 5000, NR).astype(np.int32)
+    scale = rng.uniform(1e-4, 1e-2, pad).astype(np.float32)
+    bias = rng.uniform(-50, 200, pad).astype(np.float32)
+    cases = [("i32", {}), ("i32", dict(col_comp=comp, b_zero=zb, row_sum=rsum, relu=True)),
+             ("f32", dict(scale=scale, bias=bias)), ("f32", dict(scale=scale, col_comp=comp, relu=True)),
+             ("u8", dict(scale=scale, bias=bias, lo=0.0, hi=255.0)),
+             ("s8", dict(scale=scale, bias=bias - 128, col_comp=comp, b_zero=zb, row_sum=rsum, lo=-128.0, hi=127.0)),
+             ("i32", dict(c_in=True)), ("u8", dict(c_in=True, scale=scale, bias=bias, lo=0.0, hi=255.0))]
+    c_in_full = rng.integers(-2 ** 31, 2 ** 31, NR * ldc + 5).astype(np.int32)
+    b_flat = np.ascontiguousarray(X)
+    item = np.dtype(bdt).itemsize
+    for k in range(0, kmax + 1):
+        acc_full = W[:, :k].astype(np.int64) @ X[:, :k].astype(np.int64).T
+        for m in range(1, MR + 1):
+            a = pack_a(W[:m, :k], MR, G)
+            for n in range(1, NR + 1):
+                for out, kw in cases:
+                    odt = {"i32": np.int32, "f32": np.float32, "u8": np.uint8, "s8": np.int8}[out]
+                    sentinel = odt(77)
+                    c = np.full(n * ldc + 5, sentinel, odt)
+                    args = dict(col_comp=None, b_zero=None, row_sum=None, scale=None, bias=None, relu=False,
+                                lo=0.0, hi=0.0)
+                    args.update(kw)
+                    c_in = args.pop("c_in", None)
+                    c_in = c_in_full[:n * ldc] if c_in else None  # read only inside the m x n tile
+                    _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, b_flat, [j * kmax * item for j in range(n)], c, 0,
+                                     ldc, OUT_KINDS[out], args["col_comp"], args["b_zero"], args["row_sum"],
+                                     args["scale"], args["bias"], args["relu"], args["lo"], args["hi"], c_in)
+                    acc = acc_full[:m, :n]
+                    if c_in is not None:
+                        acc = acc + np.stack([c_in[j * ldc:j * ldc + m] for j in range(n)], axis=1)
+                    want = epilogue_ref(acc, out, **args)
+                    got = np.stack([c[j * ldc:j * ldc + m] for j in range(n)], axis=1)
+                    what = f"{isa} {kind} m={m} n={n} k={k} out={out} {sorted(kw)}"
+                    assert np.array_equal(got, want), f"{what}: got {got} want {want}"
+                    mask = np.ones(c.size, bool)
+                    for j in range(n):
+                        mask[j * ldc:j * ldc + m] = False
+                    assert (c[mask] == sentinel).all(), f"{what}: wrote outside the tile"
+
+
+def test_epilogue_ties_round_half_to_even(qisa):
+    """acc * 0.5 lands exactly on x.5: u8/s8 outputs round half to even (as np.rint)."""
+    for kind in ("u8s8", "s16"):
+        info = kernel_of(qisa, kind)
+        if info is None:
+            continue
+        _, MR, NR, G = info
+        adt, bdt = KIND_DTYPES[kind]
+        pad = -(-MR // 64) * 64
+        accs = np.arange(-9, 9 + NR * MR)[:NR * MR]  # acc values, odd ones give x.5
+        W = np.ones((MR, 1), adt)
+        a = pack_a(W, MR, G)
+        X = accs.reshape(NR, MR)  # acc(i, j) = X[j, i] needs per-(i,j) B: use col_comp instead
+        for j in range(NR):
+            comp = np.zeros(pad, np.int32)
+            comp[:MR] = X[j]
+            bcol = np.zeros(1, bdt)
+            for out, lo, hi, bias0 in (("u8", 0.0, 255.0, 100.0), ("s8", -128.0, 127.0, 0.0)):
+                c = np.zeros(MR, np.uint8)
+                scale = np.full(pad, 0.5, np.float32)
+                bias = np.full(pad, bias0, np.float32)
+                _C.qgemm_ukernel(qisa, kind, MR, 1, 1, a, 0, bcol, [0], c, 0, MR, OUT_KINDS[out], comp, None, None,
+                                 scale, bias, False, lo, hi)
+                want = np.clip(np.rint(X[j] * 0.5 + bias0), lo, hi).astype(np.int64)
+                got = c.astype(np.int64) if out == "u8" else c.view(np.int8).astype(np.int64)
+                assert np.array_equal(got, want), f"{qisa} {kind} {out}: ties {X[j] * 0.5 + bias0} -> {got}"
+
+
+# --- the driver, every tail ---------------------------------------------------------------------------
+
+CONFIGS = {
+    # name: (a dtype, a zero point, b zero point: scalar or 'col')
+    "u8": (np.uint8, 0, 0),
+    "u8-zp": (np.uint8, 131, -7),
+    "u8-zpcol": (np.uint8, 255, "col"),
+    "s8": (np.int8, 0, 0),
+    "s8-zp": (np.int8, -128, "col"),
+}
+
+
+def _prefix_refs(A, B, za, zb):
+    """P[K] = (A[:, :K] - za) @ (B[:K] - zb) for every K (cumulative outer products), int64."""
+    Ad = A.astype(np.int64) - za
+    Bd = B.astype(np.int64) - np.asarray(zb, np.int64)
+    steps = Ad.T[:, :, None] * Bd[:, None, :]  # K x M x N
+    return np.concatenate([np.zeros((1,) + steps.shape[1:], np.int64), np.cumsum(steps, axis=0)])
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_driver_every_tail(qisa, config, rng):
+    adt, za, zbk = CONFIGS[config]
+    Mmax, Nmax, Kmax = 40, 70, 140
+    A = rand_int(rng, adt, (Mmax, Kmax))
+    B = rand_int(rng, np.int8, (Kmax, Nmax))
+    zb_full = rng.integers(-128, 128, Nmax) if zbk == "col" else zbk
+    P = _prefix_refs(A, B, za, zb_full)
+    full = config == "u8-zp" and not QUICK  # the densest sweep once; the others on every 3rd N
+    pairs = [(M, N, (M * 31 + N * 17) % Kmax + 1) for M in range(1, Mmax + 1) for N in range(1, Nmax + 1)
+             if full or N % 3 == M % 3]
+    pairs += [(M, N, K) for K in range(1, Kmax + 1) for (M, N) in ((Mmax, Nmax), (1, 65), (7, 64), (6, 17))]
+    pairs += [(M, N, 0) for (M, N) in ((1, 1), (5, 70))]
+    for M, N, K in pairs:
+        zb = zb_full[:N] if zbk == "col" else zb_full
+        got = nnkern.qgemm(A[:M, :K], B[:K, :N], a_zero_point=za, b_zero_point=zb)
+        want = P[K][:M, :N]
+        if not np.array_equal(got, want):
+            bad = np.argwhere(got != want)[0]
+            raise AssertionError(f"{qisa} {config} M={M} N={N} K={K}: C{tuple(bad)} = {got[tuple(bad)]}, "
+                                 f"want {want[tuple(bad)]}")
+
+
+@pytest.mark.parametrize("kc", [4, 8, 36])
+def test_driver_k_blocks(qisa, rng, kc):
+    """The K-blocked path (partial sums through the workspace, epilogue on the last block), forced to
+    small blocks so its tails are reached with small shapes: GEMM and QLinear (u8 output)."""
+    _C.set_qgemm_kc(kc)
+    try:
+        for M, N, K in [(7, 65, 1), (7, 65, kc), (13, 70, kc + 1), (40, 17, 3 * kc + 3), (5, 130, 140), (1, 64, 99)]:
+            a = rand_int(rng, np.int8, (M, K))
+            b = rand_int(rng, np.int8, (K, N))
+            zb = rng.integers(-128, 128, N)
+            assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=-9, b_zero_point=zb), ref_qgemm(a, b, -9, zb))
+            a16 = rand_int(rng, np.int16, (M, K), -999, 999)
+            b16 = rand_int(rng, np.int16, (K, N), -999, 999)
+            assert np.array_equal(nnkern.qgemm16(a16, b16), ref_qgemm(a16, b16))
+            w = rng.standard_normal((N, K)).astype(np.float32)
+            layer = nnkern.QLinear(w, rng.standard_normal(N).astype(np.float32), input_scale=0.05,
+                                   input_zero_point=130, output_scale=0.2, output_zero_point=120)
+            x = rand_int(rng, np.uint8, (M, K))
+            _C.set_qgemm_kc(0)
+            want = layer(x)
+            _C.set_qgemm_kc(kc)
+            assert np.array_equal(layer(x), want), (M, N, K)
+    finally:
+        _C.set_qgemm_kc(0)
+
+
+@pytest.mark.parametrize("shape", [(1, 4096, 1000), (1, 3, 5000), (300, 500, 700), (97, 1029, 259), (2, 200, 1)])
+def test_driver_large_and_gemv(qisa, rng, shape):
+    M, N, K = shape
+    a = rand_int(rng, np.uint8, (M, K))
+    b = rand_int(rng, np.int8, (K, N))
+    zb = rng.integers(-128, 128, N)
+    for threads in (1, 2):
+        nnkern.set_num_threads(threads)
+        assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=17, b_zero_point=zb), ref_qgemm(a, b, 17, zb))
+        s = (a.astype(np.int16) - 128).astype(np.int8)
+        assert np.array_equal(nnkern.qgemm(s, b, a_zero_point=-3), ref_qgemm(s, b, -3, 0))
+
+
+EXTREMES = [("255x-128", 255, -128), ("255x127", 255, 127), ("0x-128", 0, -128)]
+
+
+@pytest.mark.parametrize("adt,za,zb", [(np.uint8, 0, 0), (np.uint8, 255, 127), (np.uint8, 0, -128),
+                                       (np.uint8, 255, -128), (np.int8, -128, 127), (np.int8, 127, -128),
+                                       (np.int8, 0, 0)])
+def test_extremes_at_the_largest_exact_k(qisa, rng, adt, za, zb):
+    """Inputs at the range ends, zero points at their limits, K = the computed bound: results reach
+    +-(2^31 - 1) territory and must still be exact; K + 1 raises."""
+    K = nnkern.qgemm_max_k(adt, za, zb)
+    info = np.iinfo(adt)
+    M, N = 3, 67
+    a = np.empty((M, K), adt)
+    a[0] = info.max
+    a[1] = info.min
+    a[2] = np.where(np.arange(K) % 2, info.max, info.min)  # alternating
+    b = np.empty((K, N), np.int8)
+    b[:, 0::3] = -128
+    b[:, 1::3] = 127
+    b[:, 2::3] = np.where(np.arange(K) % 2, 127, -128)[:, None]
+    got = nnkern.qgemm(a, b, a_zero_point=za, b_zero_point=zb)
+    want = ref_qgemm(a, b, za, zb)
+    assert np.abs(want).max() <= 2 ** 31 - 1
+    assert np.array_equal(got, want)
+    with pytest.raises(ValueError, match="exceeds"):
+        nnkern.qgemm(np.zeros((1, K + 1), adt), np.zeros((K + 1, 1), np.int8), a_zero_point=za, b_zero_point=zb)
+
+
+def test_max_k_is_computed():
+    assert nnkern.qgemm_max_k(np.uint8, 0, 0) == (2 ** 31 - 1) // (255 * 128)
+    assert nnkern.qgemm_max_k(np.uint8, 128, -1) == (2 ** 31 - 1) // (128 * 128)
+    assert nnkern.qgemm_max_k(np.int8, 0, [0, 127]) == (2 ** 31 - 1) // (128 * 255)
+
+
+def test_qgemm16(qisa, rng):
+    for M, N, K in [(1, 1, 1), (7, 65, 33), (40, 70, 3), (13, 17, 140), (1, 300, 257)]:
+        a = rand_int(rng, np.int16, (M, K), -3000, 3000)
+        b = rand_int(rng, np.int16, (K, N), -300, 300)
+        zb = rng.integers(-300, 300, N)
+        assert np.array_equal(nnkern.qgemm16(a, b, a_zero_point=-5, b_zero_point=zb), ref_qgemm(a, b, -5, zb))
+    a = rand_int(rng, np.int16, (5, 2))  # full range, K = 2
+    b = rand_int(rng, np.int16, (2, 70), -16384, 16383)
+    assert np.array_equal(nnkern.qgemm16(a, b), ref_qgemm(a, b))
+    # -32768 * -32768 pairs (VPMADDWD's saturating case) with K at the data bound
+    a = np.full((2, 1), -32768, np.int16)
+    b = np.full((1, 3), -32768, np.int16)
+    assert np.array_equal(nnkern.qgemm16(a, b), ref_qgemm(a, b))
+    with pytest.raises(ValueError, match="exceeds"):
+        nnkern.qgemm16(np.full((1, 2), -32768, np.int16), np.full((2, 1), -32768, np.int16))
+
+
+def test_results_do_not_depend_on_threads(rng):
+    a = rand_int(rng, np.int8, (123, 777))
+    b = rand_int(rng, np.int8, (777, 301))
+    nnkern.set_num_threads(1)
+    one = nnkern.qgemm(a, b, a_zero_point=3, b_zero_point=-2)
+    nnkern.set_num_threads(2)
+    assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=3, b_zero_point=-2), one)
+
+
+def test_out_and_layouts(rng):
+    a = rand_int(rng, np.uint8, (30, 50))
+    b = rand_int(rng, np.int8, (50, 20))
+    out = np.full((30, 20), 7, np.int32)
+    assert nnkern.qgemm(a, b, out=out) is out
+    assert np.array_equal(out, ref_qgemm(a, b))
+    assert np.array_equal(nnkern.qgemm(a[::2, ::3], b[::3, ::-1]), ref_qgemm(a[::2, ::3], b[::3, ::-1]))
+    assert nnkern.qgemm(np.zeros((0, 5), np.uint8), np.zeros((5, 3), np.int8)).shape == (0, 3)
+    assert np.array_equal(nnkern.qgemm(np.zeros((2, 0), np.uint8), np.zeros((0, 3), np.int8)), np.zeros((2, 3)))
+
+
+def test_bad_inputs():
+    a = np.zeros((4, 8), np.uint8)
+    b = np.zeros((8, 5), np.int8)
+    with pytest.raises(TypeError, match="dtype"):
+        nnkern.qgemm(a.astype(np.int16), b)
+    with pytest.raises(TypeError, match="dtype"):
+        nnkern.qgemm(a, b.astype(np.uint8))
+    with pytest.raises(TypeError):
+        nnkern.qgemm(a.tolist(), b)
+    with pytest.raises(ValueError, match="2-D"):
+        nnkern.qgemm(a[0], b)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        nnkern.qgemm(a, b[:7])
+    with pytest.raises(ValueError, match="a_zero_point"):
+        nnkern.qgemm(a, b, a_zero_point=256)
+    with pytest.raises(ValueError, match="a_zero_point"):
+        nnkern.qgemm(a.view(np.int8), b, a_zero_point=128)
+    with pytest.raises(TypeError, match="a_zero_point"):
+        nnkern.qgemm(a, b, a_zero_point=1.5)
+    with pytest.raises(ValueError, match="b_zero_point"):
+        nnkern.qgemm(a, b, b_zero_point=-129)
+    with pytest.raises(ValueError, match="b_zero_point"):
+        nnkern.qgemm(a, b, b_zero_point=np.zeros(4, np.int32))
+    with pytest.raises(ValueError, match="b_zero_point"):
+        nnkern.qgemm(a, b, b_zero_point=np.full(5, 200))
+    with pytest.raises(TypeError, match="out"):
+        nnkern.qgemm(a, b, out=np.zeros((4, 5), np.int64))
+    with pytest.raises(ValueError, match="shape"):
+        nnkern.qgemm(a, b, out=np.zeros((5, 4), np.int32))
+    buf = np.zeros(64, np.int32)
+    with pytest.raises(ValueError, match="overlaps"):
+        nnkern.qgemm(buf.view(np.uint8)[:32].reshape(4, 8), b, out=buf[:20].reshape(4, 5))
+    with pytest.raises(TypeError, match="dtype"):
+        nnkern.qgemm16(a, b)
+
+
+# --- guard pages (subprocess: a fault fails one test) ----------------------------------------------------
+
+@pytest.mark.parametrize("what", ["ukernel", "qgemm"])
+def test_no_access_past_guard_page(qisa, what):
+    """Every tile of the micro-kernels (ukernel) and tails of the driver, qgemm16 and QLinear (qgemm) with
+    inputs and outputs ending at an unmapped page; in a subprocess, so a fault fails this test only."""
+    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {qisa!r}, {what!r}]; "
+                               f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)

@@ -1,0 +1,155 @@
+"""QLinear: prepacked int8 weights with the fused requantization epilogue, on every ISA path."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import nnkern
+from qhelpers import epilogue_ref, ref_qgemm
+from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture)
+
+
+def make_layer(rng, N, K, odt, relu=False, bias=True, **kw):
+    w = rng.standard_normal((N, K)).astype(np.float32)
+    b = rng.uniform(-2, 2, N).astype(np.float32) if bias else None
+    args = dict(input_scale=0.02, input_zero_point=kw.pop("input_zero_point", 128), output_dtype=odt, relu=relu)
+    if odt in (np.uint8, np.int8):
+        args.update(output_scale=0.05 * np.sqrt(K) / 4, output_zero_point=100 if odt == np.uint8 else -5)
+    args.update(kw)
+    return nnkern.QLinear(w, b, **args), w, b
+
+
+def expected(layer, x):
+    """The float32 epilogue (bit-exact) and the float64 formula (for the tie-distance check)."""
+    acc = ref_qgemm(x, layer.weight_q.T, layer.input_zero_point, 0)  # M x N
+    odt = layer.output_dtype
+    if odt == np.int32:
+        return epilogue_ref(acc.T, "i32", relu=layer.relu).T, None
+    kind = {np.dtype(np.float32): "f32", np.dtype(np.uint8): "u8", np.dtype(np.int8): "s8"}[odt]
+    exact32 = epilogue_ref(acc.T, kind, scale=layer.factor, bias=layer.offset, relu=layer.relu,
+                           lo=layer._lo, hi=layer._hi).T
+    y64 = acc * layer.factor.astype(np.float64) + layer.offset.astype(np.float64)
+    return exact32, y64
+
+
+@pytest.mark.parametrize("odt", [np.uint8, np.int8, np.float32, np.int32])
+@pytest.mark.parametrize("relu", [False, True])
+def test_qlinear_matches_formula(qisa, rng, odt, relu):
+    for (M, N, K) in [(1, 70, 33), (7, 64, 140), (40, 3, 5), (13, 129, 300)]:
+        layer, w, b = make_layer(rng, N, K, odt, relu, bias=odt != np.int32)
+        for xdt, zx in ((np.uint8, 128), (np.int8, -3)):
+            layer.input_zero_point = zx
+            info = np.iinfo(xdt)
+            x = rng.integers(info.min, info.max + 1, (M, K), dtype=xdt)
+            got = layer(x)
+            want, y64 = expected(layer, x)
+            assert got.dtype == odt
+            assert np.array_equal(got, want), f"{qisa} {odt.__name__} relu={relu} {M}x{N}x{K} {xdt.__name__}"
+            if y64 is not None and odt != np.float32:
+                # vs the float64 formula: equal except within a float32 rounding of a .5 tie
+                lo, hi = layer._lo, layer._hi
+                r64 = np.clip(np.rint(y64), lo, hi)  # ReLU is the clamp at the output zero point (in lo)
+                near_tie = np.abs(np.abs(y64 - np.floor(y64)) - 0.5) < 1e-3
+                diff = np.abs(got.astype(np.int64) - r64)
+                assert (diff[~near_tie] == 0).all() and (diff <= 1).all()
+            if odt == np.float32:
+                y = (np.maximum(y64, 0) if relu else y64)
+                assert np.allclose(got, y, rtol=1e-5, atol=1e-5)
+
+
+def test_ties_through_qlinear(qisa):
+    """Accumulators times 0.5 land on x.5 exactly: round half to even, as np.rint."""
+    K, N = 1, 8
+    w = np.ones((N, K), np.int8)
+    layer = nnkern.QLinear(w, None, weight_scale=0.5, input_scale=1.0, input_zero_point=0, output_scale=1.0,
+                           output_zero_point=0, output_dtype=np.int8)
+    x = np.arange(-128, 128, dtype=np.int8)[:, None]
+    got = layer(x)
+    want = np.clip(np.rint(x.astype(np.float64) * 0.5), -128, 127).astype(np.int8)
+    assert np.array_equal(got, np.repeat(want, N, axis=1))
+    assert got[np.where(x[:, 0] == 5)[0][0], 0] == 2 and got[np.where(x[:, 0] == 7)[0][0], 0] == 4
+    assert got[np.where(x[:, 0] == -5)[0][0], 0] == -2
+
+
+def test_int32_output_is_qgemm(qisa, rng):
+    layer, w, _ = make_layer(rng, 77, 201, np.int32, bias=False)
+    x = rng.integers(0, 256, (9, 201), dtype=np.uint8)
+    assert np.array_equal(layer(x), nnkern.qgemm(x, np.ascontiguousarray(layer.weight_q.T), a_zero_point=128))
+
+
+def test_int8_weights_given(rng):
+    wq = rng.integers(-127, 128, (10, 20), dtype=np.int8)
+    ws = rng.uniform(0.01, 0.1, 10).astype(np.float32)
+    layer = nnkern.QLinear(wq, None, weight_scale=ws, input_scale=0.1, input_zero_point=0, output_dtype=np.float32)
+    x = rng.integers(0, 256, (4, 20), dtype=np.uint8)
+    acc = ref_qgemm(x, wq.T)
+    assert np.array_equal(layer.weight_q, wq)
+    np.testing.assert_allclose(layer(x), acc * (0.1 * ws.astype(np.float64)), rtol=1e-6)
+
+
+def test_leading_dims_out_and_cap_change(rng):
+    layer, w, b = make_layer(rng, 65, 40, np.uint8)
+    x = rng.integers(0, 256, (2, 3, 40), dtype=np.uint8)
+    out = np.empty((2, 3, 65), np.uint8)
+    assert layer(x, out=out) is out
+    want = layer(x.reshape(6, 40)).reshape(2, 3, 65)
+    assert np.array_equal(out, want)
+    for isa in nnkern.supported_isas():  # packed for one kernel, called under every cap
+        with nnkern.max_isa(isa):
+            assert np.array_equal(layer(x), want), isa
+
+
+def test_threads_same_results(rng):
+    layer, _, _ = make_layer(rng, 300, 256, np.uint8, relu=True)
+    xs = [rng.integers(0, 256, (17, 256), dtype=np.uint8) for _ in range(6)]
+    want = [layer(x) for x in xs]
+    errors = []
+
+    def work(i):
+        for _ in range(20):
+            if not np.array_equal(layer(xs[i]), want[i]):
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_bad_inputs(rng):
+    w = rng.standard_normal((4, 8)).astype(np.float32)
+    kw = dict(input_scale=0.1, input_zero_point=0, output_scale=0.1)
+    with pytest.raises(TypeError):
+        nnkern.QLinear(w.astype(np.float64), **kw)
+    with pytest.raises(ValueError, match="weight_scale"):
+        nnkern.QLinear(w.astype(np.int8), **kw)
+    with pytest.raises(ValueError, match="weight_scale"):
+        nnkern.QLinear(w, weight_scale=1.0, **kw)
+    for bad in (0.0, -1.0, np.nan):
+        with pytest.raises(ValueError, match="input_scale"):
+            nnkern.QLinear(w, input_scale=bad, input_zero_point=0, output_scale=0.1)
+        with pytest.raises(ValueError, match="output_scale"):
+            nnkern.QLinear(w, input_scale=0.1, input_zero_point=0, output_scale=bad)
+    with pytest.raises(ValueError, match="output_scale"):
+        nnkern.QLinear(w, input_scale=0.1, input_zero_point=0)
+    with pytest.raises(ValueError, match="output_zero_point"):
+        nnkern.QLinear(w, output_zero_point=300, **kw)
+    with pytest.raises(ValueError, match="input_zero_point"):
+        nnkern.QLinear(w, input_scale=0.1, input_zero_point=256, output_scale=0.1)
+    with pytest.raises(ValueError, match="bias"):
+        nnkern.QLinear(w, np.zeros(3, np.float32), **kw)
+    with pytest.raises(TypeError, match="output_dtype"):
+        nnkern.QLinear(w, output_dtype=np.int16, **kw)
+    layer = nnkern.QLinear(w, input_scale=0.1, input_zero_point=200, output_scale=0.1)
+    with pytest.raises(TypeError):
+        layer(np.zeros((2, 8), np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        layer(np.zeros((2, 7), np.uint8))
+    with pytest.raises(ValueError, match="input_zero_point"):
+        layer(np.zeros((2, 8), np.int8))  # 200 is not an int8 zero point
+    with pytest.raises(TypeError, match="out"):
+        layer(np.zeros((2, 8), np.uint8), out=np.zeros((2, 4), np.int8))
