@@ -23,7 +23,12 @@ def stored(x, trans):
 
 
 def gemv_info(isa):
-    return _C.f32_gemv_info(isa)
+    """(name, dot MR, dot NR) of the level's skinny-GEMM kernels; skip where the level has none
+    (e.g. neon: sgemm then keeps its regular driver, which the sweeps here still test)."""
+    try:
+        return _C.f32_gemv_info(isa)
+    except ValueError:
+        pytest.skip(f"{isa} has no f32_gemv kernel of its own")
 
 
 def sweep(rng, Ms, Ns, Ks, trans_a, trans_b, alpha, beta):
@@ -197,6 +202,7 @@ def test_dot_every_tile(isa, rng):
 
 
 def test_rows_and_store_every_tail(isa, rng):
+    gemv_info(isa)
     nmax, kmax = 140, 20
     ldb = nmax + 7
     X, B = rand(rng, 2 * kmax), rand(rng, kmax, nmax)
@@ -235,6 +241,7 @@ def test_routing_is_listed():
 
 def test_no_access_past_guard_page(isa):
     """The gemv kernels and skinny driver paths with operands ending at an unmapped page (subprocess)."""
+    gemv_info(isa)
     proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {isa!r}, 'gemv']; "
                                f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
