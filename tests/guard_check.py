@@ -148,7 +148,7 @@ def sgemm_guard(isa):
                         nnkern.sgemm(av, bv, trans_a=trans_a, trans_b=trans_b, c=cf)
                         assert_gemm_close(cf, a, b, what=f"{isa} {M}x{N}x{K} F-order c")
                         del av, bv, cv, cf
-    # Few rows and a B beyond half of L2: B's K blocks are packed in one pass (rows read to their ends).
+    # Few rows (B read in place) and a B beyond half of L2, over several K blocks.
     for M, N in [(3, MR * 23 + 5), (NR + 1, 1100)]:
         K = 300
         a, b = rng.uniform(-1, 1, (M, K)).astype(np.float32), rng.uniform(-1, 1, (K, N)).astype(np.float32)
@@ -156,7 +156,7 @@ def sgemm_guard(isa):
         av, bv, cv = ga.tail(a.size).reshape(a.shape), gb.tail(b.size).reshape(b.shape), gc.tail(M * N).reshape(M, N)
         av[...], bv[...] = a, b
         nnkern.sgemm(av, bv, c=cv)
-        assert_gemm_close(cv, a, b, what=f"{isa} packed-B {M}x{N}x{K}")
+        assert_gemm_close(cv, a, b, what=f"{isa} in-place B {M}x{N}x{K}")
         del av, bv, cv
     # Linear: packed weights, input and output at guard pages.
     for out_f, in_f in [(MR + 1, 13), (3, 300), (2 * MR - 1, 9)]:

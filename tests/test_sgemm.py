@@ -410,13 +410,13 @@ def test_output_overlapping_an_input_raises():
 # ---------------------------------------------------------------------------------------------------
 # Threads and blocking.
 
-# (7, 1100, 300): few rows and a B larger than half of L2, the case that packs B's K blocks up front.
+# (7, 1100, 300): few rows (no copy-on-first-use) and a B larger than half of L2.
 THREAD_SHAPES = [(300, 400, 350), (1, 2000, 300), (2000, 1, 300), (517, 33, 700), (64, 1037, 129), (7, 1100, 300)]
 
 
 @pytest.mark.parametrize("M", [2, 9, 18, 19])
 def test_few_rows_with_a_large_b(isa, rng, M):
-    """M <= 18 with a B that outgrows L2: B's K blocks are packed in one pass instead of read in place."""
+    """M <= 18 (B read in place, seed O6) with a B that outgrows L2, over several K blocks."""
     for N, K in [(1100, 300), (1000, 700), (49, 6000)]:
         a, b, c0 = rand(rng, M, K), rand(rng, K, N), rand(rng, M, N)
         c = c0.copy()

@@ -58,22 +58,6 @@ void pack_panel_rows(float* dst, const float* a, size_t ld, size_t i0, size_t mi
     for (size_t p = 0; p < kb; ++p) dst[p * mr + i] = 0.0f;
 }
 
-// Rows [p0, p0 + rows) of all panels of a column-major A for the K block at pc, reading A's K rows
-// front to back (one contiguous stream) instead of panel by panel at a stride of ld:
-// dst[ip * MR * kb + p * MR + i] = A(ip * MR + i, pc + p).
-void pack_block_cols(float* dst, const float* a, size_t ld, size_t m, size_t pc, size_t p0, size_t rows, size_t kb,
-                     size_t mr) {
-  for (size_t p = p0; p < p0 + rows; ++p) {
-    const float* row = a + (pc + p) * ld;
-    for (size_t i0 = 0; i0 < m; i0 += mr) {
-      float* out = dst + (i0 / mr) * mr * kb + p * mr;
-      const size_t mi = std::min(mr, m - i0);
-      std::copy(row + i0, row + i0 + mi, out);
-      std::fill(out + mi, out + mr, 0.0f);
-    }
-  }
-}
-
 // dst[p * NR + j] = B(p0 + p, j0 + j): one kb x NR sliver of the broadcast operand, zero-padded.
 void pack_bcast(float* dst, const Plan& P, size_t j0, size_t nj, size_t p0, size_t kb, size_t nr) {
   for (size_t j = 0; j < nr; ++j) {
@@ -160,52 +144,38 @@ void execute(const Plan& P) {
   size_t mc, nc;
   split_tasks(P, &mc, &nc);
   const size_t tm = ceil_div(P.m, mc), tn = ceil_div(P.n, nc);
-  const size_t K = P.k, n_pad = round_up(P.n, nr);
+  const size_t K = P.k, kc = P.blk.kc, n_pad = round_up(P.n, nr);
+
+  // The broadcast operand is packed for every K block before the tiles start (block pc at
+  // bp + pc * n_pad), so that a call synchronizes its threads twice, not twice per K block: waking a
+  // sleeping worker costs microseconds, and per-block wake-ups made 8x1024x1024 slower on 2 threads
+  // than on 1.
   thread_local AlignedBuffer<float> b_packed;  // the caller's workspace, kept between calls
-  if (P.pack_b) b_packed.resize(n_pad * std::max<size_t>(P.blk.kc, 1));
+  if (P.pack_b) b_packed.resize(n_pad * std::max<size_t>(K, 1));
   // A plain pointer: inside the tasks, the name b_packed would mean the worker's own thread_local.
   float* const bp = P.pack_b ? b_packed.data() : nullptr;
-  auto pack_block = [&](size_t pc, size_t kb, float* dst) {
-    const size_t groups = ceil_div(P.n, nr);
-    const size_t per_task = std::max<size_t>(1, ceil_div(groups, size_t(get_num_threads()) * 4));
-    parallel_for(ceil_div(groups, per_task), [&](size_t t) {
-      for (size_t g = t * per_task; g < std::min(groups, (t + 1) * per_task); ++g)
-        pack_bcast(dst + g * nr * kb, P, g * nr, std::min(nr, P.n - g * nr), pc, kb, nr);
+  if (P.pack_b) {
+    const size_t groups = ceil_div(P.n, nr), blocks = ceil_div(K, kc);
+    parallel_for(groups * blocks, [&](size_t t) {
+      const size_t g = t % groups, pc = (t / groups) * kc, kb = std::min(kc, K - pc);
+      pack_bcast(bp + pc * n_pad + g * nr * kb, P, g * nr, std::min(nr, P.n - g * nr), pc, kb, nr);
     });
-  };
-  // Few broadcast columns (M <= 18) mean no copy-on-first-use (seed O6): each A panel is used once.
-  // Read in place, its K rows sit ld apart and every row of every panel misses the cache on its own
-  // once A outgrows L2; packing the K block first reads A as one stream (measured 1.3-1.5x on
-  // 8..16 x 1024 x 1024). An A that stays in L2 between calls is faster read in place (8x256x256: 2x).
-  const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
-  const bool pack_a = P.a_kind == PanelKind::col_major && P.n <= kCopyPanelMinN && P.m > nr &&
-                      P.m * K * sizeof(float) > l2 / 2;
-  thread_local AlignedBuffer<float> a_packed;
-  if (pack_a) a_packed.resize(round_up(P.m, P.kernel->mr) * std::max<size_t>(P.blk.kc, 1));
-  float* const ap = pack_a ? a_packed.data() : nullptr;
+  }
 
-  size_t pc = 0;
-  do {  // K blocks outermost (seed O7): a K of 0 still runs once to apply beta and the post-ops
-    const size_t kb = std::min(P.blk.kc, K - pc);
-    const F32Epilogue ep = block_epilogue(P.ep, pc == 0, pc + kb >= K);
-    if (P.pack_b) pack_block(pc, kb, bp);
-    const float* a_block = nullptr;
-    if (P.a_kind == PanelKind::prepacked) a_block = P.a + pc * P.m_padded;
-    if (pack_a) {
-      const size_t rows_per_task = ceil_div(kb, size_t(get_num_threads()));
-      parallel_for(ceil_div(kb, rows_per_task), [&](size_t t) {
-        const size_t p0 = t * rows_per_task, rows = std::min(rows_per_task, kb - p0);
-        pack_block_cols(ap, P.a, P.lda, P.m, pc, p0, rows, kb, P.kernel->mr);
-      });
-      a_block = ap;
-    }
-    parallel_for(tm * tn, [&](size_t t) {
-      const size_t bi = t % tm, bj = t / tm;
-      run_tile_block(P, pc, kb, ep, a_block, bp, bi * mc, std::min(P.m, (bi + 1) * mc), bj * nc,
-                     std::min(P.n, (bj + 1) * nc));
-    });
-    pc += kb;
-  } while (pc < K);
+  // Each task owns a block of C and runs the K blocks (seed O7's outer loop) over it, then the A panels
+  // (M) and the column groups (N) inside each K block.
+  parallel_for(tm * tn, [&](size_t t) {
+    const size_t bi = t % tm, bj = t / tm;
+    const size_t i0 = bi * mc, i1 = std::min(P.m, i0 + mc), j0 = bj * nc, j1 = std::min(P.n, j0 + nc);
+    size_t pc = 0;
+    do {  // a K of 0 still runs once, to apply beta and the post-ops
+      const size_t kb = std::min(kc, K - pc);
+      const F32Epilogue ep = block_epilogue(P.ep, pc == 0, pc + kb >= K);
+      const float* a_block = P.a_kind == PanelKind::prepacked ? P.a + pc * P.m_padded : nullptr;
+      run_tile_block(P, pc, kb, ep, a_block, bp ? bp + pc * n_pad : nullptr, i0, i1, j0, j1);
+      pc += kb;
+    } while (pc < K);
+  });
 }
 
 Plan base_plan(const F32GemmKernel* kernel, size_t M, size_t N, size_t K, const float* x, size_t ldx, bool trans_x,
