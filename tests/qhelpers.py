@@ -7,8 +7,10 @@ import numpy as np
 import nnkern
 from nnkern import _C
 
-#: kind -> (A element dtype, B element dtype): u8s8 kernels read packed int8 weights and uint8 activations.
-KIND_DTYPES = {"u8s8": (np.int8, np.uint8), "s16": (np.int16, np.int16)}
+#: kind -> (A element dtype, B element dtype): u8s8 kernels read packed int8 weights and uint8 activations,
+#: s8s8 kernels (SDOT) int8 activations, s16 kernels int16 both.
+KIND_DTYPES = {"u8s8": (np.int8, np.uint8), "s8s8": (np.int8, np.int8), "s16": (np.int16, np.int16)}
+KINDS = tuple(KIND_DTYPES)
 OUT_KINDS = {"i32": 0, "f32": 1, "u8": 2, "s8": 3}
 
 
@@ -25,6 +27,21 @@ def kernel_of(isa, kind):
         return _C.qgemm_tile(isa, kind)
     except ValueError:
         return None
+
+
+def why_no_kernel(isa, kind):
+    """The skip reason when ``isa`` has no ``kind`` micro-kernel (or the CPU cannot run it)."""
+    if isa not in nnkern.supported_isas():
+        return f"CPU lacks {isa}"
+    return (f"{isa} has no {kind} kernel (its 8-bit kernel is of another kind, or 8-bit data runs widened on "
+            f"its s16 kernel)")
+
+
+def kernel_traits(isa, kind):
+    """(k step of the kernel's inner loop: the tests sweep k past it, True for the QNNPACK-style kernels
+    that subtract x_zero / w_zero themselves)."""
+    kstep, zp = _C.qgemm_kernel_traits(isa, kind)
+    return int(kstep), bool(zp)
 
 
 def pack_a(w, MR, G):

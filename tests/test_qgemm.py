@@ -16,7 +16,8 @@ import pytest
 import nnkern
 from nnkern import _C
 from helpers import QUICK, describe_process, run_python_isolated
-from qhelpers import KIND_DTYPES, OUT_KINDS, epilogue_ref, kernel_of, pack_a, ref_qgemm
+from qhelpers import (KIND_DTYPES, KINDS, OUT_KINDS, epilogue_ref, kernel_of, pack_a, ref_qgemm, why_no_kernel,
+                      kernel_traits)
 
 GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qgemm_guard_check.py")
 LEVELS = [lvl for lvl in nnkern.ISA_LEVELS if lvl in ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni",
@@ -26,9 +27,10 @@ LEVELS = [lvl for lvl in nnkern.ISA_LEVELS if lvl in ("scalar", "avx2", "avxvnni
 def expected_kernel(isa):
     """What cpu_info()['kernels']['u8s8_gemm'] must say under the cap isa (its own kernel, or its s16
     kernel on 8-bit data widened), or None when the level has no integer GEMM kernel of its own."""
-    u8 = kernel_of(isa, "u8s8")
-    if u8:
-        return u8[0]
+    for kind in ("u8s8", "s8s8"):
+        i8 = kernel_of(isa, kind)
+        if i8:
+            return i8[0]
     s16 = kernel_of(isa, "s16")
     return s16[0] + " (int8 widened to int16)" if s16 else None
 
@@ -54,18 +56,18 @@ def rand_int(rng, dtype, shape, lo=None, hi=None):
 
 # --- micro-kernels, every tile, every epilogue -------------------------------------------------------
 
-KERNELS = [(isa, kind) for isa in LEVELS for kind in ("u8s8", "s16")]
+KERNELS = [(isa, kind) for isa in LEVELS for kind in KINDS]
 
 
 @pytest.mark.parametrize("isa,kind", KERNELS, ids=[f"{i}-{k}" for i, k in KERNELS])
 def test_ukernel_every_tile(isa, kind, rng):
     info = kernel_of(isa, kind)
     if info is None:
-        pytest.skip(f"CPU lacks {isa}" if isa not in nnkern.supported_isas() else
-                    f"{isa} has no {kind} kernel (8-bit data runs on its exact s16 kernel, tested as s16)")
+        pytest.skip(why_no_kernel(isa, kind))
     _, MR, NR, G = info
+    S, _ = kernel_traits(isa, kind)  # every remainder of the inner loop's k step, three steps deep
     adt, bdt = KIND_DTYPES[kind]
-    kmax = 3 * G + G - 1 if not QUICK else 2 * G + 1
+    kmax = 3 * S + S - 1 if not QUICK else 2 * S + 1
     W = rand_int(rng, adt, (MR, kmax))
     X = rand_int(rng, bdt, (NR, kmax))  # column j of B = X[j]
     ldc = MR + 3
@@ -113,9 +115,72 @@ def test_ukernel_every_tile(isa, kind, rng):
                     assert (c[mask] == sentinel).all(), f"{what}: wrote outside the tile"
 
 
+@pytest.mark.parametrize("isa,kind", KERNELS, ids=[f"{i}-{k}" for i, k in KERNELS])
+def test_ukernel_zero_points_in_kernel(isa, kind, rng):
+    """QNNPACK-style kernels (seed Q1) form (w - w_zero[i]) and (x - x_zero) themselves: every tile and
+    k remainder, zero points at their limits (x_zero 0 / 255, w_zero -128 / 127 against the opposite
+    extremes of the data), with c_in and the requantized output. Kernels without the feature refuse
+    zero points instead of ignoring them."""
+    info = kernel_of(isa, kind)
+    if info is None:
+        pytest.skip(why_no_kernel(isa, kind))
+    _, MR, NR, G = info
+    S, zp_kernel = kernel_traits(isa, kind)
+    pad = -(-MR // 64) * 64
+    adt, bdt = KIND_DTYPES[kind]
+    if not zp_kernel:
+        c = np.zeros(MR, np.int32)
+        with pytest.raises(ValueError, match="zero points"):
+            _C.qgemm_ukernel(isa, kind, 1, 1, 0, np.zeros(MR * G, adt), 0, np.zeros(1, bdt), [0], c, 0, MR, 0,
+                             None, None, None, None, None, False, 0.0, 0.0, None, 3, None)
+        pytest.skip(f"{isa} {kind}: zero points go through row/column sums (tested by the driver tests)")
+    kmax = 3 * S + S - 1 if not QUICK else 2 * S + 1
+    ldc = MR + 1
+    scale = rng.uniform(1e-5, 1e-3, pad).astype(np.float32)
+    bias = rng.uniform(-50, 200, pad).astype(np.float32)
+    cases = [  # (W fill, X fill, x_zero, w_zero fill): random, and the extremes at the largest products
+        ("random", "random", int(rng.integers(0, 256)), rng.integers(-128, 128, pad).astype(np.int32)),
+        (127, 0, 255, np.full(pad, -128, np.int32)),
+        (-128, 255, 0, np.full(pad, 127, np.int32)),
+        ("random", "random", 0, None),
+    ]
+    item = np.dtype(bdt).itemsize
+    for wfill, xfill, xz, wz in cases:
+        W = rand_int(rng, adt, (MR, kmax)) if wfill == "random" else np.full((MR, kmax), wfill, adt)
+        X = rand_int(rng, bdt, (NR, kmax)) if xfill == "random" else np.full((NR, kmax), xfill, bdt)
+        wz_col = (wz[:MR] if wz is not None else np.zeros(MR, np.int32)).astype(np.int64)
+        Wd = W.astype(np.int64) - wz_col[:, None]
+        Xd = X.astype(np.int64) - xz
+        for k in range(kmax + 1):
+            acc_full = Wd[:, :k] @ Xd[:, :k].T
+            for m in range(1, MR + 1):
+                a = pack_a(W[:m, :k], MR, G)
+                for n in (range(1, NR + 1) if not QUICK else sorted({1, NR // 2, NR})):
+                    c_in = rng.integers(-2 ** 31, 2 ** 31, n * ldc).astype(np.int32) if k % 3 == 1 else None
+                    acc = acc_full[:m, :n]
+                    if c_in is not None:
+                        acc = acc + np.stack([c_in[j * ldc:j * ldc + m] for j in range(n)], axis=1)
+                    for out in ("i32", "u8"):
+                        odt = np.int32 if out == "i32" else np.uint8
+                        c = np.full(n * ldc, 77, odt)
+                        kw = dict(scale=scale, bias=bias, lo=0.0, hi=255.0) if out == "u8" else {}
+                        _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, np.ascontiguousarray(X),
+                                         [j * kmax * item for j in range(n)], c, 0, ldc, OUT_KINDS[out], None, None,
+                                         None, kw.get("scale"), kw.get("bias"), False, kw.get("lo", 0.0),
+                                         kw.get("hi", 0.0), c_in, xz, wz)
+                        want = epilogue_ref(acc, out, **kw)
+                        got = np.stack([c[j * ldc:j * ldc + m] for j in range(n)], axis=1)
+                        what = f"{isa} {kind} m={m} n={n} k={k} out={out} x_zero={xz} w={wfill} x={xfill}"
+                        assert np.array_equal(got, want), f"{what}: got {got} want {want}"
+                        mask = np.ones(c.size, bool)
+                        for j in range(n):
+                            mask[j * ldc:j * ldc + m] = False
+                        assert (c[mask] == 77).all(), f"{what}: wrote outside the tile"
+
+
 def test_epilogue_ties_round_half_to_even(qisa):
     """acc * 0.5 lands exactly on x.5: u8/s8 outputs round half to even (as np.rint)."""
-    for kind in ("u8s8", "s16"):
+    for kind in KINDS:
         info = kernel_of(qisa, kind)
         if info is None:
             continue

@@ -1,5 +1,6 @@
 // Bindings of the integer GEMM ops: qgemm / qgemm16, the packed QLinear, and test hooks for the
 // micro-kernels. The Python layer (nnkern/qgemm.py) has checked dtypes, shapes, ranges and the K bound.
+#include <algorithm>
 #include <vector>
 
 #include "bindings/common.h"
@@ -39,9 +40,19 @@ void qgemm_binding(const py::array& a, int a_type, int a_zero, const py::array& 
   qgemm(g);
 }
 
+const char* kind_name(QKind kind) {
+  switch (kind) {
+    case QKind::u8s8: return "u8s8";
+    case QKind::s8s8: return "s8s8";
+    default: return "s16";
+  }
+}
+
+// The kernel of `kind` ("u8s8", "s8s8" or "s16") at one level, or ValueError.
 const QGemmKernel* tile_kernel(const std::string& isa_name_, const std::string& kind) {
   const QGemmKernels* ks = qgemm_kernels_for(isa_arg(isa_name_));
-  const QGemmKernel* k = !ks ? nullptr : kind == "u8s8" ? ks->u8s8 : kind == "s16" ? ks->s16 : nullptr;
+  const QGemmKernel* k = !ks ? nullptr : kind == "s16" ? ks->s16 : ks->i8;
+  if (k && kind != kind_name(k->kind)) k = nullptr;
   if (!k) throw py::value_error("no " + kind + "_gemm kernel for " + isa_name_);
   return k;
 }
@@ -51,7 +62,7 @@ void qgemm_ukernel(const std::string& isa_name_, const std::string& kind, size_t
                    const py::array& a, size_t a_offset_bytes, const py::array& b, std::vector<size_t> b_offsets_bytes,
                    py::array& c, size_t c_offset_bytes, size_t ldc, int out, const py::object& col_comp,
                    const py::object& b_zero, const py::object& row_sum, const py::object& scale, const py::object& bias,
-                   bool relu, float lo, float hi, const py::object& c_in) {
+                   bool relu, float lo, float hi, const py::object& c_in, int x_zero, const py::object& w_zero) {
   Isa isa = isa_arg(isa_name_);
   if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + isa_name_);
   const QGemmKernel* kern = tile_kernel(isa_name_, kind);
@@ -71,6 +82,12 @@ void qgemm_ukernel(const std::string& isa_name_, const std::string& kind, size_t
   ep.hi = hi;
   ep.c_in = opt<int32_t>(c_in);  // laid out like c: c_in[j * ldc + i]
   ep.ld_in = ldc;
+  if (kern->zero_points_in_kernel) {
+    ep.x_zero = x_zero;
+    ep.w_zero = opt<int32_t>(w_zero);
+  } else if (x_zero != 0 || !w_zero.is_none()) {
+    throw py::value_error(std::string(kern->name) + " does not subtract zero points itself");
+  }
   kern->run(m, n, k, static_cast<const uint8_t*>(a.data()) + a_offset_bytes, bptr.data(),
             static_cast<uint8_t*>(c.mutable_data()) + c_offset_bytes, ldc, &ep);
 }
@@ -111,10 +128,14 @@ void bind_qgemm(py::module_& m) {
         py::arg("a"), py::arg("a_offset_bytes"), py::arg("b"), py::arg("b_offsets_bytes"), py::arg("c"),
         py::arg("c_offset_bytes"), py::arg("ldc"), py::arg("out"), py::arg("col_comp"), py::arg("b_zero"),
         py::arg("row_sum"), py::arg("scale"), py::arg("bias"), py::arg("relu"), py::arg("lo"), py::arg("hi"),
-        py::arg("c_in") = py::none());
+        py::arg("c_in") = py::none(), py::arg("x_zero") = 0, py::arg("w_zero") = py::none());
   m.def("qgemm_tile", [](const std::string& isa, const std::string& kind) {
     const QGemmKernel* k = tile_kernel(isa, kind);
     return py::make_tuple(std::string(k->name), k->mr, k->nr, k->kgroup);
+  });
+  m.def("qgemm_kernel_traits", [](const std::string& isa, const std::string& kind) {
+    const QGemmKernel* k = tile_kernel(isa, kind);
+    return py::make_tuple(std::max(k->kstep, k->kgroup), k->zero_points_in_kernel);
   });
   m.def("i8_peak_ops", [](const std::string& n, double seconds) { return i8_peak_ops(isa_arg(n), seconds); });
   m.def("set_qgemm_kc", [](size_t kc) { set_qgemm_kc(kc); });

@@ -8,11 +8,12 @@
 // A = W^T and B = X^T, so tile row i is an output channel and tile column j a row of X.
 //
 // Products are summed in groups of G consecutive k (G = 4 for u8 x s8: VPDPBUSD's 4-byte groups; G = 2 for
-// s16 x s16: VPDPWSSD / VPMADDWD pairs), and A is packed in that interleaved layout:
-//   A(i, p) = a[(p / G) * MR * G + i * G + p % G]    (int8 for G = 4, int16 for G = 2),
+// s16 x s16: VPDPWSSD / VPMADDWD pairs; G = 8 for USMMLA; G = 1 for the NEON widening kernels), and A is
+// packed in that interleaved layout:
+//   A(i, p) = a[(p / G) * MR * G + i * G + p % G]    (int8, or int16 for kind s16),
 // one panel of MR rows, zero-padded to MR rows and to a multiple of G in k (so a kernel may always
-// load whole vectors of A). Each output channel's G weights of one group sit in one 32-bit lane.
-//   B(p, j) = b[j][p]    one pointer per column (uint8 for G = 4, int16 for G = 2): a row of X, or
+// load whole vectors of A). Each output channel's G weights of one group are contiguous.
+//   B(p, j) = b[j][p]    one pointer per column (uint8 / int8 / int16 by the kernel's kind): a row of X, or
 //                        later an indirection-buffer entry. The kernel reads exactly b[j][0 .. k-1].
 //   C(i, j) = c[j * ldc + i]   (elements of the output type; only the m x n tile is written)
 //
@@ -50,16 +51,32 @@ struct QEpilogue {
   // instead of 0: the driver's K blocks pass their partial sums on this way.
   const int32_t* c_in = nullptr;
   size_t ld_in = 0;
+  // Kernels with QGemmKernel::zero_points_in_kernel only (QNNPACK style, seed Q1): the products are
+  // (A(i, p) - w_zero[i]) (B(p, j) - x_zero), both differences formed before widening, so the driver needs
+  // no row/column sums. x_zero in [0, 255]; w_zero in [-128, 127], padded like the per-row arrays (null = 0).
+  // Other kernels ignore both (the driver then leaves them at 0 / null).
+  int32_t x_zero = 0;
+  const int32_t* w_zero = nullptr;
 };
 
 using QGemmUkernel = void (*)(size_t m, size_t n, size_t k, const void* a, const void* const* b, void* c, size_t ldc,
                               const QEpilogue* ep);
 
+// Element types of a kernel's operands: activations (B) x weights (A).
+enum class QKind : int {
+  u8s8 = 0,  // uint8 activations x int8 weights (VPDPBUSD, USMMLA, the NEON widening kernel)
+  s8s8 = 1,  // int8 x int8 (SDOT): the driver shifts uint8 activations to int8 (x ^ 0x80, zero point - 128)
+  s16 = 2,   // int16 x int16 (8-bit data widened by the driver)
+};
+
 struct QGemmKernel {
   const char* name;
   int mr, nr;
-  int kgroup;  // G: 4 = u8 (B) x s8 (A) groups of 4 bytes, 2 = s16 x s16 pairs
+  int kgroup;  // G: k values per packed group (4: VPDPBUSD / SDOT bytes, 8: USMMLA, 2: int16 pairs, 1: none)
   QGemmUkernel run;
+  QKind kind = QKind::u8s8;
+  bool zero_points_in_kernel = false;  // subtracts QEpilogue::x_zero / w_zero itself (see there)
+  int kstep = 0;  // k values per inner-loop iteration, if more than kgroup: the tests sweep k past it
 };
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where
@@ -78,7 +95,8 @@ struct QGemvKernel {
 extern const QGemvKernel u8s8_gemv__avx512vnni;
 
 // u8 x s8, G = 4 (VNNI only: without VNNI the exact path widens to s16 and uses the s16 kernels).
-extern const QGemmKernel u8s8_gemm_ref;                 // scalar reference, 8 x 4
+extern const QGemmKernel u8s8_gemm_ref;                 // scalar reference, 8 x 4 (also honours x_zero / w_zero)
+extern const QGemmKernel s8s8_gemm_ref;                 // its int8 x int8 twin: the oracle of the SDOT kernel
 extern const QGemmKernel u8s8_gemm_16x6__avxvnni;       // VEX vpdpbusd, ymm
 extern const QGemmKernel u8s8_gemm_64x6__avx512vnni;    // EVEX vpdpbusd, zmm (seed example 7-1)
 // s16 x s16, G = 2.
@@ -87,5 +105,10 @@ extern const QGemmKernel s16_gemm_16x6__avx2;           // vpmaddwd + vpaddd
 extern const QGemmKernel s16_gemm_16x6__avxvnni;        // VEX vpdpwssd
 extern const QGemmKernel s16_gemm_64x6__avx512;         // vpmaddwd + vpaddd, zmm
 extern const QGemmKernel s16_gemm_64x6__avx512vnni;     // vpdpwssd, zmm
+// AArch64 (csrc/kernels/neon*/qgemm.cc; each file states its register allocation and loads per MAC).
+extern const QGemmKernel u8_gemm_8x8__neon;             // QNNPACK style: zero points subtracted, widened, SMLAL by lane
+extern const QGemmKernel s16_gemm_8x8__neon;            // the same loop on int16 operands
+extern const QGemmKernel s8_gemm_8x8__neondot;          // SDOT by lane, G = 4
+extern const QGemmKernel u8s8_gemm_8x8__neoni8mm;       // USMMLA (2x8 by 8x2 per instruction), G = 8
 
 }  // namespace nnkern

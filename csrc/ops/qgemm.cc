@@ -35,24 +35,26 @@ constexpr double kMinOpsPerThread = 4e6;
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
 
-size_t a_elem_size(const QGemmKernel& k) { return k.kgroup == 4 ? 1 : 2; }
+size_t a_elem_size(const QGemmKernel& k) { return k.kind == QKind::s16 ? 2 : 1; }
 
 // Groups [g0, g1) of one MR x round_up(K, G) panel of B (channels n0 .. n0 + nn - 1 of a K x N row-major
 // matrix) in the kernel's interleaved layout: dst[(p / G) * MR * G + i * G + p % G] = B[p, n0 + i], zero-padded
-// (channels nn .. MR - 1, rows K .. round_up(K, G) - 1). G = 4: int8 from int8. G = 2: int16 from int8
-// (widened) or from int16.
+// (channels nn .. MR - 1, rows K .. round_up(K, G) - 1). 8-bit kernels: int8 from int8; s16 kernels: int16
+// from int8 (widened) or from int16. SSE2 transposes for G = 4 and 2, plain loops otherwise.
 template <typename In, typename Out, int G>
 void pack_groups_t(Out* dst, const In* b, size_t ldb, size_t K, size_t n0, size_t nn, size_t MR, size_t g0,
                    size_t g1) {
-  const size_t full_groups = std::min(g1, K / G);
   size_t g = g0;
 #if defined(__SSE2__)
-  const size_t full_chunks = nn / 16;
+  const size_t full_groups = std::min(g1, K / G);
+  const size_t full_chunks = G == 4 || G == 2 ? nn / 16 : 0;
   for (; g < full_groups && full_chunks; ++g) {
     const In* src = b + g * G * ldb + n0;
     Out* d = dst + g * MR * G;
     for (size_t c = 0; c < full_chunks; ++c) {
-      if constexpr (G == 4) {  // 4 rows x 16 channels of int8 -> 16 lanes of 4 bytes
+      if constexpr (G != 4 && G != 2) {
+        break;  // no transpose of this shape (unreachable: full_chunks == 0)
+      } else if constexpr (G == 4) {  // 4 rows x 16 channels of int8 -> 16 lanes of 4 bytes
         const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * c));
         const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + ldb + 16 * c));
         const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ldb + 16 * c));
@@ -100,15 +102,27 @@ void pack_groups_t(Out* dst, const In* b, size_t ldb, size_t K, size_t n0, size_
   }
 }
 
+template <int G>
+void pack_groups_g(const QGemmKernel& k, QType b_type, void* dst, const void* b, size_t ldb, size_t K, size_t n0,
+                   size_t nn, size_t g0, size_t g1) {
+  const size_t MR = size_t(k.mr);
+  if (k.kind != QKind::s16)
+    pack_groups_t<int8_t, int8_t, G>(static_cast<int8_t*>(dst), static_cast<const int8_t*>(b), ldb, K, n0, nn, MR, g0, g1);
+  else if (b_type == QType::s16)
+    pack_groups_t<int16_t, int16_t, G>(static_cast<int16_t*>(dst), static_cast<const int16_t*>(b), ldb, K, n0, nn, MR, g0, g1);
+  else
+    pack_groups_t<int8_t, int16_t, G>(static_cast<int16_t*>(dst), static_cast<const int8_t*>(b), ldb, K, n0, nn, MR, g0, g1);
+}
+
 void pack_groups(const QGemmKernel& k, QType b_type, void* dst, const void* b, size_t ldb, size_t K, size_t n0,
                  size_t nn, size_t g0, size_t g1) {
-  const size_t MR = size_t(k.mr);
-  if (k.kgroup == 4)
-    pack_groups_t<int8_t, int8_t, 4>(static_cast<int8_t*>(dst), static_cast<const int8_t*>(b), ldb, K, n0, nn, MR, g0, g1);
-  else if (b_type == QType::s16)
-    pack_groups_t<int16_t, int16_t, 2>(static_cast<int16_t*>(dst), static_cast<const int16_t*>(b), ldb, K, n0, nn, MR, g0, g1);
-  else
-    pack_groups_t<int8_t, int16_t, 2>(static_cast<int16_t*>(dst), static_cast<const int8_t*>(b), ldb, K, n0, nn, MR, g0, g1);
+  switch (k.kgroup) {
+    case 1: return pack_groups_g<1>(k, b_type, dst, b, ldb, K, n0, nn, g0, g1);
+    case 2: return pack_groups_g<2>(k, b_type, dst, b, ldb, K, n0, nn, g0, g1);
+    case 4: return pack_groups_g<4>(k, b_type, dst, b, ldb, K, n0, nn, g0, g1);
+    case 8: return pack_groups_g<8>(k, b_type, dst, b, ldb, K, n0, nn, g0, g1);
+    default: throw std::logic_error(std::string("qgemm: no packing for the group size of ") + k.name);
+  }
 }
 
 // Column sums of rows [p0, p1) of B for channels n0 .. n0 + nn - 1, added into cs (modulo 2^32).
@@ -194,6 +208,8 @@ void run_task(const Plan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
   const size_t MR = size_t(k.mr), NR = size_t(k.nr), G = size_t(k.kgroup), esz = a_elem_size(k);
   const size_t panel_bytes = MR * round_up(P.K, G) * esz;
   const size_t kc = P.kc < P.K ? P.kc : P.K;
+  // Zero points: folded into column/row sums, or (QNNPACK-style kernels) subtracted by the kernel itself.
+  const bool compensate = P.za != 0 && !k.zero_points_in_kernel;
   thread_local AlignedBuffer<int32_t> work;  // partial sums of the K blocks: rows j0..j1 x MR
   if (kc < P.K) work.resize(MR * (j1 - j0));
   alignas(64) int32_t comp[64];
@@ -210,14 +226,14 @@ void run_task(const Plan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
     } else {  // pack on first use: the panel is still in L1 when the kernel reads it
       pack_groups(k, P.b_type, panel_buf.data(), P.b, P.ldb, P.K, i, mi, 0, ceil_div(P.K, G));
       panel = panel_buf.data();
-      if (P.za != 0) {
+      if (compensate) {
         for (size_t ii = 0; ii < MR; ++ii) cs_local[ii] = 0;
         column_sums(P.b_type, cs_local, P.b, P.ldb, 0, P.K, i, mi);
         cs = reinterpret_cast<const int32_t*>(cs_local);
       }
     }
     QEpilogue ep;
-    if (P.za != 0) {
+    if (compensate) {
       const uint32_t kza = uint32_t(P.K) * uint32_t(P.za);
       for (size_t ii = 0; ii < MR; ++ii) {
         const uint32_t zb = P.b_zero && ii < mi ? uint32_t(P.b_zero[i + ii]) : 0u;
@@ -225,7 +241,12 @@ void run_task(const Plan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
       }
       ep.col_comp = comp;
     }
-    ep.b_zero = P.b_zero ? P.b_zero + i : nullptr;
+    if (k.zero_points_in_kernel) {
+      ep.x_zero = P.za;
+      ep.w_zero = P.b_zero ? P.b_zero + i : nullptr;
+    } else {
+      ep.b_zero = P.b_zero ? P.b_zero + i : nullptr;
+    }
     ep.out = P.out;
     ep.relu = P.relu;
     ep.scale = P.scale ? P.scale + i : nullptr;
@@ -238,7 +259,9 @@ void run_task(const Plan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
     do {
       const size_t kk = std::min(kc, P.K - k0);
       const bool first = k0 == 0, last = k0 + kk >= P.K;
-      QEpilogue e = last ? ep : QEpilogue{};  // earlier blocks: raw int32 partial sums
+      QEpilogue e = last ? ep : QEpilogue{};  // earlier blocks: raw int32 partial sums...
+      e.x_zero = ep.x_zero;                     // ...of the zero-point-subtracted products, if the kernel
+      e.w_zero = ep.w_zero;                     // forms them
       const uint8_t* a = panel + (k0 / G) * MR * G * esz;
       for (size_t j = j0; j < j1; j += NR) {
         const size_t nj = std::min(NR, j1 - j);
@@ -293,13 +316,14 @@ void execute(const Plan& P) {
   });
 }
 
-// Prepares the broadcast operand: int8 activations shifted to uint8 for the u8s8 kernels (seed I6),
-// 8-bit activations widened to int16 for the s16 kernels, and the row sums when a b zero point needs them.
+// Prepares the broadcast operand: int8 activations shifted to uint8 for the u8s8 kernels (seed I6) and
+// uint8 ones to int8 for the s8s8 kernels (x ^ 0x80 both ways), 8-bit activations widened to int16 for the
+// s16 kernels, and the row sums (of the values the kernel reads) when a b zero point needs them.
 // Returns the effective zero point.
 int32_t prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda, size_t M, size_t K, int32_t za,
                   bool need_row_sums, AlignedBuffer<uint8_t>& buf, AlignedBuffer<int32_t>& sums, Plan* P) {
-  const bool shift = k.kgroup == 4 && a_type == QType::s8;
-  const bool widen = k.kgroup == 2 && a_type != QType::s16;
+  const bool shift = (k.kind == QKind::u8s8 && a_type == QType::s8) || (k.kind == QKind::s8s8 && a_type == QType::u8);
+  const bool widen = k.kind == QKind::s16 && a_type != QType::s16;
   const size_t esz = a_type == QType::s16 ? 2 : 1;
   if (!shift && !widen) {
     P->a = static_cast<const uint8_t*>(a);
@@ -323,11 +347,18 @@ int32_t prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda,
         const int16_t* src = static_cast<const int16_t*>(a) + m * lda;
         for (size_t p = 0; p < K; ++p) s += uint32_t(int32_t(src[p]));
       } else if (shift) {
-        const int8_t* src = static_cast<const int8_t*>(a) + m * lda;
+        const uint8_t* src = static_cast<const uint8_t*>(a) + m * lda;
         uint8_t* dst = out + m * K;
-        for (size_t p = 0; p < K; ++p) {
-          dst[p] = uint8_t(src[p] ^ 0x80);
-          s += dst[p];
+        if (k.kind == QKind::u8s8) {
+          for (size_t p = 0; p < K; ++p) {
+            dst[p] = uint8_t(src[p] ^ 0x80);
+            s += dst[p];
+          }
+        } else {
+          for (size_t p = 0; p < K; ++p) {
+            dst[p] = uint8_t(src[p] ^ 0x80);
+            s += uint32_t(int32_t(int8_t(dst[p])));
+          }
         }
       } else if (widen) {
         int16_t* dst = reinterpret_cast<int16_t*>(out) + m * K;
@@ -338,6 +369,9 @@ int32_t prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda,
           const int8_t* src = static_cast<const int8_t*>(a) + m * lda;
           for (size_t p = 0; p < K; ++p) { dst[p] = src[p]; s += uint32_t(int32_t(src[p])); }
         }
+      } else if (a_type == QType::s8) {  // int8 as an s8s8 kernel reads it
+        const int8_t* src = static_cast<const int8_t*>(a) + m * lda;
+        for (size_t p = 0; p < K; ++p) s += uint32_t(int32_t(src[p]));
       } else {
         const uint8_t* src = static_cast<const uint8_t*>(a) + m * lda;
         for (size_t p = 0; p < K; ++p) s += uint32_t(int32_t(src[p]));
@@ -345,7 +379,8 @@ int32_t prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda,
       if (need_row_sums) rs[m] = int32_t(s);
     }
   });
-  return shift ? za + 128 : za;
+  if (!shift) return za;
+  return k.kind == QKind::u8s8 ? za + 128 : za - 128;
 }
 
 }  // namespace
@@ -380,6 +415,24 @@ const QGemmKernels* qgemm_kernels_for(Isa isa) {
       return &k;
     }
 #endif
+#ifdef NNKERN_HAVE_NEON
+    case Isa::neon: {
+      static const QGemmKernels k{&u8_gemm_8x8__neon, &s16_gemm_8x8__neon};
+      return &k;
+    }
+#endif
+#ifdef NNKERN_HAVE_NEONDOT
+    case Isa::neondot: {
+      static const QGemmKernels k{&s8_gemm_8x8__neondot, &s16_gemm_8x8__neon};
+      return &k;
+    }
+#endif
+#ifdef NNKERN_HAVE_NEONI8MM
+    case Isa::neoni8mm: {
+      static const QGemmKernels k{&u8s8_gemm_8x8__neoni8mm, &s16_gemm_8x8__neon};
+      return &k;
+    }
+#endif
     default: return nullptr;
   }
 }
@@ -393,13 +446,13 @@ void set_qgemm_kc(size_t kc) { g_kc_override.store(kc); }
 
 const QGemmKernel& qgemm_kernel(int bits) {
   const QGemmKernels& ks = qgemm_kernels();
-  return bits == 8 && ks.u8s8 ? *ks.u8s8 : *ks.s16;
+  return bits == 8 && ks.i8 ? *ks.i8 : *ks.s16;
 }
 
 namespace {
 [[maybe_unused]] const bool registered = (register_dispatched_op("u8s8_gemm", [] {
   const QGemmKernels& ks = qgemm_kernels();
-  return ks.u8s8 ? std::string(ks.u8s8->name) : std::string(ks.s16->name) + " (int8 widened to int16)";
+  return ks.i8 ? std::string(ks.i8->name) : std::string(ks.s16->name) + " (int8 widened to int16)";
 }), register_dispatched_op("s16_gemm", [] { return std::string(qgemm_kernel(16).name); }),
    register_dispatched_op("u8s8_gemv", [] {
      const QGemmKernels& ks = qgemm_kernels();
@@ -427,9 +480,10 @@ void qgemm(const QgemmArgs& g) {
   }
   thread_local AlignedBuffer<uint8_t> abuf;
   thread_local AlignedBuffer<int32_t> sums;
-  P.za = prepare_a(k, g.a_type, g.a, g.lda, g.M, g.K, g.a_zero, any_zb, abuf, sums, &P);
+  P.za = prepare_a(k, g.a_type, g.a, g.lda, g.M, g.K, g.a_zero, any_zb && !k.zero_points_in_kernel, abuf, sums, &P);
+  const bool need_colsum = P.za != 0 && !k.zero_points_in_kernel;
   const QGemvKernel* gemv = qgemm_kernels().gemv;
-  if (gemv && bits == 8 && k.kgroup == 4 && g.M <= kQGemvMaxM) {
+  if (gemv && bits == 8 && k.kind == QKind::u8s8 && k.kgroup == 4 && g.M <= kQGemvMaxM) {
     // Small M: B straight from memory, read once (packing it would cost as much as the product).
     const size_t N = g.N, K = g.K, M = g.M;
     const double ops = 2.0 * double(M) * double(N) * double(std::max<size_t>(K, 1));
@@ -488,8 +542,8 @@ void qgemm(const QgemmArgs& g) {
     thread_local AlignedBuffer<int32_t> colsum;
     const size_t panels = ceil_div(g.N, size_t(k.mr));
     packed.resize(std::max<size_t>(panels * size_t(k.mr) * round_up(g.K, size_t(k.kgroup)) * a_elem_size(k), 1));
-    if (P.za != 0) colsum.resize(panels * size_t(k.mr));
-    pack_all(k, g.b_type, g.b, g.ldb, g.K, g.N, packed.data(), P.za != 0 ? colsum.data() : nullptr);
+    if (need_colsum) colsum.resize(panels * size_t(k.mr));
+    pack_all(k, g.b_type, g.b, g.ldb, g.K, g.N, packed.data(), need_colsum ? colsum.data() : nullptr);
     P.packed = packed.data();
     P.colsum = colsum.data();
   }

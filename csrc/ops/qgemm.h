@@ -18,10 +18,11 @@ enum class QType : int { u8 = 0, s8 = 1, s16 = 2 };
 constexpr size_t kQPadN = 64;
 inline size_t qgemm_padded_n(size_t n) { return (n + kQPadN - 1) / kQPadN * kQPadN; }
 
-// What one ISA level provides. u8s8 == nullptr: 8-bit operands are widened to int16 and run on the s16
-// kernel (the exact method of the non-VNNI levels, see kernels/avx2/qgemm.cc).
+// What one ISA level provides. i8: the kernel of 8-bit operands (its kind says which: u8s8 or s8s8, with
+// the driver converting the activations); nullptr: 8-bit operands are widened to int16 and run on the s16
+// kernel (the exact method of the non-VNNI x86 levels, see kernels/avx2/qgemm.cc).
 struct QGemmKernels {
-  const QGemmKernel* u8s8;
+  const QGemmKernel* i8;
   const QGemmKernel* s16;
   const QGemvKernel* gemv = nullptr;  // u8 x s8 for M <= kQGemvMaxM straight from an unpacked B, if any
 };

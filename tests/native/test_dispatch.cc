@@ -11,6 +11,7 @@
 #include "core/isa.h"
 #include "harness.h"
 #include "ops/f32_gemm.h"
+#include "ops/qgemm.h"
 
 using namespace nnkern;
 using nnkern_test::check;
@@ -64,6 +65,15 @@ int main() {
     check(isa_supported(from) && isa_within(from, cap), "cap %s dispatched f32_gemm to %s (%s)", isa_name(cap), k.name,
           isa_name(from));
     std::printf("cap %-10s -> %s\n", isa_name(cap), k.name);
+    // The same for the integer GEMM: its 8-bit kernel (or the s16 kernel the 8-bit data is widened for).
+    const QGemmKernel& q = qgemm_kernel(8);
+    Isa qfrom = Isa::scalar;
+    for (Isa i : isa_levels())
+      if (const QGemmKernels* ks = qgemm_kernels_for(i))
+        if (ks->i8 == &q || (!ks->i8 && ks->s16 == &q)) qfrom = i;
+    check(isa_supported(qfrom) && isa_within(qfrom, cap), "cap %s dispatched the int8 GEMM to %s (%s)", isa_name(cap),
+          q.name, isa_name(qfrom));
+    std::printf("cap %-10s -> %s\n", isa_name(cap), q.name);
   }
 
 #if defined(__aarch64__)
@@ -87,6 +97,33 @@ int main() {
         dot ? "none" : "SIGILL");
   std::printf("dispatcher with cap neondot chose %s; the forced neondot code ended with signal %d (%s)\n", chosen.name,
               sig, sig ? strsignal(sig) : "none");
+
+  // The real integer GEMM kernels: capped at each ARM level, the dispatcher never hands out one the CPU
+  // lacks, and running that kernel anyway traps (so the refusal is what keeps the process alive).
+  const bool i8mm = isa_supported(Isa::neoni8mm);
+  for (Isa cap : {Isa::neondot, Isa::neoni8mm}) {
+    set_max_isa(cap);
+    const QGemmKernel& q = qgemm_kernel(8);
+    const QGemmKernel& want = cap == Isa::neoni8mm && i8mm ? u8s8_gemm_8x8__neoni8mm
+                              : dot                        ? s8_gemm_8x8__neondot
+                                                           : u8_gemm_8x8__neon;
+    check(&q == &want, "cap %s on a CPU with dot=%d i8mm=%d dispatched %s, want %s", isa_name(cap), int(dot), int(i8mm),
+          q.name, want.name);
+  }
+  for (const QGemmKernel* forced : {&s8_gemm_8x8__neondot, &u8s8_gemm_8x8__neoni8mm}) {
+    const bool has = forced == &s8_gemm_8x8__neondot ? dot : i8mm;
+    const int s = nnkern_test::child_signal([&] {
+      alignas(16) int8_t w[8 * 16] = {1};
+      alignas(16) uint8_t x[16] = {2};
+      const void* rows[1] = {x};
+      int32_t c[8];
+      QEpilogue ep;
+      forced->run(8, 1, 16, w, rows, c, 8, &ep);
+    });
+    check(s == (has ? 0 : SIGILL), "forcing %s: signal %d (%s), expected %s", forced->name, s, strsignal(s),
+          has ? "none" : "SIGILL");
+    std::printf("forced %s: signal %d (%s)\n", forced->name, s, s ? strsignal(s) : "none");
+  }
 #endif
   return nnkern_test::finish();
 }

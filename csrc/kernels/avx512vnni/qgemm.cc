@@ -36,7 +36,7 @@ struct S16 : ZmmOps {
 }  // namespace
 
 const QGemmKernel u8s8_gemm_64x6__avx512vnni = {"u8s8_gemm_64x6__avx512vnni", 64, 6, 4, QGemmTemplate<U8S8, 64, 6>::run};
-const QGemmKernel s16_gemm_64x6__avx512vnni = {"s16_gemm_64x6__avx512vnni", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run};
+const QGemmKernel s16_gemm_64x6__avx512vnni = {"s16_gemm_64x6__avx512vnni", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run, QKind::s16};
 
 }  // namespace nnkern
 

@@ -1,5 +1,6 @@
 // Scalar reference integer GEMM micro-kernels (u8 x s8, G = 4; s16 x s16, G = 2): the oracle for the
-// tests and the fallback on any CPU. Same packed layout and epilogue as the SIMD kernels (kernels/qgemm.h);
+// tests and the fallback on any CPU. They also honour the in-kernel zero points (QEpilogue::x_zero,
+// w_zero; zero for every other caller), so they are the oracle of the QNNPACK-style NEON kernels too. Same packed layout and epilogue as the SIMD kernels (kernels/qgemm.h);
 // int32 arithmetic modulo 2^32 (done in uint32_t, where wrapping is defined), float epilogue with the
 // same single-rounding fma, clamp and ties-to-even rounding, so every ISA gives bit-identical results.
 #include <cmath>
@@ -20,8 +21,9 @@ void ref_run(size_t m, size_t n, size_t k, const void* a_, const void* const* b,
     const BElem* bj = static_cast<const BElem*>(b[j]);
     for (size_t i = 0; i < m; ++i) {
       uint32_t acc = ep->c_in ? uint32_t(ep->c_in[j * ep->ld_in + i]) : 0u;
+      const int32_t wz = ep->w_zero ? ep->w_zero[i] : 0;
       for (size_t p = 0; p < k; ++p)
-        acc += uint32_t(int32_t(a[(p / G) * kMR * G + i * G + p % G]) * int32_t(bj[p]));
+        acc += uint32_t(int32_t(a[(p / G) * kMR * G + i * G + p % G]) - wz) * uint32_t(int32_t(bj[p]) - ep->x_zero);
       if (ep->col_comp) acc += uint32_t(ep->col_comp[i]);
       if (ep->b_zero) acc -= uint32_t(ep->b_zero[i]) * uint32_t(ep->row_sum[j]);
       const int32_t v = int32_t(acc);
@@ -50,6 +52,7 @@ void ref_run(size_t m, size_t n, size_t k, const void* a_, const void* const* b,
 }  // namespace
 
 const QGemmKernel u8s8_gemm_ref = {"u8s8_gemm_8x4__scalar", kMR, kNR, 4, ref_run<int8_t, uint8_t, 4>};
-const QGemmKernel s16_gemm_ref = {"s16_gemm_8x4__scalar", kMR, kNR, 2, ref_run<int16_t, int16_t, 2>};
+const QGemmKernel s8s8_gemm_ref = {"s8s8_gemm_8x4__scalar", kMR, kNR, 4, ref_run<int8_t, int8_t, 4>, QKind::s8s8};
+const QGemmKernel s16_gemm_ref = {"s16_gemm_8x4__scalar", kMR, kNR, 2, ref_run<int16_t, int16_t, 2>, QKind::s16};
 
 }  // namespace nnkern

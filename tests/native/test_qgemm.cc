@@ -1,0 +1,296 @@
+// Every integer GEMM micro-kernel this CPU can run (x86-64: VNNI / s16; aarch64 under qemu-user: the NEON
+// widening, SDOT and USMMLA kernels) against the scalar reference of its kind, bit for bit:
+//   every tile m = 1..MR, n = 1..NR; every k = 0 .. 4 inner-loop steps (all remainders);
+//   data at the range ends (255 x -128, -128 x -128, ...) and random;
+//   every epilogue: int32 (with ReLU, zero-point compensation, c_in partial sums), float32 (scale, bias,
+//   ReLU), uint8 / int8 requantization (clamp, round half to even);
+//   the in-kernel zero points of the QNNPACK-style kernels at their limits (x_zero 0 / 255,
+//   w_zero -128 / 127);
+//   nothing written outside the m x n tile; B rows read from exact-size allocations (no k tail overrun
+//   can go unnoticed by ASan builds; the Python guard-page tests cover it under every build).
+// Then the driver (ops/qgemm.h) under each cap against an int64 reference: zero points, int8 / uint8
+// activations, K blocks. Built for the host and cross-built for aarch64 (one ctest per QEMU CPU model).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/isa.h"
+#include "harness.h"
+#include "kernels/qgemm.h"
+#include "ops/qgemm.h"
+
+using namespace nnkern;
+using nnkern_test::check;
+
+namespace {
+
+uint32_t next(uint32_t& s) {
+  s = s * 1664525u + 1013904223u;
+  return s >> 8;
+}
+
+const QGemmKernel& reference_of(QKind kind) {
+  switch (kind) {
+    case QKind::u8s8: return u8s8_gemm_ref;
+    case QKind::s8s8: return s8s8_gemm_ref;
+    default: return s16_gemm_ref;
+  }
+}
+
+constexpr size_t NR_MAX = 16;  // the widest NR of any kernel
+
+size_t elem_bytes(QKind kind) { return kind == QKind::s16 ? 2 : 1; }
+
+// W (MR x k, row-major, int64 values) packed for a kernel: a[(p / G) * MR * G + i * G + p % G].
+std::vector<uint8_t> pack(const std::vector<int64_t>& w, size_t MR, size_t k, size_t G, QKind kind) {
+  const size_t groups = (k + G - 1) / G, esz = elem_bytes(kind);
+  std::vector<uint8_t> out(std::max<size_t>(groups * MR * G, 1) * esz, 0);
+  for (size_t i = 0; i < MR; ++i)
+    for (size_t p = 0; p < k; ++p) {
+      const size_t at = (p / G) * MR * G + i * G + p % G;
+      if (esz == 1) out[at] = uint8_t(int8_t(w[i * k + p]));
+      else {
+        const int16_t v = int16_t(w[i * k + p]);
+        std::memcpy(&out[2 * at], &v, 2);
+      }
+    }
+  return out;
+}
+
+struct Data {
+  int64_t w_lo, w_hi, x_lo, x_hi;  // value ranges of the operands
+};
+
+Data ranges(QKind kind) {
+  switch (kind) {
+    case QKind::u8s8: return {-128, 127, 0, 255};
+    case QKind::s8s8: return {-128, 127, -128, 127};
+    default: return {-32768, 32767, -32768, 32767};
+  }
+}
+
+// Operand values: random, or at the range ends that give the largest products of either sign.
+enum class Fill {
+  random,
+  max_pos,  // (w_lo, x_lo) when x is signed, (w_hi, x_hi) when it is not: the largest positive products
+  max_neg,  // (w_lo, x_hi): the most negative products
+  low_x,    // (w_lo, x_lo): with x_zero = 255, w_zero = 127 the in-kernel differences are (-255)(-255)
+};
+
+int64_t fill_value(Fill f, const Data& d, bool w, uint32_t& s) {
+  const int64_t lo = w ? d.w_lo : d.x_lo, hi = w ? d.w_hi : d.x_hi;
+  switch (f) {
+    case Fill::random: return lo + int64_t(next(s) % uint32_t(hi - lo + 1));
+    case Fill::max_pos: return d.x_lo < 0 ? lo : hi;
+    case Fill::max_neg: return w ? lo : hi;
+    default: return lo;
+  }
+}
+
+struct EpilogueCase {
+  const char* name;
+  QOut out;
+  bool comp, relu, scale, bias, c_in;
+};
+
+const EpilogueCase kCases[] = {
+    {"i32", QOut::i32, false, false, false, false, false},
+    {"i32-comp-relu", QOut::i32, true, true, false, false, false},
+    {"i32-c_in", QOut::i32, false, false, false, false, true},
+    {"f32-bias", QOut::f32, false, false, true, true, false},
+    {"f32-comp-relu", QOut::f32, true, true, true, false, true},
+    {"u8", QOut::u8, false, false, true, true, false},
+    {"s8-comp-c_in", QOut::s8, true, false, true, true, true},
+};
+
+// One tile with `kernel` and with the reference of its kind; compares every output byte.
+void check_tile(const QGemmKernel& kernel, size_t m, size_t n, size_t k, Fill fill, const EpilogueCase& ec,
+                int32_t x_zero, const std::vector<int32_t>* w_zero, uint32_t seed) {
+  const QGemmKernel& ref = reference_of(kernel.kind);
+  const size_t MR = size_t(kernel.mr), esz = elem_bytes(kernel.kind), ldc = MR + 3;
+  const Data d = ranges(kernel.kind);
+  uint32_t s = seed;
+  std::vector<int64_t> w(MR * k, 0);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t p = 0; p < k; ++p) w[i * k + p] = fill_value(fill, d, true, s);
+  const std::vector<uint8_t> a = pack(w, MR, k, size_t(kernel.kgroup), kernel.kind);
+  // B: each row its own exact-size allocation.
+  std::vector<std::unique_ptr<uint8_t[]>> rows(n);
+  std::vector<const void*> bp(n);
+  for (size_t j = 0; j < n; ++j) {
+    rows[j].reset(new uint8_t[std::max<size_t>(k * esz, 1)]);
+    for (size_t p = 0; p < k; ++p) {
+      const int64_t v = fill_value(fill, d, false, s);
+      if (esz == 1) rows[j][p] = uint8_t(v);
+      else {
+        const int16_t v16 = int16_t(v);
+        std::memcpy(&rows[j][2 * p], &v16, 2);
+      }
+    }
+    bp[j] = rows[j].get();
+  }
+  // Epilogue arrays, padded to 64 as the drivers do.
+  std::vector<int32_t> comp(64), bzero(64), rsum(NR_MAX), c_in(NR_MAX * ldc);
+  std::vector<float> scale(64), bias(64);
+  for (auto& v : comp) v = int32_t(next(s) % 20001) - 10000;
+  for (auto& v : bzero) v = int32_t(next(s) % 256) - 128;
+  for (auto& v : rsum) v = int32_t(next(s) % 100001) - 50000;
+  for (auto& v : c_in) v = int32_t(next(s));
+  for (auto& v : scale) v = 1e-6f * float(1 + next(s) % 1000);
+  for (auto& v : bias) v = float(int32_t(next(s) % 300) - 100);
+  QEpilogue ep;
+  ep.out = ec.out;
+  ep.relu = ec.relu;
+  if (ec.comp) ep.col_comp = comp.data(), ep.b_zero = bzero.data(), ep.row_sum = rsum.data();
+  if (ec.scale) ep.scale = scale.data();
+  if (ec.bias) ep.bias = bias.data();
+  ep.lo = ec.out == QOut::u8 ? 0.0f : -128.0f;
+  ep.hi = ec.out == QOut::u8 ? 255.0f : 127.0f;
+  if (ec.c_in) ep.c_in = c_in.data(), ep.ld_in = ldc;
+  if (kernel.zero_points_in_kernel) {
+    ep.x_zero = x_zero;
+    ep.w_zero = w_zero ? w_zero->data() : nullptr;
+  }
+  const size_t out_bytes = ec.out == QOut::i32 || ec.out == QOut::f32 ? 4 : 1;
+  std::vector<uint8_t> c_got(NR_MAX * ldc * out_bytes, 0xA5), c_ref(c_got);
+  // The reference has a smaller tile (8 x 4): run it over slices of 8 channels and 4 rows.
+  const size_t RMR = size_t(ref.mr);
+  for (size_t i0 = 0; i0 < m; i0 += RMR) {
+    const size_t mi = std::min(RMR, m - i0);
+    const std::vector<int64_t> wi(w.begin() + i0 * k, w.begin() + (i0 + mi) * k);
+    std::vector<int64_t> wpad(RMR * k, 0);
+    std::copy(wi.begin(), wi.end(), wpad.begin());
+    const std::vector<uint8_t> a_ref = pack(wpad, RMR, k, size_t(ref.kgroup), ref.kind);
+    for (size_t j0 = 0; j0 < n; j0 += size_t(ref.nr)) {
+      const size_t nj = std::min(size_t(ref.nr), n - j0);
+      QEpilogue e = ep;
+      if (e.col_comp) e.col_comp += i0;
+      if (e.b_zero) e.b_zero += i0;
+      if (e.w_zero) e.w_zero += i0;
+      if (e.scale) e.scale += i0;
+      if (e.bias) e.bias += i0;
+      if (e.row_sum) e.row_sum += j0;
+      if (e.c_in) e.c_in += j0 * ldc + i0;
+      ref.run(mi, nj, k, a_ref.data(), bp.data() + j0, c_ref.data() + (j0 * ldc + i0) * out_bytes, ldc, &e);
+    }
+  }
+  kernel.run(m, n, k, a.data(), bp.data(), c_got.data(), ldc, &ep);
+  const bool same = std::memcmp(c_got.data(), c_ref.data(), c_got.size()) == 0;
+  if (!same) {
+    size_t at = 0;
+    while (c_got[at] == c_ref[at]) ++at;
+    const size_t el = at / out_bytes;
+    check(false, "%s %s m=%zu n=%zu k=%zu fill=%d x_zero=%d w_zero=%s: first difference at C(%zu, %zu)%s",
+          kernel.name, ec.name, m, n, k, int(fill), int(x_zero), w_zero ? "set" : "null", el % ldc, el / ldc,
+          el % ldc >= m || el / ldc >= n ? " (outside the tile)" : "");
+  } else {
+    check(true, "tile");
+  }
+}
+
+void test_kernel(const QGemmKernel& kernel) {
+  const size_t MR = size_t(kernel.mr), NR = size_t(kernel.nr);
+  const size_t step = size_t(std::max(kernel.kstep, kernel.kgroup));
+  const size_t kmax = 4 * step + step - 1;
+  std::printf("testing %s (%zux%zu, G = %d, k step %zu%s)\n", kernel.name, MR, NR, kernel.kgroup, step,
+              kernel.zero_points_in_kernel ? ", zero points in kernel" : "");
+  const long failed_before = nnkern_test::failed();
+  uint32_t seed = 7;
+  std::vector<int32_t> wz_rand(64), wz_lo(64, -128), wz_hi(64, 127);
+  for (auto& v : wz_rand) v = int32_t(next(seed) % 256) - 128;
+  const size_t ncases = sizeof(kCases) / sizeof(kCases[0]);
+  for (size_t k = 0; k <= kmax; ++k)
+    for (size_t m = 1; m <= MR; ++m)
+      for (size_t n = 1; n <= NR; ++n) {
+        const EpilogueCase& ec = kCases[(m + 3 * n + k) % ncases];
+        check_tile(kernel, m, n, k, Fill::random, ec, 0, nullptr, ++seed);
+        if (kernel.zero_points_in_kernel)
+          check_tile(kernel, m, n, k, Fill::random, kCases[(m + n + 2 * k) % ncases], int32_t(next(seed) % 256),
+                     &wz_rand, ++seed);
+      }
+  // The extremes, every epilogue, full and partial tiles, long K (sums far beyond int16).
+  for (size_t k : {kmax, size_t(1000), size_t(4 * step * 64 + 3)})
+    for (const EpilogueCase& ec : kCases)
+      for (size_t m : {size_t(1), MR - 1, MR})
+        for (size_t n : {size_t(1), NR})
+          for (Fill f : {Fill::max_pos, Fill::max_neg, Fill::low_x}) {
+            check_tile(kernel, m, n, k, f, ec, 0, nullptr, ++seed);
+            if (!kernel.zero_points_in_kernel) continue;
+            // uint8 x int8 with zero points at the far ends: |x - x_zero| = |w - w_zero| = 255.
+            if (f == Fill::max_pos) check_tile(kernel, m, n, k, f, ec, 0, &wz_lo, ++seed);   // (255)(255)
+            if (f == Fill::max_neg) check_tile(kernel, m, n, k, f, ec, 0, &wz_hi, ++seed);   // (255)(-255)
+            if (f == Fill::low_x) check_tile(kernel, m, n, k, f, ec, 255, &wz_hi, ++seed);   // (-255)(-255)
+          }
+  std::printf("  %s: %s\n", kernel.name, nnkern_test::failed() == failed_before ? "ok" : "FAILED");
+}
+
+// The driver under the current cap against int64: C = (A - za)(B - zb[n]).
+void test_driver(Isa cap) {
+  set_max_isa(cap);
+  const QGemmKernel& k8 = qgemm_kernel(8);
+  uint32_t s = 99;
+  const size_t shapes[][3] = {{1, 1, 1}, {7, 9, 13}, {8, 8, 8}, {9, 17, 33}, {23, 70, 130}, {64, 33, 301}};
+  for (const auto& sh : shapes)
+    for (int variant = 0; variant < 4; ++variant) {
+      const size_t M = sh[0], N = sh[1], K = sh[2];
+      const bool s8 = variant & 1, col_zb = variant & 2;
+      std::vector<uint8_t> a(M * K);
+      std::vector<int8_t> b(K * N);
+      std::vector<int32_t> zb(N), c(M * N);
+      for (auto& v : a) v = uint8_t(next(s));
+      for (auto& v : b) v = int8_t(next(s));
+      for (auto& v : zb) v = int32_t(next(s) % 256) - 128;
+      const int32_t za = s8 ? int32_t(next(s) % 256) - 128 : int32_t(next(s) % 256);
+      QgemmArgs g;
+      g.M = M, g.N = N, g.K = K;
+      g.a_type = s8 ? QType::s8 : QType::u8;
+      g.a = a.data(), g.lda = K, g.a_zero = za;
+      g.b_type = QType::s8, g.b = b.data(), g.ldb = N;
+      if (col_zb) g.b_zero = zb.data();
+      else g.b_zero_scalar = zb[0];
+      g.c = c.data(), g.ldc = N;
+      for (size_t kc : {size_t(0), size_t(16)}) {  // whole K, and K blocks through the c_in partial sums
+        set_qgemm_kc(kc);
+        qgemm(g);
+        bool ok = true;
+        for (size_t i = 0; i < M && ok; ++i)
+          for (size_t n = 0; n < N && ok; ++n) {
+            int64_t want = 0;
+            for (size_t p = 0; p < K; ++p) {
+              const int64_t av = s8 ? int64_t(int8_t(a[i * K + p])) : int64_t(a[i * K + p]);
+              want += (av - za) * (int64_t(b[p * N + n]) - (col_zb ? zb[n] : zb[0]));
+            }
+            ok = check(c[i * N + n] == int32_t(want), "driver cap %s (%s) %zux%zux%zu %s za=%d %s kc=%zu: C(%zu, %zu) = %d, want %lld",
+                       isa_name(cap), k8.name, M, N, K, s8 ? "s8" : "u8", int(za), col_zb ? "zb per column" : "zb scalar",
+                       kc, i, n, c[i * N + n], (long long)want);
+          }
+      }
+      set_qgemm_kc(0);
+    }
+}
+
+}  // namespace
+
+int main() {
+  int tested = 0;
+  for (Isa isa : isa_levels()) {
+    const QGemmKernels* ks = qgemm_kernels_for(isa);
+    if (isa == Isa::scalar || !ks) continue;
+    if (!isa_supported(isa)) {
+      std::printf("skip %s: this CPU lacks %s\n", ks->i8 ? ks->i8->name : ks->s16->name, isa_name(isa));
+      continue;
+    }
+    if (ks->i8) test_kernel(*ks->i8), ++tested;
+    // The s16 kernel of a level may be shared with the level below: test each once.
+    const QGemmKernels* below = nullptr;
+    for (Isa lower : isa_levels())
+      if (lower != isa && isa_within(lower, isa) && lower != Isa::scalar && qgemm_kernels_for(lower)) below = qgemm_kernels_for(lower);
+    if (!below || below->s16 != ks->s16) test_kernel(*ks->s16), ++tested;
+  }
+  for (Isa cap : isa_levels())
+    if (isa_supported(cap)) test_driver(cap);
+  check(tested > 0 || isa_levels().size() == 1, "no SIMD integer GEMM kernel ran on this CPU");
+  return nnkern_test::finish();
+}
