@@ -15,7 +15,10 @@
 // Loads per MAC: per 16 k, 8 activation loads + 8 weight loads (16 bytes each) = 16 loads for 8 x 8 x 16
 // = 1024 MACs: 0.016 loads/MAC, half the widening kernel's (u8_gemm_8x8__neon), with 64 SDOT (16 MACs
 // each) instead of 256 SMLAL for the same work.
-// Inner loop as built (tools/neon-loop-stats.py): (filled in below)
+// Inner loop as built (aarch64-linux-gnu-g++ 12.2 -O3 -march=armv8.2-a+dotprod, tools/neon-loop-stats.py),
+// one iteration = 16 k: 82 instructions, 64 SDOT, 12 vector-load instructions (16 q registers: LDP for
+// the weights), 6 loop/offset; no stack access. 1024 MACs per 82 instructions (12.5 per instruction,
+// against 3.1 for the widening kernel).
 //
 // The whole K runs inside (seed Q3); the k % 16 remainder reads exactly the remaining bytes of each row
 // (a stack copy) and the remaining groups of the zero-padded panel. Rows j >= n repeat row n - 1 and are

@@ -16,7 +16,10 @@
 //   for the shared store (kernels/qgemm_neon.inc).
 // Loads per MAC: per 8 k, 8 activation loads (8 bytes) + 4 weight loads (16 bytes) = 12 loads for
 // 8 x 8 x 8 = 512 MACs: 0.023 loads/MAC, with 16 USMMLA (32 MACs each) doing what 32 SDOT or 128 SMLAL do.
-// Inner loop as built (tools/neon-loop-stats.py): (filled in below)
+// Inner loop as built (aarch64-linux-gnu-g++ 12.2 -O3 -march=armv8.2-a+dotprod+i8mm,
+// tools/neon-loop-stats.py), one iteration = 8 k: 36 instructions, 16 USMMLA, 10 vector-load instructions
+// (8 LDR d of activation rows, 2 LDP q of weights), 4 INS (the second row of each pair into the high
+// half), 6 loop/offset; no stack access. 512 MACs per 36 instructions (14.2 per instruction).
 //
 // The whole K runs inside (seed Q3); the k % 8 remainder reads exactly the remaining bytes of each row
 // (a stack copy) times the zero-padded last group of the panel. Rows j >= n repeat row n - 1 and are not
