@@ -24,7 +24,7 @@ def stored(x, trans):
 
 def gemv_info(isa):
     """(name, dot MR, dot NR) of the level's skinny-GEMM kernels; skip where the level has none
-    (e.g. neon: sgemm then keeps its regular driver, which the sweeps here still test)."""
+    (sgemm then keeps its regular driver, which the sweeps here still test)."""
     try:
         return _C.f32_gemv_info(isa)
     except ValueError:

@@ -102,8 +102,11 @@ python_tests() {
     local extra=()
     [ $first = 1 ] || extra=(-k "not scalar")
     stamp "Python test suite under qemu-aarch64 -cpu $cpu ${extra[*]} (log: $ARM_DIR/pytest-$cpu.log)"
-    (ulimit -c 0 && exec tools/run-aarch64.sh --cpu "$cpu" python3 -m pytest tests -q -p no:cacheprovider \
-      ${extra[@]+"${extra[@]}"} ${pytest_args[@]+"${pytest_args[@]}"}) >"$ARM_DIR/pytest-$cpu.log" 2>&1 &
+    # PYTEST-ARGS replace the default target (tests/), so "-- tests/test_qgemm.py" runs just that file.
+    local targets=(tests)
+    [ ${#pytest_args[@]} -eq 0 ] || targets=("${pytest_args[@]}")
+    (ulimit -c 0 && exec tools/run-aarch64.sh --cpu "$cpu" python3 -m pytest -q -p no:cacheprovider \
+      ${extra[@]+"${extra[@]}"} "${targets[@]}") >"$ARM_DIR/pytest-$cpu.log" 2>&1 &
     pids+=($!) names+=("$cpu")
     first=0
   done

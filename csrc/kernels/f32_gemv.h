@@ -41,5 +41,6 @@ struct F32GemvKernel {
 extern const F32GemvKernel f32_gemv_ref;      // scalar reference: the oracle and the fallback
 extern const F32GemvKernel f32_gemv__avx2;
 extern const F32GemvKernel f32_gemv__avx512;
+extern const F32GemvKernel f32_gemv__neon;
 
 }  // namespace nnkern

@@ -84,6 +84,9 @@ const F32GemvKernel* f32_gemv_kernel_for(Isa isa) {
 #ifdef NNKERN_HAVE_AVX512
     case Isa::avx512: return &f32_gemv__avx512;
 #endif
+#ifdef NNKERN_HAVE_NEON
+    case Isa::neon: return &f32_gemv__neon;
+#endif
     default: return nullptr;
   }
 }
