@@ -10,12 +10,9 @@ import numpy as np
 
 from . import _C
 from ._arrays import F32, require_array, require_ndim
-from .activations import ACTIVATION_METHODS, SIGMOID_MAX_ABS_ERROR, TANH_MAX_ABS_ERROR
-from .gemm import GEMM_ERROR_FACTOR
+from .activations import ACTIVATION_METHODS
 
 __all__ = ["LSTM", "LSTMOutput"]
-
-_EPS = 2.0 ** -24
 
 
 class LSTMOutput(tuple):
@@ -114,15 +111,6 @@ class LSTM:
         """The GEMM micro-kernel the weights were packed for."""
         return self._op.kernel_name
 
-    def error_bound_factor(self) -> float:
-        """The factor (2K + 6) eps of the gate pre-activation bound ez = factor * S (see the class doc)."""
-        return (GEMM_ERROR_FACTOR * (self.input_size + self.hidden_size) + 6) * _EPS
-
-    @property
-    def activation_bounds(self):
-        """(sigmoid, tanh) max absolute errors of this layer's activation method."""
-        return SIGMOID_MAX_ABS_ERROR[self.activation], TANH_MAX_ABS_ERROR[self.activation]
-
     def __call__(self, x, hx=None, *, h0=None, c0=None, lengths=None) -> LSTMOutput:
         """Run the layer over a sequence.
 
@@ -167,8 +155,9 @@ class LSTM:
         return self._table
 
     def forward_tokens(self, ids, hx=None, *, h0=None, c0=None, lengths=None) -> LSTMOutput:
-        """``self(table[ids], ...)`` for the table given to :meth:`precompute_embeddings`, bit-identical
-        to it, without the input GEMM.
+        """``self(table[ids], ...)`` for the table given to :meth:`precompute_embeddings`, without the input
+        GEMM: bit-identical to it under the ISA cap the table was projected under (another cap's kernel
+        rounds the projection differently, within the same bound).
 
         ids: integer array (seq, batch), (batch, seq) with batch_first, or (seq,) unbatched; each in
           [0, vocab) (negative ids are an error, not Python indexing). Other arguments as for __call__.
