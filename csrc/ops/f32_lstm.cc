@@ -37,29 +37,41 @@ struct CellStep {
   F32UnaryUkernel sigmoid, tanh;
 };
 
-// The post-op: the gate tiles of units [u0, u0 + u) were just stored (L1); finish the cell there.
+// The post-op: the four gate tiles of units [u0, u0 + u) for rows r0 .. r0 + nr - 1 were just stored
+// (L1). They are gathered into one sigmoid run (i, f, o of every row) and one tanh run (g), so a tile
+// costs three activation calls instead of five per row. The kernels compute each element the same way
+// wherever it sits in a run (tails included), so a row's result does not depend on its neighbours.
 void lstm_cell(void* ctx, size_t block, size_t r0, size_t nr) {
   const CellStep& s = *static_cast<const CellStep*>(ctx);
   const size_t H = s.H, u0 = block * s.unit_block;
   const size_t u = std::min(s.unit_block, H - u0);
-  constexpr size_t kChunk = 64;
-  float th[kChunk];
-  for (size_t j = r0; j < r0 + nr; ++j) {
-    float* zi = s.gates + j * kGates * H + u0;
-    float* zf = zi + H;
-    float* zg = zi + 2 * H;
-    float* zo = zi + 3 * H;
-    s.sigmoid(u, zi, zi);
-    s.sigmoid(u, zf, zf);
-    s.tanh(u, zg, zg);
-    s.sigmoid(u, zo, zo);
-    float* c = s.c + j * H + u0;
-    float* h = s.h_out[j] + u0;
-    for (size_t k0 = 0; k0 < u; k0 += kChunk) {
-      const size_t n = std::min(kChunk, u - k0);
-      for (size_t r = k0; r < k0 + n; ++r) c[r] = zf[r] * c[r] + zi[r] * zg[r];
-      s.tanh(n, c + k0, th);
-      for (size_t r = 0; r < n; ++r) h[k0 + r] = zo[k0 + r] * th[r];
+  constexpr size_t kRun = 768;  // floats per gate and run of rows: 12 KiB of scratch on the stack
+  float sig[3 * kRun], th[kRun];
+  const size_t rows_per_run = std::max<size_t>(1, kRun / u);
+  for (size_t j0 = r0; j0 < r0 + nr; j0 += rows_per_run) {
+    const size_t n = std::min(rows_per_run, r0 + nr - j0);
+    for (size_t jj = 0; jj < n; ++jj) {
+      const float* z = s.gates + (j0 + jj) * kGates * H + u0;
+      std::memcpy(sig + jj * 3 * u, z, u * sizeof(float));                  // i
+      std::memcpy(sig + jj * 3 * u + u, z + H, u * sizeof(float));          // f
+      std::memcpy(sig + jj * 3 * u + 2 * u, z + 3 * H, u * sizeof(float));  // o
+      std::memcpy(th + jj * u, z + 2 * H, u * sizeof(float));               // g
+    }
+    s.sigmoid(3 * u * n, sig, sig);
+    s.tanh(u * n, th, th);
+    for (size_t jj = 0; jj < n; ++jj) {
+      const float* i = sig + jj * 3 * u;
+      const float* f = i + u;
+      float* g = th + jj * u;
+      float* c = s.c + (j0 + jj) * H + u0;
+      for (size_t r = 0; r < u; ++r) g[r] = c[r] = f[r] * c[r] + i[r] * g[r];  // g is consumed: it takes c'
+    }
+    s.tanh(u * n, th, th);
+    for (size_t jj = 0; jj < n; ++jj) {
+      const float* o = sig + jj * 3 * u + 2 * u;
+      const float* tc = th + jj * u;
+      float* h = s.h_out[j0 + jj] + u0;
+      for (size_t r = 0; r < u; ++r) h[r] = o[r] * tc[r];
     }
   }
 }

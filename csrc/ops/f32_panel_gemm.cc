@@ -27,22 +27,26 @@ size_t row_block(size_t M, size_t K, size_t nr) {
   return ceil_div(ceil_div(M, blocks), nr) * nr;  // balanced
 }
 
+// One group's panels against rows [r0, r1) of X, a column group (NR rows) at a time: its tiles for every
+// panel of the group, then the post-op on them while they are in L1. The B rows of a column group stay
+// in L1 across the group's panels; each A panel is read once per column group (from L2 if it was
+// read before, whatever the loop order, when it is larger than L1).
 void run_group(const F32FullKPanels& w, const PanelGemmArgs& a, size_t g, size_t r0, size_t r1) {
   const F32GemmKernel& k = w.kernel();
   const size_t nr = size_t(k.nr);
   const float* bptr[kMaxNR];
-  for (size_t q = g * w.group(); q < (g + 1) * w.group(); ++q) {
-    const PanelRows& s = w.span(q);
-    if (s.rows == 0) continue;
-    F32Epilogue ep = a.ep;
-    if (ep.bias) ep.bias += s.row0;  // the kernel indexes the bias by its own tile row
-    for (size_t j = r0; j < r1; j += nr) {
-      const size_t nj = std::min(nr, r1 - j);
-      for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = a.x[j + jj];
+  for (size_t j = r0; j < r1; j += nr) {
+    const size_t nj = std::min(nr, r1 - j);
+    for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = a.x[j + jj];
+    for (size_t q = g * w.group(); q < (g + 1) * w.group(); ++q) {
+      const PanelRows& s = w.span(q);
+      if (s.rows == 0) continue;
+      F32Epilogue ep = a.ep;
+      if (ep.bias) ep.bias += s.row0;  // the kernel indexes the bias by its own tile row
       k.run(s.rows, nj, w.K(), w.panel(q), size_t(k.mr), nullptr, bptr, 1, a.c + j * a.ldc + s.row0, a.ldc, &ep);
     }
+    if (a.post) a.post(a.post_ctx, g, j, nj);
   }
-  if (a.post) a.post(a.post_ctx, g, r0, r1 - r0);
 }
 
 }  // namespace

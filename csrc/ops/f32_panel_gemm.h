@@ -53,8 +53,9 @@ class F32FullKPanels {
   AlignedBuffer<float> data_;
 };
 
-// Called after the tiles of group `group` are stored for rows r0 .. r0 + nr - 1 of C. It may read and
-// write C in those rows and the group's columns, and anything else that no other group touches.
+// Called after the tiles of group `group` are stored for rows r0 .. r0 + nr - 1 of C (nr <= the kernel's
+// NR: one column group of tiles, just written, so still in L1). It may read and write C in those rows
+// and the group's columns, and anything else that no other group touches.
 using PanelPostOp = void (*)(void* ctx, size_t group, size_t r0, size_t nr);
 
 struct PanelGemmArgs {
