@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 #include <vector>
 
 #include "ops/f32_activation.h"
@@ -19,6 +20,7 @@ struct F32Lstm::Packed {
 namespace {
 
 constexpr size_t kGates = 4;
+constexpr size_t kMaxUnitBlock = 768;  // the cell's scratch per gate and run of rows (on the stack)
 
 // Block u of MR hidden units -> its four panels, rows q * H + u * MR + (0 .. MR-1) for gate q.
 std::vector<PanelRows> gate_block_panels(size_t H, size_t mr) {
@@ -45,9 +47,8 @@ void lstm_cell(void* ctx, size_t block, size_t r0, size_t nr) {
   const CellStep& s = *static_cast<const CellStep*>(ctx);
   const size_t H = s.H, u0 = block * s.unit_block;
   const size_t u = std::min(s.unit_block, H - u0);
-  constexpr size_t kRun = 768;  // floats per gate and run of rows: 12 KiB of scratch on the stack
-  float sig[3 * kRun], th[kRun];
-  const size_t rows_per_run = std::max<size_t>(1, kRun / u);
+  float sig[3 * kMaxUnitBlock], th[kMaxUnitBlock];  // 12 KiB
+  const size_t rows_per_run = std::max<size_t>(1, kMaxUnitBlock / u);
   for (size_t j0 = r0; j0 < r0 + nr; j0 += rows_per_run) {
     const size_t n = std::min(rows_per_run, r0 + nr - j0);
     for (size_t jj = 0; jj < n; ++jj) {
@@ -81,6 +82,7 @@ void lstm_cell(void* ctx, size_t block, size_t r0, size_t nr) {
 std::unique_ptr<const F32Lstm::Packed> F32Lstm::pack(const F32GemmKernel& k, const float* w_ih, const float* w_hh,
                                                      size_t I, size_t H) {
   const size_t mr = size_t(k.mr);
+  if (mr > kMaxUnitBlock) throw std::logic_error("F32Lstm: the kernel's MR exceeds the cell's unit block scratch");
   return std::unique_ptr<const Packed>(
       new Packed{F32FullKPanels(k, w_ih, I, kGates * H, I, contiguous_panels(kGates * H, mr), 1),
                  F32FullKPanels(k, w_hh, H, kGates * H, H, gate_block_panels(H, mr), kGates)});
