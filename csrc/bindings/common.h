@@ -44,6 +44,7 @@ void bind_f32_gemm(py::module_& m);
 void bind_f32_gemv(py::module_& m);
 void bind_f32_activation(py::module_& m);
 void bind_f32_topk(py::module_& m);
+void bind_f32_lstm(py::module_& m);
 void bind_qgemm(py::module_& m);
 void bind_quantize(py::module_& m);
 

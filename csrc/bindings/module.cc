@@ -9,6 +9,7 @@ PYBIND11_MODULE(_C, m) {
   nnkern::bindings::bind_f32_gemv(m);
   nnkern::bindings::bind_f32_activation(m);
   nnkern::bindings::bind_f32_topk(m);
+  nnkern::bindings::bind_f32_lstm(m);
   nnkern::bindings::bind_qgemm(m);
   nnkern::bindings::bind_quantize(m);
 }

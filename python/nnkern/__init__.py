@@ -10,6 +10,7 @@ from ._isa import _apply_environment_cap
 from ._threads import get_num_threads, set_num_threads
 from .activations import sigmoid, tanh
 from .gemm import Linear, matmul, sgemm
+from .lstm import LSTM, LSTMOutput
 from .topk import topk
 from .qgemm import QLinear, qgemm, qgemm16, qgemm_max_k
 from .quantize import dequantize, quantize, quantize_weights
@@ -19,7 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas",
     "get_num_threads", "set_num_threads",
-    "sgemm", "matmul", "Linear",
+    "sgemm", "matmul", "Linear", "LSTM", "LSTMOutput",
     "sigmoid", "tanh", "topk",
     "qgemm", "qgemm16", "qgemm_max_k", "QLinear", "quantize", "dequantize", "quantize_weights",
 ]

@@ -5,7 +5,8 @@
 info          just the CPU and the chosen kernels.
 check         just the self-check.
 bench         the fuller SGEMM table against every installed comparison library, 1 and 2 threads
-              (--op qgemm / qlinear / int8: the INT8 GEMM tables instead, % of the int8 peak).
+              (--op qgemm / qlinear / int8: the INT8 GEMM tables instead, % of the int8 peak;
+              --op lstm: nnkern.LSTM per activation method vs torch.nn.LSTM, 1 thread).
 """
 from __future__ import annotations
 
@@ -74,6 +75,36 @@ def bench_elementwise(args) -> int:
     return 0
 
 
+def bench_lstm(args) -> int:
+    """nnkern.LSTM (accurate / scalef / minimax) vs torch.nn.LSTM, seq 50, then the dynamic batch (I20)."""
+    from nnkern.bench import lstm
+    print_info()
+    threads = [int(t) for t in (args.threads or "1").split(",") if t.strip()]
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.replace("x", ",").split(",")) for s in args.shapes]
+    else:
+        shapes = lstm.LSTM_SHAPES[:1] + lstm.LSTM_SHAPES[3:4] if args.quick else lstm.LSTM_SHAPES
+    records = []
+    for t in threads:
+        table, recs = lstm.lstm_table(shapes, repeats=args.repeats, threads=t,
+                                      progress=lambda s: print(s, flush=True))
+        print()
+        print(table)
+        print()
+        records += recs
+        if not args.quick:
+            table, recs = lstm.dynamic_batch_table(repeats=args.repeats, threads=t)
+            print(table)
+            print()
+            records += recs
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump(records, f, indent=1)
+        print(f"results written to {args.json}")
+    return 0
+
+
 def bench_int8(args, threads) -> int:
     """qgemm (B packed per call) and/or QLinear (prepacked, fused u8 requantization) vs ORT / oneDNN / torch."""
     from nnkern.bench import harness, ops
@@ -112,7 +143,9 @@ def bench(args) -> int:
     import nnkern
     if args.op in ("sigmoid", "tanh", "topk"):
         return bench_elementwise(args)
-    threads = [int(t) for t in args.threads.split(",") if t.strip()]
+    if args.op == "lstm":
+        return bench_lstm(args)
+    threads = [int(t) for t in (args.threads or "1,2").split(",") if t.strip()]
     if args.op != "sgemm":
         return bench_int8(args, threads)
     if args.shapes:
@@ -149,10 +182,11 @@ def main(argv=None) -> int:
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
-                   choices=["sgemm", "qgemm", "qlinear", "int8", "sigmoid", "tanh", "topk"],
+                   choices=["sgemm", "qgemm", "qlinear", "int8", "sigmoid", "tanh", "topk", "lstm"],
                    help="sgemm (default); qgemm (int8, B packed per call), qlinear (prepacked, fused "
-                        "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts)")
-    b.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+                        "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
+                        "lstm (--shapes = hidden,batch; seq 50)")
+    b.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; lstm: 1)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")
     b.add_argument("--isa", help="comma-separated nnkern ISA levels (default: all this CPU runs)")

@@ -134,6 +134,49 @@ def check_quant(rng) -> Tuple[bool, str]:
     return bool(ok), "quantize bit-exact; QLinear = its float32 epilogue"
 
 
+def _lstm_step_ratio(lstm, w, x, h, c, method) -> float:
+    """One step from the float32 state (h, c): max |error| / the documented per-step bound, over h' and c'."""
+    from ..activations import SIGMOID_MAX_ABS_ERROR, TANH_MAX_ABS_ERROR
+    _, (h1, c1) = lstm(x[None], (h[None], c[None]))
+    w_ih, w_hh, b = (a.astype(np.float64) for a in (w[0], w[1], w[2] + w[3]))
+    H = w_hh.shape[1]
+    x64, h64, c64 = (a.astype(np.float64) for a in (x, h, c))
+    z = x64 @ w_ih.T + h64 @ w_hh.T + b
+    ez = (_factor() * (w_ih.shape[1] + H) + 6) * EPS * (np.abs(x64) @ np.abs(w_ih).T + np.abs(h64) @ np.abs(w_hh).T
+                                                          + np.abs(w[2]) + np.abs(w[3]))
+    es, et = SIGMOID_MAX_ABS_ERROR[method], TANH_MAX_ABS_ERROR[method]
+    sig = lambda v: 0.5 * (1.0 + np.tanh(0.5 * v))  # noqa: E731
+    i, f, g, o = (z[:, k * H:(k + 1) * H] for k in range(4))
+    e_i, e_f, e_g, e_o = (ez[:, k * H:(k + 1) * H] for k in range(4))
+    i, f, g, o = sig(i), sig(f), np.tanh(g), sig(o)
+    e_i, e_f, e_o, e_g = e_i / 4 + es, e_f / 4 + es, e_o / 4 + es, e_g + et
+    c_new = f * c64 + i * g
+    e_c = np.abs(c64) * e_f + np.abs(g) * e_i + (np.abs(i) + e_i) * e_g + 2 * EPS * (np.abs(f * c64) + np.abs(i * g))
+    t = np.tanh(c_new)
+    e_h = np.abs(t) * e_o + (np.abs(o) + e_o) * (e_c + et) + EPS * np.abs(o * t)
+    return max(float(np.max(np.abs(h1[0] - o * t) / e_h)), float(np.max(np.abs(c1[0] - c_new) / e_c)))
+
+
+def check_lstm(rng) -> Tuple[bool, str]:
+    """nnkern.LSTM: a step per activation method against float64 under the documented per-step bound, and
+    lengths= bit-identical to running each sequence alone."""
+    import nnkern
+    I, H, B, seq = 29, 53, 11, 4  # tails of every unit block (MR) and column group (NR)
+    s = 0.5
+    w = [rng.uniform(-s, s, shape).astype(np.float32) for shape in ((4 * H, I), (4 * H, H), (4 * H,), (4 * H,))]
+    x = rng.standard_normal((seq, B, I)).astype(np.float32)
+    h, c = rng.standard_normal((B, H)).astype(np.float32), rng.standard_normal((B, H)).astype(np.float32)
+    worst = 0.0
+    for method in ("accurate", "scalef", "minimax"):
+        worst = max(worst, _lstm_step_ratio(nnkern.LSTM(*w, activation=method), w, x[0], h, c, method))
+    lstm = nnkern.LSTM(*w)
+    lengths = rng.integers(0, seq + 1, B)
+    out, (h_n, _) = lstm(x, lengths=lengths)
+    same = all(np.array_equal(out[:L, b], lstm(x[:L, b:b + 1])[0][:, 0]) and not out[L:, b].any()
+               for b, L in enumerate(lengths.tolist()))
+    return worst <= 1.0 and same, f"step err/bound {worst:.3f}; lengths vs alone {'identical' if same else 'DIFFER'}"
+
+
 def run(report: Callable[[str], None] = print) -> bool:
     """Print one PASS/FAIL line per (ISA, check); True when everything passed."""
     import nnkern
@@ -147,6 +190,8 @@ def run(report: Callable[[str], None] = print) -> bool:
                 for M, N, K in SGEMM_CHECK_SHAPES]
             checks += [("Linear bias/relu, 1-3 D inputs", lambda: check_linear(rng)),
                        ("sgemm threads", lambda: check_threads(rng))]
+            if hasattr(nnkern, "LSTM"):
+                checks += [("LSTM step vs float64 (3 methods), lengths", lambda: check_lstm(rng))]
             qkern = nnkern.cpu_info()["kernels"].get("u8s8_gemm", "?").split(" ")[0]
             if hasattr(nnkern, "qgemm"):
                 checks += [(("int8", qkern), "qgemm u8/s8 x s8, zero points, qgemm16", lambda: check_qgemm(rng)),
