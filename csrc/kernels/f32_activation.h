@@ -62,8 +62,14 @@ void f32_tanh__avx512_scalef(size_t n, const float* x, float* y);
 void f32_tanh__avx512_accurate(size_t n, const float* x, float* y);
 extern const F32ActivationKernels f32_activation__avx512;
 
-// NEON hook (ARM issue): add csrc/kernels/neon/f32_activation.cc defining f32_activation__neon
-// (vqtbl4q_u8 or two vtbl look-ups for minimax, exponent arithmetic for 2^n, vrecpe + vrecps), declare it
-// here and add `case Isa::neon` to f32_activation_kernel_for in csrc/ops/f32_activation.cc.
+// NEON, ARMv8.0 (csrc/kernels/neon/f32_activation.cc): vqtbl4q_u8 look-ups of the 16-entry tables,
+// 2^n by exponent arithmetic, vrecpe + two vrecps Newton steps for the reciprocal.
+void f32_sigmoid__neon_minimax(size_t n, const float* x, float* y);
+void f32_sigmoid__neon_scalef(size_t n, const float* x, float* y);
+void f32_sigmoid__neon_accurate(size_t n, const float* x, float* y);
+void f32_tanh__neon_minimax(size_t n, const float* x, float* y);
+void f32_tanh__neon_scalef(size_t n, const float* x, float* y);
+void f32_tanh__neon_accurate(size_t n, const float* x, float* y);
+extern const F32ActivationKernels f32_activation__neon;
 
 }  // namespace nnkern

@@ -40,7 +40,9 @@ const F32ActivationKernels* f32_activation_kernel_for(Isa isa) {
 #ifdef NNKERN_HAVE_AVX512
     case Isa::avx512: return &f32_activation__avx512;
 #endif
-    // NEON hook (ARM issue): case Isa::neon: return &f32_activation__neon;
+#ifdef NNKERN_HAVE_NEON
+    case Isa::neon: return &f32_activation__neon;
+#endif
     default: return nullptr;
   }
 }
