@@ -2,7 +2,8 @@
 
 The contract sweep runs in C++ (nnkern._C.activation_sweep) over every 19th float32 bit pattern in
 [-20, 20] (1.17e8 inputs per kernel, both signs, interval boundaries included) against a float64
-reference; NNKERN_TEST_EXHAUSTIVE=1 sweeps all 2.2e9 of them, NNKERN_TEST_QUICK=1 every 1009th.
+reference; NNKERN_TEST_EXHAUSTIVE=1 sweeps all 2.2e9 of them, NNKERN_TEST_QUICK=1 every 1009th
+(tools/test-aarch64.sh sets it: the NEON level runs there, under qemu-user).
 """
 from __future__ import annotations
 
@@ -65,6 +66,18 @@ def test_accuracy_contract_sweep(act_isa, function, method):
     assert r["max_abs_err"] <= bound(function, method), (
         f"{act_isa} {function} {method}: max abs error {r['max_abs_err']:.3e} at x = {r['worst_x']!r} "
         f"(got {r['worst_y']!r}) exceeds {bound(function, method):.1e}")
+
+
+def test_neon_kernels_dispatched_on_aarch64():
+    """aarch64 builds have NEON kernels of their own, and the dispatcher reports them (neondot and
+    neoni8mm have none: they use the neon ones)."""
+    if "neon" not in nnkern.ISA_LEVELS:
+        pytest.skip(f"neon kernels exist only in aarch64 builds (this one: {nnkern.cpu_info()['arch']})")
+    assert "neon" in nnkern.supported_isas()
+    for function in FUNCTIONS:
+        assert nnkern.cpu_info()["kernels"][f"f32_{function}"] == f"f32_{function}__neon_minimax|scalef|accurate"
+        for method in ACTIVATION_METHODS:
+            assert _C.activation_kernel_name("neon", function, method) == f"f32_{function}__neon_{method}"
 
 
 def test_study_figures_reproduced():

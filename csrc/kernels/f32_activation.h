@@ -23,6 +23,11 @@ namespace nnkern {
 enum class ActMethod : int { minimax = 0, scalef = 1, accurate = 2 };
 constexpr int kActMethodCount = 3;
 
+// The contract above, indexed by ActMethod (python/nnkern/activations.py states the same numbers; the
+// native and Python tests assert them).
+constexpr double kSigmoidMaxAbsError[kActMethodCount] = {3.0e-4, 6.0e-4, 2.5e-7};
+constexpr double kTanhMaxAbsError[kActMethodCount] = {6.0e-4, 1.2e-3, 5.0e-7};
+
 using F32UnaryUkernel = void (*)(size_t n, const float* x, float* y);
 
 struct F32ActivationKernels {
