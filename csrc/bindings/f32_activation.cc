@@ -64,12 +64,18 @@ void bind_f32_activation(py::module_& m) {
   m.def(
       "activation_ukernel",
       [](const std::string& isa, const std::string& fn, const std::string& method, const py::array& x, size_t x_offset,
-         py::array& y, size_t y_offset, size_t n) {
+         py::array& y, size_t y_offset, size_t n, bool stream) {
         const F32ActivationKernels& k = kernels_of(isa);
-        const F32UnaryUkernel f = tanh_arg(fn) ? k.tanh[int(method_arg(method))] : k.sigmoid[int(method_arg(method))];
+        const int mi = int(method_arg(method));
+        const F32UnaryUkernel f = tanh_arg(fn) ? (stream ? k.tanh_stream[mi] : k.tanh[mi])
+                                               : (stream ? k.sigmoid_stream[mi] : k.sigmoid[mi]);
+        if (!f) throw py::value_error(isa + " has no streaming-store activation kernels");
         f(n, cdata<float>(x) + x_offset, mdata<float>(y) + y_offset);
       },
-      "Test hook: run one ISA's kernel on n elements at the given offsets (buffers may be guarded).");
+      py::arg("isa"), py::arg("function"), py::arg("method"), py::arg("x"), py::arg("x_offset"), py::arg("y"),
+      py::arg("y_offset"), py::arg("n"), py::arg("stream") = false,
+      "Test hook: run one ISA's kernel (stream: its streaming-store variant, y disjoint from x) on n elements "
+      "at the given offsets (buffers may be guarded).");
   m.def(
       "activation_sweep",
       [](const std::string& isa, const std::string& fn, const std::string& method, float hi, size_t stride) {

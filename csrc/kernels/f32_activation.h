@@ -36,6 +36,10 @@ struct F32ActivationKernels {
   F32UnaryUkernel tanh[kActMethodCount];
   const char* sigmoid_names[kActMethodCount];
   const char* tanh_names[kActMethodCount];
+  // The same results written with non-temporal (streaming) stores, for outputs far larger than the caches
+  // and not in place (y must not overlap x); nullptr where an ISA has none (the op then uses the above).
+  F32UnaryUkernel sigmoid_stream[kActMethodCount];
+  F32UnaryUkernel tanh_stream[kActMethodCount];
 };
 
 // Scalar reference (csrc/kernels/ref/f32_activation.cc): the same schemes in plain C++ (exact

@@ -10,6 +10,7 @@
 //  2. Special values exactly: +-0, +-inf, NaN, +-1e30, -88, -89, -100, +-FLT_MAX, denormals.
 //  3. Tails: every n in 0..150 at input offsets 0..3 gives the bits of the full-length run and writes nothing
 //     outside [0, n); input and output end at a guard page, so reading or writing past n faults; in place too.
+//     The streaming-store variants (avx2, avx512) must give the same bits as the regular kernels.
 // Cross-built for aarch64, ctest runs it under qemu-user on cortex-a57 (plain NEON) and max; with
 // EXPECT_FEATURES=neon=1 the NEON set must be among the sets tested.
 #include <cmath>
@@ -182,6 +183,7 @@ void tails(const F32ActivationKernels& k) {
   for (int tanh = 0; tanh < 2; ++tanh)
     for (int m = 0; m < kActMethodCount; ++m) {
       const F32UnaryUkernel fn = kernel_of(k, tanh, m);
+      const F32UnaryUkernel stream = tanh ? k.tanh_stream[m] : k.sigmoid_stream[m];
       const char* name = name_of(k, tanh, m);
       fn(kBase, base, full);
       for (size_t off = 0; off < 4; ++off)
@@ -196,6 +198,15 @@ void tails(const F32ActivationKernels& k) {
           for (size_t i = 0; i < n; ++i) same = same && bits_of(yb[3 + i]) == bits_of(full[off + i]);
           check(same, "%s: n = %zu, offset %zu: tail result differs from the full-length run", name, n, off);
           check(yb[0] == -7.0f && yb[1] == -7.0f && yb[2] == -7.0f, "%s: n = %zu wrote before y", name, n);
+          if (stream) {
+            for (size_t i = 0; i < n + 3; ++i) yb[i] = -7.0f;
+            stream(n, x, yb + 3);
+            same = true;
+            for (size_t i = 0; i < n; ++i) same = same && bits_of(yb[3 + i]) == bits_of(full[off + i]);
+            check(same, "%s (streaming stores): n = %zu, offset %zu: result differs", name, n, off);
+            check(yb[0] == -7.0f && yb[1] == -7.0f && yb[2] == -7.0f, "%s (streaming): n = %zu wrote before y",
+                  name, n);
+          }
           fn(n, x, x);  // in place
           same = true;
           for (size_t i = 0; i < n; ++i) same = same && bits_of(x[i]) == bits_of(full[off + i]);

@@ -110,13 +110,15 @@ __m256i first_lanes(size_t count) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// 4 vectors per iteration; a masked head aligns x to 32 bytes; the masked tail runs the same code.
-template <typename F>
+// 4 vectors per iteration; a masked head aligns x to 32 bytes (Stream: y, which is then stored with
+// vmovntps, for outputs far beyond the caches); the masked tail runs the same code.
+template <typename F, bool Stream = false>
 void run(size_t n, const float* x, float* y) {
   const F f;
   size_t i = 0;
   if (n >= 32) {
-    const size_t head = ((32 - (reinterpret_cast<uintptr_t>(x) & 31)) & 31) / 4;
+    const uintptr_t p = Stream ? reinterpret_cast<uintptr_t>(y) : reinterpret_cast<uintptr_t>(x);
+    const size_t head = ((32 - (p & 31)) & 31) / 4;
     if (head) {
       const __m256i m = first_lanes(head);
       _mm256_maskstore_ps(y, m, f(_mm256_maskload_ps(x, m)));
@@ -126,15 +128,23 @@ void run(size_t n, const float* x, float* y) {
   for (; i + 32 <= n; i += 32) {
     const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8), c = _mm256_loadu_ps(x + i + 16),
                  d = _mm256_loadu_ps(x + i + 24);
-    _mm256_storeu_ps(y + i, f(a));
-    _mm256_storeu_ps(y + i + 8, f(b));
-    _mm256_storeu_ps(y + i + 16, f(c));
-    _mm256_storeu_ps(y + i + 24, f(d));
+    if (Stream) {  // y + i is 32-byte aligned here (n >= 32, so the head ran)
+      _mm256_stream_ps(y + i, f(a));
+      _mm256_stream_ps(y + i + 8, f(b));
+      _mm256_stream_ps(y + i + 16, f(c));
+      _mm256_stream_ps(y + i + 24, f(d));
+    } else {
+      _mm256_storeu_ps(y + i, f(a));
+      _mm256_storeu_ps(y + i + 8, f(b));
+      _mm256_storeu_ps(y + i + 16, f(c));
+      _mm256_storeu_ps(y + i + 24, f(d));
+    }
   }
   for (; i < n; i += 8) {
     const __m256i m = first_lanes(n - i);
     _mm256_maskstore_ps(y + i, m, f(_mm256_maskload_ps(x + i, m)));
   }
+  if (Stream) _mm_sfence();  // order the streaming stores before whatever reads y next
 }
 
 }  // namespace
@@ -145,6 +155,12 @@ void f32_sigmoid__avx2_accurate(size_t n, const float* x, float* y) { run<ExpNeg
 void f32_tanh__avx2_minimax(size_t n, const float* x, float* y) { run<Minimax<true>>(n, x, y); }
 void f32_tanh__avx2_scalef(size_t n, const float* x, float* y) { run<ExpNeg<true, 2, true>>(n, x, y); }
 void f32_tanh__avx2_accurate(size_t n, const float* x, float* y) { run<ExpNeg<true, 5, true>>(n, x, y); }
+void f32_sigmoid__avx2_minimax_stream(size_t n, const float* x, float* y) { run<Minimax<false>, true>(n, x, y); }
+void f32_sigmoid__avx2_scalef_stream(size_t n, const float* x, float* y) { run<ExpNeg<false, 2, true>, true>(n, x, y); }
+void f32_sigmoid__avx2_accurate_stream(size_t n, const float* x, float* y) { run<ExpNeg<false, 5, true>, true>(n, x, y); }
+void f32_tanh__avx2_minimax_stream(size_t n, const float* x, float* y) { run<Minimax<true>, true>(n, x, y); }
+void f32_tanh__avx2_scalef_stream(size_t n, const float* x, float* y) { run<ExpNeg<true, 2, true>, true>(n, x, y); }
+void f32_tanh__avx2_accurate_stream(size_t n, const float* x, float* y) { run<ExpNeg<true, 5, true>, true>(n, x, y); }
 
 const F32ActivationKernels f32_activation__avx2 = {
     "avx2",
@@ -152,6 +168,8 @@ const F32ActivationKernels f32_activation__avx2 = {
     {f32_tanh__avx2_minimax, f32_tanh__avx2_scalef, f32_tanh__avx2_accurate},
     {"f32_sigmoid__avx2_minimax", "f32_sigmoid__avx2_scalef", "f32_sigmoid__avx2_accurate"},
     {"f32_tanh__avx2_minimax", "f32_tanh__avx2_scalef", "f32_tanh__avx2_accurate"},
+    {f32_sigmoid__avx2_minimax_stream, f32_sigmoid__avx2_scalef_stream, f32_sigmoid__avx2_accurate_stream},
+    {f32_tanh__avx2_minimax_stream, f32_tanh__avx2_scalef_stream, f32_tanh__avx2_accurate_stream},
 };
 
 }  // namespace nnkern

@@ -12,7 +12,8 @@
 //             1 - 2 sigmoid(-2|x|) (accurate), clamped at 0 below.
 // Loop: 4 vectors per iteration (latency chains of ~20 cycles overlap); a masked head first aligns x to
 // 64 bytes (split loads cost more than split stores here: 64K floats, +12% .. +30%), a masked tail runs
-// the same code.
+// the same code. The *_stream variants align y instead and store it with vmovntps (no read-for-ownership
+// of y's lines, no eviction of other data), for outputs far beyond the caches: +19% at 8M-32M floats.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -117,12 +118,13 @@ struct Accurate {
 
 __mmask16 first_lanes(size_t count) { return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1); }
 
-template <typename F>
+template <typename F, bool Stream = false>
 void run(size_t n, const float* x, float* y) {
   const F f;
   size_t i = 0;
-  if (n >= 64) {  // masked head up to x's next 64-byte boundary (same code as the body)
-    const size_t head = ((64 - (reinterpret_cast<uintptr_t>(x) & 63)) & 63) / 4;
+  if (n >= 64) {  // masked head up to x's (Stream: y's) next 64-byte boundary, same code as the body
+    const uintptr_t p = Stream ? reinterpret_cast<uintptr_t>(y) : reinterpret_cast<uintptr_t>(x);
+    const size_t head = ((64 - (p & 63)) & 63) / 4;
     if (head) {
       const __mmask16 m = first_lanes(head);
       _mm512_mask_storeu_ps(y, m, f(_mm512_maskz_loadu_ps(m, x)));
@@ -132,15 +134,23 @@ void run(size_t n, const float* x, float* y) {
   for (; i + 64 <= n; i += 64) {
     const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16), c = _mm512_loadu_ps(x + i + 32),
                  d = _mm512_loadu_ps(x + i + 48);
-    _mm512_storeu_ps(y + i, f(a));
-    _mm512_storeu_ps(y + i + 16, f(b));
-    _mm512_storeu_ps(y + i + 32, f(c));
-    _mm512_storeu_ps(y + i + 48, f(d));
+    if (Stream) {  // y + i is 64-byte aligned here (n >= 64, so the head ran)
+      _mm512_stream_ps(y + i, f(a));
+      _mm512_stream_ps(y + i + 16, f(b));
+      _mm512_stream_ps(y + i + 32, f(c));
+      _mm512_stream_ps(y + i + 48, f(d));
+    } else {
+      _mm512_storeu_ps(y + i, f(a));
+      _mm512_storeu_ps(y + i + 16, f(b));
+      _mm512_storeu_ps(y + i + 32, f(c));
+      _mm512_storeu_ps(y + i + 48, f(d));
+    }
   }
   for (; i < n; i += 16) {
     const __mmask16 m = first_lanes(n - i);
     _mm512_mask_storeu_ps(y + i, m, f(_mm512_maskz_loadu_ps(m, x + i)));
   }
+  if (Stream) _mm_sfence();  // order the streaming stores before whatever reads y next
 }
 
 }  // namespace
@@ -151,6 +161,12 @@ void f32_sigmoid__avx512_accurate(size_t n, const float* x, float* y) { run<Accu
 void f32_tanh__avx512_minimax(size_t n, const float* x, float* y) { run<Minimax<true>>(n, x, y); }
 void f32_tanh__avx512_scalef(size_t n, const float* x, float* y) { run<Scalef<true>>(n, x, y); }
 void f32_tanh__avx512_accurate(size_t n, const float* x, float* y) { run<Accurate<true>>(n, x, y); }
+void f32_sigmoid__avx512_minimax_stream(size_t n, const float* x, float* y) { run<Minimax<false>, true>(n, x, y); }
+void f32_sigmoid__avx512_scalef_stream(size_t n, const float* x, float* y) { run<Scalef<false>, true>(n, x, y); }
+void f32_sigmoid__avx512_accurate_stream(size_t n, const float* x, float* y) { run<Accurate<false>, true>(n, x, y); }
+void f32_tanh__avx512_minimax_stream(size_t n, const float* x, float* y) { run<Minimax<true>, true>(n, x, y); }
+void f32_tanh__avx512_scalef_stream(size_t n, const float* x, float* y) { run<Scalef<true>, true>(n, x, y); }
+void f32_tanh__avx512_accurate_stream(size_t n, const float* x, float* y) { run<Accurate<true>, true>(n, x, y); }
 
 const F32ActivationKernels f32_activation__avx512 = {
     "avx512",
@@ -158,6 +174,8 @@ const F32ActivationKernels f32_activation__avx512 = {
     {f32_tanh__avx512_minimax, f32_tanh__avx512_scalef, f32_tanh__avx512_accurate},
     {"f32_sigmoid__avx512_minimax", "f32_sigmoid__avx512_scalef", "f32_sigmoid__avx512_accurate"},
     {"f32_tanh__avx512_minimax", "f32_tanh__avx512_scalef", "f32_tanh__avx512_accurate"},
+    {f32_sigmoid__avx512_minimax_stream, f32_sigmoid__avx512_scalef_stream, f32_sigmoid__avx512_accurate_stream},
+    {f32_tanh__avx512_minimax_stream, f32_tanh__avx512_scalef_stream, f32_tanh__avx512_accurate_stream},
 };
 
 }  // namespace nnkern

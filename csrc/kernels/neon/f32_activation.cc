@@ -161,6 +161,8 @@ const F32ActivationKernels f32_activation__neon = {
     {f32_tanh__neon_minimax, f32_tanh__neon_scalef, f32_tanh__neon_accurate},
     {"f32_sigmoid__neon_minimax", "f32_sigmoid__neon_scalef", "f32_sigmoid__neon_accurate"},
     {"f32_tanh__neon_minimax", "f32_tanh__neon_scalef", "f32_tanh__neon_accurate"},
+    {nullptr, nullptr, nullptr},  // no streaming variants
+    {nullptr, nullptr, nullptr},
 };
 
 }  // namespace nnkern

@@ -111,6 +111,8 @@ const F32ActivationKernels f32_activation_ref = {
     {f32_tanh__scalar_minimax, f32_tanh__scalar_scalef, f32_tanh__scalar_accurate},
     {"f32_sigmoid__scalar_minimax", "f32_sigmoid__scalar_scalef", "f32_sigmoid__scalar_accurate"},
     {"f32_tanh__scalar_minimax", "f32_tanh__scalar_scalef", "f32_tanh__scalar_accurate"},
+    {nullptr, nullptr, nullptr},  // no streaming variants
+    {nullptr, nullptr, nullptr},
 };
 
 }  // namespace nnkern
