@@ -227,13 +227,16 @@ def test_layouts_and_in_place(act_isa, method, rng):
     assert nnkern.sigmoid(np.zeros((0, 3), np.float32), method=method).shape == (0, 3)
 
 
-def test_large_threaded_matches_single_thread(rng):
-    x = rng.uniform(-20, 20, size=300_001).astype(np.float32)
-    nnkern.set_num_threads(1)
-    a = nnkern.sigmoid(x, method="scalef")
-    nnkern.set_num_threads(2)
-    b = nnkern.sigmoid(x, method="scalef")
-    np.testing.assert_array_equal(a, b)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_large_threaded_matches_single_thread(function, rng):
+    x = rng.uniform(-20, 20, size=(1 << 21) + 3).astype(np.float32)  # above the op's 1M-element inline limit
+    f = getattr(nnkern, function)
+    for method in ACTIVATION_METHODS:
+        nnkern.set_num_threads(1)
+        a = f(x, method=method)
+        nnkern.set_num_threads(2)
+        b = f(x, method=method)
+        np.testing.assert_array_equal(a, b, err_msg=method)
 
 
 def test_bad_arguments():
