@@ -37,6 +37,17 @@ TANH_MAX_ABS_ERROR = {"minimax": 6.0e-4, "scalef": 1.2e-3, "accurate": 5.0e-7}
 
 
 def _apply(function, x, method, out):
+    # The common calls (contiguous float32 arrays, in place or into a separate out) are checked and run in
+    # C++; anything else, errors included, takes the general path below.
+    if type(x) is np.ndarray and method in ACTIVATION_METHODS:
+        if out is None:
+            out = np.empty(x.shape, F32)  # C order whatever x's layout
+        if type(out) is np.ndarray and _C.activation(function, method, x, out):
+            return out
+    return _apply_general(function, x, method, out)
+
+
+def _apply_general(function, x, method, out):
     if method not in ACTIVATION_METHODS:
         raise ValueError(f"method must be one of {ACTIVATION_METHODS}, got {method!r}")
     if type(x) is not np.ndarray or (x.dtype is not F32 and x.dtype != F32):
@@ -48,7 +59,6 @@ def _apply(function, x, method, out):
             require_array(out, "out", F32)
         if out.shape != x.shape:
             raise ValueError(f"out must have the shape of x {x.shape}, got {out.shape}")
-    # The common calls (contiguous arrays, in place or into a separate out) are checked and run in C++.
     if _C.activation(function, method, x, out):
         return out
     if not out.flags.writeable:
