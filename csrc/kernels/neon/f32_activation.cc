@@ -27,8 +27,8 @@
 // loop control included, no stack access:
 //   sigmoid minimax 15.5: FABS FMIN USHR UQSUB MOV+MLA, 3 TBL, 2 FMLA, BIT FADD, + LD1/STR/loop 2.5
 //   tanh minimax    14.5: the same without the FADD
-//   sigmoid scalef  24.5      tanh scalef  25.5
-//   sigmoid accurate 30.5     tanh accurate 31.5
+//   sigmoid scalef  24.5      tanh scalef  24.5
+//   sigmoid accurate 30.5     tanh accurate 30.5
 // (FMLA overwrites its addend, so each polynomial coefficient costs a MOV besides its FMLA.)
 //
 // One-definition rule: this file gets the NEON flags only; every helper is in an anonymous namespace
@@ -122,9 +122,10 @@ void exp_neg(size_t n, const float* x, float* y) {
   const uint32x4_t sign = vdupq_n_u32(0x80000000u);
   run(n, x, y, [&](float32x4_t v) __attribute__((always_inline)) {
     const float32x4_t a = vminq_f32(vabsq_f32(v), amax);            // NaN stays NaN
-    const float32x4_t sum = vaddq_f32(vmulq_f32(a, mlog2e), bias);  // 1.5 * 2^23 + 127 + n, n = round(-a log2e)
+    // v = a mlog2e = -a log2e (tanh: -2a log2e) in [-127, 0]; e^-a (tanh: e^-2a) = 2^v = 2^n 2^(r - 1/2)
+    const float32x4_t sum = vaddq_f32(vmulq_f32(a, mlog2e), bias);  // 1.5 * 2^23 + 127 + n, n = round(v)
     const float32x4_t nf = vsubq_f32(sum, bias);                    // n, exact
-    const float32x4_t r = vfmaq_f32(vsubq_f32(half, nf), a, mlog2e);  // 1/2 - n - a log2e, in [0, 1]
+    const float32x4_t r = vfmaq_f32(vsubq_f32(half, nf), a, mlog2e);  // r = 1/2 - n + v, in [0, 1]
     float32x4_t p;
     if (Deg == 2) {
       p = vfmaq_f32(c0, vfmaq_f32(c1, c2, r), r);
@@ -136,8 +137,11 @@ void exp_neg(size_t n, const float* x, float* y) {
       p = vfmaq_f32(c0, p, r);
     }
     const float32x4_t scale = vreinterpretq_f32_u32(vshlq_n_u32(vreinterpretq_u32_f32(sum), 23));  // 2^n or +0
-    const float32x4_t e = vmulq_f32(p, scale);  // e^-a in [0, 1]
-    const float32x4_t d = vaddq_f32(e, one);    // [1, 2]
+    float32x4_t e = vmulq_f32(p, scale);  // in [0, 1]
+    // The empty asm keeps GCC from fusing e into 1 + e and 1 - e (FMLA / FMLS overwrite their addend, so
+    // each fused form costs a MOV of the constant: 2 instructions per 4 elements more than FADD / FSUB).
+    asm("" : "+w"(e));
+    const float32x4_t d = vaddq_f32(e, one);  // [1, 2]
     float32x4_t rd = vrecpeq_f32(d);
     rd = vmulq_f32(rd, vrecpsq_f32(d, rd));
     rd = vmulq_f32(rd, vrecpsq_f32(d, rd));     // 1 / d; exact at d = 1 and d = 2
