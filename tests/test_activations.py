@@ -2,7 +2,8 @@
 
 The contract sweep runs in C++ (nnkern._C.activation_sweep) over every 19th float32 bit pattern in
 [-20, 20] (1.17e8 inputs per kernel, both signs, interval boundaries included) against a float64
-reference; NNKERN_TEST_EXHAUSTIVE=1 sweeps all 2.2e9 of them, NNKERN_TEST_QUICK=1 every 1009th.
+reference; NNKERN_TEST_EXHAUSTIVE=1 sweeps all 2.2e9 of them, NNKERN_TEST_QUICK=1 every 1009th
+(tools/test-aarch64.sh sets it: the NEON level runs there, under qemu-user).
 """
 from __future__ import annotations
 
@@ -67,6 +68,18 @@ def test_accuracy_contract_sweep(act_isa, function, method):
         f"(got {r['worst_y']!r}) exceeds {bound(function, method):.1e}")
 
 
+def test_neon_kernels_dispatched_on_aarch64():
+    """aarch64 builds have NEON kernels of their own, and the dispatcher reports them (neondot and
+    neoni8mm have none: they use the neon ones)."""
+    if "neon" not in nnkern.ISA_LEVELS:
+        pytest.skip(f"neon kernels exist only in aarch64 builds (this one: {nnkern.cpu_info()['arch']})")
+    assert "neon" in nnkern.supported_isas()
+    for function in FUNCTIONS:
+        assert nnkern.cpu_info()["kernels"][f"f32_{function}"] == f"f32_{function}__neon_minimax|scalef|accurate"
+        for method in ACTIVATION_METHODS:
+            assert _C.activation_kernel_name("neon", function, method) == f"f32_{function}__neon_{method}"
+
+
 def test_study_figures_reproduced():
     """The fit reproduces ../shared/notes/sigmoid.md: A16d2 2.838e-4, Bmm2 + rcp14 about 5e-4, Bmm5 1e-7."""
     isa = "avx512" if "avx512" in nnkern.supported_isas() else "scalar"
@@ -113,42 +126,77 @@ def test_tanh_special_values(act_isa, method):
     np.testing.assert_array_equal(nnkern.tanh(-x, method=method), -nnkern.tanh(x, method=method))
 
 
+def has_stream_kernels(isa):
+    """Whether isa's kernel set has streaming-store variants (used for outputs of 32 MiB and more)."""
+    x = np.zeros(1, np.float32)
+    try:
+        _C.activation_ukernel(isa, "sigmoid", "minimax", x, 0, np.empty_like(x), 0, 1, stream=True)
+        return True
+    except ValueError:
+        return False
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["store", "stream"])
 @pytest.mark.parametrize("method", ACTIVATION_METHODS)
 @pytest.mark.parametrize("function", FUNCTIONS)
-def test_tails_match_body(act_isa, function, method, rng):
-    """Every length 0..2 x 32 + 1 at several offsets gives the same bits as the full vector body, and
-    writes nothing beyond n."""
+def test_tails_match_body(act_isa, function, method, stream, rng):
+    """Every length 0..2 x 64 + 1 at several offsets gives the same bits as the full vector body (of the
+    regular kernel, also for the streaming-store variant), and writes nothing beyond n."""
+    if stream and not has_stream_kernels(act_isa):
+        pytest.skip(f"{act_isa} has no streaming-store kernels")
     base = rng.uniform(-12, 12, size=256).astype(np.float32)
     full = np.empty_like(base)
     _C.activation_ukernel(act_isa, function, method, base, 0, full, 0, base.size)
     for off in range(4):
-        for n in range(0, 66):
+        for n in range(0, 130):
             y = np.full(n + 40, 7.0, np.float32)
-            _C.activation_ukernel(act_isa, function, method, base, off, y, 3, n)
+            _C.activation_ukernel(act_isa, function, method, base, off, y, 3, n, stream=stream)
             np.testing.assert_array_equal(y[3:3 + n], full[off:off + n], err_msg=f"n={n} off={off}")
             assert np.all(y[:3] == 7.0) and np.all(y[3 + n:] == 7.0), f"wrote outside [0, {n}) (off={off})"
+
+
+@pytest.mark.parametrize("method", ACTIVATION_METHODS)
+def test_large_outputs_same_bits(act_isa, method, rng):
+    """Outputs of 32 MiB and more that are not in place take the streaming-store kernels: the same bits as
+    in place, with the thread pool splitting the work too."""
+    if not has_stream_kernels(act_isa):
+        pytest.skip(f"{act_isa} has no streaming-store kernels (large outputs take the regular ones)")
+    n = (32 << 20) // 4 + 1001
+    x = rng.uniform(-20, 20, n).astype(np.float32)
+    for function in FUNCTIONS:
+        f = getattr(nnkern, function)
+        want = x.copy()
+        f(want, method=method, out=want)
+        np.testing.assert_array_equal(f(x, method=method), want)
+        out = np.empty(n + 3, np.float32)[3:]  # y misaligned against x
+        np.testing.assert_array_equal(f(x, method=method, out=out), want)
 
 
 GUARD_SCRIPT = r"""
 import numpy as np, sys
 from nnkern import _C
 isa = sys.argv[1]
+stream = sys.argv[2] == "1"
 for fn in ("sigmoid", "tanh"):
     for m in ("minimax", "scalef", "accurate"):
-        for n in range(0, 70):
+        for n in range(0, 140):
             gx = _C.GuardedBuffer(max(n, 1) * 4); gy = _C.GuardedBuffer(max(n, 1) * 4)
             x = np.frombuffer(gx, np.float32); y = np.frombuffer(gy, np.float32)
             x[:] = np.linspace(-5, 5, x.size)
-            _C.activation_ukernel(isa, fn, m, x, x.size - n, y, y.size - n, n)
-            _C.activation_ukernel(isa, fn, m, y, y.size - n, y, y.size - n, n)  # in place
+            _C.activation_ukernel(isa, fn, m, x, x.size - n, y, y.size - n, n, stream=stream)
+            if not stream:
+                _C.activation_ukernel(isa, fn, m, y, y.size - n, y, y.size - n, n)  # in place
 print("ok")
 """
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["store", "stream"])
 @pytest.mark.parametrize("isa", nnkern.ISA_LEVELS)
-def test_no_access_past_the_end(isa):
+def test_no_access_past_the_end(isa, stream):
     kernel_or_skip(isa)
-    proc = run_python_isolated(GUARD_SCRIPT, args=(isa,))
+    if stream and not has_stream_kernels(isa):
+        pytest.skip(f"{isa} has no streaming-store kernels")
+    proc = run_python_isolated(GUARD_SCRIPT, args=(isa, int(stream)))
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]
 
 
@@ -181,13 +229,16 @@ def test_layouts_and_in_place(act_isa, method, rng):
     assert nnkern.sigmoid(np.zeros((0, 3), np.float32), method=method).shape == (0, 3)
 
 
-def test_large_threaded_matches_single_thread(rng):
-    x = rng.uniform(-20, 20, size=300_001).astype(np.float32)
-    nnkern.set_num_threads(1)
-    a = nnkern.sigmoid(x, method="scalef")
-    nnkern.set_num_threads(2)
-    b = nnkern.sigmoid(x, method="scalef")
-    np.testing.assert_array_equal(a, b)
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_large_threaded_matches_single_thread(function, rng):
+    x = rng.uniform(-20, 20, size=(1 << 21) + 3).astype(np.float32)  # above the op's 1M-element inline limit
+    f = getattr(nnkern, function)
+    for method in ACTIVATION_METHODS:
+        nnkern.set_num_threads(1)
+        a = f(x, method=method)
+        nnkern.set_num_threads(2)
+        b = f(x, method=method)
+        np.testing.assert_array_equal(a, b, err_msg=method)
 
 
 def test_bad_arguments():

@@ -8,7 +8,15 @@ Targets (../shared/notes/sigmoid.md, measured exhaustively on this machine kind)
 * "minimax" (seed I18, A16d2): 16 intervals of |x| by bits(|x|) >> 22 clamped to [246, 261], a
   degree-2 polynomial each, f(t) = (c2 t + c1) t + c0 for t = min(16, |x|). Constraints: c0 = 0.5
   in interval 0 (so sigmoid(+-0) = 0.5 exactly) and fl(p(16)) = 1 in the last interval (so |x| >= 16
-  saturates to exactly 1 / 0). Study's max abs error: 2.838e-4.
+  saturates to exactly 1 / 0). Study's max abs error: 2.838e-4. The kernels clamp t to the float just
+  below 16 (the index then never passes 261, which saves the upper clamp of the index); the script
+  checks that p is exactly 1 there too. kMinimaxD0 = c0 - 0.5 (exact) serves kernels that compute
+  g = f - 1/2 and restore the sign with a bit select (NEON); checked: fl(g(tmax)) = 1/2, g <= 1/2.
+* "minimax" tanh: its own table of the same structure on u = |x| (bits(u) >> 22 clamped to [244, 259],
+  u clamped to the float just below 8), fitted to tanh directly: c0 = 0 in interval 0 (tanh(+-0) = +-0
+  with the sign copied from x), fl(p(8)) = 1 and fl(p) <= 1 from u = 3 on. These are exactly the
+  sigmoid intervals in 2u, so the error is about twice the sigmoid's (tanh(u) = 2 sigmoid(2u) - 1), but
+  the kernels save the doubling and the 2f - 1 of the identity.
 * "scalef" (seed I19, Bmm2) and "accurate" (Bmm5): p(y) ~ 2^(y - 0.5) on y in [0, 1), relative
   minimax with fl(p(0.5)) = 1 (so sigmoid(0) = 1/2 exactly). Study: rel err 1.963e-3 (deg 2) and
   1.014e-7 (deg 5).
@@ -102,12 +110,29 @@ def nudge_c0(coeffs, t0, want):
 
 # ---- scheme A: 16 intervals of |x| -------------------------------------------------------------
 
+class Table:
+    """One 16-interval degree-2 table: interval k <-> idx = bits(|x|) >> 22 = first_idx + k (clamped)."""
+
+    def __init__(self, name, func, first_idx, top, c0_first, cap_from):
+        self.name, self.func, self.first_idx, self.top = name, func, first_idx, top
+        self.c0_first, self.cap_from = c0_first, cap_from
+        # the kernels clamp |x| to the float just below `top`, so the index stays <= first_idx + 15
+        self.tmax = np.nextafter(F32(top), F32(0))
+
+    def bounds(self):
+        lows = [0.0]
+        for idx in range(self.first_idx + 1, self.first_idx + 16):
+            lows.append(float(np.array([idx << 22], np.uint32).view(F32)[0]))
+        highs = lows[1:] + [self.top]
+        return list(zip(lows, highs))  # interval k <-> idx first_idx + k
+
+
+SIGMOID = None  # set below, after sigmoid64
+TANH = None
+
+
 def a16_bounds():
-    lows = [0.0]
-    for idx in range(247, 262):
-        lows.append(float(np.array([idx << 22], np.uint32).view(F32)[0]))
-    highs = lows[1:] + [16.0]
-    return list(zip(lows, highs))  # interval k <-> idx 246 + k
+    return SIGMOID.bounds()
 
 
 def sigmoid64(x):
@@ -116,31 +141,52 @@ def sigmoid64(x):
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
-def fit_minimax():
+def fit_minimax(tab=None):
+    tab = tab or SIGMOID
     table = []
-    for k, (lo, hi) in enumerate(a16_bounds()):
+    top = tab.top
+    for k, (lo, hi) in enumerate(tab.bounds()):
         t = sample_points(lo, hi)
-        fixed = {0: 0.5} if k == 0 else {}
+        fixed = {0: tab.c0_first} if k == 0 else {}
         if k == 15:
-            # p(16) = 1 as an LP equality: add the point with a huge weight is fragile, so fix c0
-            # through the constraint c0 = 1 - 16 c1 - 256 c2 by fitting on the substituted basis.
-            s = sigmoid64(t)
-            V = np.stack([t - 16.0, t * t - 256.0], axis=1)  # p(t) - 1 = c1 (t - 16) + c2 (t^2 - 256)
-            # p <= 1 on [12, 16]: p'(t) = c1 + 2 c2 t >= 0 at t = 16 (c2 < 0), i.e. -c1 - 32 c2 <= 0
-            c12, ideal = _lp_basis(V, s - 1.0, (np.array([[-1.0, -32.0]]), np.array([0.0])))
+            # p(top) = 1 as an LP equality: add the point with a huge weight is fragile, so fix c0
+            # through the constraint c0 = 1 - top c1 - top^2 c2 by fitting on the substituted basis.
+            s = tab.func(t)
+            V = np.stack([t - top, t * t - top * top], axis=1)  # p(t) - 1 = c1 (t - top) + c2 (t^2 - top^2)
+            # p <= 1 below top: p'(t) = c1 + 2 c2 t >= 0 at t = top (c2 < 0), i.e. -c1 - 2 top c2 <= 0
+            c12, ideal = _lp_basis(V, s - 1.0, (np.array([[-1.0, -2.0 * top]]), np.array([0.0])))
             c2 = f32(c12[1])
-            c1, _ = _lp_basis(V[:, :1], s - 1.0 - float(c2) * V[:, 1], (np.array([[-1.0]]), np.array([32.0 * float(c2)])))
+            c1, _ = _lp_basis(V[:, :1], s - 1.0 - float(c2) * V[:, 1], (np.array([[-1.0]]), np.array([2.0 * top * float(c2)])))
             c1 = f32(c1[0])
-            c0 = f32(1.0 - 16.0 * float(c1) - 256.0 * float(c2))
-            coeffs = nudge_c0([c0, c1, c2], 16.0, F32(1.0))
+            c0 = f32(1.0 - top * float(c1) - top * top * float(c2))
+            coeffs = nudge_c0([c0, c1, c2], top, F32(1.0))
+            if horner32(coeffs, np.array([tab.tmax], F32))[0] != 1.0:
+                raise RuntimeError(f"{tab.name}: p(tmax) != 1 (the kernels clamp |x| to tmax)")
         else:
-            # sigmoid(12) + error could exceed 1, and then 1 - f < 0 for x < 0: keep p <= 1 - 2^-23.
-            cap = 1.0 - 2.0 ** -23 if hi > 6 else None
-            coeffs, ideal = fp_minimax(t, sigmoid64(t), np.ones_like(t), 2, fixed, cap)
-        if hi > 6:
+            # f(lo) + error could exceed 1, and then 1 - f < 0 (sigmoid, x < 0) or |tanh| > 1:
+            # keep p <= 1 - 2^-23.
+            cap = 1.0 - 2.0 ** -23 if hi > tab.cap_from else None
+            coeffs, ideal = fp_minimax(t, tab.func(t), np.ones_like(t), 2, fixed, cap)
+        if hi > tab.cap_from:
             coeffs = cap_at_one(coeffs, lo, hi)
         table.append((coeffs, ideal))
     return table
+
+
+def half_offset_table(table):
+    """d0 = c0 - 1/2 (exact: c0 in [1/2, 1)), for kernels that evaluate g = f - 1/2 = (c2 t + c1) t + d0
+    and form 1/2 +- g; checks that g saturates to exactly 1/2 and never exceeds it."""
+    d0 = [F32(c[0] - F32(0.5)) for c, _ in table]
+    for (c, _), d in zip(table, d0):
+        assert float(d) == float(c[0]) - 0.5, "c0 - 1/2 is not exact"
+    c15 = table[15][0]
+    g = [d0[15], c15[1], c15[2]]
+    if horner32(g, np.array([SIGMOID.tmax], F32))[0] != 0.5:
+        raise RuntimeError("g(tmax) != 1/2")
+    for k, (lo, hi) in enumerate(SIGMOID.bounds()):
+        if hi > SIGMOID.cap_from and horner32([d0[k], table[k][0][1], table[k][0][2]], all_floats(lo, min(hi, float(SIGMOID.tmax)))).max() > 0.5:
+            raise RuntimeError(f"g exceeds 1/2 in interval {k}")
+    return d0
 
 
 def _lp_basis(V, b, ub=None):
@@ -182,14 +228,19 @@ def cap_at_one(coeffs, lo, hi):
     raise RuntimeError("p exceeds 1")
 
 
-def minimax_error(table, n_per=200000):
+def minimax_error(table, n_per=200000, tab=None):
     """Max abs error of the float32 evaluation, per interval (dense float32 grid, x >= 0)."""
+    tab = tab or SIGMOID
     errs = []
-    for (lo, hi), (c, _) in zip(a16_bounds(), table):
+    for (lo, hi), (c, _) in zip(tab.bounds(), table):
         t = np.unique(np.linspace(lo, hi, n_per).astype(F32))
         y = horner32(c, t).astype(np.float64)
-        errs.append(float(np.max(np.abs(y - sigmoid64(t)))))
+        errs.append(float(np.max(np.abs(y - tab.func(t)))))
     return errs
+
+
+SIGMOID = Table("Minimax", sigmoid64, first_idx=246, top=16.0, c0_first=0.5, cap_from=6.0)
+TANH = Table("Tanh", np.tanh, first_idx=244, top=8.0, c0_first=0.0, cap_from=3.0)
 
 
 # ---- scheme B: 2^(y - 0.5) on [0, 1) --------------------------------------------------------------
@@ -223,8 +274,11 @@ def hexf(v):
 
 
 def render():
-    table = fit_minimax()
-    errs = minimax_error(table)
+    table = fit_minimax(SIGMOID)
+    errs = minimax_error(table, tab=SIGMOID)
+    d0 = half_offset_table(table)
+    ttable = fit_minimax(TANH)
+    terrs = minimax_error(ttable, tab=TANH)
     mm2 = fit_exp2(2)
     mm5 = fit_exp2(5)
     out = []
@@ -245,6 +299,26 @@ def render():
     for (lo, hi), (c, ideal), e in zip(a16_bounds(), table, errs):
         out.append(f"//   [{lo:.5g}, {hi:.5g}): {ideal:.3e} / {e:.3e}   "
                    f"c = {float(c[0]):.9g}, {float(c[1]):.9g}, {float(c[2]):.9g}")
+    out.append("// The kernels clamp t to kMinimaxTMax, the float just below 16 (fl(f) = 1 there too), so the index")
+    out.append("// needs no upper clamp. kMinimaxD0 = c0 - 0.5 (exact): g = (c2 t + c1) t + d0 = f - 1/2 for kernels that")
+    out.append("// form 1/2 + g with the sign of x (NEON); fl(g(kMinimaxTMax)) = 1/2 and g <= 1/2 (checked).")
+    out.append(f"constexpr uint32_t kMinimaxIdx0 = {SIGMOID.first_idx};")
+    out.append(f"constexpr uint32_t kMinimaxTMax = {hexf(SIGMOID.tmax)};")
+    out.append(f"constexpr uint32_t kMinimaxD0[16] = {{{', '.join(hexf(v) for v in d0)}}};")
+    out.append("")
+    out.append("// tanh's own table ('minimax' tanh): interval k = clamp(bits(u) >> 22, 244, 259) - 244 of")
+    out.append("// u = min(kTanhTMax, |x|) (kTanhTMax: the float just below 8), tanh(|x|) ~ (c2[k] u + c1[k]) u + c0[k], sign of x")
+    out.append("// copied onto the result. Constrained: c0[0] = 0, fl(p(8)) = fl(p(kTanhTMax)) = 1, fl(p) <= 1 on [3, 8].")
+    out.append(f"// Max abs error of the float32 evaluation (x >= 0 grid): {max(terrs):.4e}")
+    for name, j in (("c0", 0), ("c1", 1), ("c2", 2)):
+        vals = ", ".join(hexf(c[j]) for c, _ in ttable)
+        out.append(f"constexpr uint32_t kTanh{name.upper()}[16] = {{{vals}}};")
+    out.append(f"constexpr uint32_t kTanhIdx0 = {TANH.first_idx};")
+    out.append(f"constexpr uint32_t kTanhTMax = {hexf(TANH.tmax)};")
+    out.append("// Per interval: [lo, hi) ideal (unrounded) minimax error / float32 evaluation error")
+    for (lo, hi), (c, ideal), e in zip(TANH.bounds(), ttable, terrs):
+        out.append(f"//   [{lo:.5g}, {hi:.5g}): {ideal:.3e} / {e:.3e}   "
+                   f"c = {float(c[0]):.9g}, {float(c[1]):.9g}, {float(c[2]):.9g}")
     out.append("")
     for name, (c, ideal, rel) in (("Exp2Deg2", mm2), ("Exp2Deg5", mm5)):
         out.append(f"// p(y) ~ 2^(y - 0.5), y in [0, 1), relative minimax, fl(p(0.5)) = 1; coefficients c0..c{len(c) - 1}.")
@@ -262,6 +336,8 @@ def parse_header(text):
     res = {}
     for m in re.finditer(r"constexpr uint32_t (\w+)\[\d+\] = \{([^}]*)\};", text):
         res[m.group(1)] = [int(v, 16) for v in m.group(2).split(",")]
+    for m in re.finditer(r"constexpr uint32_t (\w+) = (\w+);", text):
+        res[m.group(1)] = [int(m.group(2), 0)]
     return res
 
 

@@ -3,7 +3,9 @@
 
 For each function, finds the loop (a backward branch) with the most FMA/dot instructions and prints
 its instruction mix: total, FMLA/SDOT/UDOT/SMMLA..., vector loads (ldr q / ldp q / ld1*), stores, and
-stack accesses (spills: [sp ...]). Usage: neon-loop-stats.py OBJ [FUNCTION-SUBSTRING]
+stack accesses (spills: [sp ...]). For a loop that stores q registers (an elementwise kernel: one
+stored q register = 4 float results), it also prints the instructions per 4 elements and the mix of
+operations. Usage: neon-loop-stats.py OBJ [FUNCTION-SUBSTRING] [-v]
 """
 import re
 import subprocess
@@ -61,3 +63,11 @@ for name, ins in funcs.items():
     short = short.replace("(anonymous namespace)::", "")
     print(f"{short}: loop {len(body)} insns, {best[0]} MAC-insns, {vload} vector-load insns ({vload_regs} regs), "
           f"{stores} stores, {spills} stack accesses, other {len(body) - best[0] - vload - stores}")
+    stored_q = sum((2 if x[1] == "stp" else 1) if x[1] != "st1" else x[2].count(".")
+                   for x in body if x[1].startswith("st") and re.match(r"\{?[qv]\d", x[2]))
+    if stored_q and spills == 0:
+        mix = {}
+        for x in body:
+            mix[x[1]] = mix.get(x[1], 0) + 1
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(mix.items(), key=lambda kv: (-kv[1], kv[0])))
+        print(f"    {len(body) / stored_q:.2f} insns per 4 elements ({stored_q} q registers stored per iteration): {ops}")

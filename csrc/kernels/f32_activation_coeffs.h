@@ -29,6 +29,39 @@ constexpr uint32_t kMinimaxC2[16] = {0xBB32045F, 0xBBDF1906, 0xBC1EAC33, 0xBC5C6
 //   [6, 8): 4.068e-05 / 4.072e-05   c = 0.967267752, 0.0080666272, -0.000502762385
 //   [8, 12): 2.153e-05 / 2.156e-05   c = 0.995950699, 0.000730536529, -3.29499817e-05
 //   [12, 16): 7.788e-07 / 8.052e-07   c = 0.999914169, 1.07308197e-05, -3.35338115e-07
+// The kernels clamp t to kMinimaxTMax, the float just below 16 (fl(f) = 1 there too), so the index
+// needs no upper clamp. kMinimaxD0 = c0 - 0.5 (exact): g = (c2 t + c1) t + d0 = f - 1/2 for kernels that
+// form 1/2 + g with the sign of x (NEON); fl(g(kMinimaxTMax)) = 1/2 and g <= 1/2 (checked).
+constexpr uint32_t kMinimaxIdx0 = 246;
+constexpr uint32_t kMinimaxTMax = 0x417FFFFF;
+constexpr uint32_t kMinimaxD0[16] = {0x00000000, 0xB7DF8000, 0xB89F4000, 0xB95AB800, 0xBA183C00, 0xBAC84600, 0xBB7D5D80, 0xBC0AA100, 0xBC5D5F20, 0xBB997940, 0x3D727FD0, 0x3E4E82CC, 0x3EBB6008, 0x3EEF3DB8, 0x3EFDED40, 0x3EFFF4C0};
+
+// tanh's own table ('minimax' tanh): interval k = clamp(bits(u) >> 22, 244, 259) - 244 of
+// u = min(kTanhTMax, |x|) (kTanhTMax: the float just below 8), tanh(|x|) ~ (c2[k] u + c1[k]) u + c0[k], sign of x
+// copied onto the result. Constrained: c0[0] = 0, fl(p(8)) = fl(p(kTanhTMax)) = 1, fl(p) <= 1 on [3, 8].
+// Max abs error of the float32 evaluation (x >= 0 grid): 5.6762e-04
+constexpr uint32_t kTanhC0[16] = {0x00000000, 0xB85F8720, 0xB91F4457, 0xB9DAB6BE, 0xBA983BC7, 0xBB484645, 0xBBFD5DA3, 0xBC8AA0F7, 0xBCDD5F1F, 0xBC197960, 0x3DF27FCB, 0x3ECE82CD, 0x3F3B6007, 0x3F6F3DB8, 0x3F7DED07, 0x3F7FF4BF};
+constexpr uint32_t kTanhC1[16] = {0x3F800A52, 0x3F8060E9, 0x3F80C38B, 0x3F817CAB, 0x3F82F15D, 0x3F8587B2, 0x3F8A1FF1, 0x3F907640, 0x3F95A04F, 0x3F8FFB90, 0x3F61E3A3, 0x3EFF0DE4, 0x3E322195, 0x3D0429E3, 0x3B3F9806, 0x38340885};
+constexpr uint32_t kTanhC2[16] = {0xBCB2045F, 0xBD5F1906, 0xBD9EAC33, 0xBDDC6B48, 0xBE1AC6C9, 0xBE521C9B, 0xBE8C6413, 0xBEAE9AEA, 0xBEC345E5, 0xBEB537F6, 0xBE7481BC, 0xBDDF29FD, 0xBCEC08E5, 0xBB83CBD0, 0xB98A451E, 0xB6340885};
+constexpr uint32_t kTanhIdx0 = 244;
+constexpr uint32_t kTanhTMax = 0x40FFFFFF;
+// Per interval: [lo, hi) ideal (unrounded) minimax error / float32 evaluation error
+//   [0, 0.046875): 1.318e-06 / 1.322e-06   c = 0, 1.00031495, -0.0217305999
+//   [0.046875, 0.0625): 3.926e-08 / 4.470e-08   c = -5.32931881e-05, 1.00295746, -0.0544672236
+//   [0.0625, 0.09375): 3.102e-07 / 3.166e-07   c = -0.000151888802, 1.0059675, -0.0774768814
+//   [0.09375, 0.125): 3.029e-07 / 3.129e-07   c = -0.000417163537, 1.01161706, -0.107626498
+//   [0.125, 0.1875): 2.302e-06 / 2.325e-06   c = -0.00116144947, 1.02299082, -0.15114893
+//   [0.1875, 0.25): 2.087e-06 / 2.101e-06   c = -0.0030559462, 1.04320359, -0.205187246
+//   [0.25, 0.375): 1.339e-05 / 1.344e-05   c = -0.00773210963, 1.07909977, -0.274201006
+//   [0.375, 0.5): 8.326e-06 / 8.345e-06   c = -0.0169224571, 1.1286087, -0.341025651
+//   [0.5, 0.75): 1.085e-05 / 1.091e-05   c = -0.0270228963, 1.16895473, -0.381392628
+//   [0.75, 1): 3.947e-05 / 3.958e-05   c = -0.00936731696, 1.12486458, -0.353942573
+//   [1, 1.5): 4.172e-04 / 4.173e-04   c = 0.118407808, 0.882379711, -0.238776147
+//   [1.5, 2): 2.474e-04 / 2.475e-04   c = 0.403341681, 0.498152852, -0.108966805
+//   [2, 3): 5.676e-04 / 5.676e-04   c = 0.731934011, 0.17395623, -0.028812835
+//   [3, 4): 8.137e-05 / 8.142e-05   c = 0.934535503, 0.0322665088, -0.00402209908
+//   [4, 6): 4.301e-05 / 4.309e-05   c = 0.991898, 0.00292349001, -0.000263729075
+//   [6, 8): 1.558e-06 / 1.609e-06   c = 0.999828279, 4.29232787e-05, -2.68270492e-06
 
 // p(y) ~ 2^(y - 0.5), y in [0, 1), relative minimax, fl(p(0.5)) = 1; coefficients c0..c2.
 // Max rel error: ideal 1.9634e-03, float32 evaluation 1.9634e-03

@@ -13,18 +13,33 @@
 namespace nnkern {
 namespace {
 
-// Elements per task: 64 KiB of input, a few microseconds of work; smaller calls run inline.
+// Calls below kMinParallel elements run inline: waking the pool's other thread costs ~50-65 us on the dev
+// machine (a 2-vCPU VM), so at 64K floats (8 us alone) 2 threads were 8x slower than 1, and at 256K still
+// 1.6x slower; from 1M on they win (quiet host, 2 vs 1 thread, Gelem/s: out= 1M 5.4-5.7 vs 3.6, 4M 6.3 vs
+// 3.5, 16M 5.7-5.8 vs 2.6; in place 16M 10-11 vs 5.0). Tasks are about 1/8 of a thread's share: contiguous
+// runs for the prefetchers, and still a dynamic balance when the other core is busy. The former fixed
+// 16K-element tasks (1024 of them at 16M, interleaved between the threads) made 2 threads slower than 1.
 constexpr size_t kChunk = 16384;
-constexpr size_t kMinParallel = 4 * kChunk;
+constexpr size_t kMinParallel = size_t(1) << 20;
+// Outputs from 32 MiB on (not in place) are written with streaming stores where the ISA has them: they
+// skip the read-for-ownership of y and leave the caches to other data. Measured (AVX-512, 1 thread,
+// interleaved): +19% at 8M, 16M and 32M floats, but -12% at 4M (16 MiB), where y would have stayed in L3.
+constexpr size_t kStreamMinBytes = size_t(32) << 20;
+
+F32UnaryUkernel pick(F32UnaryUkernel regular, F32UnaryUkernel stream, size_t n, const float* x, const float* y) {
+  return (stream && x != y && n * sizeof(float) >= kStreamMinBytes) ? stream : regular;
+}
 
 void run_split(F32UnaryUkernel fn, size_t n, const float* x, float* y) {
   if (n < kMinParallel || get_num_threads() <= 1) {
     fn(n, x, y);
     return;
   }
-  const size_t tasks = (n + kChunk - 1) / kChunk;
+  // About 8 tasks per thread (dynamic balance), each at least kChunk and a multiple of 16 floats.
+  const size_t per_task = std::max(kChunk, (n / (8 * size_t(get_num_threads())) + 15) / 16 * 16);
+  const size_t tasks = (n + per_task - 1) / per_task;
   parallel_for(tasks, [&](size_t t) {
-    const size_t i0 = t * kChunk, len = std::min(kChunk, n - i0);
+    const size_t i0 = t * per_task, len = std::min(per_task, n - i0);
     fn(len, x + i0, y + i0);
   });
 }
@@ -40,7 +55,9 @@ const F32ActivationKernels* f32_activation_kernel_for(Isa isa) {
 #ifdef NNKERN_HAVE_AVX512
     case Isa::avx512: return &f32_activation__avx512;
 #endif
-    // NEON hook (ARM issue): case Isa::neon: return &f32_activation__neon;
+#ifdef NNKERN_HAVE_NEON
+    case Isa::neon: return &f32_activation__neon;
+#endif
     default: return nullptr;
   }
 }
@@ -59,11 +76,13 @@ namespace {
 }  // namespace
 
 void f32_sigmoid(ActMethod method, size_t n, const float* x, float* y) {
-  run_split(f32_activation_kernels().sigmoid[int(method)], n, x, y);
+  const F32ActivationKernels& k = f32_activation_kernels();
+  run_split(pick(k.sigmoid[int(method)], k.sigmoid_stream[int(method)], n, x, y), n, x, y);
 }
 
 void f32_tanh(ActMethod method, size_t n, const float* x, float* y) {
-  run_split(f32_activation_kernels().tanh[int(method)], n, x, y);
+  const F32ActivationKernels& k = f32_activation_kernels();
+  run_split(pick(k.tanh[int(method)], k.tanh_stream[int(method)], n, x, y), n, x, y);
 }
 
 ActivationSweep sweep_activation(const F32ActivationKernels& kernels, bool tanh, ActMethod method, float hi,

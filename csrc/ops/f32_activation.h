@@ -12,6 +12,8 @@ namespace nnkern {
 const F32ActivationKernels* f32_activation_kernel_for(Isa isa);  // nullptr where a level has none
 const F32ActivationKernels& f32_activation_kernels();           // the dispatched set
 
+// y is x or disjoint from it. Outputs of 32 MiB and more that are not in place go through the streaming
+// variants where the ISA has them.
 void f32_sigmoid(ActMethod method, size_t n, const float* x, float* y);
 void f32_tanh(ActMethod method, size_t n, const float* x, float* y);
 

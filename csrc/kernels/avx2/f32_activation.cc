@@ -1,6 +1,7 @@
 // AVX2 + FMA sigmoid / tanh; contracts in kernels/f32_activation.h, AVX-512 counterpart in
 // kernels/avx512/f32_activation.cc. Differences from AVX-512:
-//   minimax:  the 16-entry tables are two 8-entry halves: permutevar8x32 on each, blend on bit 3 of k.
+//   minimax:  the 16-entry tables (lane L serves idx = bits(t) >> 22 with idx & 15 == L, as on AVX-512)
+//             are two 8-entry halves: permutevar8x32 on each (it reads idx & 7), blend on bit 3 of idx.
 //   scalef / accurate: both on a = min(126, |x|) (e = e^-a <= 1, so the Newton step is safe): 2^n by
 //             exponent arithmetic for n >= -126, e = 0 below (|x| > 87.68: sigmoid(-|x|) < 1.2e-38, so
 //             subnormal outputs flush to 0), then a true division e / (1 + e). (rcp's 12 bits + one Newton
@@ -25,26 +26,45 @@ __m256 with_sign_of(__m256 v, __m256 x) {
   return _mm256_or_ps(v, _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(int(0x80000000u)))));
 }
 
+struct MinimaxTables {
+  alignas(32) uint32_t c0[16], c1[16], c2[16];
+};
+// Lane L serves idx with idx & 15 == L, i.e. interval k = (L - idx0) mod 16.
+constexpr MinimaxTables lane_tables(uint32_t idx0, const uint32_t* c0, const uint32_t* c1, const uint32_t* c2) {
+  MinimaxTables t{};
+  for (uint32_t lane = 0; lane < 16; ++lane) {
+    const uint32_t k = (lane - idx0) & 15;
+    t.c0[lane] = c0[k];
+    t.c1[lane] = c1[k];
+    t.c2[lane] = c2[k];
+  }
+  return t;
+}
+constexpr MinimaxTables kSigmoidTables =
+    lane_tables(act_coeffs::kMinimaxIdx0, act_coeffs::kMinimaxC0, act_coeffs::kMinimaxC1, act_coeffs::kMinimaxC2);
+constexpr MinimaxTables kTanhTables =
+    lane_tables(act_coeffs::kTanhIdx0, act_coeffs::kTanhC0, act_coeffs::kTanhC1, act_coeffs::kTanhC2);
+
+// sigmoid (Tanh = false) or tanh with its own table; t = min(tmax, |x|), tmax just below the top.
 template <bool Tanh>
 struct Minimax {
-  __m256 C0lo = load_bits(act_coeffs::kMinimaxC0), C0hi = load_bits(act_coeffs::kMinimaxC0 + 8);
-  __m256 C1lo = load_bits(act_coeffs::kMinimaxC1), C1hi = load_bits(act_coeffs::kMinimaxC1 + 8);
-  __m256 C2lo = load_bits(act_coeffs::kMinimaxC2), C2hi = load_bits(act_coeffs::kMinimaxC2 + 8);
-  __m256 sixteen = _mm256_set1_ps(16.0f), one = _mm256_set1_ps(1.0f);
-  __m256i lo = _mm256_set1_epi32(246), hi = _mm256_set1_epi32(261);
-  static __m256 lookup(__m256i k, __m256 sel, __m256 tlo, __m256 thi) {
-    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(tlo, k), _mm256_permutevar8x32_ps(thi, k), sel);
+  static constexpr const MinimaxTables& kT = Tanh ? kTanhTables : kSigmoidTables;
+  __m256 C0lo = load_bits(kT.c0), C0hi = load_bits(kT.c0 + 8);
+  __m256 C1lo = load_bits(kT.c1), C1hi = load_bits(kT.c1 + 8);
+  __m256 C2lo = load_bits(kT.c2), C2hi = load_bits(kT.c2 + 8);
+  __m256 tmax = bcast_bits(Tanh ? act_coeffs::kTanhTMax : act_coeffs::kMinimaxTMax), one = _mm256_set1_ps(1.0f);
+  __m256i lo = _mm256_set1_epi32(int(Tanh ? act_coeffs::kTanhIdx0 : act_coeffs::kMinimaxIdx0));
+  static __m256 lookup(__m256i idx, __m256 sel, __m256 tlo, __m256 thi) {
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(tlo, idx), _mm256_permutevar8x32_ps(thi, idx), sel);
   }
   __m256 operator()(__m256 x) const {
-    __m256 a = abs_ps(x);
-    if (Tanh) a = _mm256_add_ps(a, a);
-    const __m256 t = _mm256_min_ps(sixteen, a);  // NaN stays NaN
-    __m256i idx = _mm256_srli_epi32(_mm256_castps_si256(t), 22);
-    const __m256i k = _mm256_sub_epi32(_mm256_min_epi32(_mm256_max_epi32(idx, lo), hi), lo);
-    const __m256 sel = _mm256_castsi256_ps(_mm256_slli_epi32(k, 28));  // bit 3 of k -> sign: upper half
-    const __m256 c2 = lookup(k, sel, C2lo, C2hi), c1 = lookup(k, sel, C1lo, C1hi), c0 = lookup(k, sel, C0lo, C0hi);
+    const __m256 t = _mm256_min_ps(tmax, abs_ps(x));  // NaN stays NaN
+    const __m256i idx = _mm256_max_epi32(_mm256_srli_epi32(_mm256_castps_si256(t), 22), lo);  // <= lo + 15
+    const __m256 sel = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));  // bit 3 of idx -> sign: upper half
+    const __m256 c2 = lookup(idx, sel, C2lo, C2hi), c1 = lookup(idx, sel, C1lo, C1hi),
+                 c0 = lookup(idx, sel, C0lo, C0hi);
     const __m256 f = _mm256_fmadd_ps(_mm256_fmadd_ps(c2, t, c1), t, c0);
-    if (Tanh) return with_sign_of(_mm256_fmsub_ps(f, _mm256_set1_ps(2.0f), one), x);
+    if (Tanh) return with_sign_of(f, x);                    // f >= 0
     return _mm256_blendv_ps(f, _mm256_sub_ps(one, f), x);  // x's sign bit: 1 - f
   }
 };
@@ -85,20 +105,46 @@ struct ExpNeg {
   }
 };
 
-template <typename F>
+__m256i first_lanes(size_t count) {
+  const int c = count >= 8 ? 8 : int(count);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// 4 vectors per iteration; a masked head aligns x to 32 bytes (Stream: y, which is then stored with
+// vmovntps, for outputs far beyond the caches); the masked tail runs the same code.
+template <typename F, bool Stream = false>
 void run(size_t n, const float* x, float* y) {
   const F f;
   size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
-    _mm256_storeu_ps(y + i, f(a));
-    _mm256_storeu_ps(y + i + 8, f(b));
+  if (n >= 32) {
+    const uintptr_t p = Stream ? reinterpret_cast<uintptr_t>(y) : reinterpret_cast<uintptr_t>(x);
+    const size_t head = ((32 - (p & 31)) & 31) / 4;
+    if (head) {
+      const __m256i m = first_lanes(head);
+      _mm256_maskstore_ps(y, m, f(_mm256_maskload_ps(x, m)));
+      i = head;
+    }
+  }
+  for (; i + 32 <= n; i += 32) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8), c = _mm256_loadu_ps(x + i + 16),
+                 d = _mm256_loadu_ps(x + i + 24);
+    if (Stream) {  // y + i is 32-byte aligned here (n >= 32, so the head ran)
+      _mm256_stream_ps(y + i, f(a));
+      _mm256_stream_ps(y + i + 8, f(b));
+      _mm256_stream_ps(y + i + 16, f(c));
+      _mm256_stream_ps(y + i + 24, f(d));
+    } else {
+      _mm256_storeu_ps(y + i, f(a));
+      _mm256_storeu_ps(y + i + 8, f(b));
+      _mm256_storeu_ps(y + i + 16, f(c));
+      _mm256_storeu_ps(y + i + 24, f(d));
+    }
   }
   for (; i < n; i += 8) {
-    const int rem = n - i >= 8 ? 8 : int(n - i);
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i m = first_lanes(n - i);
     _mm256_maskstore_ps(y + i, m, f(_mm256_maskload_ps(x + i, m)));
   }
+  if (Stream) _mm_sfence();  // order the streaming stores before whatever reads y next
 }
 
 }  // namespace
@@ -109,6 +155,12 @@ void f32_sigmoid__avx2_accurate(size_t n, const float* x, float* y) { run<ExpNeg
 void f32_tanh__avx2_minimax(size_t n, const float* x, float* y) { run<Minimax<true>>(n, x, y); }
 void f32_tanh__avx2_scalef(size_t n, const float* x, float* y) { run<ExpNeg<true, 2, true>>(n, x, y); }
 void f32_tanh__avx2_accurate(size_t n, const float* x, float* y) { run<ExpNeg<true, 5, true>>(n, x, y); }
+void f32_sigmoid__avx2_minimax_stream(size_t n, const float* x, float* y) { run<Minimax<false>, true>(n, x, y); }
+void f32_sigmoid__avx2_scalef_stream(size_t n, const float* x, float* y) { run<ExpNeg<false, 2, true>, true>(n, x, y); }
+void f32_sigmoid__avx2_accurate_stream(size_t n, const float* x, float* y) { run<ExpNeg<false, 5, true>, true>(n, x, y); }
+void f32_tanh__avx2_minimax_stream(size_t n, const float* x, float* y) { run<Minimax<true>, true>(n, x, y); }
+void f32_tanh__avx2_scalef_stream(size_t n, const float* x, float* y) { run<ExpNeg<true, 2, true>, true>(n, x, y); }
+void f32_tanh__avx2_accurate_stream(size_t n, const float* x, float* y) { run<ExpNeg<true, 5, true>, true>(n, x, y); }
 
 const F32ActivationKernels f32_activation__avx2 = {
     "avx2",
@@ -116,6 +168,8 @@ const F32ActivationKernels f32_activation__avx2 = {
     {f32_tanh__avx2_minimax, f32_tanh__avx2_scalef, f32_tanh__avx2_accurate},
     {"f32_sigmoid__avx2_minimax", "f32_sigmoid__avx2_scalef", "f32_sigmoid__avx2_accurate"},
     {"f32_tanh__avx2_minimax", "f32_tanh__avx2_scalef", "f32_tanh__avx2_accurate"},
+    {f32_sigmoid__avx2_minimax_stream, f32_sigmoid__avx2_scalef_stream, f32_sigmoid__avx2_accurate_stream},
+    {f32_tanh__avx2_minimax_stream, f32_tanh__avx2_scalef_stream, f32_tanh__avx2_accurate_stream},
 };
 
 }  // namespace nnkern

@@ -25,15 +25,29 @@ constexpr float kLog2e = 1.44269504f;  // 0x3FB8AA3B
 // e^-a underflows to 0 in float32 for a > 103.98; clamping there keeps n small and NaN intact.
 constexpr float kExpClamp = 126.0f;
 
-// sigmoid(|x|) by scheme A: f(t), t = min(16, |x|) (NaN stays NaN).
-float minimax_pos(float a) {
-  const float t = a > 16.0f ? 16.0f : a;
-  uint32_t idx = to_bits(t) >> 22;
-  idx = idx < 246 ? 246 : (idx > 261 ? 261 : idx);
-  const int k = int(idx - 246);
-  const float c0 = from_bits(act_coeffs::kMinimaxC0[k]), c1 = from_bits(act_coeffs::kMinimaxC1[k]),
-              c2 = from_bits(act_coeffs::kMinimaxC2[k]);
+// Scheme A on a = |x| with one of the 16-interval tables: p(t), t = min(tmax, a) (NaN stays NaN).
+// tmax is the float just below the table's top (16 or 8), so the index needs no upper clamp.
+float minimax_table(float a, uint32_t tmax_bits, uint32_t idx0, const uint32_t* c0s, const uint32_t* c1s,
+                    const uint32_t* c2s) {
+  const float tmax = from_bits(tmax_bits);
+  const float t = a > tmax ? tmax : a;
+  uint32_t idx = to_bits(t) >> 22;  // NaN: 511, but p(NaN) is NaN whatever the interval
+  idx = idx < idx0 ? idx0 : (idx > idx0 + 15 ? idx0 + 15 : idx);
+  const int k = int(idx - idx0);
+  const float c0 = from_bits(c0s[k]), c1 = from_bits(c1s[k]), c2 = from_bits(c2s[k]);
   return (c2 * t + c1) * t + c0;
+}
+
+// sigmoid(|x|) by scheme A.
+float minimax_pos(float a) {
+  return minimax_table(a, act_coeffs::kMinimaxTMax, act_coeffs::kMinimaxIdx0, act_coeffs::kMinimaxC0,
+                       act_coeffs::kMinimaxC1, act_coeffs::kMinimaxC2);
+}
+
+// tanh(|x|) by scheme A with tanh's own table.
+float minimax_tanh_pos(float a) {
+  return minimax_table(a, act_coeffs::kTanhTMax, act_coeffs::kTanhIdx0, act_coeffs::kTanhC0, act_coeffs::kTanhC1,
+                       act_coeffs::kTanhC2);
 }
 
 // sigmoid(-a) for a = |x| >= 0 (or NaN) by 2^y polynomial of degree Deg: e = e^-a = p(y) 2^n, e / (1 + e).
@@ -61,12 +75,15 @@ float sigmoid_one(ActMethod m, float x) {
   return neg ? f : 1.0f - f;
 }
 
-// tanh(x) = sign(x) (2 sigmoid(2|x|) - 1) = sign(x) (1 - 2 sigmoid(-2|x|)).
+// tanh(x) = sign(x) p(|x|) (minimax: tanh's own table) or sign(x) (1 - 2 sigmoid(-2|x|)).
 float tanh_one(ActMethod m, float x) {
-  const float a2 = 2.0f * std::fabs(x);
   float t;
-  if (m == ActMethod::minimax) t = 2.0f * minimax_pos(a2) - 1.0f;
-  else t = 1.0f - 2.0f * (m == ActMethod::scalef ? exp_neg_sigmoid<2>(a2) : exp_neg_sigmoid<5>(a2));
+  if (m == ActMethod::minimax) {
+    t = minimax_tanh_pos(std::fabs(x));
+  } else {
+    const float a2 = 2.0f * std::fabs(x);
+    t = 1.0f - 2.0f * (m == ActMethod::scalef ? exp_neg_sigmoid<2>(a2) : exp_neg_sigmoid<5>(a2));
+  }
   return std::isnan(t) ? t : std::copysign(t, x);
 }
 
@@ -94,6 +111,8 @@ const F32ActivationKernels f32_activation_ref = {
     {f32_tanh__scalar_minimax, f32_tanh__scalar_scalef, f32_tanh__scalar_accurate},
     {"f32_sigmoid__scalar_minimax", "f32_sigmoid__scalar_scalef", "f32_sigmoid__scalar_accurate"},
     {"f32_tanh__scalar_minimax", "f32_tanh__scalar_scalef", "f32_tanh__scalar_accurate"},
+    {nullptr, nullptr, nullptr},  // no streaming variants
+    {nullptr, nullptr, nullptr},
 };
 
 }  // namespace nnkern

@@ -177,6 +177,30 @@ def check_lstm(rng) -> Tuple[bool, str]:
     return worst <= 1.0 and same, f"step err/bound {worst:.3f}; lengths vs alone {'identical' if same else 'DIFFER'}"
 
 
+def check_activations(rng) -> Tuple[bool, str]:
+    """sigmoid / tanh, every method: a grid of [-20, 20], random inputs up to +-100 and the special values,
+    within the documented bounds of float64; +-0, +-inf and NaN exactly."""
+    import nnkern
+    from ..activations import ACTIVATION_METHODS, SIGMOID_MAX_ABS_ERROR, TANH_MAX_ABS_ERROR
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30, -88.0, -89.0, -100.0], np.float32)
+    x = np.concatenate([special, np.linspace(-20, 20, 200001, dtype=np.float32),
+                        rng.uniform(-100, 100, 10000).astype(np.float32)])
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(-np.abs(x64))
+        want = {"sigmoid": np.where(x64 >= 0, 1.0 / (1.0 + e), e / (1.0 + e)), "tanh": np.tanh(x64)}
+    exact = {"sigmoid": [0.5, 0.5, 1.0, 0.0], "tanh": [0.0, -0.0, 1.0, -1.0]}
+    worst, ok = 0.0, True
+    for fn, bounds in (("sigmoid", SIGMOID_MAX_ABS_ERROR), ("tanh", TANH_MAX_ABS_ERROR)):
+        for m in ACTIVATION_METHODS:
+            y = getattr(nnkern, fn)(x, method=m)
+            fin = ~np.isnan(x)
+            worst = max(worst, float(np.max(np.abs(y[fin] - want[fn][fin]))) / bounds[m])
+            ok = ok and np.isnan(y[4]) and list(y[:4]) == exact[fn] and not np.isnan(y[fin]).any()
+            ok = ok and np.array_equal(np.signbit(y[:2]), [False, fn == "tanh"])
+    return ok and worst <= 1.0, f"err/bound {worst:.3f}, special values exact" if ok else "special values wrong"
+
+
 def run(report: Callable[[str], None] = print) -> bool:
     """Print one PASS/FAIL line per (ISA, check); True when everything passed."""
     import nnkern
@@ -193,6 +217,8 @@ def run(report: Callable[[str], None] = print) -> bool:
             if hasattr(nnkern, "LSTM"):
                 checks += [("LSTM step vs float64 (3 methods), lengths", lambda: check_lstm(rng))]
             qkern = nnkern.cpu_info()["kernels"].get("u8s8_gemm", "?").split(" ")[0]
+            akern = nnkern.cpu_info()["kernels"].get("f32_sigmoid", "?").split("|")[0]
+            checks += [(("act", akern), "sigmoid/tanh, all methods, special values", lambda: check_activations(rng))]
             if hasattr(nnkern, "qgemm"):
                 checks += [(("int8", qkern), "qgemm u8/s8 x s8, zero points, qgemm16", lambda: check_qgemm(rng)),
                            (("int8", qkern), "quantize, QLinear requantization", lambda: check_quant(rng))]
