@@ -82,6 +82,17 @@ def test_all_nan_and_all_equal(topk_isa):
     check(x[:, ::-1].copy(), 16)
 
 
+def test_rising_data_refills_the_candidate_buffer(topk_isa, rng):
+    """Rising data (every element a candidate), with ties and NaN: the general path's buffer of 2k + 64
+    candidates fills and is cut back to the best k many times per row."""
+    n = 3000
+    x = (np.arange(n) // 3).astype(np.float32)[None, :].repeat(2, 0)  # ascending, in runs of 3 equal values
+    x[1, rng.choice(n, 40, replace=False)] = np.nan
+    for k in (1, 2, 17, 50, 200, n - 1):
+        check(x, k)
+    check(x[:, ::-1].copy(), 50)
+
+
 def test_vocab_shape(topk_isa, rng):
     x = rng.standard_normal((16, 32000)).astype(np.float32)
     for k in (1, 4, 10, 16, 50):
