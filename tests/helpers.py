@@ -10,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 
 import numpy as np
 
@@ -70,6 +71,26 @@ def check_within_bound(got, c64, bound, what=""):
 def assert_gemm_close(got, a, b, *, alpha=1.0, beta=0.0, c0=None, trans_a=False, trans_b=False, what="sgemm"):
     c64, bound = ref_gemm(a, b, alpha, beta, c0, trans_a, trans_b)
     check_within_bound(got, c64, bound, what)
+
+
+def run_concurrently(work, n_threads=6):
+    """Runs work(t) for t in range(n_threads) on that many threads at once; an exception in any of
+    them is raised here (a thread's exception would otherwise only be printed)."""
+    errors = []
+
+    def guarded(t):
+        try:
+            work(t)
+        except BaseException as e:  # noqa: B902 - handed to the caller
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def numpy_f32_semantics(a, b):

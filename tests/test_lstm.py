@@ -10,7 +10,6 @@ which holds for these contracting random networks (weights like torch's default 
 """
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ import nnkern
 from nnkern import _C
 from nnkern.activations import ACTIVATION_METHODS, SIGMOID_MAX_ABS_ERROR, TANH_MAX_ABS_ERROR
 
-from helpers import EPS, QUICK
+from helpers import EPS, QUICK, run_concurrently
 
 GEMM_FACTOR = 2.0  # the documented (2K + 6) eps: 2 per product term of the gate sums
 
@@ -369,22 +368,15 @@ def test_concurrent_python_threads_identical(isa, rng):
     xs = [rand(rng, 5, b, I) for b in (1, 3, 9, 4)]
     ids = rng.integers(0, 30, (5, 7))
     want = [lstm(x) for x in xs] + [lstm.forward_tokens(ids)]
-    got, errors = {}, []
+    got = {}
 
     def work(t):
-        try:
-            for rep in range(4):
-                i = (t + rep) % len(want)
-                got[(t, rep)] = (i, lstm.forward_tokens(ids) if i == len(xs) else lstm(xs[i]))
-        except Exception as e:  # pragma: no cover
-            errors.append(e)
+        for rep in range(4):
+            i = (t + rep) % len(want)
+            got[(t, rep)] = (i, lstm.forward_tokens(ids) if i == len(xs) else lstm(xs[i]))
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and len(got) == 24
+    run_concurrently(work)
+    assert len(got) == 24
     for i, r in got.values():
         assert bits_equal(r[0], want[i][0]) and bits_equal(r[1][1], want[i][1][1])
 

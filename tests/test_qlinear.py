@@ -1,12 +1,12 @@
 """QLinear: prepacked int8 weights with the fused requantization epilogue, on every ISA path."""
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest
 
 import nnkern
+from helpers import run_concurrently
 from qhelpers import epilogue_ref, ref_qgemm
 from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture)
 
@@ -105,19 +105,11 @@ def test_threads_same_results(rng):
     layer, _, _ = make_layer(rng, 300, 256, np.uint8, relu=True)
     xs = [rng.integers(0, 256, (17, 256), dtype=np.uint8) for _ in range(6)]
     want = [layer(x) for x in xs]
-    errors = []
-
-    def work(i):
+    def work(i):  # an exception in a thread is raised by run_concurrently, not lost
         for _ in range(20):
-            if not np.array_equal(layer(xs[i]), want[i]):
-                errors.append(i)
+            np.testing.assert_array_equal(layer(xs[i]), want[i])
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_concurrently(work)
 
 
 def test_bad_inputs(rng):

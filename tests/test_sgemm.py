@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import itertools
-import threading
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import pytest
 import nnkern
 from nnkern import _C
 from helpers import (EPS, QUICK, assert_gemm_close, check_within_bound, describe_process, gemm_bound, rand, ref_gemm,
-                     run_python_isolated)
+                     run_concurrently, run_python_isolated)
 
 TRANSPOSES = list(itertools.product([False, True], [False, True]))
 TRANS_IDS = ["NN", "NT", "TN", "TT"]
@@ -455,21 +454,12 @@ def test_gil_is_released_and_concurrent_calls_agree(isa, rng):
     a, b = rand(rng, 200, 300), rand(rng, 300, 150)
     want = nnkern.matmul(a, b)
     results = [None] * 6
-    errors = []
 
     def work(i):
-        try:
-            for _ in range(3):
-                results[i] = nnkern.sgemm(a, b)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+        for _ in range(3):
+            results[i] = nnkern.sgemm(a, b)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(results))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_concurrently(work, len(results))
     for r in results:
         assert np.array_equal(r, want)
 
@@ -622,22 +612,13 @@ def test_linear_concurrent_python_threads_identical(isa, rng):
     for x, y in zip(xs, want):
         check_within_bound(y, *linear_ref(x, w, None, True), what="Linear")
     got = {}
-    errors = []
 
     def work(t):
-        try:
-            for rep in range(5):
-                i = (t + rep) % len(xs)
-                got[(t, rep)] = (i, layer(xs[i]))
-        except Exception as e:  # pragma: no cover
-            errors.append(e)
+        for rep in range(5):
+            i = (t + rep) % len(xs)
+            got[(t, rep)] = (i, layer(xs[i]))
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_concurrently(work)
     assert len(got) == 30
     for i, y in got.values():
         assert np.array_equal(y, want[i])

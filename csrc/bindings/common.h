@@ -7,18 +7,27 @@
 #include <string>
 
 #include "core/isa.h"
+#include "kernels/f32_activation.h"
 
 namespace nnkern::bindings {
 
 namespace py = pybind11;
 
 Isa isa_arg(const std::string& name);  // ValueError for an unknown name
+// "minimax" | "scalef" | "accurate"; ValueError naming the argument (`what`) otherwise.
+ActMethod act_method_arg(const std::string& name, const char* what);
 
 // Data pointers of arrays whose dtype the Python layer has checked (a TypeError here is a bug there).
 template <typename T>
 const T* cdata(const py::array& a) {
   if (!py::isinstance<py::array_t<T>>(a)) throw py::type_error("internal: unexpected dtype");
   return static_cast<const T*>(a.data());
+}
+
+// The same for an optional array argument: None -> nullptr.
+template <typename T>
+const T* cdata_or_null(const py::object& a) {
+  return a.is_none() ? nullptr : cdata<T>(a.cast<py::array>());
 }
 
 template <typename T>

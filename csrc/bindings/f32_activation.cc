@@ -6,14 +6,17 @@
 #include "ops/f32_activation.h"
 
 namespace nnkern::bindings {
-namespace {
 
-ActMethod method_arg(const std::string& m) {
+ActMethod act_method_arg(const std::string& m, const char* what) {
   if (m == "minimax") return ActMethod::minimax;
   if (m == "scalef") return ActMethod::scalef;
   if (m == "accurate") return ActMethod::accurate;
-  throw py::value_error("method must be 'minimax', 'scalef' or 'accurate', got '" + m + "'");
+  throw py::value_error(std::string(what) + " must be 'minimax', 'scalef' or 'accurate', got '" + m + "'");
 }
+
+namespace {
+
+ActMethod method_arg(const std::string& m) { return act_method_arg(m, "method"); }
 
 bool tanh_arg(const std::string& fn) {
   if (fn == "sigmoid") return false;

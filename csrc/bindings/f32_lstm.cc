@@ -10,18 +10,6 @@
 namespace nnkern::bindings {
 namespace {
 
-ActMethod method_arg(const std::string& m) {
-  if (m == "minimax") return ActMethod::minimax;
-  if (m == "scalef") return ActMethod::scalef;
-  if (m == "accurate") return ActMethod::accurate;
-  throw py::value_error("activation must be 'minimax', 'scalef' or 'accurate', got '" + m + "'");
-}
-
-template <typename T>
-const T* cdata_or_null(const py::object& a) {
-  return a.is_none() ? nullptr : cdata<T>(a.cast<py::array>());
-}
-
 class Lstm {
  public:
   Lstm(const py::array& w_ih, const py::array& w_hh, const py::object& bias, size_t input_size, size_t hidden_size)
@@ -61,7 +49,7 @@ class Lstm {
     call.out_bs = out_bs;
     call.h_n = mdata<float>(h_n);
     call.c_n = mdata<float>(c_n);
-    call.method = method_arg(method);
+    call.method = act_method_arg(method, "activation");
     py::gil_scoped_release release;
     return op_.run(call);
   }

@@ -13,11 +13,6 @@ double i8_peak_ops(Isa isa, double seconds);  // ops/peak_i8.cc
 namespace nnkern::bindings {
 namespace {
 
-template <typename T>
-const T* opt(const py::object& o) {
-  return o.is_none() ? nullptr : static_cast<const T*>(o.cast<py::array>().data());
-}
-
 // c (M x N int32) = sum_k (a - a_zero)(b - b_zero); a, b and c are C-contiguous.
 void qgemm_binding(const py::array& a, int a_type, int a_zero, const py::array& b, int b_type, const py::object& b_zero,
                    int b_zero_scalar, py::array& c) {
@@ -32,7 +27,7 @@ void qgemm_binding(const py::array& a, int a_type, int a_zero, const py::array& 
   g.b_type = QType(b_type);
   g.b = b.data();
   g.ldb = g.N;
-  g.b_zero = opt<int32_t>(b_zero);
+  g.b_zero = cdata_or_null<int32_t>(b_zero);
   g.b_zero_scalar = b_zero_scalar;
   g.c = mdata<int32_t>(c);
   g.ldc = g.N;
@@ -72,19 +67,19 @@ void qgemm_ukernel(const std::string& isa_name_, const std::string& kind, size_t
   for (size_t off : b_offsets_bytes) bptr.push_back(static_cast<const uint8_t*>(b.data()) + off);
   QEpilogue ep;
   ep.out = QOut(out);
-  ep.col_comp = opt<int32_t>(col_comp);
-  ep.b_zero = opt<int32_t>(b_zero);
-  ep.row_sum = opt<int32_t>(row_sum);
-  ep.scale = opt<float>(scale);
-  ep.bias = opt<float>(bias);
+  ep.col_comp = cdata_or_null<int32_t>(col_comp);
+  ep.b_zero = cdata_or_null<int32_t>(b_zero);
+  ep.row_sum = cdata_or_null<int32_t>(row_sum);
+  ep.scale = cdata_or_null<float>(scale);
+  ep.bias = cdata_or_null<float>(bias);
   ep.relu = relu;
   ep.lo = lo;
   ep.hi = hi;
-  ep.c_in = opt<int32_t>(c_in);  // laid out like c: c_in[j * ldc + i]
+  ep.c_in = cdata_or_null<int32_t>(c_in);  // laid out like c: c_in[j * ldc + i]
   ep.ld_in = ldc;
   if (kern->zero_points_in_kernel) {
     ep.x_zero = x_zero;
-    ep.w_zero = opt<int32_t>(w_zero);
+    ep.w_zero = cdata_or_null<int32_t>(w_zero);
   } else if (x_zero != 0 || !w_zero.is_none()) {
     throw py::value_error(std::string(kern->name) + " does not subtract zero points itself");
   }
@@ -104,8 +99,8 @@ class QLinearPacked {
     o.out = QOut(out_kind);
     o.c = out.mutable_data();
     o.ldc = packed_.N();
-    o.scale = opt<float>(scale);
-    o.bias = opt<float>(bias);
+    o.scale = cdata_or_null<float>(scale);
+    o.bias = cdata_or_null<float>(bias);
     o.relu = relu;
     o.lo = lo;
     o.hi = hi;
