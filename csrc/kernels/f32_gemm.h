@@ -30,6 +30,21 @@ struct F32Epilogue {
   float clamp_max = 0.0f;
 };
 
+// The epilogue of one element, in every kernel's order: alpha * acc, + beta * C (c is read only if
+// beta != 0), + bias[i], clamp (NaN compares false and passes through). The scalar references use it,
+// and the SIMD kernels for their scalar leftovers. static: each kernel file compiles its own copy with
+// its own flags, so no ISA-flagged copy can be picked for baseline code.
+static inline float f32_epilogue_scalar(float acc, const float* c, size_t i, const F32Epilogue& ep) {
+  float v = ep.alpha * acc;
+  if (ep.beta != 0.0f) v += ep.beta * *c;
+  if (ep.bias) v += ep.bias[i];
+  if (ep.clamp) {
+    if (v < ep.clamp_min) v = ep.clamp_min;
+    if (v > ep.clamp_max) v = ep.clamp_max;
+  }
+  return v;
+}
+
 using F32GemmUkernel = void (*)(size_t m, size_t n, size_t k, const float* a, size_t a_stride, float* a_copy,
                                 const float* const* b, size_t b_stride, float* c, size_t ldc,
                                 const F32Epilogue* ep);

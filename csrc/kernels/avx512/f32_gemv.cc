@@ -97,17 +97,6 @@ void store_avx512(size_t n, const float* acc, float* c, const F32Epilogue* ep) {
   }
 }
 
-NNK_INLINE float epilogue1(float s, const float* c, size_t j, const F32Epilogue& ep) {
-  float v = ep.alpha * s;
-  if (ep.beta != 0.0f) v += ep.beta * *c;
-  if (ep.bias) v += ep.bias[j];
-  if (ep.clamp) {
-    if (v < ep.clamp_min) v = ep.clamp_min;
-    if (v > ep.clamp_max) v = ep.clamp_max;
-  }
-  return v;
-}
-
 template <int kM, int kN>
 NNK_INLINE void dot_step(__m512 (&acc)[kM][kN], const float* const (&ar)[kM], const float* const (&br)[kN], size_t p,
                          __mmask16 mask, bool masked) {
@@ -144,34 +133,14 @@ __attribute__((noinline)) void dot_tile(size_t k, const float* a, size_t lda, co
 #pragma GCC unroll 8
     for (int j = 0; j < kN; ++j) {
       float* cij = c + i * ldc + j;
-      *cij = epilogue1(_mm512_reduce_add_ps(acc[i][j]), cij, j, *ep);
+      *cij = f32_epilogue_scalar(_mm512_reduce_add_ps(acc[i][j]), cij, j, *ep);
     }
 }
 
-using DotFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, size_t, const F32Epilogue*);
-
-template <int kM, int kN = kDotNR>
-NNK_INLINE DotFn pick_n(size_t n) {
-  if (n == static_cast<size_t>(kN)) return dot_tile<kM, kN>;
-  if constexpr (kN > 1) return pick_n<kM, kN - 1>(n);
-  return nullptr;
-}
-
-template <int kM = kDotMR>
-NNK_INLINE DotFn pick(size_t m, size_t n) {
-  if (m == static_cast<size_t>(kM)) return pick_n<kM>(n);
-  if constexpr (kM > 1) return pick<kM - 1>(m, n);
-  return nullptr;
-}
-
-void dot_avx512(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* bt, size_t ldbt, float* c,
-                size_t ldc, const F32Epilogue* ep) {
-  if (m == 0 || n == 0) return;
-  pick(m, n)(k, a, lda, bt, ldbt, c, ldc, ep);
-}
+#include "kernels/f32_gemv_dot.inc"  // dot_tiles: (m, n) -> dot_tile<m, n>
 
 }  // namespace
 
-const F32GemvKernel f32_gemv__avx512 = {"f32_gemv_3x8__avx512", rows_avx512, store_avx512, kDotMR, kDotNR, dot_avx512};
+const F32GemvKernel f32_gemv__avx512 = {"f32_gemv_3x8__avx512", rows_avx512, store_avx512, kDotMR, kDotNR, dot_tiles};
 
 }  // namespace nnkern

@@ -100,24 +100,13 @@ NNK_INLINE float32x4_t epilogue_v(float32x4_t v, float32x4_t c, float32x4_t bias
   return v;
 }
 
-NNK_INLINE float epilogue1(float s, const float* c, size_t j, const F32Epilogue& ep) {
-  float v = ep.alpha * s;
-  if (ep.beta != 0.0f) v += ep.beta * *c;
-  if (ep.bias) v += ep.bias[j];
-  if (ep.clamp) {
-    if (v < ep.clamp_min) v = ep.clamp_min;
-    if (v > ep.clamp_max) v = ep.clamp_max;
-  }
-  return v;
-}
-
 void store_neon(size_t n, const float* acc, float* c, const F32Epilogue* ep) {
   const bool beta = ep->beta != 0.0f, bias = ep->bias != nullptr;
   size_t j = 0;
   for (; j + 4 <= n; j += 4)
     vst1q_f32(c + j, epilogue_v(vld1q_f32(acc + j), beta ? vld1q_f32(c + j) : vdupq_n_f32(0.0f),
                                 bias ? vld1q_f32(ep->bias + j) : vdupq_n_f32(0.0f), bias, *ep));
-  for (; j < n; ++j) c[j] = epilogue1(acc[j], c + j, j, *ep);
+  for (; j < n; ++j) c[j] = f32_epilogue_scalar(acc[j], c + j, j, *ep);
 }
 
 template <int kM, int kN>
@@ -162,34 +151,14 @@ __attribute__((noinline)) void dot_tile(size_t k, const float* a, size_t lda, co
 #pragma GCC unroll 4
     for (int j = 0; j < kN; ++j) {
       float* cij = c + i * ldc + j;
-      *cij = epilogue1(hsum(acc[i][j]), cij, j, *ep);
+      *cij = f32_epilogue_scalar(hsum(acc[i][j]), cij, j, *ep);
     }
 }
 
-using DotFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, size_t, const F32Epilogue*);
-
-template <int kM, int kN = kDotNR>
-NNK_INLINE DotFn pick_n(size_t n) {
-  if (n == static_cast<size_t>(kN)) return dot_tile<kM, kN>;
-  if constexpr (kN > 1) return pick_n<kM, kN - 1>(n);
-  return nullptr;
-}
-
-template <int kM = kDotMR>
-NNK_INLINE DotFn pick(size_t m, size_t n) {
-  if (m == static_cast<size_t>(kM)) return pick_n<kM>(n);
-  if constexpr (kM > 1) return pick<kM - 1>(m, n);
-  return nullptr;
-}
-
-void dot_neon(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* bt, size_t ldbt, float* c,
-              size_t ldc, const F32Epilogue* ep) {
-  if (m == 0 || n == 0) return;
-  pick(m, n)(k, a, lda, bt, ldbt, c, ldc, ep);
-}
+#include "kernels/f32_gemv_dot.inc"  // dot_tiles: (m, n) -> dot_tile<m, n>
 
 }  // namespace
 
-const F32GemvKernel f32_gemv__neon = {"f32_gemv_3x4__neon", rows_neon, store_neon, kDotMR, kDotNR, dot_neon};
+const F32GemvKernel f32_gemv__neon = {"f32_gemv_3x4__neon", rows_neon, store_neon, kDotMR, kDotNR, dot_tiles};
 
 }  // namespace nnkern

@@ -6,24 +6,13 @@ namespace {
 
 constexpr int kMR = 2, kNR = 4;
 
-float epilogue1(float acc, const float* c, size_t j, const F32Epilogue& ep) {
-  float v = ep.alpha * acc;
-  if (ep.beta != 0.0f) v += ep.beta * *c;  // beta == 0: C never read
-  if (ep.bias) v += ep.bias[j];
-  if (ep.clamp) {  // NaN compares false and passes through
-    if (v < ep.clamp_min) v = ep.clamp_min;
-    if (v > ep.clamp_max) v = ep.clamp_max;
-  }
-  return v;
-}
-
 void rows_ref(size_t n, size_t k, const float* x, size_t incx, const float* b, size_t ldb, float* acc) {
   for (size_t p = 0; p < k; ++p)
     for (size_t j = 0; j < n; ++j) acc[j] += x[p * incx] * b[p * ldb + j];
 }
 
 void store_ref(size_t n, const float* acc, float* c, const F32Epilogue* ep) {
-  for (size_t j = 0; j < n; ++j) c[j] = epilogue1(acc[j], c + j, j, *ep);
+  for (size_t j = 0; j < n; ++j) c[j] = f32_epilogue_scalar(acc[j], c + j, j, *ep);
 }
 
 void dot_ref(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* bt, size_t ldbt, float* c,
@@ -32,7 +21,7 @@ void dot_ref(size_t m, size_t n, size_t k, const float* a, size_t lda, const flo
     for (size_t j = 0; j < n; ++j) {
       float s = 0.0f;
       for (size_t p = 0; p < k; ++p) s += a[i * lda + p] * bt[j * ldbt + p];
-      c[i * ldc + j] = epilogue1(s, c + i * ldc + j, j, *ep);
+      c[i * ldc + j] = f32_epilogue_scalar(s, c + i * ldc + j, j, *ep);
     }
 }
 
