@@ -105,47 +105,25 @@ struct ExpNeg {
   }
 };
 
-__m256i first_lanes(size_t count) {
-  const int c = count >= 8 ? 8 : int(count);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+struct Ymm {  // the loop's vector operations (kernels/f32_activation_loop.inc)
+  using V = __m256;
+  using Mask = __m256i;
+  static constexpr size_t kLanes = 8;
+  static Mask first_lanes(size_t count) {
+    const int c = count >= 8 ? 8 : int(count);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static void stream(float* p, V v) { _mm256_stream_ps(p, v); }
+  static V maskz_load(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }  // vmaskmovps: no fault
+  static void mask_store(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
+};
 
-// 4 vectors per iteration; a masked head aligns x to 32 bytes (Stream: y, which is then stored with
-// vmovntps, for outputs far beyond the caches); the masked tail runs the same code.
+#include "kernels/f32_activation_loop.inc"
+
 template <typename F, bool Stream = false>
-void run(size_t n, const float* x, float* y) {
-  const F f;
-  size_t i = 0;
-  if (n >= 32) {
-    const uintptr_t p = Stream ? reinterpret_cast<uintptr_t>(y) : reinterpret_cast<uintptr_t>(x);
-    const size_t head = ((32 - (p & 31)) & 31) / 4;
-    if (head) {
-      const __m256i m = first_lanes(head);
-      _mm256_maskstore_ps(y, m, f(_mm256_maskload_ps(x, m)));
-      i = head;
-    }
-  }
-  for (; i + 32 <= n; i += 32) {
-    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8), c = _mm256_loadu_ps(x + i + 16),
-                 d = _mm256_loadu_ps(x + i + 24);
-    if (Stream) {  // y + i is 32-byte aligned here (n >= 32, so the head ran)
-      _mm256_stream_ps(y + i, f(a));
-      _mm256_stream_ps(y + i + 8, f(b));
-      _mm256_stream_ps(y + i + 16, f(c));
-      _mm256_stream_ps(y + i + 24, f(d));
-    } else {
-      _mm256_storeu_ps(y + i, f(a));
-      _mm256_storeu_ps(y + i + 8, f(b));
-      _mm256_storeu_ps(y + i + 16, f(c));
-      _mm256_storeu_ps(y + i + 24, f(d));
-    }
-  }
-  for (; i < n; i += 8) {
-    const __m256i m = first_lanes(n - i);
-    _mm256_maskstore_ps(y + i, m, f(_mm256_maskload_ps(x + i, m)));
-  }
-  if (Stream) _mm_sfence();  // order the streaming stores before whatever reads y next
-}
+void run(size_t n, const float* x, float* y) { activation_loop<Ymm, F, Stream>(n, x, y); }
 
 }  // namespace
 

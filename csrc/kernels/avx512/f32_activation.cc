@@ -13,10 +13,8 @@
 //             Newton step (no inf * 0 possible), f = e r = sigmoid(-|x|), y = x >= 0 ? 1 - f : f.
 //   tanh:     (scalef, accurate) on |x| with the sign of x restored: 2 sigmoid(2|x|) - 1 (scalef) or
 //             1 - 2 sigmoid(-2|x|) (accurate), clamped at 0 below.
-// Loop: 4 vectors per iteration (latency chains of ~20 cycles overlap); a masked head first aligns x to
-// 64 bytes (split loads cost more than split stores here: 64K floats, +12% .. +30%), a masked tail runs
-// the same code. The *_stream variants align y instead and store it with vmovntps (no read-for-ownership
-// of y's lines, no eviction of other data), for outputs far beyond the caches: +19% at 8M-32M floats.
+// Loop: kernels/f32_activation_loop.inc (4 vectors per iteration, aligned loads or, for the *_stream
+// variants, aligned vmovntps stores, a masked head and tail).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -120,42 +118,22 @@ struct Accurate {
   }
 };
 
-__mmask16 first_lanes(size_t count) { return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1); }
+struct Zmm {  // the loop's vector operations (kernels/f32_activation_loop.inc)
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr size_t kLanes = 16;
+  static Mask first_lanes(size_t count) { return count >= 16 ? Mask(0xFFFF) : Mask((1u << count) - 1); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void stream(float* p, V v) { _mm512_stream_ps(p, v); }
+  static V maskz_load(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void mask_store(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+};
+
+#include "kernels/f32_activation_loop.inc"
 
 template <typename F, bool Stream = false>
-void run(size_t n, const float* x, float* y) {
-  const F f;
-  size_t i = 0;
-  if (n >= 64) {  // masked head up to x's (Stream: y's) next 64-byte boundary, same code as the body
-    const uintptr_t p = Stream ? reinterpret_cast<uintptr_t>(y) : reinterpret_cast<uintptr_t>(x);
-    const size_t head = ((64 - (p & 63)) & 63) / 4;
-    if (head) {
-      const __mmask16 m = first_lanes(head);
-      _mm512_mask_storeu_ps(y, m, f(_mm512_maskz_loadu_ps(m, x)));
-      i = head;
-    }
-  }
-  for (; i + 64 <= n; i += 64) {
-    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16), c = _mm512_loadu_ps(x + i + 32),
-                 d = _mm512_loadu_ps(x + i + 48);
-    if (Stream) {  // y + i is 64-byte aligned here (n >= 64, so the head ran)
-      _mm512_stream_ps(y + i, f(a));
-      _mm512_stream_ps(y + i + 16, f(b));
-      _mm512_stream_ps(y + i + 32, f(c));
-      _mm512_stream_ps(y + i + 48, f(d));
-    } else {
-      _mm512_storeu_ps(y + i, f(a));
-      _mm512_storeu_ps(y + i + 16, f(b));
-      _mm512_storeu_ps(y + i + 32, f(c));
-      _mm512_storeu_ps(y + i + 48, f(d));
-    }
-  }
-  for (; i < n; i += 16) {
-    const __mmask16 m = first_lanes(n - i);
-    _mm512_mask_storeu_ps(y + i, m, f(_mm512_maskz_loadu_ps(m, x + i)));
-  }
-  if (Stream) _mm_sfence();  // order the streaming stores before whatever reads y next
-}
+void run(size_t n, const float* x, float* y) { activation_loop<Zmm, F, Stream>(n, x, y); }
 
 }  // namespace
 
