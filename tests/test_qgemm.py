@@ -59,6 +59,17 @@ def rand_int(rng, dtype, shape, lo=None, hi=None):
 KERNELS = [(isa, kind) for isa in LEVELS for kind in KINDS]
 
 
+def check_stored_tile(c, ldc, want, sentinel, what):
+    """c holds the m x n tile `want` column by column (C(i, j) = c[j * ldc + i]) and `sentinel` elsewhere."""
+    m, n = want.shape
+    got = np.stack([c[j * ldc:j * ldc + m] for j in range(n)], axis=1)
+    assert np.array_equal(got, want), f"{what}: got {got} want {want}"
+    outside = np.ones(c.size, bool)
+    for j in range(n):
+        outside[j * ldc:j * ldc + m] = False
+    assert (c[outside] == sentinel).all(), f"{what}: wrote outside the tile"
+
+
 @pytest.mark.parametrize("isa,kind", KERNELS, ids=[f"{i}-{k}" for i, k in KERNELS])
 def test_ukernel_every_tile(isa, kind, rng):
     info = kernel_of(isa, kind)
@@ -106,13 +117,7 @@ def test_ukernel_every_tile(isa, kind, rng):
                     if c_in is not None:
                         acc = acc + np.stack([c_in[j * ldc:j * ldc + m] for j in range(n)], axis=1)
                     want = epilogue_ref(acc, out, **args)
-                    got = np.stack([c[j * ldc:j * ldc + m] for j in range(n)], axis=1)
-                    what = f"{isa} {kind} m={m} n={n} k={k} out={out} {sorted(kw)}"
-                    assert np.array_equal(got, want), f"{what}: got {got} want {want}"
-                    mask = np.ones(c.size, bool)
-                    for j in range(n):
-                        mask[j * ldc:j * ldc + m] = False
-                    assert (c[mask] == sentinel).all(), f"{what}: wrote outside the tile"
+                    check_stored_tile(c, ldc, want, sentinel, f"{isa} {kind} m={m} n={n} k={k} out={out} {sorted(kw)}")
 
 
 @pytest.mark.parametrize("isa,kind", KERNELS, ids=[f"{i}-{k}" for i, k in KERNELS])
@@ -169,13 +174,8 @@ def test_ukernel_zero_points_in_kernel(isa, kind, rng):
                                          None, kw.get("scale"), kw.get("bias"), False, kw.get("lo", 0.0),
                                          kw.get("hi", 0.0), c_in, xz, wz)
                         want = epilogue_ref(acc, out, **kw)
-                        got = np.stack([c[j * ldc:j * ldc + m] for j in range(n)], axis=1)
-                        what = f"{isa} {kind} m={m} n={n} k={k} out={out} x_zero={xz} w={wfill} x={xfill}"
-                        assert np.array_equal(got, want), f"{what}: got {got} want {want}"
-                        mask = np.ones(c.size, bool)
-                        for j in range(n):
-                            mask[j * ldc:j * ldc + m] = False
-                        assert (c[mask] == 77).all(), f"{what}: wrote outside the tile"
+                        check_stored_tile(c, ldc, want, 77,
+                                          f"{isa} {kind} m={m} n={n} k={k} out={out} x_zero={xz} w={wfill} x={xfill}")
 
 
 def test_epilogue_ties_round_half_to_even(qisa):
