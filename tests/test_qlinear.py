@@ -38,9 +38,8 @@ def expected(layer, x):
 @pytest.mark.parametrize("relu", [False, True])
 def test_qlinear_matches_formula(qisa, rng, odt, relu):
     for (M, N, K) in [(1, 70, 33), (7, 64, 140), (40, 3, 5), (13, 129, 300)]:
-        layer, w, b = make_layer(rng, N, K, odt, relu, bias=odt != np.int32)
         for xdt, zx in ((np.uint8, 128), (np.int8, -3)):
-            layer.input_zero_point = zx
+            layer, w, b = make_layer(rng, N, K, odt, relu, bias=odt != np.int32, input_zero_point=zx)
             info = np.iinfo(xdt)
             x = rng.integers(info.min, info.max + 1, (M, K), dtype=xdt)
             got = layer(x)

@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "core/isa.h"
@@ -14,13 +16,20 @@ namespace nnkern::bindings {
 namespace py = pybind11;
 
 Isa isa_arg(const std::string& name);  // ValueError for an unknown name
+// TypeError unless dtype_ok; ValueError unless a has dims (kAnyDim matches any), is C-contiguous, aligned
+// to `align` bytes and (for outputs) writeable.
+void check_layout(const py::array& a, const char* what, std::initializer_list<ssize_t> dims, bool dtype_ok,
+                  size_t align, bool output);
 // "minimax" | "scalef" | "accurate"; ValueError naming the argument (`what`) otherwise.
 ActMethod act_method_arg(const std::string& name, const char* what);
 
 // Data pointers of arrays whose dtype the Python layer has checked (a TypeError here is a bug there).
+// A misaligned pointer is refused too: the kernels (the scalar ones included) read whole elements, and
+// the Python layer copies misaligned arrays first.
 template <typename T>
 const T* cdata(const py::array& a) {
   if (!py::isinstance<py::array_t<T>>(a)) throw py::type_error("internal: unexpected dtype");
+  if (reinterpret_cast<uintptr_t>(a.data()) % alignof(T)) throw py::value_error("internal: misaligned array");
   return static_cast<const T*>(a.data());
 }
 
@@ -33,6 +42,23 @@ const T* cdata_or_null(const py::object& a) {
 template <typename T>
 T* mdata(py::array& a) {
   if (!py::isinstance<py::array_t<T>>(a)) throw py::type_error("internal: unexpected dtype");
+  if (reinterpret_cast<uintptr_t>(a.data()) % alignof(T)) throw py::value_error("internal: misaligned array");
+  return static_cast<T*>(a.mutable_data());
+}
+
+// The arrays a layer's kernels read and write, checked against the sizes the C++ object holds (never
+// against sizes a caller passes): dtype T, these dimensions, C-contiguous, aligned, and writeable for
+// outputs. A mismatch raises TypeError (dtype) or ValueError naming `what`; the Python layer has already
+// given its friendlier message, so these fire only if its checks are bypassed.
+constexpr ssize_t kAnyDim = -1;
+template <typename T>
+const T* checked_in(const py::array& a, const char* what, std::initializer_list<ssize_t> dims) {
+  check_layout(a, what, dims, py::isinstance<py::array_t<T>>(a), alignof(T), false);
+  return static_cast<const T*>(a.data());
+}
+template <typename T>
+T* checked_out(py::array& a, const char* what, std::initializer_list<ssize_t> dims) {
+  check_layout(a, what, dims, py::isinstance<py::array_t<T>>(a), alignof(T), true);
   return static_cast<T*>(a.mutable_data());
 }
 

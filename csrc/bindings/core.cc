@@ -16,6 +16,23 @@ Isa isa_arg(const std::string& name) {
   return isa;
 }
 
+void check_layout(const py::array& a, const char* what, std::initializer_list<ssize_t> dims, bool dtype_ok,
+                  size_t align, bool output) {
+  if (!dtype_ok) throw py::type_error(std::string(what) + ": unexpected dtype " + py::str(a.dtype()).cast<std::string>());
+  bool shape_ok = a.ndim() == ssize_t(dims.size());
+  for (size_t d = 0; shape_ok && d < dims.size(); ++d) shape_ok = dims.begin()[d] == kAnyDim || a.shape(d) == dims.begin()[d];
+  if (!shape_ok) {
+    std::string want = "(";
+    for (ssize_t d : dims) want += (d == kAnyDim ? std::string("*") : std::to_string(d)) + ", ";
+    throw py::value_error(std::string(what) + " must have shape " + want.substr(0, want.size() - 2) + "), got " +
+                          py::str(a.attr("shape")).cast<std::string>());
+  }
+  constexpr int kContiguous = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_;
+  if (!(a.flags() & kContiguous)) throw py::value_error(std::string(what) + " must be C-contiguous");
+  if (reinterpret_cast<uintptr_t>(a.data()) % align) throw py::value_error(std::string(what) + " must be aligned");
+  if (output && !a.writeable()) throw py::value_error(std::string(what) + " is read-only");
+}
+
 MatrixView matrix_view(const py::array& a) {
   const ssize_t rows = a.shape(0), cols = a.shape(1), s0 = a.strides(0), s1 = a.strides(1);
   constexpr ssize_t f = sizeof(float);

@@ -71,20 +71,45 @@ void f32_gemm_ukernel(const std::string& isa_name_, size_t m, size_t n, size_t k
               ldc, &ep);
 }
 
+// The packed weight, bias and activation of nnkern.Linear. Every size a call uses comes from here, and
+// each call checks its arrays against it (the Python attributes are views of these, read-only).
 class Linear {
  public:
-  Linear(const py::array& w, size_t N, size_t K) : packed_(cdata<float>(w), N, K, K) {}
-  void run(const py::array& x, size_t M, py::array& out, const py::object& bias, bool relu) const {
-    F32Epilogue ep = epilogue(1.0f, 0.0f, bias, relu);
-    const float* xp = cdata<float>(x);
-    float* op = mdata<float>(out);
+  // weight (N, K) float32, bias (N,) float32 or None; both copied.
+  Linear(const py::array& w, const py::object& bias, bool relu)
+      : packed_(checked_in<float>(w, "weight", {kAnyDim, kAnyDim}), size_t(w.shape(0)), size_t(w.shape(1)),
+                size_t(w.shape(1))),
+        relu_(relu) {
+    if (!bias.is_none()) {
+      const float* b = checked_in<float>(bias.cast<py::array>(), "bias", {ssize_t(packed_.N())});
+      bias_.assign(b, b + packed_.N());
+      has_bias_ = true;
+    }
+  }
+  // out (M, N) = x (M, K) W^T + bias, relu.
+  void run(const py::array& x, py::array& out) const {
+    const float* xp = checked_in<float>(x, "x", {kAnyDim, ssize_t(packed_.K())});
+    float* op = checked_out<float>(out, "out", {x.shape(0), ssize_t(packed_.N())});
+    F32Epilogue ep = epilogue(1.0f, 0.0f, py::none(), relu_);
+    ep.bias = has_bias_ ? bias_.data() : nullptr;
+    const size_t M = size_t(x.shape(0));
     py::gil_scoped_release release;
     packed_.run(M, xp, packed_.K(), op, packed_.N(), ep);
   }
   std::string kernel_name() const { return packed_.kernel_name(); }
+  size_t in_features() const { return packed_.K(); }
+  size_t out_features() const { return packed_.N(); }
+  bool relu() const { return relu_; }
+  py::object bias() const {  // a copy: writing to it cannot change the layer
+    if (!has_bias_) return py::none();
+    return py::array_t<float>(ssize_t(bias_.size()), bias_.data());
+  }
 
  private:
   PackedF32Gemm packed_;
+  std::vector<float> bias_;
+  bool has_bias_ = false;
+  bool relu_;
 };
 
 }  // namespace
@@ -109,9 +134,13 @@ void bind_f32_gemm(py::module_& m) {
   });
 
   py::class_<Linear>(m, "PackedLinear")
-      .def(py::init<const py::array&, size_t, size_t>())
+      .def(py::init<const py::array&, const py::object&, bool>())
       .def("run", &Linear::run)
-      .def_property_readonly("kernel_name", &Linear::kernel_name);
+      .def_property_readonly("kernel_name", &Linear::kernel_name)
+      .def_property_readonly("in_features", &Linear::in_features)
+      .def_property_readonly("out_features", &Linear::out_features)
+      .def_property_readonly("relu", &Linear::relu)
+      .def_property_readonly("bias", &Linear::bias);
 
 }
 

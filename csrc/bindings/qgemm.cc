@@ -87,32 +87,65 @@ void qgemm_ukernel(const std::string& isa_name_, const std::string& kind, size_t
             static_cast<uint8_t*>(c.mutable_data()) + c_offset_bytes, ldc, &ep);
 }
 
+// The packed weights and the requantization of nnkern.QLinear. Every size and per-column array a call
+// uses is held (copied, padded) here, and each call checks its arrays against it.
 class QLinearPacked {
  public:
-  // w: K x N int8, C-contiguous (the transpose of torch's (out, in) weight).
-  explicit QLinearPacked(const py::array& w)
-      : packed_(cdata<int8_t>(w), size_t(w.shape(0)), size_t(w.shape(1)), size_t(w.shape(1))) {}
-  // x: M x K (C-contiguous) of x_type; out: M x N of the output kind; scale/bias: float32 [padded N] or None.
-  void run(const py::array& x, int x_type, int x_zero, py::array& out, int out_kind, const py::object& scale,
-           const py::object& bias, bool relu, float lo, float hi) const {
+  // w: K x N int8 (the transpose of torch's (out, in) weight); factor/offset: float32 (N,) or None (int32
+  // output); out_kind: QOut; lo/hi: the clamp of uint8/int8 output (relu folded in by the caller).
+  QLinearPacked(const py::array& w, int out_kind, const py::object& factor, const py::object& offset, bool relu,
+                float lo, float hi, int x_zero)
+      : packed_(checked_in<int8_t>(w, "weight", {kAnyDim, kAnyDim}), size_t(w.shape(0)), size_t(w.shape(1)),
+                size_t(w.shape(1))),
+        out_(QOut(out_kind)), relu_(relu), lo_(lo), hi_(hi), x_zero_(x_zero) {
+    if (out_kind < 0 || out_kind > 3) throw py::value_error("internal: bad output kind");
+    const size_t N = packed_.N(), padded = qgemm_padded_n(N);
+    if (factor.is_none() != offset.is_none() || factor.is_none() != (out_ == QOut::i32))
+      throw py::value_error("internal: factor and offset go with (only) the requantized and float32 outputs");
+    if (!factor.is_none()) {
+      const float* f = checked_in<float>(factor.cast<py::array>(), "factor", {ssize_t(N)});
+      const float* o = checked_in<float>(offset.cast<py::array>(), "offset", {ssize_t(N)});
+      factor_.resize(padded);
+      offset_.resize(padded);
+      std::fill(std::copy(f, f + N, factor_.data()), factor_.data() + padded, 0.0f);
+      std::fill(std::copy(o, o + N, offset_.data()), offset_.data() + padded, 0.0f);
+    }
+  }
+  // out (M, N) = output(x (M, K) uint8 or int8, minus the input zero point, times W).
+  void run(const py::array& x, py::array& out) const {
+    const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
+    const void* xp = u8 ? static_cast<const void*>(checked_in<uint8_t>(x, "x", {kAnyDim, ssize_t(packed_.K())}))
+                        : checked_in<int8_t>(x, "x", {kAnyDim, ssize_t(packed_.K())});
+    const std::initializer_list<ssize_t> dims = {x.shape(0), ssize_t(packed_.N())};
     QOutput o;
-    o.out = QOut(out_kind);
-    o.c = out.mutable_data();
+    o.out = out_;
+    switch (out_) {
+      case QOut::i32: o.c = checked_out<int32_t>(out, "out", dims); break;
+      case QOut::f32: o.c = checked_out<float>(out, "out", dims); break;
+      case QOut::u8: o.c = checked_out<uint8_t>(out, "out", dims); break;
+      case QOut::s8: o.c = checked_out<int8_t>(out, "out", dims); break;
+    }
     o.ldc = packed_.N();
-    o.scale = cdata_or_null<float>(scale);
-    o.bias = cdata_or_null<float>(bias);
-    o.relu = relu;
-    o.lo = lo;
-    o.hi = hi;
-    const void* xp = x.data();
+    o.scale = factor_.size() ? factor_.data() : nullptr;
+    o.bias = offset_.size() ? offset_.data() : nullptr;
+    o.relu = relu_;
+    o.lo = lo_;
+    o.hi = hi_;
     const size_t M = size_t(x.shape(0));
     py::gil_scoped_release release;
-    packed_.run(M, QType(x_type), xp, packed_.K(), x_zero, o);
+    packed_.run(M, u8 ? QType::u8 : QType::s8, xp, packed_.K(), x_zero_, o);
   }
   std::string kernel_name() const { return packed_.kernel_name(); }
+  size_t in_features() const { return packed_.K(); }
+  size_t out_features() const { return packed_.N(); }
 
  private:
   PackedQGemm packed_;
+  QOut out_;
+  bool relu_;
+  float lo_, hi_;
+  int x_zero_;
+  AlignedBuffer<float> factor_, offset_;  // padded to qgemm_padded_n(N): the kernels read whole vectors
 };
 
 }  // namespace
@@ -136,9 +169,11 @@ void bind_qgemm(py::module_& m) {
   m.def("set_qgemm_kc", [](size_t kc) { set_qgemm_kc(kc); });
   m.def("qgemm_padded_n", [](size_t n) { return qgemm_padded_n(n); });
   py::class_<QLinearPacked>(m, "PackedQLinear")
-      .def(py::init<const py::array&>())
+      .def(py::init<const py::array&, int, const py::object&, const py::object&, bool, float, float, int>())
       .def("run", &QLinearPacked::run)
-      .def_property_readonly("kernel_name", &QLinearPacked::kernel_name);
+      .def_property_readonly("kernel_name", &QLinearPacked::kernel_name)
+      .def_property_readonly("in_features", &QLinearPacked::in_features)
+      .def_property_readonly("out_features", &QLinearPacked::out_features);
 }
 
 }  // namespace nnkern::bindings

@@ -27,7 +27,8 @@ constexpr size_t kMinParallel = size_t(1) << 20;
 constexpr size_t kStreamMinBytes = size_t(32) << 20;
 
 F32UnaryUkernel pick(F32UnaryUkernel regular, F32UnaryUkernel stream, size_t n, const float* x, const float* y) {
-  return (stream && x != y && n * sizeof(float) >= kStreamMinBytes) ? stream : regular;
+  const bool y_aligned = reinterpret_cast<uintptr_t>(y) % sizeof(float) == 0;  // else no vector-aligned body
+  return (stream && x != y && y_aligned && n * sizeof(float) >= kStreamMinBytes) ? stream : regular;
 }
 
 void run_split(F32UnaryUkernel fn, size_t n, const float* x, float* y) {

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _C
-from ._arrays import F32, require_array
+from ._arrays import F32, c_aligned, require_array
 
 __all__ = ["sigmoid", "tanh", "ACTIVATION_METHODS", "SIGMOID_MAX_ABS_ERROR", "TANH_MAX_ABS_ERROR"]
 
@@ -39,7 +39,7 @@ TANH_MAX_ABS_ERROR = {"minimax": 6.0e-4, "scalef": 1.2e-3, "accurate": 5.0e-7}
 def _apply(function, x, method, out):
     # The common calls (contiguous float32 arrays, in place or into a separate out) are checked and run in
     # C++; anything else, errors included, takes the general path below.
-    if type(x) is np.ndarray and method in ACTIVATION_METHODS:
+    if type(x) is np.ndarray and type(method) is str and method in ACTIVATION_METHODS:
         if out is None:
             out = np.empty(x.shape, F32)  # C order whatever x's layout
         if type(out) is np.ndarray and _C.activation(function, method, x, out):
@@ -48,6 +48,8 @@ def _apply(function, x, method, out):
 
 
 def _apply_general(function, x, method, out):
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a str, one of {ACTIVATION_METHODS}, got {type(method).__name__}")
     if method not in ACTIVATION_METHODS:
         raise ValueError(f"method must be one of {ACTIVATION_METHODS}, got {method!r}")
     if type(x) is not np.ndarray or (x.dtype is not F32 and x.dtype != F32):
@@ -75,9 +77,12 @@ def _apply_general(function, x, method, out):
         except Exception:
             overlaps = True
         if overlaps:
+            if _C.may_overlap(out, x) and _extent(out) == _extent(x):
+                raise ValueError("out covers x's memory in another order (such as x[::-1]): pass out=x (in place) "
+                                 "or a separate array")
             raise ValueError("out partially overlaps x: pass out=x (in place) or a separate array")
-    src = x if x.flags.c_contiguous else np.ascontiguousarray(x)
-    if out.flags.c_contiguous:
+    src = c_aligned(x)  # misaligned data is copied: the kernels read whole floats
+    if out.flags.c_contiguous and out.flags.aligned:
         _run(function, method, src, out)
     elif same and src is not x:  # strided in place: compute in the copy, write back
         _run(function, method, src, src)
@@ -87,6 +92,17 @@ def _apply_general(function, x, method, out):
         _run(function, method, src, tmp)
         np.copyto(out, tmp)
     return out
+
+
+def _extent(a):
+    """The byte range [lo, hi) of a's elements."""
+    lo = hi = a.__array_interface__["data"][0]
+    for n, st in zip(a.shape, a.strides):
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    return lo, hi + a.itemsize
 
 
 def _run(function, method, x, out):
@@ -103,7 +119,8 @@ def sigmoid(x, method="minimax", out=None):
     method: "minimax" (fastest, max abs error 3e-4), "scalef" (6e-4, keeps relative accuracy of small
       outputs) or "accurate" (2.5e-7); see the module docstring for the full contract.
     out: optional float32 array of x's shape; out=x computes in place. A C-contiguous out is written
-      directly, other layouts through a temporary. An out that partially overlaps x raises ValueError.
+      directly, other layouts (and misaligned arrays) through a temporary. An out that overlaps x other than
+      as x itself (out=x) raises ValueError.
     Returns out (a new C-contiguous array if out is None). Splits over the thread pool above 64K elements.
     """
     return _apply("sigmoid", x, method, out)

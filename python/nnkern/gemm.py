@@ -6,7 +6,8 @@ import math
 import numpy as np
 
 from . import _C
-from ._arrays import F32, as_float_scalar, check_no_overlap, require_array, require_ndim
+from ._arrays import (F32, aligned_target, as_bool, as_float_scalar, c_aligned, check_no_overlap, require_array,
+                      require_ndim)
 
 __all__ = ["sgemm", "matmul", "Linear"]
 
@@ -22,6 +23,8 @@ def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None):
     a, b: 2-D float32 arrays (any other dtype raises TypeError: convert with ``.astype(np.float32)``).
       Row- and column-major views are used in place; other strides are copied first.
     trans_a, trans_b: use A.T / B.T.
+    alpha, beta: real numbers, used in float32: a finite value beyond float32's range raises ValueError
+      (not a silent inf), and so does a non-zero beta that rounds to 0 in float32 (it would ignore c).
     c: optional (M, N) float32 output, written in place and returned. beta == 0 ignores its contents
       (NaN included); with c=None a new array is returned. c must not overlap a or b.
     K == 0 gives beta * C. NaN and Inf propagate as in numpy.
@@ -30,9 +33,12 @@ def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None):
     """
     _check_matrix(a, "a")
     _check_matrix(b, "b")
+    trans_a, trans_b = as_bool(trans_a, "trans_a"), as_bool(trans_b, "trans_b")
     alpha = as_float_scalar(alpha, "alpha")
     beta = as_float_scalar(beta, "beta")
-    trans_a, trans_b = bool(trans_a), bool(trans_b)
+    if beta != 0.0 and np.float32(beta) == 0.0 and c is not None:
+        raise ValueError(f"beta = {beta} rounds to 0 in float32, which would ignore c (NaN included): pass "
+                         f"beta=0.0 to ignore c, or scale c first")
     M, K = a.shape[::-1] if trans_a else a.shape
     Kb, N = b.shape[::-1] if trans_b else b.shape
     if K != Kb:
@@ -108,17 +114,23 @@ class Linear:
     def __init__(self, weight, bias=None, *, activation=None):
         weight = require_array(weight, "weight", F32)
         require_ndim(weight, "weight", (2,))
-        self.out_features, self.in_features = weight.shape
+        out_features = weight.shape[0]
         if bias is not None:
             bias = require_array(bias, "bias", F32)
-            if bias.shape != (self.out_features,):
-                raise ValueError(f"bias must have shape ({self.out_features},), got {bias.shape}")
-            bias = np.array(bias, dtype=F32, copy=True)
-        if activation not in (None, "relu"):
+            if bias.shape != (out_features,):
+                raise ValueError(f"bias must have shape ({out_features},), got {bias.shape}")
+            bias = c_aligned(bias)
+        if not (activation is None or (isinstance(activation, str) and activation == "relu")):
             raise ValueError(f"activation must be None or 'relu', got {activation!r}")
-        self.bias = bias
-        self.activation = activation
-        self._packed = _C.PackedLinear(np.ascontiguousarray(weight), self.out_features, self.in_features)
+        self._activation = activation
+        # The C++ object copies weight and bias and holds every size a call uses; the attributes below
+        # are read-only views of it, so no Python-side change can make a call read or write out of bounds.
+        self._packed = _C.PackedLinear(c_aligned(weight), bias, activation == "relu")
+
+    in_features = property(lambda self: self._packed.in_features, doc="K, the features of each input row")
+    out_features = property(lambda self: self._packed.out_features, doc="N, the features of each output row")
+    activation = property(lambda self: self._activation, doc="None or 'relu' (fused)")
+    bias = property(lambda self: self._packed.bias, doc="a copy of the float32 bias, or None")
 
     @property
     def kernel(self) -> str:
@@ -127,10 +139,11 @@ class Linear:
 
     def __call__(self, x, out=None):
         x = require_array(x, "x", F32)
-        if x.ndim < 1 or x.shape[-1] != self.in_features:
-            raise ValueError(f"x must have shape (..., {self.in_features}), got {x.shape}")
+        K, N = self.in_features, self.out_features
+        if x.ndim < 1 or x.shape[-1] != K:
+            raise ValueError(f"x must have shape (..., {K}), got {x.shape}")
         lead = x.shape[:-1]
-        shape = lead + (self.out_features,)
+        shape = lead + (N,)
         if out is None:
             out = np.empty(shape, F32)
         else:
@@ -143,8 +156,11 @@ class Linear:
         if out.size == 0:
             return out
         rows = math.prod(lead)
-        x2 = np.ascontiguousarray(x.reshape(rows, self.in_features))
-        self._packed.run(x2, x2.shape[0], out.reshape(rows, self.out_features), self.bias, self.activation == "relu")
+        x2 = c_aligned(x.reshape(rows, K))
+        target = aligned_target(out)
+        self._packed.run(x2, target.reshape(rows, N))
+        if target is not out:
+            np.copyto(out, target)
         return out
 
     def __repr__(self):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _C
-from ._arrays import F32, require_array, require_ndim
+from ._arrays import F32, as_bool, c_aligned, require_array, require_ndim
 from .activations import ACTIVATION_METHODS
 
 __all__ = ["LSTM", "LSTMOutput"]
@@ -84,15 +84,18 @@ class LSTM:
             if b.shape != (4 * H,):
                 raise ValueError(f"{name} must have shape ({4 * H},), got {b.shape}")
             bias = b.copy() if bias is None else bias + b  # float32, one rounding
-        if activation not in ACTIVATION_METHODS:
+        if not isinstance(activation, str) or activation not in ACTIVATION_METHODS:
             raise ValueError(f"activation must be one of {ACTIVATION_METHODS}, got {activation!r}")
-        self.input_size = int(w_ih.shape[1])
-        self.hidden_size = H
-        self.batch_first = bool(batch_first)
-        self.activation = activation
-        self._op = _C.Lstm(np.ascontiguousarray(w_ih), np.ascontiguousarray(w_hh),
-                           None if bias is None else np.ascontiguousarray(bias), self.input_size, H)
-        self._table = None
+        self._batch_first = as_bool(batch_first, "batch_first")
+        self._activation = activation
+        # The C++ op copies and packs the weights and holds every size a call uses (input_size and
+        # hidden_size below read it): no attribute change can make a call go out of bounds.
+        self._op = _C.Lstm(c_aligned(w_ih), c_aligned(w_hh), None if bias is None else c_aligned(bias))
+
+    input_size = property(lambda self: self._op.input_size, doc="I, the features of each input step")
+    hidden_size = property(lambda self: self._op.hidden_size, doc="H, the hidden (and output) features")
+    batch_first = property(lambda self: self._batch_first, doc="x and output are (batch, seq, feature)")
+    activation = property(lambda self: self._activation, doc="the sigmoid/tanh method: accurate, scalef, minimax")
 
     @classmethod
     def from_torch(cls, module, activation="accurate"):
@@ -143,16 +146,12 @@ class LSTM:
         require_ndim(table, "table", (2,))
         if table.shape[1] != self.input_size:
             raise ValueError(f"table must have shape (vocab, {self.input_size}), got {table.shape}")
-        proj = np.empty((table.shape[0], 4 * self.hidden_size), F32)
-        if proj.size:
-            self._op.project(_aligned_c(table), proj)
-        proj.flags.writeable = False
-        self._table = proj  # one reference swap: calls running on another thread keep the old table
+        self._op.set_table(c_aligned(table))  # calls running on another thread keep the old table
 
     @property
     def projected_embeddings(self):
         """The (vocab, 4H) table stored by :meth:`precompute_embeddings` (read-only), or None."""
-        return self._table
+        return self._op.table
 
     def forward_tokens(self, ids, hx=None, *, h0=None, c0=None, lengths=None) -> LSTMOutput:
         """``self(table[ids], ...)`` for the table given to :meth:`precompute_embeddings`, without the input
@@ -162,8 +161,7 @@ class LSTM:
         ids: integer array (seq, batch), (batch, seq) with batch_first, or (seq,) unbatched; each in
           [0, vocab) (negative ids are an error, not Python indexing). Other arguments as for __call__.
         """
-        table = self._table
-        if table is None:
+        if self._op.table is None:
             raise RuntimeError("forward_tokens needs precompute_embeddings(table) first")
         if not isinstance(ids, np.ndarray):
             raise TypeError(f"ids must be a numpy.ndarray of integers, got {type(ids).__name__}")
@@ -171,11 +169,9 @@ class LSTM:
             raise TypeError(f"ids must have an integer dtype, got {ids.dtype}")
         if ids.ndim not in (1, 2):
             raise ValueError(f"ids must be 2-D (seq, batch), or 1-D for one unbatched sequence, got shape {ids.shape}")
-        if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
-            raise ValueError(f"ids must be in [0, {table.shape[0]}) (the table's rows), got values in "
-                             f"[{ids.min()}, {ids.max()}]")
-        ids = np.ascontiguousarray(ids, dtype=np.int64)
-        return self._run(ids, ids.shape, hx, h0, c0, lengths, table=table)
+        # The outputs are allocated before ids is read (an absurd size fails at once, not after a scan);
+        # the op checks every id against the table's rows (ValueError naming the first one out of range).
+        return self._run(ids, ids.shape, hx, h0, c0, lengths, table=True)
 
     # -- shared by __call__ and forward_tokens --------------------------------------------------------
 
@@ -199,14 +195,10 @@ class LSTM:
         c_n = np.empty((1, batch, H), F32)
         computed = 0
         if seq and batch and H:
-            if table is None:
-                x = _rows_readable(x)
+            x = _rows_readable(x) if not table else np.array(x, dtype=np.int64, order="C")
             x3 = x[:, None] if unbatched else x
             out3 = out[:, None] if unbatched else out
-            t_ax, b_ax = (1, 0) if self.batch_first and not unbatched else (0, 1)
-            item = x3.itemsize
-            computed = self._op.run(x3, table, x3.strides[t_ax] // item, x3.strides[b_ax] // item, seq, batch,
-                                    h0, c0, lengths, out3, out3.strides[t_ax] // 4, out3.strides[b_ax] // 4,
+            computed = self._op.run(x3, bool(table), self.batch_first and not unbatched, h0, c0, lengths, out3,
                                     h_n, c_n, self.activation)
         else:
             out.fill(0.0)
@@ -235,7 +227,7 @@ class LSTM:
                 s = require_array(s, name, F32)
                 if s.shape != want:
                     raise ValueError(f"{name} must have shape {want}, got {s.shape}")
-                s = np.ascontiguousarray(s.reshape(batch, H))
+                s = c_aligned(s.reshape(batch, H))
             states.append(s)
         return states
 
@@ -246,20 +238,13 @@ class LSTM:
 
 def _lengths_array(lengths, batch, seq):
     arr = np.asarray(lengths)
-    if arr.dtype.kind not in "iu":
+    if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind in "fb"):  # [] is float64
         raise TypeError(f"lengths must be integers, got dtype {arr.dtype}")
     if arr.shape != (batch,):
         raise ValueError(f"lengths must have shape ({batch},) (one per batch entry), got {arr.shape}")
     if arr.size and (arr.min() < 0 or arr.max() > seq):
         raise ValueError(f"lengths must be in [0, {seq}] (the sequence axis), got values in [{arr.min()}, {arr.max()}]")
-    return np.ascontiguousarray(arr, dtype=np.int64)
-
-
-def _aligned_c(a):
-    """a itself when C-contiguous and aligned, else a C-contiguous aligned copy."""
-    if a.flags.c_contiguous and a.flags.aligned:
-        return a
-    return np.array(a, order="C", copy=True)
+    return np.array(arr, dtype=np.int64)  # a fresh, aligned copy
 
 
 def _rows_readable(x):

@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 
 from . import _C
-from ._arrays import check_no_overlap
+from ._arrays import aligned_target, as_bool, c_aligned, check_no_overlap, is_real_scalar
 
 __all__ = ["qgemm", "qgemm16", "QLinear", "qgemm_max_k"]
 
@@ -58,13 +58,13 @@ def _column_zero_points(v, name, dtype, N):
     lo, hi = _RANGE[dtype]
     if isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) == 1:
         arr = np.asarray(v)
-        if arr.dtype.kind not in "iu":
+        if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind in "fb"):  # [] is float64
             raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
         if arr.shape != (N,):
             raise ValueError(f"{name} must be a scalar or have shape ({N},), got {arr.shape}")
         if arr.size and (arr.min() < lo or arr.max() > hi):
             raise ValueError(f"{name} values must be in [{lo}, {hi}] for {np.dtype(dtype).name} data")
-        return 0, np.ascontiguousarray(arr, dtype=np.int32)
+        return 0, np.array(arr, dtype=np.int32)  # a fresh, aligned copy
     if isinstance(v, np.ndarray) and v.ndim > 1:
         raise ValueError(f"{name} must be a scalar or 1-D, got shape {v.shape}")
     return _zero_point(v, name, dtype), None
@@ -74,14 +74,20 @@ def qgemm_max_k(a_dtype, a_zero_point=0, b_zero_point=0):
     """The largest K for which every uint8/int8 x int8 product sum_k (a - za)(b - zb) fits int32:
     (2**31 - 1) // (max |a - za| * max |b - zb|) over the whole value ranges of the dtypes
     (b_zero_point may be per column: the worst column counts). E.g. 65793 for za = zb = 0, uint8."""
-    alo, ahi = _RANGE[a_dtype if isinstance(a_dtype, np.dtype) else np.dtype(a_dtype)]
-    za = int(a_zero_point)
+    try:
+        adt = np.dtype(a_dtype) if a_dtype is not None else None
+    except TypeError:
+        adt = None
+    if adt not in _A8:
+        raise TypeError(f"a_dtype must be numpy.uint8 or numpy.int8, got {a_dtype!r}")
+    alo, ahi = _RANGE[adt]
+    za = _zero_point(a_zero_point, "a_zero_point", adt)
     da = max(za - alo, ahi - za)
-    if type(b_zero_point) is int or isinstance(b_zero_point, (numbers.Integral, np.integer)):
-        zb = int(b_zero_point)
+    if is_real_scalar(b_zero_point) or not isinstance(b_zero_point, (list, tuple, np.ndarray)):
+        zb = _zero_point(b_zero_point, "b_zero_point", _B8[0])
         db = max(zb + 128, 127 - zb)
     else:
-        zbs = np.asarray(b_zero_point, np.int64).ravel()
+        _, zbs = _column_zero_points(b_zero_point, "b_zero_point", _B8[0], np.size(b_zero_point))
         db = int(max(np.max(zbs + 128), np.max(127 - zbs))) if zbs.size else 128
     return I32_MAX // (da * db)
 
@@ -129,7 +135,11 @@ def qgemm(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
         check_no_overlap(out, "out", a=a, b=b)
     if out.size == 0:
         return out
-    _C.qgemm(a if a.flags.c_contiguous else np.ascontiguousarray(a), _QTYPE[a.dtype], za, b if b.flags.c_contiguous else np.ascontiguousarray(b), 1, zb_arr, zb, out)
+    target = aligned_target(out)
+    _C.qgemm(a if a.flags.c_contiguous else np.ascontiguousarray(a), _QTYPE[a.dtype], za,
+             b if b.flags.c_contiguous else np.ascontiguousarray(b), 1, zb_arr, zb, target)
+    if target is not out:
+        np.copyto(out, target)
     return out
 
 
@@ -162,14 +172,27 @@ def qgemm16(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
         if K * da * db > I32_MAX:
             raise ValueError(f"qgemm16: K * max|a - za| * max|b - zb| = {K} * {da} * {db} exceeds 2**31 - 1: "
                              f"the result may not fit int32")
-    _C.qgemm(np.ascontiguousarray(a), 2, za, np.ascontiguousarray(b), 2, zb_arr, zb, out)
+    target = aligned_target(out)
+    _C.qgemm(c_aligned(a), 2, za, c_aligned(b), 2, zb_arr, zb, target)
+    if target is not out:
+        np.copyto(out, target)
     return out
 
 
 _OUT_KIND = {np.dtype(np.int32): 0, np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int8): 3}
 
 
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
 def _positive_scale(v, name, n=None):
+    if not is_real_scalar(v):
+        ok = isinstance(v, (list, tuple, np.ndarray)) and np.asarray(v).dtype.kind in "iuf"
+        if not ok:
+            raise TypeError(f"{name} must be a positive real number{'' if n is None else ' or an array of them'}, "
+                            f"got {type(v).__name__}")
     arr = np.asarray(v, np.float64)
     if arr.ndim > 1 or (arr.ndim == 1 and (n is None or arr.shape != (n,))):
         raise ValueError(f"{name} must be a scalar{'' if n is None else f' or have shape ({n},)'}, got {arr.shape}")
@@ -203,6 +226,7 @@ class QLinear:
     def __init__(self, weight, bias=None, *, weight_scale=None, input_scale, input_zero_point,
                  output_scale=None, output_zero_point=0, output_dtype=np.uint8, relu=False):
         from .quantize import quantize_weights
+        relu = as_bool(relu, "relu")
         if not isinstance(weight, np.ndarray):
             raise TypeError(f"weight must be a numpy.ndarray, got {type(weight).__name__}")
         if weight.ndim != 2:
@@ -237,7 +261,6 @@ class QLinear:
                 raise ValueError(f"bias must have shape ({N},), got {bias.shape}")
             if not np.isfinite(bias).all():
                 raise ValueError("bias contains NaN or Inf")
-        pad = _C.qgemm_padded_n(N)
         factor = offset = None
         lo = hi = 0.0
         if odt in (np.dtype(np.uint8), np.dtype(np.int8)):
@@ -258,26 +281,36 @@ class QLinear:
         else:
             if bias is not None or output_scale is not None:
                 raise ValueError("int32 output is the exact accumulator: no bias or output_scale")
-        self.out_features, self.in_features = N, K
-        self.output_dtype = odt
-        self.relu = bool(relu)
-        self.input_scale, self.input_zero_point = sx, zx
-        self.weight_q = np.array(wq, copy=True)  # (out, in) int8
-        self.weight_scale = np.array(ws, np.float32)
-        self.factor = self.offset = None
+        self._output_dtype = odt
+        self._relu = relu
+        self._input_scale, self._input_zero_point = sx, zx
+        self._weight_q = _read_only(np.array(wq, copy=True))  # (out, in) int8
+        self._weight_scale = _read_only(np.array(ws, np.float32))
         self._factor = self._offset = None
         if factor is not None:
-            self.factor = factor.astype(np.float32)
-            self.offset = offset.astype(np.float32)
-            if not (np.isfinite(self.factor).all() and np.isfinite(self.offset).all()):
+            self._factor = _read_only(factor.astype(np.float32))
+            self._offset = _read_only(offset.astype(np.float32))
+            if not (np.isfinite(self._factor).all() and np.isfinite(self._offset).all()):
                 raise ValueError("the combined requantization factor or offset overflows float32")
-            self._factor = np.zeros(pad, np.float32)
-            self._factor[:N] = self.factor
-            self._offset = np.zeros(pad, np.float32)
-            self._offset[:N] = self.offset
-        self._lo, self._hi = float(lo), float(hi)
+        self._lo, self._hi = float(lo), float(hi)  # the output clamp (ReLU folded in)
         self._checked = set()  # (input dtype, zero point) pairs whose range and K bound were checked
-        self._packed = _C.PackedQLinear(np.ascontiguousarray(self.weight_q.T))
+        # The C++ object copies the weights, factor and offset and holds every size a call uses: the
+        # attributes below are read-only, and no change to them could make a call go out of bounds.
+        self._packed = _C.PackedQLinear(np.ascontiguousarray(self._weight_q.T), _OUT_KIND[odt], self._factor,
+                                        self._offset, self._relu, float(lo), float(hi), zx)
+
+    in_features = property(lambda self: self._packed.in_features, doc="K, the features of each input row")
+    out_features = property(lambda self: self._packed.out_features, doc="N, the features of each output row")
+    output_dtype = property(lambda self: self._output_dtype, doc="uint8, int8, float32 or int32")
+    relu = property(lambda self: self._relu, doc="whether ReLU is fused")
+    input_scale = property(lambda self: self._input_scale, doc="the scale of the quantized input")
+    input_zero_point = property(lambda self: self._input_zero_point, doc="the zero point of the quantized input")
+    weight_q = property(lambda self: self._weight_q, doc="the int8 weights (out_features, in_features), read-only")
+    weight_scale = property(lambda self: self._weight_scale, doc="per output channel float32 scales, read-only")
+    factor = property(lambda self: self._factor,
+                      doc="float32 per-channel requantization factor (None for int32 output), read-only")
+    offset = property(lambda self: self._offset,
+                      doc="float32 per-channel requantization offset (None for int32 output), read-only")
 
     @property
     def kernel(self) -> str:
@@ -288,26 +321,28 @@ class QLinear:
         if not isinstance(x, np.ndarray) or x.dtype not in _A8:
             raise TypeError(f"x must be a numpy.ndarray of uint8 or int8, got "
                             f"{x.dtype if isinstance(x, np.ndarray) else type(x).__name__}")
-        if x.ndim < 1 or x.shape[-1] != self.in_features:
-            raise ValueError(f"x must have shape (..., {self.in_features}), got {x.shape}")
-        zx = self.input_zero_point
+        K, N = self.in_features, self.out_features
+        if x.ndim < 1 or x.shape[-1] != K:
+            raise ValueError(f"x must have shape (..., {K}), got {x.shape}")
+        zx = self._input_zero_point
         key = (x.dtype, zx)
         if key not in self._checked:
             lo, hi = _RANGE[x.dtype]
             if not lo <= zx <= hi:
                 raise ValueError(f"input_zero_point {zx} is outside the range of {x.dtype} input")
             kmax = qgemm_max_k(x.dtype, zx, 0)
-            if self.in_features > kmax:
-                raise ValueError(f"in_features = {self.in_features} exceeds {kmax}, the largest K whose "
+            if K > kmax:
+                raise ValueError(f"in_features = {K} exceeds {kmax}, the largest K whose "
                                  f"accumulators all fit int32 for {x.dtype} input with zero point {zx}")
             self._checked.add(key)
         lead = x.shape[:-1]
-        shape = lead + (self.out_features,)
+        shape = lead + (N,)
+        odt = self._output_dtype
         if out is None:
-            out = np.empty(shape, self.output_dtype)
+            out = np.empty(shape, odt)
         else:
-            if not isinstance(out, np.ndarray) or out.dtype != self.output_dtype:
-                raise TypeError(f"out must be a numpy.ndarray of {self.output_dtype}")
+            if not isinstance(out, np.ndarray) or out.dtype != odt:
+                raise TypeError(f"out must be a numpy.ndarray of {odt}")
             if out.shape != shape:
                 raise ValueError(f"out must have shape {shape}, got {out.shape}")
             if not out.flags.c_contiguous or not out.flags.writeable:
@@ -317,11 +352,13 @@ class QLinear:
         if out.size == 0:
             return out
         rows = math.prod(lead)
-        x2 = x.reshape(rows, self.in_features)
+        x2 = x.reshape(rows, K)
         if not x2.flags.c_contiguous:
             x2 = np.ascontiguousarray(x2)
-        self._packed.run(x2, _QTYPE[x.dtype], zx, out.reshape(rows, self.out_features), _OUT_KIND[self.output_dtype],
-                         self._factor, self._offset, self.relu, self._lo, self._hi)
+        target = aligned_target(out)
+        self._packed.run(x2, target.reshape(rows, N))
+        if target is not out:
+            np.copyto(out, target)
         return out
 
     def __repr__(self):

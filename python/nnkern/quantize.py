@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 
 from . import _C
+from ._arrays import c_aligned
 
 __all__ = ["quantize", "dequantize", "quantize_weights"]
 
@@ -22,6 +23,8 @@ _QDTYPES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 
 def _qdtype(dtype):
     try:
+        if dtype is None:  # np.dtype(None) would be float64
+            raise TypeError
         dt = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"dtype must be numpy.uint8 or numpy.int8, got {dtype!r}") from None
@@ -89,7 +92,7 @@ def quantize(x, scale, zero_point=0, dtype=np.uint8, axis=None):
     outer, C, inner, s, z = _params(x, scale, zero_point, dt, axis)
     q = np.empty(x.shape, dt)
     if q.size:
-        _C.quantize(np.ascontiguousarray(x), q, outer, C, inner, s, z, dt == np.int8)
+        _C.quantize(c_aligned(x), q, outer, C, inner, s, z, dt == np.int8)
     return q
 
 

@@ -6,7 +6,7 @@ import operator
 import numpy as np
 
 from . import _C
-from ._arrays import F32, require_array
+from ._arrays import F32, c_aligned, require_array
 
 __all__ = ["topk"]
 
@@ -52,7 +52,7 @@ def topk(x, k, axis=-1):
     values = np.empty((rows, k), F32)
     indices = np.empty((rows, k), np.int64)
     if rows and k:
-        x2 = np.ascontiguousarray(xm).reshape(rows, n)
+        x2 = c_aligned(xm).reshape(rows, n)
         _C.topk(x2, k, values, indices)
     values = np.moveaxis(values.reshape(lead + (k,)), -1, axis)
     indices = np.moveaxis(indices.reshape(lead + (k,)), -1, axis)
