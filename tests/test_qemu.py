@@ -2,7 +2,7 @@
 
 -cpu Haswell has AVX2+FMA but no AVX-512: nnkern must pick avx2 and compute correctly.
 -cpu SandyBridge has AVX but no AVX2: nnkern must pick scalar (and numpy still imports there).
-Needs Debian's qemu-user (`qemu-x86_64`); skipped with a reason where it is absent. Each run takes a few
+Needs Debian's qemu-user (`qemu-x86_64`, or `qemu-x86_64-static`); skipped with a reason where it is absent. Each run takes a few
 seconds of emulation (marked ``slow``, but part of the default run).
 """
 from __future__ import annotations
@@ -17,11 +17,15 @@ import pytest
 import nnkern
 from helpers import describe_process, run_python_isolated
 
-QEMU = shutil.which("qemu-x86_64")
+QEMU = shutil.which("qemu-x86_64") or shutil.which("qemu-x86_64-static")
+
+# numpy's OpenBLAS reads OPENBLAS_CORETYPE (some hosts set it to Haswell): in the emulated child it must
+# name a core the emulated model has, or OpenBLAS runs AVX2 code on a CPU without it (SIGILL).
+OPENBLAS_CORE = {"Haswell": "Haswell", "SandyBridge": "Sandybridge"}
 
 pytestmark = [
     pytest.mark.skipif(platform.machine() != "x86_64", reason="qemu-x86_64 CPU models apply to x86-64 hosts"),
-    pytest.mark.skipif(QEMU is None, reason="qemu-x86_64 not on PATH (install Debian's qemu-user)"),
+    pytest.mark.skipif(QEMU is None, reason="neither qemu-x86_64 nor qemu-x86_64-static on PATH (Debian's qemu-user)"),
     # The sanitizer runtimes preloaded into the suite would be preloaded into qemu itself too.
     pytest.mark.skipif(bool(os.environ.get("NNKERN_SANITIZED")), reason="not under the sanitizer build"),
 ]
@@ -68,10 +72,12 @@ sys.exit(0 if worst <= 1.0 and lstm_err <= 1e-3 else 3)
 """
 
 
-def run_under(cpu):
+def run_under(cpu, **extra_env):
     python = os.path.realpath(sys.executable)  # a pyenv shim is a script: qemu needs the real binary
-    env = dict(os.environ)
+    env = dict(os.environ, **extra_env)
     env.pop("NNKERN_MAX_ISA", None)
+    if "OPENBLAS_CORETYPE" in env:
+        env["OPENBLAS_CORETYPE"] = OPENBLAS_CORE[cpu]
     # The installed nnkern and numpy must be importable by the emulated interpreter exactly as here.
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     proc = run_python_isolated(CHECK, env=env, timeout=600, executable=python, prefix=(QEMU, "-cpu", cpu))
@@ -109,3 +115,12 @@ def test_sandybridge_picks_scalar_and_computes_correctly():
     assert out["supported"] == "scalar"
     assert float(out["worst"]) <= 1.0
     assert float(out["lstm_err"]) <= 1e-3
+
+
+@pytest.mark.slow
+def test_host_openblas_coretype_does_not_reach_the_emulated_cpu():
+    """Hosts that set OPENBLAS_CORETYPE=Haswell (AMD machines of this kind do) must still pass under
+    SandyBridge: numpy's OpenBLAS in the child gets a core the emulated model has."""
+    out = run_under("SandyBridge", OPENBLAS_CORETYPE="Haswell")
+    assert out["isa"] == "scalar"
+    assert float(out["worst"]) <= 1.0
