@@ -1,5 +1,5 @@
 """The worker pool: idle workers sleep, thread counts are validated and change safely, concurrent callers,
-fork() children and the environment's thread count.
+fork() children, the environment's thread count, and the threadpoolctl controller.
 
 Hang-prone scenarios (fork, concurrency) run in a child interpreter with a timeout, so a deadlock fails
 one test instead of blocking the suite. The pool's own semantics (every task once in 1-, 2- and 3-D,
@@ -261,3 +261,35 @@ def test_default_thread_count_from_the_environment(monkeypatch, env, expect):
 def test_default_thread_count_follows_the_affinity_mask():
     assert default_threads({}, affinity={min(os.sched_getaffinity(0))}) == 1
 
+
+TPCTL = """
+import sys
+first, second = sys.argv[1].split(",")
+__import__(first)
+__import__(second)
+import nnkern, threadpoolctl
+nnkern.set_num_threads(3)
+info = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "nnkern"]
+assert len(info) == 1, info
+assert info[0]["internal_api"] == "nnkern" and info[0]["num_threads"] == 3, info
+assert info[0]["version"] == nnkern.__version__, info
+with threadpoolctl.threadpool_limits(1):
+    assert nnkern.get_num_threads() == 1
+assert nnkern.get_num_threads() == 3
+with threadpoolctl.threadpool_limits(limits=2, user_api="nnkern"):
+    assert nnkern.get_num_threads() == 2
+assert nnkern.get_num_threads() == 3
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("order", ["nnkern,threadpoolctl", "threadpoolctl,nnkern"])
+def test_threadpoolctl_sees_and_limits_the_pool(order):
+    pytest.importorskip("threadpoolctl", minversion="3.0")
+    proc = run_python_isolated(TPCTL, args=(order,), env=QUIET_ENV, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", describe_process(proc)
+
+
+def test_import_does_not_import_threadpoolctl():
+    proc = run_python_isolated("import sys, nnkern; print('threadpoolctl' in sys.modules)", timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", describe_process(proc)

@@ -121,3 +121,19 @@ void bind_core(py::module_& m) {
 }
 
 }  // namespace nnkern::bindings
+
+// A C ABI for threadpoolctl's nnkern controller (python/nnkern/_threads.py): threadpoolctl finds the
+// loaded library by file name, then tells it from other packages' _C modules by these symbols.
+extern "C" {
+__attribute__((visibility("default"))) int nnkern_threadpool_get_num_threads() { return nnkern::get_num_threads(); }
+
+// 0 on success; -1 (nothing changed) for a bad count or if the threads could not be started.
+__attribute__((visibility("default"))) int nnkern_threadpool_set_num_threads(int n) {
+  try {
+    nnkern::set_num_threads(n);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+}
