@@ -119,11 +119,12 @@ void bind_core(py::module_& m) {
   m.def("set_max_isa", [](const std::string& n) { set_max_isa(isa_arg(n)); });
   m.def("get_max_isa", [] { return std::string(isa_name(max_isa())); });
   m.def("set_num_threads", [](int n) {
-    if (n < 1) throw py::value_error("num_threads must be >= 1");
     py::gil_scoped_release release;
-    set_num_threads(n);
+    set_num_threads(n);  // std::invalid_argument -> ValueError, std::runtime_error -> RuntimeError
   });
   m.def("get_num_threads", &get_num_threads);
+  m.attr("MAX_NUM_THREADS") = kMaxThreads;
+  m.def("default_num_threads", &default_num_threads);  // reads the environment now (tests)
   m.def("f32_peak_flops", [](const std::string& n, double seconds) {
     Isa isa = isa_arg(n);
     py::gil_scoped_release release;
@@ -137,3 +138,19 @@ void bind_core(py::module_& m) {
 }
 
 }  // namespace nnkern::bindings
+
+// A C ABI for threadpoolctl's nnkern controller (python/nnkern/_threads.py): threadpoolctl finds the
+// loaded library by file name, then tells it from other packages' _C modules by these symbols.
+extern "C" {
+__attribute__((visibility("default"))) int nnkern_threadpool_get_num_threads() { return nnkern::get_num_threads(); }
+
+// 0 on success; -1 (nothing changed) for a bad count or if the threads could not be started.
+__attribute__((visibility("default"))) int nnkern_threadpool_set_num_threads(int n) {
+  try {
+    nnkern::set_num_threads(n);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+}

@@ -1,18 +1,53 @@
-// One persistent pool of worker threads. Workers sleep on a condition variable between calls:
-// nothing spins once parallel_for returns, so other libraries run at full speed afterwards.
+// One persistent pool of worker threads. After a job, workers poll for the next one for a short
+// window (kSpinMicros) so that back-to-back calls skip the wake-up, then sleep on a condition
+// variable: an idle process uses no CPU once the window has passed.
+//
+// Contract for every entry point: each task must compute the same thing wherever it runs, so
+// results never depend on the thread count or on which thread ran what. Calls are safe from any
+// thread: a call that finds the pool busy (another caller, or a call from inside a task) runs its
+// tasks inline on the calling thread instead of waiting. The first exception thrown by a task is
+// rethrown to the caller once the call is over (tasks not yet started are skipped); the pool stays
+// usable. A child process made by fork() starts with a fresh pool of the same size.
 #pragma once
 #include <cstddef>
 #include <functional>
 
 namespace nnkern {
 
-// Runs fn(task) for task in [0, n_tasks), spread over the pool; returns when all are done.
-// Tasks are claimed dynamically, so each one must compute the same thing wherever it runs
-// (results never depend on the thread count). Calls from several threads at once are serialized.
+// Workers keep polling for a new job this long after finishing one (and a caller polls this long
+// for the workers to finish) before sleeping.
+constexpr int kSpinMicros = 300;
+// set_num_threads rejects more than this: far above any core count, so a bigger value is a mistake.
+constexpr int kMaxThreads = 4096;
+
+// Runs fn(task) for task in [0, n_tasks); tasks are claimed one at a time, so uneven tasks balance.
 void parallel_for(size_t n_tasks, const std::function<void(size_t task)>& fn);
 
-void set_num_threads(int n);  // n >= 1
+// Cuts [0, n) into min(n, threads) contiguous ranges of balanced size (split_range) and runs
+// fn(begin, end) once per range: each thread gets one contiguous share.
+void parallel_for_ranges(size_t n, const std::function<void(size_t begin, size_t end)>& fn);
+
+// fn(i0, i1) for every point of the n0 x n1 grid, claimed one at a time in row-major order.
+void parallel_for_2d(size_t n0, size_t n1, const std::function<void(size_t i0, size_t i1)>& fn);
+// fn(i0, i1, i2) for every point of the n0 x n1 x n2 grid, row-major. Throws std::overflow_error
+// if the grid has more than SIZE_MAX points (also parallel_for_2d).
+void parallel_for_3d(size_t n0, size_t n1, size_t n2,
+                     const std::function<void(size_t i0, size_t i1, size_t i2)>& fn);
+
+// Part `part` of [0, n) cut into `parts` contiguous ranges whose sizes differ by at most one (the
+// first n % parts ranges are the longer ones).
+struct Range {
+  size_t begin, end;
+};
+Range split_range(size_t n, size_t parts, size_t part);
+
+// 1 <= n <= kMaxThreads, else std::invalid_argument. Waits for a call in progress. If the threads
+// cannot be started, the previous size is kept and std::runtime_error is thrown. Must not be
+// called from inside a task (std::logic_error).
+void set_num_threads(int n);
 int get_num_threads();
-int default_num_threads();    // the cores this process may run on
+// NNKERN_NUM_THREADS, else OMP_NUM_THREADS (its first field), else the CPUs this process may run
+// on. A variable that is not an integer in [1, kMaxThreads] is ignored.
+int default_num_threads();
 
 }  // namespace nnkern

@@ -73,7 +73,7 @@ struct PanelGemmArgs {
 };
 
 // Tasks split the rows into L2-sized blocks and the groups into contiguous ranges (results do not
-// depend on the split). Runs on the thread pool: never call it from inside a parallel_for task.
+// depend on the split). Runs on the thread pool (inline when called from inside a parallel_for task).
 void panel_gemm(const F32FullKPanels& w, const PanelGemmArgs& a);
 
 }  // namespace nnkern

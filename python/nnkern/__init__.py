@@ -8,6 +8,7 @@ from . import _C  # noqa: F401  (the native core; importing it fails clearly if 
 from ._isa import ISA_LEVELS, cpu_info, get_max_isa, max_isa, set_max_isa, supported_isas
 from ._isa import _apply_environment_cap
 from ._threads import get_num_threads, set_num_threads
+from ._threads import _hook_threadpoolctl
 from .activations import sigmoid, tanh
 from .gemm import Linear, matmul, sgemm
 from .lstm import LSTM, LSTMOutput
@@ -26,4 +27,5 @@ __all__ = [
 ]
 
 _apply_environment_cap()
-del _apply_environment_cap
+_hook_threadpoolctl()  # threadpoolctl sees the pool once it is imported
+del _apply_environment_cap, _hook_threadpoolctl
