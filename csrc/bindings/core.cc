@@ -1,6 +1,7 @@
 // Bindings of the core: CPU information, the ISA cap, threads, the peak loops, test buffers.
 #include "bindings/common.h"
 #include "core/dispatch.h"
+#include "core/kernel_list.h"
 #include "core/threadpool.h"
 #include "ops/peak.h"
 #include "testing/guard.h"
@@ -116,6 +117,27 @@ void bind_core(py::module_& m) {
     return v;
   });
   m.def("isa_supported", [](const std::string& n) { return isa_supported(isa_arg(n)); });
+  m.def("kernel_families", &kernel_families);
+  m.def(
+      "kernel_list",
+      [](const std::string& family) {
+        const std::vector<KernelInfo>* info = kernel_family(family);
+        if (!info) throw py::value_error("unknown kernel family '" + family + "'");
+        py::list out;
+        for (const KernelInfo& k : *info) {
+          py::dict d;
+          d["name"] = k.name;
+          d["level"] = isa_name(k.level);
+          d["mr"] = k.mr;
+          d["nr"] = k.nr;
+          d["kgroup"] = k.kgroup;
+          d["supported"] = isa_supported(k.level);
+          out.append(d);
+        }
+        return out;
+      },
+      "Every kernel of a family in this build (its list, csrc/kernels/<family>_list.h): name, ISA level, "
+      "tile, K-group, and whether this CPU can run it.");
   m.def("set_max_isa", [](const std::string& n) { set_max_isa(isa_arg(n)); });
   m.def("get_max_isa", [] { return std::string(isa_name(max_isa())); });
   m.def("set_num_threads", [](int n) {
