@@ -6,7 +6,7 @@
 #   2. the Python test suite with the cross-built extension, under arm64 Debian's python3, once per model
 #      in NNKERN_ARM_CPUS (default "max cortex-a57"), the models in parallel.
 # No chroot and no binfmt: the arm64 tree comes from `debootstrap --foreign` unpacked with `dpkg -x`,
-# and only the test programs run emulated (see /work/shared/notes/arm-testing.md, section 3b).
+# and only the test programs run emulated.
 #
 #   tools/test-aarch64.sh [--setup] [--build] [--native] [--python] [-- PYTEST-ARGS...]
 # With no step named, all four run. Environment: NNKERN_ARM_DIR (work folder, default .aarch64 in the

@@ -2,7 +2,7 @@
 and markdown tables.  Used by ``python -m nnkern bench`` and by the pytest-benchmark suites in the
 repository's ``bench/``; later ops (INT8 GEMM, conv, sigmoid) plug in through :class:`Op`.
 
-Method (see ../shared/anchors.md): each repetition loops a call until it lasts >= ``min_time``
+Method: each repetition loops a call until it lasts >= ``min_time``
 (20 ms); the figure is the median (and best) of ``repeats`` repetitions.  The libraries of one
 shape are *interleaved* repetition by repetition (rotating the order), so drifts of the host's
 load (15-30 % here) hit every column alike.  Ratios are only meaningful within one run.
