@@ -1,7 +1,9 @@
 // Bindings of the core: CPU information, the ISA cap, threads, the peak loops, test buffers.
 #include "bindings/common.h"
 #include "core/dispatch.h"
+#include "core/algorithm.h"
 #include "core/kernel_list.h"
+#include "core/workspace.h"
 #include "core/threadpool.h"
 #include "ops/peak.h"
 #include "testing/guard.h"
@@ -118,6 +120,19 @@ void bind_core(py::module_& m) {
   });
   m.def("isa_supported", [](const std::string& n) { return isa_supported(isa_arg(n)); });
   m.def("kernel_families", &kernel_families);
+  m.def("algorithm_ops", &algorithm_ops);
+  m.def(
+      "algorithms",
+      [](const std::string& op) {
+        const std::vector<std::string>* names = algorithm_names(op);
+        if (!names) throw py::value_error("no algorithm table for '" + op + "'");
+        return *names;
+      },
+      "The entries of an op's algorithm table, in the order algorithm='auto' tries them.");
+  m.def("workspace_last_bytes", &workspace_last_bytes,
+        "Scratch bytes of the last op call that ended on this thread (its workspace).");
+  m.def("workspace_retained_bytes", &workspace_retained_bytes,
+        "Scratch bytes this thread keeps allocated between calls.");
   m.def(
       "kernel_list",
       [](const std::string& family) {

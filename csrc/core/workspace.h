@@ -1,0 +1,46 @@
+// Scratch memory for one op call, oneDNN's scratchpad model: the op computes the bytes it needs from the
+// shape (an algorithm's workspace function), takes ONE block for the whole call on the calling thread and
+// hands each task its slice. Nothing is sized by a thread_local that only grows.
+//
+// Each thread has an arena that keeps its block between calls, up to kWorkspaceRetainBytes; a larger block
+// is freed when its call ends, so one huge call leaves no huge buffer behind. A Workspace opened while
+// another is alive on the same thread (an op calling an op) gets a block of its own. The bytes of every
+// Workspace opened during the outermost one are the call's workspace, reported by workspace_last_bytes().
+// Baseline code.
+#pragma once
+#include <cstddef>
+
+namespace nnkern {
+
+constexpr size_t kWorkspaceRetainBytes = size_t(8) << 20;
+
+class Workspace {
+ public:
+  explicit Workspace(size_t bytes);  // 64-byte aligned, uninitialized; bytes == 0 gives a null block
+  ~Workspace();
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  // The block viewed as T, from offset_bytes (keep slices 64-byte aligned: round with workspace_align).
+  template <typename T>
+  T* as(size_t offset_bytes = 0) const {
+    return reinterpret_cast<T*>(static_cast<char*>(data_) + offset_bytes);
+  }
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  bool owned_ = false;  // nested: freed at destruction rather than returned to the arena
+};
+
+// Rounds a slice size up to the 64-byte alignment of the blocks.
+constexpr size_t workspace_align(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// The workspace of the last outermost call that ended on this thread (bytes of all its Workspaces).
+size_t workspace_last_bytes();
+// What this thread's arena keeps allocated between calls (<= kWorkspaceRetainBytes).
+size_t workspace_retained_bytes();
+
+}  // namespace nnkern
