@@ -278,7 +278,9 @@ except MemoryError as e:
 def test_huge_token_batch_fails_before_scanning():
     """The outputs are sized before the ids are read: 2**40 x 2 ids fail at the allocation at once instead
     of scanning 2**41 ids first (the child would run for minutes; 120 s is the hang guard)."""
-    proc = run_python_isolated(HUGE_IDS, timeout=120)
+    env = dict(os.environ)  # under AddressSanitizer, a failed malloc must return NULL (numpy: MemoryError)
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":allocator_may_return_null=1"
+    proc = run_python_isolated(HUGE_IDS, env=env, timeout=120)
     assert proc.returncode == 0 and "ok" in proc.stdout, describe_process(proc)
 
 
