@@ -28,6 +28,17 @@ def f32_gemm_tile_or_skip(isa: str):
         pytest.skip(f"{isa} has no f32_gemm kernel of its own (the dispatcher uses the best level below it)")
 
 
+def kernel_params(family: str):
+    """One pytest param per kernel of ``family`` in this build (its kernel list), valued by the kernel's ISA
+    level and named after the kernel: a skip then always means this CPU lacks that level."""
+    return [pytest.param(k["level"], id=k["name"]) for k in _C.kernel_list(family)]
+
+
+def require_level(level: str) -> None:
+    if level not in nnkern.supported_isas():
+        pytest.skip(f"CPU lacks {level}")
+
+
 @pytest.fixture(params=nnkern.ISA_LEVELS)
 def isa(request):
     """Each ISA level in turn, with the dispatch cap set to it for the whole test."""

@@ -18,6 +18,7 @@ import nnkern
 from nnkern import _C
 from nnkern.activations import ACTIVATION_METHODS, SIGMOID_MAX_ABS_ERROR, TANH_MAX_ABS_ERROR
 
+from conftest import kernel_params
 from helpers import QUICK, run_python_isolated
 
 FUNCTIONS = ("sigmoid", "tanh")
@@ -35,9 +36,9 @@ def kernel_or_skip(isa, function="sigmoid", method="minimax"):
         pytest.skip(f"{isa} has no activation kernels of its own (the dispatcher uses the best level below it)")
 
 
-@pytest.fixture(params=nnkern.ISA_LEVELS)
+@pytest.fixture(params=kernel_params("f32_activation"))
 def act_isa(request):
-    """Each ISA level with activation kernels, with the dispatch cap set to it."""
+    """Each level of the activation kernel list, with the dispatch cap set to it."""
     name = request.param
     kernel = kernel_or_skip(name)
     with nnkern.max_isa(name):
@@ -191,7 +192,7 @@ print("ok")
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["store", "stream"])
-@pytest.mark.parametrize("isa", nnkern.ISA_LEVELS)
+@pytest.mark.parametrize("isa", kernel_params("f32_activation"))
 def test_no_access_past_the_end(isa, stream):
     kernel_or_skip(isa)
     if stream and not has_stream_kernels(isa):

@@ -5,15 +5,13 @@ import numpy as np
 import pytest
 
 import nnkern
+from conftest import kernel_params, require_level
 
-LEVELS = [lvl for lvl in nnkern.ISA_LEVELS]
-
-
-@pytest.fixture(params=LEVELS)
+@pytest.fixture(params=kernel_params("quantize"))
 def zisa(request):
+    """Each level of the quantize kernel list, with the dispatch cap set to it."""
     name = request.param
-    if name not in nnkern.supported_isas():
-        pytest.skip(f"CPU lacks {name}")
+    require_level(name)
     with nnkern.max_isa(name):
         yield name
 

@@ -12,7 +12,9 @@
 // then returns nullptr and the dispatcher uses the best level below that has one.
 #pragma once
 #include <cstddef>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/isa.h"
@@ -57,8 +59,8 @@ namespace nnkern {
 
 // What tests, benchmarks and cpu_info need to know of a kernel without knowing its family's type.
 struct KernelInfo {
-  const char* name;  // the symbol's name, also the name in cpu_info() and in test ids
-  Isa level;
+  const char* name = "";  // the symbol's name, also the name in cpu_info() and in test ids
+  Isa level = Isa::scalar;
   int mr = 0, nr = 0;  // tile (0 where the family has none)
   int kgroup = 0;      // k values per packed group (XNNPACK's c4/c8), 0 where none
 };
@@ -83,5 +85,37 @@ struct KernelList {
 void register_kernel_family(const char* family, const std::vector<KernelInfo>* info);
 const std::vector<KernelInfo>* kernel_family(const std::string& family);  // nullptr if unknown
 std::vector<std::string> kernel_families();
+
+// One entry of a list as the X-macro expands it: NNKERN_KERNEL_ENTRY(sym, level) gives
+// {&sym, Isa::level, "sym"}, so the registered name is the symbol's.
+template <typename Kernel>
+struct KernelEntry {
+  const Kernel* kernel;
+  Isa level;
+  const char* name;
+};
+#define NNKERN_KERNEL_ENTRY(sym, level) {&sym, ::nnkern::Isa::level, #sym},
+
+// Builds and registers a family's list (kept for the life of the process). In the family's ops file:
+//   const KernelList<F32TopkKernel>& f32_topk_list() {
+//     static const auto& list = make_kernel_list<F32TopkKernel>(
+//         "f32_topk", {NNKERN_F32_TOPK_LIST(NNKERN_KERNEL_ENTRY)}, [](const F32TopkKernel&) { return KernelInfo{}; });
+//     return list;
+//   }
+// `describe` fills the tile and K-group of a kernel; the name and level come from the list.
+template <typename Kernel, typename Describe>
+const KernelList<Kernel>& make_kernel_list(const char* family, std::initializer_list<KernelEntry<Kernel>> entries,
+                                           Describe describe) {
+  auto* list = new KernelList<Kernel>{family, {}, {}};  // never destroyed: the registry points into it
+  for (const KernelEntry<Kernel>& e : entries) {
+    KernelInfo info = describe(*e.kernel);
+    info.name = e.name;
+    info.level = e.level;
+    list->kernels.push_back(e.kernel);
+    list->info.push_back(info);
+  }
+  register_kernel_family(family, &list->info);
+  return *list;
+}
 
 }  // namespace nnkern

@@ -50,7 +50,7 @@ void f32_sigmoid__scalar_accurate(size_t n, const float* x, float* y);
 void f32_tanh__scalar_minimax(size_t n, const float* x, float* y);
 void f32_tanh__scalar_scalef(size_t n, const float* x, float* y);
 void f32_tanh__scalar_accurate(size_t n, const float* x, float* y);
-extern const F32ActivationKernels f32_activation_ref;
+extern const F32ActivationKernels f32_activation__scalar;
 
 // AVX2 + FMA (csrc/kernels/avx2/f32_activation.cc): permutevar8x32 look-ups of two 8-entry halves,
 // 2^n by exponent arithmetic, a division for the reciprocal.

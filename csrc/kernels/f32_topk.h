@@ -19,7 +19,7 @@ struct F32TopkKernel {
 
 // General path, any k and n < 2^32: a min-heap of the best k (key, index) pairs behind a scalar
 // threshold test, then a sort of the k.
-extern const F32TopkKernel f32_topk_ref;
+extern const F32TopkKernel f32_topk__scalar;
 // AVX-512: the best 16 keys sorted in one register, insertion by compare + shift-permute + blend (I21),
 // behind a 64-element vector threshold filter. k <= 16.
 extern const F32TopkKernel f32_topk_16__avx512;

@@ -24,7 +24,7 @@ struct QuantizeKernel {
   DequantizeFn dequantize;
 };
 
-extern const QuantizeKernel quantize_ref;
+extern const QuantizeKernel quantize__scalar;
 extern const QuantizeKernel quantize__avx2;
 extern const QuantizeKernel quantize__avx512;
 

@@ -9,6 +9,7 @@
 
 #include "core/dispatch.h"
 #include "core/threadpool.h"
+#include "kernels/f32_activation_list.h"
 
 namespace nnkern {
 namespace {
@@ -47,21 +48,14 @@ void run_split(F32UnaryUkernel fn, size_t n, const float* x, float* y) {
 
 }  // namespace
 
-const F32ActivationKernels* f32_activation_kernel_for(Isa isa) {
-  switch (isa) {
-    case Isa::scalar: return &f32_activation_ref;
-#ifdef NNKERN_HAVE_AVX2
-    case Isa::avx2: return &f32_activation__avx2;
-#endif
-#ifdef NNKERN_HAVE_AVX512
-    case Isa::avx512: return &f32_activation__avx512;
-#endif
-#ifdef NNKERN_HAVE_NEON
-    case Isa::neon: return &f32_activation__neon;
-#endif
-    default: return nullptr;
-  }
+const KernelList<F32ActivationKernels>& f32_activation_list() {
+  static const auto& list = make_kernel_list<F32ActivationKernels>(
+      "f32_activation", {NNKERN_F32_ACTIVATION_LIST(NNKERN_KERNEL_ENTRY)},
+      [](const F32ActivationKernels&) { return KernelInfo{}; });
+  return list;
 }
+
+const F32ActivationKernels* f32_activation_kernel_for(Isa isa) { return f32_activation_list().at(isa); }
 
 const F32ActivationKernels& f32_activation_kernels() {
   static const KernelTable<F32ActivationKernels> table(f32_activation_kernel_for);
@@ -69,7 +63,7 @@ const F32ActivationKernels& f32_activation_kernels() {
 }
 
 namespace {
-[[maybe_unused]] const bool registered = (register_dispatched_op("f32_sigmoid", [] {
+[[maybe_unused]] const bool registered = (f32_activation_list(), register_dispatched_op("f32_sigmoid", [] {
   return std::string(f32_activation_kernels().sigmoid_names[int(ActMethod::minimax)]).append("|scalef|accurate");
 }), register_dispatched_op("f32_tanh", [] {
   return std::string(f32_activation_kernels().tanh_names[int(ActMethod::minimax)]).append("|scalef|accurate");

@@ -5,21 +5,17 @@
 
 #include "core/dispatch.h"
 #include "core/threadpool.h"
+#include "kernels/quantize_list.h"
 
 namespace nnkern {
 
-const QuantizeKernel* quantize_kernel_for(Isa isa) {
-  switch (isa) {
-    case Isa::scalar: return &quantize_ref;
-#ifdef NNKERN_HAVE_AVX2
-    case Isa::avx2: return &quantize__avx2;
-#endif
-#ifdef NNKERN_HAVE_AVX512
-    case Isa::avx512: return &quantize__avx512;
-#endif
-    default: return nullptr;
-  }
+const KernelList<QuantizeKernel>& quantize_list() {
+  static const auto& list = make_kernel_list<QuantizeKernel>(
+      "quantize", {NNKERN_QUANTIZE_LIST(NNKERN_KERNEL_ENTRY)}, [](const QuantizeKernel&) { return KernelInfo{}; });
+  return list;
 }
+
+const QuantizeKernel* quantize_kernel_for(Isa isa) { return quantize_list().at(isa); }
 
 const QuantizeKernel& quantize_kernel() {
   static const KernelTable<QuantizeKernel> table(quantize_kernel_for);
@@ -27,8 +23,8 @@ const QuantizeKernel& quantize_kernel() {
 }
 
 namespace {
-[[maybe_unused]] const bool registered =
-    (register_dispatched_op("quantize", [] { return std::string(quantize_kernel().name); }), true);
+[[maybe_unused]] const bool registered = (quantize_list(),
+    register_dispatched_op("quantize", [] { return std::string(quantize_kernel().name); }), true);
 
 constexpr size_t kChunk = 1 << 16;  // elements per task: big enough to pay for a thread's wake-up
 

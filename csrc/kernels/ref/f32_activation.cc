@@ -105,7 +105,7 @@ void f32_tanh__scalar_minimax(size_t n, const float* x, float* y) { tanh_run<Act
 void f32_tanh__scalar_scalef(size_t n, const float* x, float* y) { tanh_run<ActMethod::scalef>(n, x, y); }
 void f32_tanh__scalar_accurate(size_t n, const float* x, float* y) { tanh_run<ActMethod::accurate>(n, x, y); }
 
-const F32ActivationKernels f32_activation_ref = {
+const F32ActivationKernels f32_activation__scalar = {
     "scalar",
     {f32_sigmoid__scalar_minimax, f32_sigmoid__scalar_scalef, f32_sigmoid__scalar_accurate},
     {f32_tanh__scalar_minimax, f32_tanh__scalar_scalef, f32_tanh__scalar_accurate},

@@ -86,6 +86,6 @@ void topk_general(size_t n, const float* x, size_t k, float* values, int64_t* in
 
 }  // namespace
 
-const F32TopkKernel f32_topk_ref = {"f32_topk__scalar", size_t(-1), topk_general};
+const F32TopkKernel f32_topk__scalar = {"f32_topk__scalar", size_t(-1), topk_general};
 
 }  // namespace nnkern

@@ -28,6 +28,6 @@ void dequantize_run(const uint8_t* q, float* x, size_t n, const float* scale, co
 
 }  // namespace
 
-const QuantizeKernel quantize_ref = {"quantize__scalar", quantize_run, dequantize_run};
+const QuantizeKernel quantize__scalar = {"quantize__scalar", quantize_run, dequantize_run};
 
 }  // namespace nnkern
