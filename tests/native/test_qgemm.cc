@@ -20,6 +20,7 @@
 #include "harness.h"
 #include "kernels/qgemm_list.h"
 #include "ops/qgemm.h"
+#include "ops/qgemm_pack.h"
 
 using namespace nnkern;
 using nnkern_test::check;
@@ -375,6 +376,51 @@ void test_indirect(const QGemmKernel& kernel) {
   std::printf("  %s indirect: %s\n", kernel.name, nnkern_test::failed() == failed_before ? "ok" : "FAILED");
 }
 
+// qgemm_pack_panel_taps (the convolutions' weight panels) against the layout of kernels/qgemm.h: tap t of
+// channel i, k p at a[(t * kg + p / G) * MR * G + i * G + p % G], zero padding, and the column sums.
+void test_pack_taps(const QGemmKernel& kernel) {
+  const size_t MR = size_t(kernel.mr), G = size_t(kernel.kgroup), esz = elem_bytes(kernel.kind);
+  uint32_t s = 5;
+  for (size_t K : {size_t(1), G + 1, 3 * G + 2})
+    for (size_t ks : {size_t(1), size_t(4)})
+      for (size_t nn : {size_t(1), MR}) {
+        const size_t N = MR + 3, n0 = 2, kg = (K + G - 1) / G;
+        std::vector<int8_t> w8(ks * K * N);
+        std::vector<int16_t> w16(ks * K * N);
+        for (size_t x = 0; x < w8.size(); ++x) w8[x] = int8_t(next(s)), w16[x] = int16_t(next(s));
+        const bool s16 = kernel.kind == QKind::s16;
+        std::vector<uint8_t> got(qgemm_panel_bytes(kernel, K, ks), 0xA5);
+        std::vector<int32_t> cs(MR, 7);
+        qgemm_pack_panel_taps(kernel, s16 ? QType::s16 : QType::s8, got.data(),
+                              s16 ? static_cast<const void*>(w16.data()) : w8.data(), N, K, ks, K * N, n0, nn, cs.data());
+        bool ok = got.size() == ks * kg * G * MR * esz;
+        for (size_t t = 0; t < ks && ok; ++t)
+          for (size_t i = 0; i < MR; ++i) {
+            for (size_t p = 0; p < kg * G; ++p) {
+              const size_t src = t * K * N + p * N + n0 + i;
+              const int64_t want = i < nn && p < K ? (s16 ? w16[src] : w8[src]) : 0;
+              const size_t at = (t * kg + p / G) * MR * G + i * G + p % G;
+              int64_t v;
+              if (s16) {
+                int16_t v16;
+                std::memcpy(&v16, &got[2 * at], 2);
+                v = v16;
+              } else {
+                v = int8_t(got[at]);
+              }
+              ok = ok && v == want;
+            }
+          }
+        for (size_t i = 0; i < MR && ok; ++i) {
+          int64_t sum = 0;
+          for (size_t t = 0; t < ks; ++t)
+            for (size_t p = 0; p < K && i < nn; ++p) sum += s16 ? w16[t * K * N + p * N + n0 + i] : w8[t * K * N + p * N + n0 + i];
+          ok = cs[i] == int32_t(sum);
+        }
+        check(ok, "qgemm_pack_panel_taps for %s K=%zu ks=%zu nn=%zu", kernel.name, K, ks, nn);
+      }
+}
+
 // The driver under the current cap against int64: C = (A - za)(B - zb[n]).
 void test_driver(Isa cap) {
   set_max_isa(cap);
@@ -437,6 +483,7 @@ int main() {
     }
     if (info.level != Isa::scalar) test_kernel(kern), ++tested;
     test_indirect(kern);
+    test_pack_taps(kern);
   }
   for (Isa cap : isa_levels())
     if (isa_supported(cap)) test_driver(cap);
