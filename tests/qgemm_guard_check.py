@@ -1,11 +1,15 @@
 """Guard-page check of the integer GEMM, run as a subprocess by test_qgemm.py.
 
-    python qgemm_guard_check.py ISA ukernel|qgemm
+    python qgemm_guard_check.py KERNEL ukernel|indirect
+    python qgemm_guard_check.py ISA qgemm
 
-ukernel: every (m, n) tile of ISA's u8s8 and s16 kernels and every k remainder of their groups, with the
-  packed A panel, each B column, C (int32 and uint8) and the partial sums c_in each ending right before an
-  unmapped page (nnkern._C.GuardedBuffer): B's k % G tail must read no byte past b[j][k-1], C's and c_in's
-  m % lanes tails no element past (m-1, j).
+ukernel: every (m, n) tile of the kernel (a name of nnkern._C.kernel_list("qgemm")) and every k remainder of its
+  groups, with the packed A panel, each B column, C (int32 and uint8) and the partial sums c_in each ending
+  right before an unmapped page (nnkern._C.GuardedBuffer): B's k % G tail must read no byte past b[j][k-1],
+  C's and c_in's m % lanes tails no element past (m-1, j).
+indirect: the same tails in the indirect form (ks = 3, a nonzero b_offset): every real tap row in its own
+  buffer ending at a guard page, the zero row too, the ks-tap A panel, C through c_rows, each column ending at
+  a guard page.
 qgemm: the driver under the cap ISA with a, b and out ending at guard pages, over the tails of M, N, K
   (uint8 and int8 activations, per-column zero points), qgemm16, and QLinear with u8 output.
 Prints "OK" and exits 0 on success; exits 1 on a wrong result; a fault is a signal.
@@ -21,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nnkern  # noqa: E402
 from nnkern import _C  # noqa: E402
 from helpers import QUICK  # noqa: E402
-from qhelpers import KIND_DTYPES, epilogue_ref, kernel_of, pack_a, ref_qgemm  # noqa: E402
+from qhelpers import KIND_DTYPES, QGEMM_KERNELS, epilogue_ref, kernel_traits, pack_a, pack_taps, ref_qgemm  # noqa: E402
 
 
 def guarded(dtype, count):
@@ -32,13 +36,15 @@ def guarded(dtype, count):
     return arr[arr.size - count:], buf
 
 
+def kernel_info(name):
+    k = next(k for k in QGEMM_KERNELS if k["name"] == name)
+    return k["mr"], k["nr"], k["kgroup"], kernel_traits(name)[0]
+
+
 def ukernel_guard(isa):
     rng = np.random.default_rng(0)
-    for kind in ("u8s8", "s16"):
-        info = kernel_of(isa, kind)
-        if info is None:
-            continue
-        _, MR, NR, G = info
+    if True:
+        MR, NR, G, kind = kernel_info(isa)
         adt, bdt = KIND_DTYPES[kind]
         ks = range(0, 3 * G + 1) if not QUICK else (0, 1, G, G + 1, 2 * G + G - 1)
         for k in ks:
@@ -57,7 +63,7 @@ def ukernel_guard(isa):
                         flat[j * k:(j + 1) * k] = X[j, :k]
                     item = np.dtype(bdt).itemsize
                     c, cbuf = guarded(np.int32, (n - 1) * m + m)
-                    _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, flat, [j * k * item for j in range(n)], c, 0, m,
+                    _C.qgemm_ukernel(isa, m, n, k, a, 0, flat, [j * k * item for j in range(n)], c, 0, m,
                                      0, None, None, None, None, None, False, 0.0, 0.0)
                     got = c.reshape(n, m).T
                     want = epilogue_ref(W[:m].astype(np.int64) @ X[:n].astype(np.int64).T, "i32")
@@ -66,7 +72,7 @@ def ukernel_guard(isa):
                     # partial sums in (c_in, masked loads of the m % lanes tail) ending at a guard page
                     cin, cinbuf = guarded(np.int32, (n - 1) * m + m)
                     cin[...] = rng.integers(-10 ** 6, 10 ** 6, cin.size)
-                    _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, flat, [j * k * item for j in range(n)], c, 0, m,
+                    _C.qgemm_ukernel(isa, m, n, k, a, 0, flat, [j * k * item for j in range(n)], c, 0, m,
                                      0, None, None, None, None, None, False, 0.0, 0.0, cin)
                     if not np.array_equal(c.reshape(n, m).T, want + cin.reshape(n, m).T):
                         raise SystemExit(f"{isa} {kind} m={m} n={n} k={k}: wrong result with c_in")
@@ -74,13 +80,54 @@ def ukernel_guard(isa):
                     c8, c8buf = guarded(np.uint8, (n - 1) * m + m)
                     pad = -(-MR // 64) * 64
                     scale = np.full(pad, 1e-3, np.float32)
-                    _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, flat, [j * k * item for j in range(n)], c8, 0, m,
+                    _C.qgemm_ukernel(isa, m, n, k, a, 0, flat, [j * k * item for j in range(n)], c8, 0, m,
                                      2, None, None, None, scale, None, False, 0.0, 255.0)
                     want8 = epilogue_ref(W[:m].astype(np.int64) @ X[:n].astype(np.int64).T, "u8", scale=scale,
                                          lo=0.0, hi=255.0)
                     if not np.array_equal(c8.reshape(n, m).T, want8):
                         raise SystemExit(f"{isa} {kind} m={m} n={n} k={k}: wrong u8 result")
                     del flat, c, c8, cin
+
+
+def indirect_guard(name):
+    rng = np.random.default_rng(2)
+    MR, NR, G, kind = kernel_info(name)
+    adt, bdt = KIND_DTYPES[kind]
+    item = np.dtype(bdt).itemsize
+    ks, b_offset = 3, 4096 + 8
+    pad = -(-MR // 64) * 64
+    scale = np.full(pad, 1e-3, np.float32)
+    ks_range = range(1, 3 * G + 2) if not QUICK else (1, G, G + 1)
+    for k in ks_range:
+        W = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max + 1, (MR, ks * k), dtype=adt)
+        for m in range(1, MR + 1):
+            panel = pack_taps(W[:m], MR, G, ks)
+            a, abuf = guarded(adt, panel.size)
+            a[...] = panel
+            for n in range(1, NR + 1):
+                mask = rng.random((ks, n)) < 0.4
+                zero, zbuf = guarded(bdt, k)
+                zero[...] = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max + 1, k)
+                rows, keep, offsets = [], [], []
+                base, bbuf = guarded(bdt, 1)
+                for t in range(ks):
+                    for j in range(n):
+                        r, rb = guarded(bdt, k)
+                        r[...] = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max + 1, k)
+                        keep.append((r, rb))
+                        rows.append(zero if mask[t, j] else r)
+                        offsets.append(None if mask[t, j] else r.ctypes.data - base.ctypes.data)
+                flat = np.stack([np.concatenate([rows[t * n + j] for t in range(ks)]) for j in range(n)])
+                want = epilogue_ref(W[:m].astype(np.int64) @ flat.astype(np.int64).T, "u8", scale=scale,
+                                    lo=0.0, hi=255.0)
+                cols = [guarded(np.uint8, m) for _ in range(n)]
+                c_rows = [col.ctypes.data - cols[0][0].ctypes.data for col, _ in cols]
+                _C.qgemm_ukernel(name, m, n, k, a, 0, base, offsets, cols[0][0], 0, m, 2, None, None, None, scale,
+                                 None, False, 0.0, 255.0, ks=ks, zero=zero, b_offset=b_offset, c_rows=c_rows)
+                got = np.stack([col for col, _ in cols], axis=1)
+                if not np.array_equal(got, want):
+                    raise SystemExit(f"{name} indirect m={m} n={n} k={k}: wrong result")
+                del rows, keep, cols, base, zero
 
 
 def qgemm_guard(isa):
@@ -131,5 +178,5 @@ def qgemm_guard(isa):
 
 if __name__ == "__main__":
     isa_name, what = sys.argv[1], sys.argv[2]
-    {"ukernel": ukernel_guard, "qgemm": qgemm_guard}[what](isa_name)
+    {"ukernel": ukernel_guard, "indirect": indirect_guard, "qgemm": qgemm_guard}[what](isa_name)
     print("OK")

@@ -19,29 +19,38 @@ def ref_qgemm(a, b, za=0, zb=0):
     return (a.astype(np.int64) - int(za)) @ (b.astype(np.int64) - np.asarray(zb, np.int64))
 
 
-def kernel_of(isa, kind):
-    """(name, MR, NR, G) of isa's kind kernel, or None."""
-    if isa not in nnkern.supported_isas():
-        return None
-    try:
-        return _C.qgemm_tile(isa, kind)
-    except ValueError:
-        return None
+#: Every integer GEMM kernel of this build (kernels/qgemm_list.h): dicts with name, level, mr, nr, kgroup,
+#: supported.
+QGEMM_KERNELS = _C.kernel_list("qgemm")
+#: The ISA levels that have integer GEMM kernels of their own, lowest first (the driver tests' caps).
+QGEMM_LEVELS = list(dict.fromkeys(k["level"] for k in QGEMM_KERNELS))
 
 
-def why_no_kernel(isa, kind):
-    """The skip reason when ``isa`` has no ``kind`` micro-kernel (or the CPU cannot run it)."""
-    if isa not in nnkern.supported_isas():
-        return f"CPU lacks {isa}"
-    return (f"{isa} has no {kind} kernel (its 8-bit kernel is of another kind, or 8-bit data runs widened on "
-            f"its s16 kernel)")
-
-
-def kernel_traits(isa, kind):
-    """(k step of the kernel's inner loop: the tests sweep k past it, True for the QNNPACK-style kernels
+def kernel_traits(name):
+    """(kind, k step of the kernel's inner loop: the tests sweep k past it, True for the QNNPACK-style kernels
     that subtract x_zero / w_zero themselves)."""
-    kstep, zp = _C.qgemm_kernel_traits(isa, kind)
-    return int(kstep), bool(zp)
+    kind, kstep, zp = _C.qgemm_kernel_traits(name)
+    return kind, int(kstep), bool(zp)
+
+
+def why_cannot_run(kernel):
+    """The skip reason for a kernel this CPU cannot run (None if it can), naming the ISA."""
+    return None if kernel["supported"] else f"CPU lacks {kernel['level']}: cannot run {kernel['name']}"
+
+
+def first_kernel(level, kinds):
+    """The first kernel of the list at ``level`` whose kind is in ``kinds``, or None."""
+    for k in QGEMM_KERNELS:
+        if k["level"] == level and kernel_traits(k["name"])[0] in kinds:
+            return k
+    return None
+
+
+def pack_taps(w, MR, G, ks):
+    """The indirect kernel's A panel for weights w (m x ks*k, tap t = columns t*k .. t*k+k-1): the taps' GEMM
+    panels one after the other, each padded to whole groups (kernels/qgemm.h)."""
+    k = w.shape[1] // ks
+    return np.concatenate([pack_a(w[:, t * k:(t + 1) * k], MR, G) for t in range(ks)])
 
 
 def pack_a(w, MR, G):

@@ -1,7 +1,10 @@
 """INT8 / INT16 GEMM: bit-exact against numpy int64 on every ISA path this CPU has.
 
-Every micro-kernel tile (m <= MR, n <= NR, every k remainder of its group of 4 or 2) is run directly
-(nnkern._C.qgemm_ukernel) with each epilogue; the driver is swept over M in 1..40, N in 1..70,
+Every micro-kernel of the list (nnkern._C.kernel_list("qgemm"), kernels/qgemm_list.h) is a test id; those the
+CPU cannot run skip naming their ISA. Every tile (m <= MR, n <= NR, every k remainder of its group / inner
+step) is run directly (nnkern._C.qgemm_ukernel) with each epilogue, in the direct and the indirect form (ks
+taps 1..9, zero-row taps anywhere, a nonzero b_offset, extremes), with the per-row output pointers and the
+tile hook; the driver is swept over M in 1..40, N in 1..70,
 K in 1..140 (batched: each (M, N) pair once with a K cycling through 1..140, and each K with several
 (M, N)), with zero points, per-column zero points and int8 activations; extremes at the largest exact
 K; the guard-page checks run in a subprocess (tests/qgemm_guard_check.py).
@@ -16,34 +19,26 @@ import pytest
 import nnkern
 from nnkern import _C
 from helpers import QUICK, describe_process, run_python_isolated
-from qhelpers import (KIND_DTYPES, KINDS, OUT_KINDS, epilogue_ref, kernel_of, pack_a, ref_qgemm, why_no_kernel,
-                      kernel_traits)
+from qhelpers import (KIND_DTYPES, OUT_KINDS, QGEMM_KERNELS, QGEMM_LEVELS, epilogue_ref, first_kernel, kernel_traits,
+                      pack_a, pack_taps, ref_qgemm, why_cannot_run)
 
 GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qgemm_guard_check.py")
-LEVELS = [lvl for lvl in nnkern.ISA_LEVELS if lvl in ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni",
-                                                      "neon", "neondot", "neoni8mm")]
 
 
 def expected_kernel(isa):
-    """What cpu_info()['kernels']['u8s8_gemm'] must say under the cap isa (its own kernel, or its s16
-    kernel on 8-bit data widened), or None when the level has no integer GEMM kernel of its own."""
-    for kind in ("u8s8", "s8s8"):
-        i8 = kernel_of(isa, kind)
-        if i8:
-            return i8[0]
-    s16 = kernel_of(isa, "s16")
-    return s16[0] + " (int8 widened to int16)" if s16 else None
+    """What cpu_info()['kernels']['u8s8_gemm'] must say under the cap isa (a level of the list): its first
+    8-bit kernel, or its s16 kernel on 8-bit data widened."""
+    i8 = first_kernel(isa, ("u8s8", "s8s8"))
+    return i8["name"] if i8 else first_kernel(isa, ("s16",))["name"] + " (int8 widened to int16)"
 
 
-@pytest.fixture(params=LEVELS)
+@pytest.fixture(params=QGEMM_LEVELS)
 def qisa(request):
-    """Each ISA level with its own integer GEMM kernels, with the dispatch cap set to it."""
+    """Each ISA level that has integer GEMM kernels (from the list), with the dispatch cap set to it."""
     name = request.param
     if name not in nnkern.supported_isas():
         pytest.skip(f"CPU lacks {name}")
     want = expected_kernel(name)
-    if want is None:
-        pytest.skip(f"{name} has no integer GEMM kernel of its own")
     with nnkern.max_isa(name):
         assert nnkern.cpu_info()["kernels"]["u8s8_gemm"] == want, f"cap {name} did not dispatch {want}"
         yield name
@@ -56,7 +51,14 @@ def rand_int(rng, dtype, shape, lo=None, hi=None):
 
 # --- micro-kernels, every tile, every epilogue -------------------------------------------------------
 
-KERNELS = [(isa, kind) for isa in LEVELS for kind in KINDS]
+@pytest.fixture(params=QGEMM_KERNELS, ids=[k["name"] for k in QGEMM_KERNELS])
+def qkernel(request):
+    """Each integer GEMM kernel of the list: (name, MR, NR, G, kind, k step, zero points in kernel)."""
+    k = request.param
+    if why_cannot_run(k):
+        pytest.skip(why_cannot_run(k))
+    kind, step, zp = kernel_traits(k["name"])
+    return k["name"], k["mr"], k["nr"], k["kgroup"], kind, step, zp
 
 
 def check_stored_tile(c, ldc, want, sentinel, what):
@@ -70,13 +72,8 @@ def check_stored_tile(c, ldc, want, sentinel, what):
     assert (c[outside] == sentinel).all(), f"{what}: wrote outside the tile"
 
 
-@pytest.mark.parametrize("isa,kind", KERNELS, ids=[f"{i}-{k}" for i, k in KERNELS])
-def test_ukernel_every_tile(isa, kind, rng):
-    info = kernel_of(isa, kind)
-    if info is None:
-        pytest.skip(why_no_kernel(isa, kind))
-    _, MR, NR, G = info
-    S, _ = kernel_traits(isa, kind)  # every remainder of the inner loop's k step, three steps deep
+def test_ukernel_every_tile(qkernel, rng):
+    isa, MR, NR, G, kind, S, _ = qkernel  # every remainder of the inner loop's k step, three steps deep
     adt, bdt = KIND_DTYPES[kind]
     kmax = 3 * S + S - 1 if not QUICK else 2 * S + 1
     W = rand_int(rng, adt, (MR, kmax))
@@ -110,7 +107,7 @@ def test_ukernel_every_tile(isa, kind, rng):
                     args.update(kw)
                     c_in = args.pop("c_in", None)
                     c_in = c_in_full[:n * ldc] if c_in else None  # read only inside the m x n tile
-                    _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, b_flat, [j * kmax * item for j in range(n)], c, 0,
+                    _C.qgemm_ukernel(isa, m, n, k, a, 0, b_flat, [j * kmax * item for j in range(n)], c, 0,
                                      ldc, OUT_KINDS[out], args["col_comp"], args["b_zero"], args["row_sum"],
                                      args["scale"], args["bias"], args["relu"], args["lo"], args["hi"], c_in)
                     acc = acc_full[:m, :n]
@@ -120,23 +117,18 @@ def test_ukernel_every_tile(isa, kind, rng):
                     check_stored_tile(c, ldc, want, sentinel, f"{isa} {kind} m={m} n={n} k={k} out={out} {sorted(kw)}")
 
 
-@pytest.mark.parametrize("isa,kind", KERNELS, ids=[f"{i}-{k}" for i, k in KERNELS])
-def test_ukernel_zero_points_in_kernel(isa, kind, rng):
+def test_ukernel_zero_points_in_kernel(qkernel, rng):
     """QNNPACK-style kernels (seed Q1) form (w - w_zero[i]) and (x - x_zero) themselves: every tile and
     k remainder, zero points at their limits (x_zero 0 / 255, w_zero -128 / 127 against the opposite
     extremes of the data), with c_in and the requantized output. Kernels without the feature refuse
     zero points instead of ignoring them."""
-    info = kernel_of(isa, kind)
-    if info is None:
-        pytest.skip(why_no_kernel(isa, kind))
-    _, MR, NR, G = info
-    S, zp_kernel = kernel_traits(isa, kind)
+    isa, MR, NR, G, kind, S, zp_kernel = qkernel
     pad = -(-MR // 64) * 64
     adt, bdt = KIND_DTYPES[kind]
     if not zp_kernel:
         c = np.zeros(MR, np.int32)
         with pytest.raises(ValueError, match="zero points"):
-            _C.qgemm_ukernel(isa, kind, 1, 1, 0, np.zeros(MR * G, adt), 0, np.zeros(1, bdt), [0], c, 0, MR, 0,
+            _C.qgemm_ukernel(isa, 1, 1, 0, np.zeros(MR * G, adt), 0, np.zeros(1, bdt), [0], c, 0, MR, 0,
                              None, None, None, None, None, False, 0.0, 0.0, None, 3, None)
         pytest.skip(f"{isa} {kind}: zero points go through row/column sums (tested by the driver tests)")
     kmax = 3 * S + S - 1 if not QUICK else 2 * S + 1
@@ -169,7 +161,7 @@ def test_ukernel_zero_points_in_kernel(isa, kind, rng):
                         odt = np.int32 if out == "i32" else np.uint8
                         c = np.full(n * ldc, 77, odt)
                         kw = dict(scale=scale, bias=bias, lo=0.0, hi=255.0) if out == "u8" else {}
-                        _C.qgemm_ukernel(isa, kind, m, n, k, a, 0, np.ascontiguousarray(X),
+                        _C.qgemm_ukernel(isa, m, n, k, a, 0, np.ascontiguousarray(X),
                                          [j * kmax * item for j in range(n)], c, 0, ldc, OUT_KINDS[out], None, None,
                                          None, kw.get("scale"), kw.get("bias"), False, kw.get("lo", 0.0),
                                          kw.get("hi", 0.0), c_in, xz, wz)
@@ -178,32 +170,172 @@ def test_ukernel_zero_points_in_kernel(isa, kind, rng):
                                           f"{isa} {kind} m={m} n={n} k={k} out={out} x_zero={xz} w={wfill} x={xfill}")
 
 
-def test_epilogue_ties_round_half_to_even(qisa):
+def test_epilogue_ties_round_half_to_even(qkernel):
     """acc * 0.5 lands exactly on x.5: u8/s8 outputs round half to even (as np.rint)."""
-    for kind in KINDS:
-        info = kernel_of(qisa, kind)
-        if info is None:
-            continue
-        _, MR, NR, G = info
-        adt, bdt = KIND_DTYPES[kind]
-        pad = -(-MR // 64) * 64
-        accs = np.arange(-9, 9 + NR * MR)[:NR * MR]  # acc values, odd ones give x.5
-        W = np.ones((MR, 1), adt)
-        a = pack_a(W, MR, G)
-        X = accs.reshape(NR, MR)  # acc(i, j) = X[j, i] needs per-(i,j) B: use col_comp instead
-        for j in range(NR):
-            comp = np.zeros(pad, np.int32)
-            comp[:MR] = X[j]
-            bcol = np.zeros(1, bdt)
-            for out, lo, hi, bias0 in (("u8", 0.0, 255.0, 100.0), ("s8", -128.0, 127.0, 0.0)):
-                c = np.zeros(MR, np.uint8)
-                scale = np.full(pad, 0.5, np.float32)
-                bias = np.full(pad, bias0, np.float32)
-                _C.qgemm_ukernel(qisa, kind, MR, 1, 1, a, 0, bcol, [0], c, 0, MR, OUT_KINDS[out], comp, None, None,
-                                 scale, bias, False, lo, hi)
-                want = np.clip(np.rint(X[j] * 0.5 + bias0), lo, hi).astype(np.int64)
-                got = c.astype(np.int64) if out == "u8" else c.view(np.int8).astype(np.int64)
-                assert np.array_equal(got, want), f"{qisa} {kind} {out}: ties {X[j] * 0.5 + bias0} -> {got}"
+    qisa, MR, NR, G, kind, _, _ = qkernel
+    adt, bdt = KIND_DTYPES[kind]
+    pad = -(-MR // 64) * 64
+    accs = np.arange(-9, 9 + NR * MR)[:NR * MR]  # acc values, odd ones give x.5
+    W = np.ones((MR, 1), adt)
+    a = pack_a(W, MR, G)
+    X = accs.reshape(NR, MR)  # acc(i, j) = X[j, i] needs per-(i,j) B: use col_comp instead
+    for j in range(NR):
+        comp = np.zeros(pad, np.int32)
+        comp[:MR] = X[j]
+        bcol = np.zeros(1, bdt)
+        for out, lo, hi, bias0 in (("u8", 0.0, 255.0, 100.0), ("s8", -128.0, 127.0, 0.0)):
+            c = np.zeros(MR, np.uint8)
+            scale = np.full(pad, 0.5, np.float32)
+            bias = np.full(pad, bias0, np.float32)
+            _C.qgemm_ukernel(qisa, MR, 1, 1, a, 0, bcol, [0], c, 0, MR, OUT_KINDS[out], comp, None, None,
+                             scale, bias, False, lo, hi)
+            want = np.clip(np.rint(X[j] * 0.5 + bias0), lo, hi).astype(np.int64)
+            got = c.astype(np.int64) if out == "u8" else c.view(np.int8).astype(np.int64)
+            assert np.array_equal(got, want), f"{qisa} {kind} {out}: ties {X[j] * 0.5 + bias0} -> {got}"
+
+
+# --- the indirect form (kernels/qgemm.h): ks taps, zero row, b_offset ---------------------------------
+
+def run_indirect(qkernel, rng, m, n, k, ks, zero_mask, out, *, fill=None, b_offset=0, c_rows=False, hook=False,
+                 **kw):
+    """One indirect tile against int64 numpy: weights (m x ks*k) packed tap by tap, column j's tap t the row
+    X[t, j] or, where zero_mask[t, j], the shared zero row (the zero point zval: x_zero for the kernels that
+    subtract it, else any value, which the kernel must use as is). Real rows live at scattered places of one
+    buffer, the zero row in another; the kernel gets every real entry minus b_offset. Returns the hook calls."""
+    name, MR, NR, G, kind, _, zp = qkernel
+    adt, bdt = KIND_DTYPES[kind]
+    ai, bi = np.iinfo(adt), np.iinfo(bdt)
+    if fill is None:
+        W = rand_int(rng, adt, (m, ks * k))
+        X = rand_int(rng, bdt, (ks, n, k))
+        zval = int(rng.integers(bi.min, bi.max + 1))
+    else:  # extremes: the largest products of one sign everywhere, the zero row included
+        W = np.full((m, ks * k), fill[0], adt)
+        X = np.full((ks, n, k), fill[1], bdt)
+        zval = fill[1]
+    xz = zval if zp else 0
+    item = np.dtype(bdt).itemsize
+    gap = 3  # elements between rows: an off-by-one read lands on another row's values
+    buf = rand_int(rng, bdt, (ks * n * (k + gap) + 5,))
+    offsets = []
+    for t in range(ks):
+        for j in range(n):
+            if zero_mask[t, j]:
+                offsets.append(None)
+            else:
+                at = ((t * n + (n - 1 - j)) * (k + gap) + 2)  # scattered: reversed within a tap
+                buf[at:at + k] = X[t, j]
+                offsets.append(at * item)
+    zero = np.concatenate([rand_int(rng, bdt, (1,)), np.full(k, zval, bdt)])  # the row starts at element 1
+    Xeff = np.where(zero_mask[:, :, None], np.asarray(zval, np.int64), X.astype(np.int64))  # ks x n x k
+    flat = Xeff.transpose(1, 0, 2).reshape(n, ks * k)  # column j: its taps one after the other
+    acc = W.astype(np.int64) @ (flat - xz).T  # m x n
+    a = pack_taps(W, MR, G, ks)
+    ldc = MR + 2
+    odt = {"i32": np.int32, "f32": np.float32, "u8": np.uint8, "s8": np.int8}[out]
+    c = np.full(n * ldc + 3, odt(77), odt)
+    rows = None
+    if c_rows:  # output column j at row n - 1 - j of c (a permutation, as a pixel shuffle makes)
+        rows = [(n - 1 - j) * ldc * c.itemsize for j in range(n)]
+    args = dict(col_comp=None, b_zero=None, row_sum=None, scale=None, bias=None, relu=False, lo=0.0, hi=0.0)
+    args.update(kw)
+    calls = _C.qgemm_ukernel(name, m, n, k, a, 0, buf, offsets, c, 0, ldc, OUT_KINDS[out], args["col_comp"],
+                             args["b_zero"], args["row_sum"], args["scale"], args["bias"], args["relu"], args["lo"],
+                             args["hi"], None, xz, None, ks=ks, zero=zero, zero_offset_bytes=item, b_offset=b_offset,
+                             c_rows=rows, hook=hook, tile_i=3 * m, tile_j=5 * n)
+    want = epilogue_ref(acc, out, **args)
+    what = f"{name} m={m} n={n} k={k} ks={ks} out={out} zeros={zero_mask.astype(int).tolist()} b_offset={b_offset}"
+    if c_rows:
+        check_stored_tile(c, ldc, want[:, ::-1], odt(77), what + " c_rows")
+    else:
+        check_stored_tile(c, ldc, want, odt(77), what)
+    return calls, want
+
+
+def epilogue_cases(rng, MR, NR):
+    pad = -(-MR // 64) * 64
+    comp = rng.integers(-1000, 1000, pad).astype(np.int32)
+    zb = rng.integers(-128, 128, pad).astype(np.int32)
+    rsum = rng.integers(-5000, 5000, NR).astype(np.int32)
+    scale = rng.uniform(1e-4, 1e-2, pad).astype(np.float32)
+    bias = rng.uniform(-50, 200, pad).astype(np.float32)
+    return [("i32", {}), ("i32", dict(col_comp=comp, b_zero=zb, row_sum=rsum, relu=True)),
+            ("f32", dict(scale=scale, bias=bias)), ("f32", dict(scale=scale, col_comp=comp, relu=True)),
+            ("u8", dict(scale=scale, bias=bias, lo=0.0, hi=255.0)),
+            ("s8", dict(scale=scale, bias=bias - 128, col_comp=comp, b_zero=zb, row_sum=rsum, lo=-128.0, hi=127.0))]
+
+
+def test_indirect_every_tail(qkernel, rng):
+    """Every m <= MR, n <= NR and k over the inner step and past it, with ks, the zero-row pattern, b_offset
+    and the epilogue cycling through their cases."""
+    name, MR, NR, G, kind, S, zp = qkernel
+    cases = epilogue_cases(rng, MR, NR)
+    kmax = 2 * S + 1 if not QUICK else S + 1
+    for k in range(1, kmax + 1):
+        for m in range(1, MR + 1):
+            for n in range(1, NR + 1):
+                ks = 1 + (m + 2 * n + k) % 9
+                mask = rng.random((ks, n)) < [0.0, 0.3, 1.0][(m + k) % 3]
+                out, kw = cases[(m + 3 * n + k) % len(cases)]
+                run_indirect(qkernel, rng, m, n, k, ks, mask, out, b_offset=[0, 4096, 2 ** 20 + 6][(n + k) % 3], **kw)
+
+
+@pytest.mark.parametrize("ks", range(1, 10))
+def test_indirect_taps_and_zero_rows(qkernel, rng, ks):
+    """ks taps with zero-row taps anywhere (none, all, one, random), full and partial tiles, k a few steps deep,
+    every epilogue."""
+    name, MR, NR, G, kind, S, zp = qkernel
+    cases = epilogue_cases(rng, MR, NR)
+    for m, n in ((MR, NR), (max(1, MR - 1), max(1, NR - 1)), (1, 1)):
+        masks = [np.zeros((ks, n), bool), np.ones((ks, n), bool), rng.random((ks, n)) < 0.5]
+        one = np.zeros((ks, n), bool)
+        one[ks // 2, n // 2] = True
+        masks.append(one)
+        for mi, mask in enumerate(masks):
+            k = 3 * S + 1 + mi
+            out, kw = cases[(mi + m) % len(cases)]
+            run_indirect(qkernel, rng, m, n, k, ks, mask, out, b_offset=12 + ks * 2, **kw)
+
+
+def test_indirect_extremes(qkernel, rng):
+    """Range ends everywhere (255 x -128 for u8s8; the largest products of either sign for the others), the
+    zero row at the same value; all taps, mixed zero taps; i32 and requantized outputs."""
+    name, MR, NR, G, kind, S, zp = qkernel
+    adt, bdt = KIND_DTYPES[kind]
+    ai, bi = np.iinfo(adt), np.iinfo(bdt)
+    pad = -(-MR // 64) * 64
+    scale = np.full(pad, 1e-6, np.float32)
+    for fill in ((ai.min, bi.max), (ai.min, bi.min), (ai.max, bi.max)):
+        for ks in (1, 9):
+            mask = np.zeros((ks, NR), bool)
+            mask[::2, 1::2] = True
+            for out, kw in (("i32", {}), ("u8", dict(scale=scale, lo=0.0, hi=255.0))):
+                run_indirect(qkernel, rng, MR, NR, 2 * S + 3, ks, mask, out, fill=fill, b_offset=64, **kw)
+
+
+def test_epilogue_row_pointers_and_hook(qkernel, rng):
+    """Per-row output pointers (column j at c_rows[j]) and the tile hook on the GEMM tile (ks = 1) and an
+    indirect one: the hook is called once per tile, after the store, with the caller's position and where the
+    values are; without the hook nothing is reported."""
+    name, MR, NR, G, kind, S, zp = qkernel
+    cases = epilogue_cases(rng, MR, NR)
+    for ks in (1, 3):
+        for m, n in ((MR, NR), (max(1, MR - 3), 1), (1, NR)):
+            for out, kw in cases:
+                mask = np.zeros((ks, n), bool)
+                for c_rows in (False, True):
+                    calls, want = run_indirect(qkernel, rng, m, n, S + 1, ks, mask, out, c_rows=c_rows, hook=True,
+                                               **kw)
+                    assert len(calls) == 1, calls
+                    call = calls[0]
+                    assert (call["i0"], call["j0"], call["m"], call["n"]) == (3 * m, 5 * n, m, n)
+                    assert call["out"] == OUT_KINDS[out] and call["c_rows"] == c_rows
+                    got = np.array(call["values"]).T  # values as the hook found them: m x n
+                    if out == "f32":
+                        got = got.astype(np.float32)
+                    assert np.array_equal(got, want), f"{name} hook values {out}"
+                calls, _ = run_indirect(qkernel, rng, m, n, S + 1, ks, mask, out, **kw)
+                assert calls == []
 
 
 # --- the driver, every tail ---------------------------------------------------------------------------
@@ -397,10 +529,20 @@ def test_bad_inputs():
 
 # --- guard pages (subprocess: a fault fails one test) ----------------------------------------------------
 
-@pytest.mark.parametrize("what", ["ukernel", "qgemm"])
-def test_no_access_past_guard_page(qisa, what):
-    """Every tile of the micro-kernels (ukernel) and tails of the driver, qgemm16 and QLinear (qgemm) with
-    inputs and outputs ending at an unmapped page; in a subprocess, so a fault fails this test only."""
-    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {qisa!r}, {what!r}]; "
+def run_guard_script(target, what):
+    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {target!r}, {what!r}]; "
                                f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
+
+
+def test_no_access_past_guard_page(qisa):
+    """Tails of the driver, qgemm16 and QLinear with inputs and outputs ending at an unmapped page; in a
+    subprocess, so a fault fails this test only."""
+    run_guard_script(qisa, "qgemm")
+
+
+@pytest.mark.parametrize("what", ["ukernel", "indirect"])
+def test_ukernel_no_access_past_guard_page(qkernel, what):
+    """Every tile of the kernel, direct (ukernel) and indirect (every tap row, the zero row, A and each output
+    column through c_rows ending at a guard page)."""
+    run_guard_script(qkernel[0], what)

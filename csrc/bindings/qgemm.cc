@@ -1,9 +1,11 @@
 // Bindings of the integer GEMM ops: qgemm / qgemm16, the packed QLinear, and test hooks for the
 // micro-kernels. The Python layer (nnkern/qgemm.py) has checked dtypes, shapes, ranges and the K bound.
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "bindings/common.h"
+#include "kernels/qgemm_list.h"
 #include "ops/qgemm.h"
 
 namespace nnkern {
@@ -43,28 +45,80 @@ const char* kind_name(QKind kind) {
   }
 }
 
-// The kernel of `kind` ("u8s8", "s8s8" or "s16") at one level, or ValueError.
-const QGemmKernel* tile_kernel(const std::string& isa_name_, const std::string& kind) {
-  const QGemmKernels* ks = qgemm_kernels_for(isa_arg(isa_name_));
-  const QGemmKernel* k = !ks ? nullptr : kind == "s16" ? ks->s16 : ks->i8;
-  if (k && kind != kind_name(k->kind)) k = nullptr;
-  if (!k) throw py::value_error("no " + kind + "_gemm kernel for " + isa_name_);
+// A kernel of the "qgemm" list (kernels/qgemm_list.h) by name, or ValueError.
+const QGemmKernel& kernel_named(const std::string& name) {
+  const KernelList<QGemmKernel>& l = qgemm_kernel_list();
+  for (size_t i = 0; i < l.kernels.size(); ++i)
+    if (name == l.info[i].name) return *l.kernels[i];
+  throw py::value_error("no integer GEMM kernel named '" + name + "' in this build");
+}
+
+const QGemmKernel& runnable_kernel(const std::string& name) {
+  const KernelList<QGemmKernel>& l = qgemm_kernel_list();
+  const QGemmKernel& k = kernel_named(name);
+  for (size_t i = 0; i < l.kernels.size(); ++i)
+    if (l.kernels[i] == &k && !isa_supported(l.info[i].level))
+      throw py::value_error(std::string("this CPU cannot run ") + name + " (no " + isa_name(l.info[i].level) + ")");
   return k;
 }
 
-// Runs one ISA's micro-kernel on one tile, for the tests (arrays may live in guarded buffers).
-void qgemm_ukernel(const std::string& isa_name_, const std::string& kind, size_t m, size_t n, size_t k,
-                   const py::array& a, size_t a_offset_bytes, const py::array& b, std::vector<size_t> b_offsets_bytes,
-                   py::array& c, size_t c_offset_bytes, size_t ldc, int out, const py::object& col_comp,
-                   const py::object& b_zero, const py::object& row_sum, const py::object& scale, const py::object& bias,
-                   bool relu, float lo, float hi, const py::object& c_in, int x_zero, const py::object& w_zero) {
-  Isa isa = isa_arg(isa_name_);
-  if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + isa_name_);
-  const QGemmKernel* kern = tile_kernel(isa_name_, kind);
-  if (m > size_t(kern->mr) || n > size_t(kern->nr) || b_offsets_bytes.size() != n)
-    throw py::value_error("tile larger than the kernel");
-  std::vector<const void*> bptr;
-  for (size_t off : b_offsets_bytes) bptr.push_back(static_cast<const uint8_t*>(b.data()) + off);
+// What the tile hook saw, for the tests: each call's arguments and the values it found where the tile says.
+struct HookLog {
+  py::list calls;
+};
+
+template <typename T>
+py::list tile_values(const QTile& t) {
+  py::list cols;
+  for (size_t j = 0; j < t.n; ++j) {
+    const T* col = t.c_rows ? static_cast<const T*>(t.c_rows[j]) : static_cast<const T*>(t.c) + j * t.ldc;
+    py::list v;
+    for (size_t i = 0; i < t.m; ++i) v.append(col[i]);
+    cols.append(v);
+  }
+  return cols;
+}
+
+void record_tile(void* ctx, const QTile& t) {
+  py::dict d;
+  d["i0"] = t.i0, d["j0"] = t.j0, d["m"] = t.m, d["n"] = t.n, d["out"] = int(t.out), d["ldc"] = t.ldc;
+  d["c"] = reinterpret_cast<uintptr_t>(t.c);
+  d["c_rows"] = t.c_rows != nullptr;
+  switch (t.out) {
+    case QOut::i32: d["values"] = tile_values<int32_t>(t); break;
+    case QOut::f32: d["values"] = tile_values<float>(t); break;
+    case QOut::u8: d["values"] = tile_values<uint8_t>(t); break;
+    case QOut::s8: d["values"] = tile_values<int8_t>(t); break;
+  }
+  static_cast<HookLog*>(ctx)->calls.append(d);
+}
+
+// Runs one micro-kernel on one tile, for the tests (arrays may live in guarded buffers). Direct form: b_offsets
+// (n byte offsets into b, one per column). Indirect form (ks > 1, or any None entry): b_offsets holds ks * n
+// entries, tap-major, each a byte offset into b or None for the zero row (the array `zero`); the kernel gets
+// ks x NR pointers made so that adding b_offset lands on them (entries j >= n poisoned: never read). c_rows:
+// n byte offsets into c, one per output column. hook: record every call of the tile hook (returned).
+py::list qgemm_ukernel(const std::string& name, size_t m, size_t n, size_t k, const py::array& a, size_t a_offset_bytes,
+                       const py::array& b, const std::vector<std::optional<ptrdiff_t>>& b_offsets_bytes, py::array& c,
+                       size_t c_offset_bytes, size_t ldc, int out, const py::object& col_comp, const py::object& b_zero,
+                       const py::object& row_sum, const py::object& scale, const py::object& bias, bool relu, float lo,
+                       float hi, const py::object& c_in, int x_zero, const py::object& w_zero, size_t ks,
+                       const py::object& zero, size_t zero_offset_bytes, size_t b_offset,
+                       const std::optional<std::vector<ptrdiff_t>>& c_rows_offsets, bool hook, size_t tile_i,
+                       size_t tile_j) {
+  const QGemmKernel* kern = &runnable_kernel(name);
+  const size_t NR = size_t(kern->nr);
+  if (m > size_t(kern->mr) || n > NR || ks == 0 || b_offsets_bytes.size() != ks * n)
+    throw py::value_error("tile larger than the kernel, or not ks * n column offsets");
+  const uint8_t* zp = zero.is_none() ? nullptr : static_cast<const uint8_t*>(zero.cast<py::array>().data()) + zero_offset_bytes;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(b.data());
+  std::vector<const void*> bptr(ks * NR, reinterpret_cast<const void*>(uintptr_t(8)));  // poison: j >= n
+  for (size_t t = 0; t < ks; ++t)
+    for (size_t j = 0; j < n; ++j) {
+      const auto& off = b_offsets_bytes[t * n + j];
+      if (!off && !zp) throw py::value_error("a zero-row entry needs the zero array");
+      bptr[t * NR + j] = off ? reinterpret_cast<const void*>(base + uintptr_t(*off) - b_offset) : zp;
+    }
   QEpilogue ep;
   ep.out = QOut(out);
   ep.col_comp = cdata_or_null<int32_t>(col_comp);
@@ -83,8 +137,20 @@ void qgemm_ukernel(const std::string& isa_name_, const std::string& kind, size_t
   } else if (x_zero != 0 || !w_zero.is_none()) {
     throw py::value_error(std::string(kern->name) + " does not subtract zero points itself");
   }
-  kern->run(m, n, k, static_cast<const uint8_t*>(a.data()) + a_offset_bytes, bptr.data(),
-            static_cast<uint8_t*>(c.mutable_data()) + c_offset_bytes, ldc, &ep);
+  uint8_t* cp = static_cast<uint8_t*>(c.mutable_data());
+  std::vector<void*> rows;
+  if (c_rows_offsets) {
+    if (c_rows_offsets->size() != n) throw py::value_error("c_rows needs n offsets");
+    for (ptrdiff_t off : *c_rows_offsets) rows.push_back(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(cp) + uintptr_t(off)));
+    ep.c_rows = rows.data();
+  }
+  HookLog log;
+  if (hook) ep.hook = record_tile, ep.hook_ctx = &log;
+  ep.tile_i = tile_i;
+  ep.tile_j = tile_j;
+  kern->run(m, n, k, ks, static_cast<const uint8_t*>(a.data()) + a_offset_bytes, bptr.data(), zp, b_offset,
+            cp + c_offset_bytes, ldc, &ep);
+  return log.calls;
 }
 
 // The packed weights and the requantization of nnkern.QLinear. Every size and per-column array a call
@@ -152,19 +218,18 @@ class QLinearPacked {
 
 void bind_qgemm(py::module_& m) {
   m.def("qgemm", &qgemm_binding);
-  m.def("qgemm_ukernel", &qgemm_ukernel, py::arg("isa"), py::arg("kind"), py::arg("m"), py::arg("n"), py::arg("k"),
-        py::arg("a"), py::arg("a_offset_bytes"), py::arg("b"), py::arg("b_offsets_bytes"), py::arg("c"),
-        py::arg("c_offset_bytes"), py::arg("ldc"), py::arg("out"), py::arg("col_comp"), py::arg("b_zero"),
-        py::arg("row_sum"), py::arg("scale"), py::arg("bias"), py::arg("relu"), py::arg("lo"), py::arg("hi"),
-        py::arg("c_in") = py::none(), py::arg("x_zero") = 0, py::arg("w_zero") = py::none());
-  m.def("qgemm_tile", [](const std::string& isa, const std::string& kind) {
-    const QGemmKernel* k = tile_kernel(isa, kind);
-    return py::make_tuple(std::string(k->name), k->mr, k->nr, k->kgroup);
-  });
-  m.def("qgemm_kernel_traits", [](const std::string& isa, const std::string& kind) {
-    const QGemmKernel* k = tile_kernel(isa, kind);
-    return py::make_tuple(std::max(k->kstep, k->kgroup), k->zero_points_in_kernel);
-  });
+  m.def("qgemm_ukernel", &qgemm_ukernel, py::arg("name"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("a"),
+        py::arg("a_offset_bytes"), py::arg("b"), py::arg("b_offsets_bytes"), py::arg("c"), py::arg("c_offset_bytes"),
+        py::arg("ldc"), py::arg("out"), py::arg("col_comp"), py::arg("b_zero"), py::arg("row_sum"), py::arg("scale"),
+        py::arg("bias"), py::arg("relu"), py::arg("lo"), py::arg("hi"), py::arg("c_in") = py::none(),
+        py::arg("x_zero") = 0, py::arg("w_zero") = py::none(), py::arg("ks") = 1, py::arg("zero") = py::none(),
+        py::arg("zero_offset_bytes") = 0, py::arg("b_offset") = 0, py::arg("c_rows") = py::none(),
+        py::arg("hook") = false, py::arg("tile_i") = 0, py::arg("tile_j") = 0,
+        "One micro-kernel tile, direct or indirect (kernels/qgemm.h), for the tests; returns the tile hook's calls.");
+  m.def("qgemm_kernel_traits", [](const std::string& name) {
+    const QGemmKernel& k = kernel_named(name);
+    return py::make_tuple(kind_name(k.kind), std::max(k.kstep, k.kgroup), k.zero_points_in_kernel);
+  }, "(kind, k step of the inner loop, zero points subtracted in the kernel) of a qgemm kernel.");
   m.def("i8_peak_ops", [](const std::string& n, double seconds) { return i8_peak_ops(isa_arg(n), seconds); });
   m.def("set_qgemm_kc", [](size_t kc) { set_qgemm_kc(kc); });
   m.def("qgemm_padded_n", [](size_t n) { return qgemm_padded_n(n); });

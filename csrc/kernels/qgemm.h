@@ -2,20 +2,40 @@
 // header: no intrinsics.
 //
 // Terms are column-major, as for the FP32 kernels (kernels/f32_gemm.h): a kernel computes one tile
-//   C(m x n) = epilogue(A(m x k) * B(k x n)),   m <= MR, n <= NR, any k >= 0,
+//   C(m x n) = epilogue(sum over taps t < ks of A_t(m x k) * B_t(k x n)),   m <= MR, n <= NR, any k >= 0,
 // with A = the packed weights (vector lanes run along output channels i) and B = the activations (one
 // broadcast per output row j). The row-major driver maps C[M, N] = X[M, K] W[K, N] onto this with
 // A = W^T and B = X^T, so tile row i is an output channel and tile column j a row of X.
 //
+// Indirect form (QNNPACK q8conv / XNNPACK igemm): ks taps, reduced over all ks x k in registers, the
+// epilogue applied once. ks = 1 with zero = null and b_offset = 0 is the plain GEMM tile: one template per
+// ISA serves both.
+//
 // Products are summed in groups of G consecutive k (G = 4 for u8 x s8: VPDPBUSD's 4-byte groups; G = 2 for
-// s16 x s16: VPDPWSSD / VPMADDWD pairs; G = 8 for USMMLA; G = 1 for the NEON widening kernels), and A is
-// packed in that interleaved layout:
-//   A(i, p) = a[(p / G) * MR * G + i * G + p % G]    (int8, or int16 for kind s16),
-// one panel of MR rows, zero-padded to MR rows and to a multiple of G in k (so a kernel may always
-// load whole vectors of A). Each output channel's G weights of one group are contiguous.
-//   B(p, j) = b[j][p]    one pointer per column (uint8 / int8 / int16 by the kernel's kind): a row of X, or
-//                        later an indirection-buffer entry. The kernel reads exactly b[j][0 .. k-1].
-//   C(i, j) = c[j * ldc + i]   (elements of the output type; only the m x n tile is written)
+// s16 x s16: VPDPWSSD / VPMADDWD pairs; G = 8 for USMMLA; G = 1 for the NEON widening kernels; the "cG" of
+// a kernel's name), and A is packed in that interleaved layout, each tap padded to whole groups:
+//   A_t(i, p) = a[(t * kg + p / G) * MR * G + i * G + p % G],   kg = ceil(k / G)   (int8, or int16 for s16)
+// i.e. ks * round_up(k, G) rows of one panel of MR channels, zero-padded to MR channels and, per tap, to a
+// multiple of G in k (so a kernel may always load whole vectors of A, and tap t starts at a whole group).
+// With ks = 1 this is the GEMM panel. Each output channel's G weights of one group are contiguous.
+//   B_t(p, j) = row(t, j)[p]   with b[t * NR + j] (ks x NR pointers, tap-major, stride NR whatever n is;
+//                        entries j >= n are never read) and
+//                        row(t, j) = b[t * NR + j] == zero ? zero : (const char*) b[t * NR + j] + b_offset.
+//                        An entry equal to `zero` is a padding tap and reads the shared zero row as is; every
+//                        other entry is moved by b_offset bytes, so an indirection buffer built once per
+//                        input shape (pointers relative to a null or a nominal base) serves every batch /
+//                        input address. The kernel reads exactly row(t, j)[0 .. k-1] (uint8 / int8 / int16 by
+//                        the kernel's kind). zero may be null when no entry uses it.
+//   The zero row holds the input zero point in the kernel's operand domain (uint8 za for u8s8, int8 za - 128
+//   for s8s8 after the driver's shift, za for s16), k elements: a padding tap then contributes exactly what a
+//   real input of value za (real value 0) would. The epilogue's corrections see the ks * k products as one
+//   reduction of length K = ks * k: row_sum[j] must be the sum of all ks * k values column j reads, the
+//   zero-row values included (za * k per padding tap), and col_comp the K * za * zb - za * colsum of the
+//   ks * k weights; then (a - za)(w - zb) summed over every tap is exact, padding taps adding 0. The
+//   QNNPACK-style kernels (zero_points_in_kernel) subtract x_zero = za from every element, the zero row's
+//   too, so padding adds 0 there with no sums at all.
+//   C(i, j) = c[j * ldc + i]   (elements of the output type; only the m x n tile is written), or, with
+//                        QEpilogue::c_rows, at c_rows[j] + i.
 //
 // Accumulation is modulo 2^32 (VPDPBUSD / VPDPWSSD / VPMADDWD + VPADDD all wrap, none saturates in the
 // ways used here), so the result is exact whenever the true value fits int32: the Python layer checks
@@ -38,6 +58,21 @@ enum class QOut : int { i32 = 0, f32 = 1, u8 = 2, s8 = 3 };
 // col_comp / b_zero / scale / bias may be null (0 / no term / - / 0). The per-row arrays (col_comp,
 // b_zero, scale, bias) are read for ceil(m / lanes) * lanes entries: callers pad them to MR.
 // row_sum is read for j < n.
+// For the convolutions (fused pixel shuffle and pooling), both unused (null) by the plain GEMM, each one
+// test of a pointer per tile:
+//   c_rows: output column j goes to c_rows[j] (element i at c_rows[j] + i) instead of c + j * ldc.
+//   hook:   called once per tile, after the tile is stored, with its position (tile_i, tile_j: set by the
+//           caller per call, passed through) and where its values now are.
+struct QTile {
+  size_t i0, j0;               // QEpilogue::tile_i / tile_j
+  size_t m, n;
+  QOut out;
+  void* c;                     // C(i, j) at c + (j * ldc + i) elements ...
+  size_t ldc;
+  void* const* c_rows;         // ... or, when not null, at c_rows[j] + i
+};
+using QTileHook = void (*)(void* ctx, const QTile& tile);
+
 struct QEpilogue {
   const int32_t* col_comp = nullptr;
   const int32_t* b_zero = nullptr;
@@ -57,10 +92,16 @@ struct QEpilogue {
   // Other kernels ignore both (the driver then leaves them at 0 / null).
   int32_t x_zero = 0;
   const int32_t* w_zero = nullptr;
+  void* const* c_rows = nullptr;  // [n] output column pointers, or null: c + j * ldc
+  QTileHook hook = nullptr;       // or null
+  void* hook_ctx = nullptr;
+  size_t tile_i = 0, tile_j = 0;  // passed to the hook
 };
 
-using QGemmUkernel = void (*)(size_t m, size_t n, size_t k, const void* a, const void* const* b, void* c, size_t ldc,
-                              const QEpilogue* ep);
+// One signature for the GEMM (ks = 1, zero = null, b_offset = 0) and the indirect (convolution) tile; see
+// the layouts above. b holds ks * NR pointers.
+using QGemmUkernel = void (*)(size_t m, size_t n, size_t k, size_t ks, const void* a, const void* const* b,
+                              const void* zero, size_t b_offset, void* c, size_t ldc, const QEpilogue* ep);
 
 // Element types of a kernel's operands: activations (B) x weights (A).
 enum class QKind : int {
@@ -70,7 +111,7 @@ enum class QKind : int {
 };
 
 struct QGemmKernel {
-  const char* name;
+  const char* name;  // = its symbol = its name in cpu_info() and test ids: kind_gemm_MRxNRcG__isa
   int mr, nr;
   int kgroup;  // G: k values per packed group (4: VPDPBUSD / SDOT bytes, 8: USMMLA, 2: int16 pairs, 1: none)
   QGemmUkernel run;
@@ -92,23 +133,7 @@ struct QGemvKernel {
   const char* name;
   QGemvUkernel run;
 };
-extern const QGemvKernel u8s8_gemv__avx512vnni;
-
-// u8 x s8, G = 4 (VNNI only: without VNNI the exact path widens to s16 and uses the s16 kernels).
-extern const QGemmKernel u8s8_gemm_ref;                 // scalar reference, 8 x 4 (also honours x_zero / w_zero)
-extern const QGemmKernel s8s8_gemm_ref;                 // its int8 x int8 twin: the oracle of the SDOT kernel
-extern const QGemmKernel u8s8_gemm_16x6__avxvnni;       // VEX vpdpbusd, ymm
-extern const QGemmKernel u8s8_gemm_64x6__avx512vnni;    // EVEX vpdpbusd, zmm (seed example 7-1)
-// s16 x s16, G = 2.
-extern const QGemmKernel s16_gemm_ref;
-extern const QGemmKernel s16_gemm_16x6__avx2;           // vpmaddwd + vpaddd
-extern const QGemmKernel s16_gemm_16x6__avxvnni;        // VEX vpdpwssd
-extern const QGemmKernel s16_gemm_64x6__avx512;         // vpmaddwd + vpaddd, zmm
-extern const QGemmKernel s16_gemm_64x6__avx512vnni;     // vpdpwssd, zmm
-// AArch64 (csrc/kernels/neon*/qgemm.cc; each file states its register allocation and loads per MAC).
-extern const QGemmKernel u8_gemm_8x8__neon;             // QNNPACK style: zero points subtracted, widened, SMLAL by lane
-extern const QGemmKernel s16_gemm_8x8__neon;            // the same loop on int16 operands
-extern const QGemmKernel s8_gemm_8x8__neondot;          // SDOT by lane, G = 4
-extern const QGemmKernel u8s8_gemm_8x8__neoni8mm;       // USMMLA (2x8 by 8x2 per instruction), G = 8
+// The kernels themselves are declared by their list, kernels/qgemm_list.h (baseline code only: it brings in
+// the STL). The kernel files, which must stay STL-free, define them `extern const` instead of including it.
 
 }  // namespace nnkern

@@ -11,6 +11,7 @@
 #include "core/isa.h"
 #include "harness.h"
 #include "ops/f32_gemm.h"
+#include "kernels/qgemm_list.h"
 #include "ops/qgemm.h"
 
 using namespace nnkern;
@@ -104,21 +105,21 @@ int main() {
   for (Isa cap : {Isa::neondot, Isa::neoni8mm}) {
     set_max_isa(cap);
     const QGemmKernel& q = qgemm_kernel(8);
-    const QGemmKernel& want = cap == Isa::neoni8mm && i8mm ? u8s8_gemm_8x8__neoni8mm
-                              : dot                        ? s8_gemm_8x8__neondot
-                                                           : u8_gemm_8x8__neon;
+    const QGemmKernel& want = cap == Isa::neoni8mm && i8mm ? u8s8_gemm_8x8c8__neoni8mm
+                              : dot                        ? s8s8_gemm_8x8c4__neondot
+                                                           : u8s8_gemm_8x8c1__neon;
     check(&q == &want, "cap %s on a CPU with dot=%d i8mm=%d dispatched %s, want %s", isa_name(cap), int(dot), int(i8mm),
           q.name, want.name);
   }
-  for (const QGemmKernel* forced : {&s8_gemm_8x8__neondot, &u8s8_gemm_8x8__neoni8mm}) {
-    const bool has = forced == &s8_gemm_8x8__neondot ? dot : i8mm;
+  for (const QGemmKernel* forced : {&s8s8_gemm_8x8c4__neondot, &u8s8_gemm_8x8c8__neoni8mm}) {
+    const bool has = forced == &s8s8_gemm_8x8c4__neondot ? dot : i8mm;
     const int s = nnkern_test::child_signal([&] {
       alignas(16) int8_t w[8 * 16] = {1};
       alignas(16) uint8_t x[16] = {2};
       const void* rows[1] = {x};
       int32_t c[8];
       QEpilogue ep;
-      forced->run(8, 1, 16, w, rows, c, 8, &ep);
+      forced->run(8, 1, 16, 1, w, rows, nullptr, 0, c, 8, &ep);
     });
     check(s == (has ? 0 : SIGILL), "forcing %s: signal %d (%s), expected %s", forced->name, s, strsignal(s),
           has ? "none" : "SIGILL");

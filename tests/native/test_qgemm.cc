@@ -18,8 +18,9 @@
 
 #include "core/isa.h"
 #include "harness.h"
-#include "kernels/qgemm.h"
+#include "kernels/qgemm_list.h"
 #include "ops/qgemm.h"
+#include "ops/qgemm_pack.h"
 
 using namespace nnkern;
 using nnkern_test::check;
@@ -33,9 +34,9 @@ uint32_t next(uint32_t& s) {
 
 const QGemmKernel& reference_of(QKind kind) {
   switch (kind) {
-    case QKind::u8s8: return u8s8_gemm_ref;
-    case QKind::s8s8: return s8s8_gemm_ref;
-    default: return s16_gemm_ref;
+    case QKind::u8s8: return u8s8_gemm_8x4c4__scalar;
+    case QKind::s8s8: return s8s8_gemm_8x4c4__scalar;
+    default: return s16_gemm_8x4c2__scalar;
   }
 }
 
@@ -173,10 +174,10 @@ void check_tile(const QGemmKernel& kernel, size_t m, size_t n, size_t k, Fill fi
       if (e.bias) e.bias += i0;
       if (e.row_sum) e.row_sum += j0;
       if (e.c_in) e.c_in += j0 * ldc + i0;
-      ref.run(mi, nj, k, a_ref.data(), bp.data() + j0, c_ref.data() + (j0 * ldc + i0) * out_bytes, ldc, &e);
+      ref.run(mi, nj, k, 1, a_ref.data(), bp.data() + j0, nullptr, 0, c_ref.data() + (j0 * ldc + i0) * out_bytes, ldc, &e);
     }
   }
-  kernel.run(m, n, k, a.data(), bp.data(), c_got.data(), ldc, &ep);
+  kernel.run(m, n, k, 1, a.data(), bp.data(), nullptr, 0, c_got.data(), ldc, &ep);
   const bool same = std::memcmp(c_got.data(), c_ref.data(), c_got.size()) == 0;
   if (!same) {
     size_t at = 0;
@@ -224,6 +225,200 @@ void test_kernel(const QGemmKernel& kernel) {
             if (f == Fill::low_x) check_tile(kernel, m, n, k, f, ec, 255, &wz_hi, ++seed);   // (-255)(-255)
           }
   std::printf("  %s: %s\n", kernel.name, nnkern_test::failed() == failed_before ? "ok" : "FAILED");
+}
+
+// The indirect form (ks taps, zero row, b_offset; kernels/qgemm.h) against the plain reference on the taps
+// concatenated: column j's K = ks * k values are its taps' rows in turn (the zero row's values for a padding
+// tap), the weights' rows the taps' blocks in turn. The kernel writes through c_rows in reversed order and
+// reports through the tile hook.
+struct HookSeen {
+  int calls = 0;
+  QTile last{};
+};
+
+void seen(void* ctx, const QTile& t) {
+  auto* h = static_cast<HookSeen*>(ctx);
+  ++h->calls;
+  h->last = t;
+}
+
+void check_indirect(const QGemmKernel& kernel, size_t m, size_t n, size_t k, size_t ks, uint32_t zero_mask, Fill fill,
+                    const EpilogueCase& ec, int32_t x_zero, uint32_t seed) {
+  const QGemmKernel& ref = reference_of(kernel.kind);
+  const size_t MR = size_t(kernel.mr), NR = size_t(kernel.nr), G = size_t(kernel.kgroup), esz = elem_bytes(kernel.kind);
+  const size_t K = ks * k, ldc = MR + 1, kg = (k + G - 1) / G;
+  const Data d = ranges(kernel.kind);
+  uint32_t s = seed;
+  auto put = [&](uint8_t* row, size_t p, int64_t v) {
+    if (esz == 1) row[p] = uint8_t(v);
+    else {
+      const int16_t v16 = int16_t(v);
+      std::memcpy(row + 2 * p, &v16, 2);
+    }
+  };
+  // Weights: MR x K (rows beyond m zero); the kernel's panel is tap after tap, each padded to whole groups.
+  std::vector<int64_t> w(MR * K, 0);
+  for (size_t i = 0; i < m; ++i)
+    for (size_t p = 0; p < K; ++p) w[i * K + p] = fill_value(fill, d, true, s);
+  std::vector<uint8_t> a(std::max<size_t>(ks * kg * G * MR, 1) * esz, 0);
+  for (size_t t = 0; t < ks; ++t) {
+    std::vector<int64_t> wt(MR * k);
+    for (size_t i = 0; i < MR; ++i)
+      for (size_t p = 0; p < k; ++p) wt[i * k + p] = w[i * K + t * k + p];
+    const std::vector<uint8_t> pt = pack(wt, MR, k, G, kernel.kind);
+    std::memcpy(a.data() + t * kg * G * MR * esz, pt.data(), kg * G * MR * esz);
+  }
+  // The zero row (x_zero for the in-kernel zero points, else a value of the range) and one exact-size row per
+  // real tap entry; the kernel sees them as pointer - b_offset.
+  const int64_t zval = kernel.zero_points_in_kernel ? x_zero : fill_value(Fill::random, d, false, s);
+  std::unique_ptr<uint8_t[]> zero(new uint8_t[std::max<size_t>(k * esz, 1)]);
+  for (size_t p = 0; p < k; ++p) put(zero.get(), p, zval);
+  const size_t b_offset = 64 * 1024 + 3 * esz;
+  std::vector<std::unique_ptr<uint8_t[]>> rows;
+  std::vector<const void*> ind(ks * NR, reinterpret_cast<const void*>(uintptr_t(8)));  // j >= n: never read
+  std::vector<std::vector<uint8_t>> flat(n, std::vector<uint8_t>(std::max<size_t>(K * esz, 1)));
+  for (size_t t = 0; t < ks; ++t)
+    for (size_t j = 0; j < n; ++j) {
+      const bool pad = (zero_mask >> ((t * n + j) % 32)) & 1;
+      const uint8_t* src = zero.get();
+      if (!pad) {
+        rows.emplace_back(new uint8_t[std::max<size_t>(k * esz, 1)]);
+        for (size_t p = 0; p < k; ++p) put(rows.back().get(), p, fill_value(fill, d, false, s));
+        src = rows.back().get();
+        ind[t * NR + j] = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(src) - b_offset);
+      } else {
+        ind[t * NR + j] = zero.get();
+      }
+      std::memcpy(flat[j].data() + t * k * esz, src, k * esz);
+    }
+  std::vector<const void*> fp(n);
+  for (size_t j = 0; j < n; ++j) fp[j] = flat[j].data();
+  std::vector<int32_t> comp(64), bzero(64), rsum(NR_MAX), c_in(NR_MAX * ldc);
+  std::vector<float> scale(64), bias(64);
+  for (auto& v : comp) v = int32_t(next(s) % 20001) - 10000;
+  for (auto& v : bzero) v = int32_t(next(s) % 256) - 128;
+  for (auto& v : rsum) v = int32_t(next(s) % 100001) - 50000;
+  for (auto& v : c_in) v = int32_t(next(s));
+  for (auto& v : scale) v = 1e-6f * float(1 + next(s) % 1000);
+  for (auto& v : bias) v = float(int32_t(next(s) % 300) - 100);
+  QEpilogue ep;
+  ep.out = ec.out;
+  ep.relu = ec.relu;
+  if (ec.comp) ep.col_comp = comp.data(), ep.b_zero = bzero.data(), ep.row_sum = rsum.data();
+  if (ec.scale) ep.scale = scale.data();
+  if (ec.bias) ep.bias = bias.data();
+  ep.lo = ec.out == QOut::u8 ? 0.0f : -128.0f;
+  ep.hi = ec.out == QOut::u8 ? 255.0f : 127.0f;
+  if (ec.c_in) ep.c_in = c_in.data(), ep.ld_in = ldc;
+  if (kernel.zero_points_in_kernel) ep.x_zero = x_zero;
+  const size_t ob = ec.out == QOut::i32 || ec.out == QOut::f32 ? 4 : 1;
+  std::vector<uint8_t> c_ref(NR_MAX * ldc * ob, 0xA5), c_got(c_ref), c_untouched(c_ref);
+  // Reference: slices of its 8 x 4 tile over the flattened GEMM.
+  const size_t RMR = size_t(ref.mr);
+  for (size_t i0 = 0; i0 < m; i0 += RMR) {
+    const size_t mi = std::min(RMR, m - i0);
+    std::vector<int64_t> wpad(RMR * K, 0);
+    std::copy(w.begin() + i0 * K, w.begin() + (i0 + mi) * K, wpad.begin());
+    const std::vector<uint8_t> a_ref = pack(wpad, RMR, K, size_t(ref.kgroup), ref.kind);
+    for (size_t j0 = 0; j0 < n; j0 += size_t(ref.nr)) {
+      const size_t nj = std::min(size_t(ref.nr), n - j0);
+      QEpilogue e = ep;
+      if (e.col_comp) e.col_comp += i0;
+      if (e.b_zero) e.b_zero += i0;
+      if (e.scale) e.scale += i0;
+      if (e.bias) e.bias += i0;
+      if (e.row_sum) e.row_sum += j0;
+      if (e.c_in) e.c_in += j0 * ldc + i0;
+      ref.run(mi, nj, K, 1, a_ref.data(), fp.data() + j0, nullptr, 0, c_ref.data() + (j0 * ldc + i0) * ob, ldc, &e);
+    }
+  }
+  std::vector<void*> c_rows(n);
+  for (size_t j = 0; j < n; ++j) c_rows[j] = c_got.data() + (n - 1 - j) * ldc * ob;
+  ep.c_rows = c_rows.data();
+  HookSeen hs;
+  ep.hook = seen, ep.hook_ctx = &hs, ep.tile_i = 5 * m, ep.tile_j = 7 * n;
+  kernel.run(m, n, k, ks, a.data(), ind.data(), zero.get(), b_offset, c_untouched.data(), ldc, &ep);
+  bool same = true;
+  for (size_t j = 0; j < NR_MAX && same; ++j) {
+    const size_t from = j < n ? n - 1 - j : j;  // column j of c_got holds the kernel's column n - 1 - j
+    same = std::memcmp(c_got.data() + j * ldc * ob, c_ref.data() + from * ldc * ob, ldc * ob) == 0;
+  }
+  for (uint8_t v : c_untouched) same = same && v == 0xA5;  // c itself is never written with c_rows
+  check(same, "%s indirect %s m=%zu n=%zu k=%zu ks=%zu zero mask %08x fill=%d: differs from the flattened reference",
+        kernel.name, ec.name, m, n, k, ks, zero_mask, int(fill));
+  check(hs.calls == 1 && hs.last.i0 == 5 * m && hs.last.j0 == 7 * n && hs.last.m == m && hs.last.n == n &&
+            hs.last.out == ec.out && hs.last.c == c_untouched.data() && hs.last.c_rows == c_rows.data(),
+        "%s tile hook: %d calls, last (%zu, %zu) %zu x %zu", kernel.name, hs.calls, hs.last.i0, hs.last.j0, hs.last.m,
+        hs.last.n);
+}
+
+void test_indirect(const QGemmKernel& kernel) {
+  const size_t MR = size_t(kernel.mr), NR = size_t(kernel.nr);
+  const size_t step = size_t(std::max(kernel.kstep, kernel.kgroup));
+  const long failed_before = nnkern_test::failed();
+  const size_t ncases = sizeof(kCases) / sizeof(kCases[0]);
+  uint32_t seed = 11;
+  // Every tail (m, n, k past the step) with ks and the zero pattern cycling; then ks 1..9 with all / none /
+  // random zero taps at the extremes.
+  for (size_t k = 1; k <= 2 * step + 1; ++k)
+    for (size_t m = 1; m <= MR; ++m)
+      for (size_t n = 1; n <= NR; ++n) {
+        const size_t ks = 1 + (m + n + k) % 9;
+        const uint32_t mask = (m + k) % 3 == 0 ? 0u : next(seed);
+        check_indirect(kernel, m, n, k, ks, mask, Fill::random, kCases[(m + 3 * n + k) % ncases], int32_t(next(seed) % 256), ++seed);
+      }
+  for (size_t ks = 1; ks <= 9; ++ks)
+    for (uint32_t mask : {0u, ~0u, next(seed)})
+      for (Fill f : {Fill::max_pos, Fill::max_neg, Fill::random})
+        for (const EpilogueCase& ec : kCases)
+          check_indirect(kernel, MR - (ks % 2), NR - (ks % 3 == 0), step + 3 + ks, ks, mask, f, ec,
+                         f == Fill::max_pos ? 0 : 255, ++seed);
+  std::printf("  %s indirect: %s\n", kernel.name, nnkern_test::failed() == failed_before ? "ok" : "FAILED");
+}
+
+// qgemm_pack_panel_taps (the convolutions' weight panels) against the layout of kernels/qgemm.h: tap t of
+// channel i, k p at a[(t * kg + p / G) * MR * G + i * G + p % G], zero padding, and the column sums.
+void test_pack_taps(const QGemmKernel& kernel) {
+  const size_t MR = size_t(kernel.mr), G = size_t(kernel.kgroup), esz = elem_bytes(kernel.kind);
+  uint32_t s = 5;
+  for (size_t K : {size_t(1), G + 1, 3 * G + 2})
+    for (size_t ks : {size_t(1), size_t(4)})
+      for (size_t nn : {size_t(1), MR}) {
+        const size_t N = MR + 3, n0 = 2, kg = (K + G - 1) / G;
+        std::vector<int8_t> w8(ks * K * N);
+        std::vector<int16_t> w16(ks * K * N);
+        for (size_t x = 0; x < w8.size(); ++x) w8[x] = int8_t(next(s)), w16[x] = int16_t(next(s));
+        const bool s16 = kernel.kind == QKind::s16;
+        std::vector<uint8_t> got(qgemm_panel_bytes(kernel, K, ks), 0xA5);
+        std::vector<int32_t> cs(MR, 7);
+        qgemm_pack_panel_taps(kernel, s16 ? QType::s16 : QType::s8, got.data(),
+                              s16 ? static_cast<const void*>(w16.data()) : w8.data(), N, K, ks, K * N, n0, nn, cs.data());
+        bool ok = got.size() == ks * kg * G * MR * esz;
+        for (size_t t = 0; t < ks && ok; ++t)
+          for (size_t i = 0; i < MR; ++i) {
+            for (size_t p = 0; p < kg * G; ++p) {
+              const size_t src = t * K * N + p * N + n0 + i;
+              const int64_t want = i < nn && p < K ? (s16 ? w16[src] : w8[src]) : 0;
+              const size_t at = (t * kg + p / G) * MR * G + i * G + p % G;
+              int64_t v;
+              if (s16) {
+                int16_t v16;
+                std::memcpy(&v16, &got[2 * at], 2);
+                v = v16;
+              } else {
+                v = int8_t(got[at]);
+              }
+              ok = ok && v == want;
+            }
+          }
+        for (size_t i = 0; i < MR && ok; ++i) {
+          int64_t sum = 0;
+          for (size_t t = 0; t < ks; ++t)
+            for (size_t p = 0; p < K && i < nn; ++p) sum += s16 ? w16[t * K * N + p * N + n0 + i] : w8[t * K * N + p * N + n0 + i];
+          ok = cs[i] == int32_t(sum);
+        }
+        check(ok, "qgemm_pack_panel_taps for %s K=%zu ks=%zu nn=%zu", kernel.name, K, ks, nn);
+      }
 }
 
 // The driver under the current cap against int64: C = (A - za)(B - zb[n]).
@@ -274,20 +469,21 @@ void test_driver(Isa cap) {
 }  // namespace
 
 int main() {
+  // Every kernel of the list (kernels/qgemm_list.h) this CPU can run; the references are tested as the
+  // oracle of the others (and the indirect form of each against the plain one of its reference).
   int tested = 0;
-  for (Isa isa : isa_levels()) {
-    const QGemmKernels* ks = qgemm_kernels_for(isa);
-    if (isa == Isa::scalar || !ks) continue;
-    if (!isa_supported(isa)) {
-      std::printf("skip %s: this CPU lacks %s\n", ks->i8 ? ks->i8->name : ks->s16->name, isa_name(isa));
+  const KernelList<QGemmKernel>& list = qgemm_kernel_list();
+  for (size_t i = 0; i < list.kernels.size(); ++i) {
+    const QGemmKernel& kern = *list.kernels[i];
+    const KernelInfo& info = list.info[i];
+    check(std::strcmp(kern.name, info.name) == 0, "kernel %s is listed as %s", kern.name, info.name);
+    if (!isa_supported(info.level)) {
+      std::printf("skip %s: this CPU lacks %s\n", info.name, isa_name(info.level));
       continue;
     }
-    if (ks->i8) test_kernel(*ks->i8), ++tested;
-    // The s16 kernel of a level may be shared with the level below: test each once.
-    const QGemmKernels* below = nullptr;
-    for (Isa lower : isa_levels())
-      if (lower != isa && isa_within(lower, isa) && lower != Isa::scalar && qgemm_kernels_for(lower)) below = qgemm_kernels_for(lower);
-    if (!below || below->s16 != ks->s16) test_kernel(*ks->s16), ++tested;
+    if (info.level != Isa::scalar) test_kernel(kern), ++tested;
+    test_indirect(kern);
+    test_pack_taps(kern);
   }
   for (Isa cap : isa_levels())
     if (isa_supported(cap)) test_driver(cap);

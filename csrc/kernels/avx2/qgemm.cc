@@ -27,6 +27,6 @@ struct S16 : YmmOps {
 
 }  // namespace
 
-const QGemmKernel s16_gemm_16x6__avx2 = {"s16_gemm_16x6__avx2", 16, 6, 2, QGemmTemplate<S16, 16, 6>::run, QKind::s16};
+extern const QGemmKernel s16_gemm_16x6c2__avx2 = {"s16_gemm_16x6c2__avx2", 16, 6, 2, QGemmTemplate<S16, 16, 6>::run, QKind::s16};
 
 }  // namespace nnkern

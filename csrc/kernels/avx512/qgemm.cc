@@ -31,6 +31,6 @@ struct S16 : ZmmOps {
 
 }  // namespace
 
-const QGemmKernel s16_gemm_64x6__avx512 = {"s16_gemm_64x6__avx512", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run, QKind::s16};
+extern const QGemmKernel s16_gemm_64x6c2__avx512 = {"s16_gemm_64x6c2__avx512", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run, QKind::s16};
 
 }  // namespace nnkern

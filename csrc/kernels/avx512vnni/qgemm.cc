@@ -35,8 +35,8 @@ struct S16 : ZmmOps {
 
 }  // namespace
 
-const QGemmKernel u8s8_gemm_64x6__avx512vnni = {"u8s8_gemm_64x6__avx512vnni", 64, 6, 4, QGemmTemplate<U8S8, 64, 6>::run};
-const QGemmKernel s16_gemm_64x6__avx512vnni = {"s16_gemm_64x6__avx512vnni", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run, QKind::s16};
+extern const QGemmKernel u8s8_gemm_64x6c4__avx512vnni = {"u8s8_gemm_64x6c4__avx512vnni", 64, 6, 4, QGemmTemplate<U8S8, 64, 6>::run};
+extern const QGemmKernel s16_gemm_64x6c2__avx512vnni = {"s16_gemm_64x6c2__avx512vnni", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run, QKind::s16};
 
 }  // namespace nnkern
 
@@ -141,6 +141,6 @@ void gemv_run(size_t M, size_t nn, size_t K, const uint8_t* a, size_t lda, const
 
 }  // namespace
 
-const QGemvKernel u8s8_gemv__avx512vnni = {"u8s8_gemv_4x64__avx512vnni", gemv_run};
+extern const QGemvKernel u8s8_gemv_4x64__avx512vnni = {"u8s8_gemv_4x64__avx512vnni", gemv_run};
 
 }  // namespace nnkern

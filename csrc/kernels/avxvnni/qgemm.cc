@@ -30,7 +30,7 @@ struct S16 : YmmOps {
 
 }  // namespace
 
-const QGemmKernel u8s8_gemm_16x6__avxvnni = {"u8s8_gemm_16x6__avxvnni", 16, 6, 4, QGemmTemplate<U8S8, 16, 6>::run};
-const QGemmKernel s16_gemm_16x6__avxvnni = {"s16_gemm_16x6__avxvnni", 16, 6, 2, QGemmTemplate<S16, 16, 6>::run, QKind::s16};
+extern const QGemmKernel u8s8_gemm_16x6c4__avxvnni = {"u8s8_gemm_16x6c4__avxvnni", 16, 6, 4, QGemmTemplate<U8S8, 16, 6>::run};
+extern const QGemmKernel s16_gemm_16x6c2__avxvnni = {"s16_gemm_16x6c2__avxvnni", 16, 6, 2, QGemmTemplate<S16, 16, 6>::run, QKind::s16};
 
 }  // namespace nnkern

@@ -1,15 +1,15 @@
 // Integer GEMM micro-kernels for AArch64 NEON (ARMv8.0 baseline), QNNPACK style (seeds Q1-Q4):
-//   u8_gemm_8x8__neon    uint8 activations, int8 weights, zero points subtracted BEFORE the products
+//   u8s8_gemm_8x8c1__neon    uint8 activations, int8 weights, zero points subtracted BEFORE the products
 //                        (USUBL / SSUBL widen a - za and w - zb to int16 exactly: |a - za|, |w - zb| <= 255),
 //                        then SMLAL / SMLAL2 by lane into int32: each product is at most 255 * 255 in
 //                        magnitude, the sums wrap modulo 2^32 like every other kernel's. No row or column
 //                        sums are needed (QGemmKernel::zero_points_in_kernel).
-//   s16_gemm_8x8__neon   the same loop on int16 operands (qgemm16, and 8-bit data on no level here): no
+//   s16_gemm_8x8c1__neon   the same loop on int16 operands (qgemm16, and 8-bit data on no level here): no
 //                        widening, zero points by the driver's row/column sums.
 //
 // Column-major terms (kernels/qgemm.h): 8 output channels (A, packed with G = 1: the 8 weights of one k
 // are 8 contiguous bytes) x 8 rows of X (B, one pointer per row). The whole K runs inside the kernel
-// (seed Q3) in steps of 8, the k % 8 remainder inside too; a full 8 x 8 tile is always computed, rows
+// (seed Q3) in steps of 8, the k % 8 remainder inside too, for each of the ks taps (indirect form); a full 8 x 8 tile is always computed, rows
 // j >= n repeat row n - 1 and are not stored, channels m..7 are the panel's zero padding.
 //
 // Register allocation (32 V registers), per step of 8 k:
@@ -23,12 +23,12 @@
 // int32 results are stored once per tile. Per 8 k: 128 SMLAL(2) (4 MACs each) + 16 SUBL + 16 loads.
 // Inner loop as built (aarch64-linux-gnu-g++ 12.2 -O3 -march=armv8-a; tools/neon-loop-stats.py on the
 // object), one iteration = 8 k of the full tile, no stack access:
-//   u8_gemm_8x8__neon    166 instructions: 128 SMLAL/SMLAL2, 16 LDR d (8 activations, 8 weights),
+//   u8s8_gemm_8x8c1__neon    166 instructions: 128 SMLAL/SMLAL2, 16 LDR d (8 activations, 8 weights),
 //                        16 USUBL/SSUBL, 6 loop/offset; 77% of the instructions are MACs. QNNPACK's
 //                        8x8 ARM64 assembly kernel has the same per-8-k budget (16 loads, 16 subtracts,
 //                        128 multiply-accumulates): the subtraction of the zero points is free here,
 //                        it is the widening every int8 kernel without SDOT needs anyway.
-//   s16_gemm_8x8__neon   152 instructions: 128 SMLAL/SMLAL2, 16 LDR q, 8 loop/offset.
+//   s16_gemm_8x8c1__neon   152 instructions: 128 SMLAL/SMLAL2, 16 LDR q, 8 loop/offset.
 //
 // One-definition rule: this file gets the NEON flags only; every helper has internal linkage, no STL.
 #include <arm_neon.h>
@@ -86,58 +86,63 @@ NNK_INLINE void mac_lane(int32x4_t (&acc)[kTileN][2], const Ops& ops, const type
 // no-schedule-insns: GCC's first scheduler otherwise hoists all eight weight loads of a step to its top and
 // runs out of V registers (spills and moves in the loop, as seen in the f32 kernel).
 template <class Ops>
-__attribute__((optimize("no-schedule-insns"))) void widen_8x8(size_t m, size_t n, size_t k, const void* a, const void* const* b, void* c, size_t ldc,
-               const QEpilogue* ep) {
+__attribute__((optimize("no-schedule-insns"))) void widen_8x8(size_t m, size_t n, size_t k, size_t ks, const void* a,
+                                                              const void* const* b, const void* zero, size_t b_offset,
+                                                              void* c, size_t ldc, const QEpilogue* ep) {
   using AElem = typename Ops::AElem;
   using BElem = typename Ops::BElem;
   if (m == 0 || n == 0) return;
   const Ops ops(ep);
-  const BElem* x[kTileN];
-  tile_rows(b, n, x);
   const AElem* w = static_cast<const AElem*>(a);
   int32x4_t acc[kTileN][2];
 #pragma GCC unroll 8
   for (int j = 0; j < kTileN; ++j) acc[j][0] = acc[j][1] = vdupq_n_s32(0);
 
-  size_t p = 0;
 #pragma GCC unroll 1
-  for (; p + 8 <= k; p += 8) {
-    int16x8_t xv[kTileN];
+  for (size_t tap = 0; tap < ks; ++tap, b += kTileN) {  // taps (kernels/qgemm.h); the zero row holds x_zero
+    const BElem* x[kTileN];
+    tile_rows(b, n, zero, b_offset, x);
+    size_t p = 0;
+#pragma GCC unroll 1
+    for (; p + 8 <= k; p += 8) {
+      int16x8_t xv[kTileN];
 #pragma GCC unroll 8
-    for (int j = 0; j < kTileN; ++j) xv[j] = ops.x(x[j] + p);
-    mac_lane<0>(acc, ops, w, xv);
-    mac_lane<1>(acc, ops, w, xv);
-    mac_lane<2>(acc, ops, w, xv);
-    mac_lane<3>(acc, ops, w, xv);
-    mac_lane<4>(acc, ops, w, xv);
-    mac_lane<5>(acc, ops, w, xv);
-    mac_lane<6>(acc, ops, w, xv);
-    mac_lane<7>(acc, ops, w, xv);
-    w += 8 * kTileM;
-  }
-  if (const size_t r = k - p) {  // 1..7 more k: read exactly r elements of each row
-    int16x8_t xv[kTileN];
-    for (int j = 0; j < kTileN; ++j) {
-      BElem t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (size_t q = 0; q < r; ++q) t[q] = x[j][p + q];
-      xv[j] = ops.x(t);
+      for (int j = 0; j < kTileN; ++j) xv[j] = ops.x(x[j] + p);
+      mac_lane<0>(acc, ops, w, xv);
+      mac_lane<1>(acc, ops, w, xv);
+      mac_lane<2>(acc, ops, w, xv);
+      mac_lane<3>(acc, ops, w, xv);
+      mac_lane<4>(acc, ops, w, xv);
+      mac_lane<5>(acc, ops, w, xv);
+      mac_lane<6>(acc, ops, w, xv);
+      mac_lane<7>(acc, ops, w, xv);
+      w += 8 * kTileM;
     }
-    mac_lane<0>(acc, ops, w, xv);
-    if (r > 1) mac_lane<1>(acc, ops, w, xv);
-    if (r > 2) mac_lane<2>(acc, ops, w, xv);
-    if (r > 3) mac_lane<3>(acc, ops, w, xv);
-    if (r > 4) mac_lane<4>(acc, ops, w, xv);
-    if (r > 5) mac_lane<5>(acc, ops, w, xv);
-    if (r > 6) mac_lane<6>(acc, ops, w, xv);
+    if (const size_t r = k - p) {  // 1..7 more k: read exactly r elements of each row
+      int16x8_t xv[kTileN];
+      for (int j = 0; j < kTileN; ++j) {
+        BElem t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (size_t q = 0; q < r; ++q) t[q] = x[j][p + q];
+        xv[j] = ops.x(t);
+      }
+      mac_lane<0>(acc, ops, w, xv);
+      if (r > 1) mac_lane<1>(acc, ops, w, xv);
+      if (r > 2) mac_lane<2>(acc, ops, w, xv);
+      if (r > 3) mac_lane<3>(acc, ops, w, xv);
+      if (r > 4) mac_lane<4>(acc, ops, w, xv);
+      if (r > 5) mac_lane<5>(acc, ops, w, xv);
+      if (r > 6) mac_lane<6>(acc, ops, w, xv);
+      w += r * kTileM;
+    }
   }
   store_tile(acc, m, n, c, ldc, ep);
 }
 
 }  // namespace
 
-const QGemmKernel u8_gemm_8x8__neon = {"u8_gemm_8x8__neon", kTileM, kTileN, 1, widen_8x8<U8Operands>,
+extern const QGemmKernel u8s8_gemm_8x8c1__neon = {"u8s8_gemm_8x8c1__neon", kTileM, kTileN, 1, widen_8x8<U8Operands>,
                                        QKind::u8s8, true, 8};
-const QGemmKernel s16_gemm_8x8__neon = {"s16_gemm_8x8__neon", kTileM, kTileN, 1, widen_8x8<S16Operands>,
+extern const QGemmKernel s16_gemm_8x8c1__neon = {"s16_gemm_8x8c1__neon", kTileM, kTileN, 1, widen_8x8<S16Operands>,
                                         QKind::s16, false, 8};
 
 }  // namespace nnkern

@@ -1,4 +1,4 @@
-// Integer GEMM micro-kernel for AArch64 with the int8 matrix multiply (+i8mm): u8s8_gemm_8x8__neoni8mm.
+// Integer GEMM micro-kernel for AArch64 with the int8 matrix multiply (+i8mm): u8s8_gemm_8x8c8__neoni8mm.
 //
 // USMMLA (vusmmlaq_s32) multiplies a 2 x 8 uint8 matrix by the transpose of a 2 x 8 int8 matrix into a
 // 2 x 2 int32 block: 32 MACs per instruction, uint8 activations times int8 weights, the very contract of
@@ -21,7 +21,7 @@
 // (8 LDR d of activation rows, 2 LDP q of weights), 4 INS (the second row of each pair into the high
 // half), 6 loop/offset; no stack access. 512 MACs per 36 instructions (14.2 per instruction).
 //
-// The whole K runs inside (seed Q3); the k % 8 remainder reads exactly the remaining bytes of each row
+// The whole K runs inside (seed Q3), for each of the ks taps (indirect form); the k % 8 remainder reads exactly the remaining bytes of each row
 // (a stack copy) times the zero-padded last group of the panel. Rows j >= n repeat row n - 1 and are not
 // stored. One-definition rule: +i8mm flags for this file only, internal linkage, no STL.
 #include <arm_neon.h>
@@ -46,11 +46,9 @@ NNK_INLINE void mmla_step(int32x4_t (&acc)[4][4], const int8_t* w, const uint8x1
     for (int t = 0; t < 4; ++t) acc[s][t] = vusmmlaq_s32(acc[s][t], xv[s], wv[t]);
 }
 
-void usmmla_8x8(size_t m, size_t n, size_t k, const void* a, const void* const* b, void* c, size_t ldc,
-                const QEpilogue* ep) {
+void usmmla_8x8(size_t m, size_t n, size_t k, size_t ks, const void* a, const void* const* b, const void* zero,
+                size_t b_offset, void* c, size_t ldc, const QEpilogue* ep) {
   if (m == 0 || n == 0) return;
-  const uint8_t* x[kTileN];
-  tile_rows(b, n, x);
   const int8_t* w = static_cast<const int8_t*>(a);
   int32x4_t acc[4][4];
 #pragma GCC unroll 4
@@ -58,23 +56,29 @@ void usmmla_8x8(size_t m, size_t n, size_t k, const void* a, const void* const* 
 #pragma GCC unroll 4
     for (int t = 0; t < 4; ++t) acc[s][t] = vdupq_n_s32(0);
 
-  size_t p = 0;
 #pragma GCC unroll 1
-  for (; p + 8 <= k; p += 8) {
-    uint8x16_t xv[4];
+  for (size_t tap = 0; tap < ks; ++tap, b += kTileN) {  // taps (kernels/qgemm.h); each starts at a whole group
+    const uint8_t* x[kTileN];
+    tile_rows(b, n, zero, b_offset, x);
+    size_t p = 0;
+#pragma GCC unroll 1
+    for (; p + 8 <= k; p += 8) {
+      uint8x16_t xv[4];
 #pragma GCC unroll 4
-    for (int s = 0; s < 4; ++s) xv[s] = vcombine_u8(vld1_u8(x[2 * s] + p), vld1_u8(x[2 * s + 1] + p));
-    mmla_step(acc, w, xv);
-    w += 8 * kTileM;
-  }
-  if (const size_t r = k - p) {  // 1..7 more k: exactly r bytes of each row; the panel's group is padded
-    uint8x16_t xv[4];
-    for (int s = 0; s < 4; ++s) {
-      uint8_t t[16] = {0};
-      for (size_t q = 0; q < r; ++q) t[q] = x[2 * s][p + q], t[8 + q] = x[2 * s + 1][p + q];
-      xv[s] = vld1q_u8(t);
+      for (int s = 0; s < 4; ++s) xv[s] = vcombine_u8(vld1_u8(x[2 * s] + p), vld1_u8(x[2 * s + 1] + p));
+      mmla_step(acc, w, xv);
+      w += 8 * kTileM;
     }
-    mmla_step(acc, w, xv);
+    if (const size_t r = k - p) {  // 1..7 more k: exactly r bytes of each row; the panel's group is padded
+      uint8x16_t xv[4];
+      for (int s = 0; s < 4; ++s) {
+        uint8_t t[16] = {0};
+        for (size_t q = 0; q < r; ++q) t[q] = x[2 * s][p + q], t[8 + q] = x[2 * s + 1][p + q];
+        xv[s] = vld1q_u8(t);
+      }
+      mmla_step(acc, w, xv);
+      w += 8 * kTileM;
+    }
   }
 
   // 2 x 2 blocks -> rows: row 2s is the low halves of acc[s][2v], acc[s][2v+1], row 2s+1 their high halves.
@@ -92,6 +96,6 @@ void usmmla_8x8(size_t m, size_t n, size_t k, const void* a, const void* const* 
 
 }  // namespace
 
-const QGemmKernel u8s8_gemm_8x8__neoni8mm = {"u8s8_gemm_8x8__neoni8mm", kTileM, kTileN, 8, usmmla_8x8};
+extern const QGemmKernel u8s8_gemm_8x8c8__neoni8mm = {"u8s8_gemm_8x8c8__neoni8mm", kTileM, kTileN, 8, usmmla_8x8};
 
 }  // namespace nnkern

@@ -1,12 +1,13 @@
-// Scalar reference integer GEMM micro-kernels (u8 x s8, G = 4; s16 x s16, G = 2): the oracle for the
-// tests and the fallback on any CPU. They also honour the in-kernel zero points (QEpilogue::x_zero,
+// Scalar reference integer GEMM micro-kernels (u8 x s8 and s8 x s8, G = 4; s16 x s16, G = 2), direct and
+// indirect (ks taps, zero row, b_offset: kernels/qgemm.h): the oracle for the tests and the fallback on any
+// CPU. They also honour the in-kernel zero points (QEpilogue::x_zero,
 // w_zero; zero for every other caller), so they are the oracle of the QNNPACK-style NEON kernels too. Same packed layout and epilogue as the SIMD kernels (kernels/qgemm.h);
 // int32 arithmetic modulo 2^32 (done in uint32_t, where wrapping is defined), float epilogue with the
 // same single-rounding fma, clamp and ties-to-even rounding, so every ISA gives bit-identical results.
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/qgemm.h"
+#include "kernels/qgemm_list.h"
 
 namespace nnkern {
 namespace {
@@ -14,45 +15,55 @@ namespace {
 constexpr int kMR = 8, kNR = 4;
 
 template <typename AElem, typename BElem, int G>
-void ref_run(size_t m, size_t n, size_t k, const void* a_, const void* const* b, void* c, size_t ldc,
-             const QEpilogue* ep) {
+void ref_run(size_t m, size_t n, size_t k, size_t ks, const void* a_, const void* const* b, const void* zero,
+             size_t b_offset, void* c, size_t ldc, const QEpilogue* ep) {
   const AElem* a = static_cast<const AElem*>(a_);
+  const size_t kg = (k + G - 1) / G;  // groups per tap
+  const size_t esz = ep->out == QOut::i32 || ep->out == QOut::f32 ? 4 : 1;
   for (size_t j = 0; j < n; ++j) {
-    const BElem* bj = static_cast<const BElem*>(b[j]);
+    uint8_t* cj = ep->c_rows ? static_cast<uint8_t*>(ep->c_rows[j]) : static_cast<uint8_t*>(c) + j * ldc * esz;
     for (size_t i = 0; i < m; ++i) {
       uint32_t acc = ep->c_in ? uint32_t(ep->c_in[j * ep->ld_in + i]) : 0u;
       const int32_t wz = ep->w_zero ? ep->w_zero[i] : 0;
-      for (size_t p = 0; p < k; ++p)
-        acc += uint32_t(int32_t(a[(p / G) * kMR * G + i * G + p % G]) - wz) * uint32_t(int32_t(bj[p]) - ep->x_zero);
+      for (size_t t = 0; t < ks; ++t) {
+        const void* e = b[t * kNR + j];
+        const BElem* bj = static_cast<const BElem*>(e == zero ? zero : static_cast<const char*>(e) + b_offset);
+        const AElem* at = a + t * kg * kMR * G;
+        for (size_t p = 0; p < k; ++p)
+          acc += uint32_t(int32_t(at[(p / G) * kMR * G + i * G + p % G]) - wz) * uint32_t(int32_t(bj[p]) - ep->x_zero);
+      }
       if (ep->col_comp) acc += uint32_t(ep->col_comp[i]);
       if (ep->b_zero) acc -= uint32_t(ep->b_zero[i]) * uint32_t(ep->row_sum[j]);
       const int32_t v = int32_t(acc);
       switch (ep->out) {
         case QOut::i32:
-          static_cast<int32_t*>(c)[j * ldc + i] = ep->relu && v < 0 ? 0 : v;
+          reinterpret_cast<int32_t*>(cj)[i] = ep->relu && v < 0 ? 0 : v;
           break;
         case QOut::f32: {
           float y = std::fma(float(v), ep->scale[i], ep->bias ? ep->bias[i] : 0.0f);
           if (ep->relu && !(y >= 0.0f)) y = 0.0f;
-          static_cast<float*>(c)[j * ldc + i] = y;
+          reinterpret_cast<float*>(cj)[i] = y;
           break;
         }
         default: {
           float y = std::fma(float(v), ep->scale[i], ep->bias ? ep->bias[i] : 0.0f);
           y = std::fmin(std::fmax(y, ep->lo), ep->hi);
           const int32_t q = int32_t(std::nearbyint(y));  // default rounding mode: ties to even
-          static_cast<uint8_t*>(c)[j * ldc + i] = uint8_t(q);
+          cj[i] = uint8_t(q);
           break;
         }
       }
     }
   }
+  if (ep->hook) ep->hook(ep->hook_ctx, QTile{ep->tile_i, ep->tile_j, m, n, ep->out, c, ldc, ep->c_rows});
 }
 
 }  // namespace
 
-const QGemmKernel u8s8_gemm_ref = {"u8s8_gemm_8x4__scalar", kMR, kNR, 4, ref_run<int8_t, uint8_t, 4>};
-const QGemmKernel s8s8_gemm_ref = {"s8s8_gemm_8x4__scalar", kMR, kNR, 4, ref_run<int8_t, int8_t, 4>, QKind::s8s8};
-const QGemmKernel s16_gemm_ref = {"s16_gemm_8x4__scalar", kMR, kNR, 2, ref_run<int16_t, int16_t, 2>, QKind::s16};
+const QGemmKernel u8s8_gemm_8x4c4__scalar = {"u8s8_gemm_8x4c4__scalar", kMR, kNR, 4, ref_run<int8_t, uint8_t, 4>};
+const QGemmKernel s8s8_gemm_8x4c4__scalar = {"s8s8_gemm_8x4c4__scalar", kMR, kNR, 4, ref_run<int8_t, int8_t, 4>,
+                                             QKind::s8s8};
+const QGemmKernel s16_gemm_8x4c2__scalar = {"s16_gemm_8x4c2__scalar", kMR, kNR, 2, ref_run<int16_t, int16_t, 2>,
+                                            QKind::s16};
 
 }  // namespace nnkern

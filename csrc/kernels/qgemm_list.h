@@ -1,0 +1,42 @@
+// The integer GEMM micro-kernels of this build (core/kernel_list.h), one list for all three kinds: the
+// prefix of a name is its kind (u8s8: uint8 activations x int8 weights; s8s8: int8 x int8, SDOT; s16: int16
+// x int16), then MRxNR, then cG, the K-group of its packed layout (XNNPACK's convention, kernels/qgemm.h).
+// From this list: the declarations below, qgemm_kernels_for(Isa) and the "qgemm" registry entry
+// (ops/qgemm_kernels.cc), the Python fixtures (nnkern._C.kernel_list("qgemm")) and the native tests.
+// Order matters once: at a level with several 8-bit kernels the first one is dispatched (scalar: u8s8;
+// s8s8_gemm_8x4c4__scalar is the oracle of the SDOT kernel). A level without an s16 kernel uses the best
+// one below it (neondot, neoni8mm: the neon one); a level without an 8-bit kernel widens 8-bit data to
+// int16 on its s16 kernel (avx2, avx512: VPMADDUBSW saturates, so it is never used).
+#pragma once
+#include "core/kernel_list.h"
+#include "kernels/qgemm.h"
+
+#define NNKERN_QGEMM_LIST(X)                                                                            \
+  X(u8s8_gemm_8x4c4__scalar, scalar)                                                                    \
+  X(s8s8_gemm_8x4c4__scalar, scalar)                                                                    \
+  X(s16_gemm_8x4c2__scalar, scalar)                                                                     \
+  NNKERN_AVX2(X(s16_gemm_16x6c2__avx2, avx2))                                                           \
+  NNKERN_AVXVNNI(X(u8s8_gemm_16x6c4__avxvnni, avxvnni) X(s16_gemm_16x6c2__avxvnni, avxvnni))            \
+  NNKERN_AVX512(X(s16_gemm_64x6c2__avx512, avx512))                                                     \
+  NNKERN_AVX512VNNI(X(u8s8_gemm_64x6c4__avx512vnni, avx512vnni) X(s16_gemm_64x6c2__avx512vnni, avx512vnni)) \
+  NNKERN_NEON(X(u8s8_gemm_8x8c1__neon, neon) X(s16_gemm_8x8c1__neon, neon))                             \
+  NNKERN_NEONDOT(X(s8s8_gemm_8x8c4__neondot, neondot))                                                  \
+  NNKERN_NEONI8MM(X(u8s8_gemm_8x8c8__neoni8mm, neoni8mm))
+
+// The small-M path of qgemm (kernels/qgemm.h, QGemvKernel): reads B unpacked, so no cG.
+#define NNKERN_QGEMV_LIST(X) NNKERN_AVX512VNNI(X(u8s8_gemv_4x64__avx512vnni, avx512vnni))
+
+namespace nnkern {
+
+#define NNKERN_QGEMM_DECLARE_(name, level) extern const QGemmKernel name;
+NNKERN_QGEMM_LIST(NNKERN_QGEMM_DECLARE_)
+#undef NNKERN_QGEMM_DECLARE_
+#define NNKERN_QGEMV_DECLARE_(name, level) extern const QGemvKernel name;
+NNKERN_QGEMV_LIST(NNKERN_QGEMV_DECLARE_)
+#undef NNKERN_QGEMV_DECLARE_
+
+// The lists as data (ops/qgemm_kernels.cc; registered as the families "qgemm" and "qgemv").
+const KernelList<QGemmKernel>& qgemm_kernel_list();
+const KernelList<QGemvKernel>& qgemv_kernel_list();
+
+}  // namespace nnkern

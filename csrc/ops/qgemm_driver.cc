@@ -1,0 +1,211 @@
+// The integer GEMM driver (ops/qgemm_driver.h). Zero points never enter the inner loop. With a' = a + s and
+// za' = za + s (s = 128 when int8 activations are shifted to uint8 for vpdpbusd, seed I6; else 0):
+//   sum_k (a - za)(b - zb) = sum_k a' b  +  [K za' zb[n] - za' colsum_b[n]]  -  zb[n] rowsum_a'[m]
+// The bracket (col_comp) comes from B's column sums (computed when B is packed); the last term needs the
+// row sums of A, computed in the pass that prepares A, only when some zb != 0. All int32 arithmetic is
+// modulo 2^32, so the result is exact whenever the true value fits int32 (checked by the Python layer).
+//
+// Blocking: whole-K micro-kernels (seed Q3: no partial sums in memory, the epilogue runs on registers).
+// Tasks are blocks of (channels x rows); within a task, each MR-channel panel of B (packed per task when
+// B is not prepacked) is swept over the task's rows, which are sized to stay in L2.
+#include "ops/qgemm_driver.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "core/isa.h"
+#include "core/threadpool.h"
+#include "ops/gemm_tasks.h"
+#include "ops/qgemm_pack.h"
+
+namespace nnkern {
+namespace {
+
+constexpr size_t kMaxNR = 16;
+
+size_t ceil_div(size_t a, size_t b) { return qgemm_ceil_div(a, b); }
+size_t round_up(size_t x, size_t m) { return qgemm_round_up(x, m); }
+
+void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
+  const QGemmKernel& k = *P.kern;
+  const size_t MR = size_t(k.mr), NR = size_t(k.nr), G = size_t(k.kgroup), esz = qgemm_a_elem_size(k);
+  const size_t panel_bytes = qgemm_panel_bytes(k, P.K);
+  const size_t kc = P.kc < P.K ? P.kc : P.K;
+  // Zero points: folded into column/row sums, or (QNNPACK-style kernels) subtracted by the kernel itself.
+  const bool compensate = P.za != 0 && !k.zero_points_in_kernel;
+  thread_local AlignedBuffer<int32_t> work;  // partial sums of the K blocks: rows j0..j1 x MR
+  if (kc < P.K) work.resize(MR * (j1 - j0));
+  alignas(64) int32_t comp[64];
+  const void* bptr[kMaxNR];
+  thread_local AlignedBuffer<uint8_t> panel_buf;
+  if (!P.packed) panel_buf.resize(std::max<size_t>(panel_bytes, 1));
+  alignas(64) uint32_t cs_local[64];
+  for (size_t i = i0; i < i1; i += MR) {
+    const size_t mi = std::min(MR, P.N - i);
+    const uint8_t* panel;
+    const int32_t* cs = P.colsum ? P.colsum + i : nullptr;
+    if (P.packed) {
+      panel = P.packed + (i / MR) * panel_bytes;
+    } else {  // pack on first use: the panel is still in L1 when the kernel reads it
+      qgemm_pack_groups(k, P.b_type, panel_buf.data(), P.b, P.ldb, P.K, i, mi, 0, ceil_div(P.K, G));
+      panel = panel_buf.data();
+      if (compensate) {
+        for (size_t ii = 0; ii < MR; ++ii) cs_local[ii] = 0;
+        qgemm_column_sums(P.b_type, cs_local, P.b, P.ldb, 0, P.K, i, mi);
+        cs = reinterpret_cast<const int32_t*>(cs_local);
+      }
+    }
+    QEpilogue ep;
+    if (compensate) {
+      const uint32_t kza = uint32_t(P.K) * uint32_t(P.za);
+      for (size_t ii = 0; ii < MR; ++ii) {
+        const uint32_t zb = P.b_zero && ii < mi ? uint32_t(P.b_zero[i + ii]) : 0u;
+        comp[ii] = ii < mi ? int32_t(kza * zb - uint32_t(P.za) * uint32_t(cs[ii])) : 0;
+      }
+      ep.col_comp = comp;
+    }
+    if (k.zero_points_in_kernel) {
+      ep.x_zero = P.za;
+      ep.w_zero = P.b_zero ? P.b_zero + i : nullptr;
+    } else {
+      ep.b_zero = P.b_zero ? P.b_zero + i : nullptr;
+    }
+    ep.out = P.out;
+    ep.relu = P.relu;
+    ep.scale = P.scale ? P.scale + i : nullptr;
+    ep.bias = P.bias ? P.bias + i : nullptr;
+    ep.lo = P.lo;
+    ep.hi = P.hi;
+    // K blocks (seed Q3 keeps whole K where the panel fits L1; beyond, the MR x kc slice of the panel stays
+    // in L1 while the task's rows stream past it, and the partial sums go through `work`, L2-resident).
+    size_t k0 = 0;
+    do {
+      const size_t kk = std::min(kc, P.K - k0);
+      const bool first = k0 == 0, last = k0 + kk >= P.K;
+      QEpilogue e = last ? ep : QEpilogue{};  // earlier blocks: raw int32 partial sums...
+      e.x_zero = ep.x_zero;                     // ...of the zero-point-subtracted products, if the kernel
+      e.w_zero = ep.w_zero;                     // forms them
+      const uint8_t* a = panel + (k0 / G) * MR * G * esz;
+      for (size_t j = j0; j < j1; j += NR) {
+        const size_t nj = std::min(NR, j1 - j);
+        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.a + (j + jj) * P.a_row_bytes + k0 * esz;
+        int32_t* w = work.data() + (j - j0) * MR;
+        e.c_in = first ? nullptr : w;
+        e.ld_in = MR;
+        e.tile_i = i;
+        e.tile_j = j;
+        if (last) {
+          e.row_sum = P.row_sum ? P.row_sum + j : nullptr;
+          k.run(mi, nj, kk, 1, a, bptr, nullptr, 0, static_cast<uint8_t*>(P.c) + (j * P.ldc + i) * P.c_elem, P.ldc, &e);
+        } else {
+          k.run(mi, nj, kk, 1, a, bptr, nullptr, 0, w, MR, &e);
+        }
+      }
+      k0 += kk;
+    } while (k0 < P.K);
+  }
+}
+
+std::atomic<size_t> g_kc_override{0};
+
+}  // namespace
+
+void set_qgemm_kc(size_t kc) { g_kc_override.store(kc); }
+
+// The K block: whole K while an MR x K panel fits half of L1d (seed Q3), else balanced blocks that do.
+size_t qgemm_choose_kc(const QGemmKernel& k, size_t K) {
+  const size_t G = size_t(k.kgroup), ov = g_kc_override.load();
+  if (ov) return round_up(ov, G);
+  const CpuFeatures& f = cpu_features();
+  const size_t l1 = f.l1d ? f.l1d : 32 * 1024;
+  const size_t kc_max = std::max<size_t>(64, (l1 / 2) / (size_t(k.mr) * qgemm_a_elem_size(k)) / G * G);
+  if (K <= kc_max + kc_max / 2) return K;
+  return round_up(ceil_div(K, ceil_div(K, kc_max)), G);
+}
+
+void qgemm_execute(const QPlan& P) {
+  if (P.M == 0 || P.N == 0) return;
+  const QGemmKernel& k = *P.kern;
+  const CpuFeatures& f = cpu_features();
+  const size_t l2 = f.l2 ? f.l2 : 256 * 1024;
+  // Rows per block: the block of A (rows x K) stays in half of L2 while the panels sweep it.
+  const size_t row_bytes = std::max<size_t>(P.K * qgemm_a_elem_size(k), 1);
+  const size_t rows_max = std::max<size_t>(size_t(k.nr), (l2 / 2) / row_bytes / size_t(k.nr) * size_t(k.nr));
+  size_t mc, nc;
+  const double ops = 2.0 * double(P.M) * double(P.N) * double(std::max<size_t>(P.K, 1));
+  split_gemm_tasks(P.N, P.M, size_t(k.mr), size_t(k.nr), P.N, rows_max, ops, kQGemmMinOpsPerThread, &mc, &nc);
+  const size_t tm = ceil_div(P.N, mc), tn = ceil_div(P.M, nc);
+  if (tm * tn == 1) {
+    run_task(P, 0, P.N, 0, P.M);
+    return;
+  }
+  parallel_for(tm * tn, [&](size_t t) {
+    const size_t bi = t % tm, bj = t / tm;
+    run_task(P, bi * mc, std::min(P.N, (bi + 1) * mc), bj * nc, std::min(P.M, (bj + 1) * nc));
+  });
+}
+
+int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda, size_t M, size_t K, int32_t za,
+                        bool need_row_sums, AlignedBuffer<uint8_t>& buf, AlignedBuffer<int32_t>& sums, QPlan* P) {
+  const bool shift = (k.kind == QKind::u8s8 && a_type == QType::s8) || (k.kind == QKind::s8s8 && a_type == QType::u8);
+  const bool widen = k.kind == QKind::s16 && a_type != QType::s16;
+  const size_t esz = a_type == QType::s16 ? 2 : 1;
+  if (!shift && !widen) {
+    P->a = static_cast<const uint8_t*>(a);
+    P->a_row_bytes = lda * esz;
+  } else {
+    const size_t out_esz = widen ? 2 : 1;
+    buf.resize(std::max<size_t>(M * K * out_esz, 1));
+    P->a = buf.data();
+    P->a_row_bytes = K * out_esz;
+  }
+  if (need_row_sums) sums.resize(std::max<size_t>(M, 1));
+  P->row_sum = need_row_sums ? sums.data() : nullptr;
+  if (!shift && !widen && !need_row_sums) return za;
+  uint8_t* out = buf.data();
+  int32_t* rs = sums.data();
+  const size_t chunk = std::max<size_t>(1, (1 << 16) / std::max<size_t>(K, 1));
+  parallel_for(ceil_div(M, chunk), [&](size_t t) {
+    for (size_t m = t * chunk; m < std::min(M, (t + 1) * chunk); ++m) {
+      uint32_t s = 0;  // modulo 2^32
+      if (a_type == QType::s16) {
+        const int16_t* src = static_cast<const int16_t*>(a) + m * lda;
+        for (size_t p = 0; p < K; ++p) s += uint32_t(int32_t(src[p]));
+      } else if (shift) {
+        const uint8_t* src = static_cast<const uint8_t*>(a) + m * lda;
+        uint8_t* dst = out + m * K;
+        if (k.kind == QKind::u8s8) {
+          for (size_t p = 0; p < K; ++p) {
+            dst[p] = uint8_t(src[p] ^ 0x80);
+            s += dst[p];
+          }
+        } else {
+          for (size_t p = 0; p < K; ++p) {
+            dst[p] = uint8_t(src[p] ^ 0x80);
+            s += uint32_t(int32_t(int8_t(dst[p])));
+          }
+        }
+      } else if (widen) {
+        int16_t* dst = reinterpret_cast<int16_t*>(out) + m * K;
+        if (a_type == QType::u8) {
+          const uint8_t* src = static_cast<const uint8_t*>(a) + m * lda;
+          for (size_t p = 0; p < K; ++p) { dst[p] = src[p]; s += uint32_t(int32_t(src[p])); }
+        } else {
+          const int8_t* src = static_cast<const int8_t*>(a) + m * lda;
+          for (size_t p = 0; p < K; ++p) { dst[p] = src[p]; s += uint32_t(int32_t(src[p])); }
+        }
+      } else if (a_type == QType::s8) {  // int8 as an s8s8 kernel reads it
+        const int8_t* src = static_cast<const int8_t*>(a) + m * lda;
+        for (size_t p = 0; p < K; ++p) s += uint32_t(int32_t(src[p]));
+      } else {
+        const uint8_t* src = static_cast<const uint8_t*>(a) + m * lda;
+        for (size_t p = 0; p < K; ++p) s += uint32_t(int32_t(src[p]));
+      }
+      if (need_row_sums) rs[m] = int32_t(s);
+    }
+  });
+  if (!shift) return za;
+  return k.kind == QKind::u8s8 ? za + 128 : za - 128;
+}
+
+}  // namespace nnkern

@@ -1,0 +1,56 @@
+// The integer GEMM driver's plan and tile loop (seeds I1, I2, I6, I12, Q1, Q3): blocking, threading and
+// the K blocks with partial sums around a micro-kernel (kernels/qgemm.h), from already prepared operands.
+// Kernel terms: "m" runs along N (output channels, vector lanes), "n" along M (rows of A, broadcasts).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/buffer.h"
+#include "kernels/qgemm.h"
+#include "ops/qgemm.h"
+
+namespace nnkern {
+
+constexpr double kQGemmMinOpsPerThread = 4e6;
+
+struct QPlan {
+  const QGemmKernel* kern;
+  size_t M, N, K;
+  size_t kc;               // K block (a multiple of G); >= K: whole-K kernels
+  // Broadcast side: row m of A as the kernel reads it.
+  const uint8_t* a;
+  size_t a_row_bytes;
+  const int32_t* row_sum;  // [M] or null (no b zero point)
+  int32_t za;              // effective (shifted) A zero point
+  // Weights: packed panels + column sums ([N padded], or null when za == 0); or, with packed == null, the
+  // raw K x N matrix, each task packing the panel it is about to use into an L1-sized buffer.
+  const uint8_t* packed;
+  const int32_t* colsum;
+  QType b_type;
+  const void* b;
+  size_t ldb;
+  const int32_t* b_zero;   // [N padded] or null
+  QOut out;
+  void* c;
+  size_t ldc, c_elem;
+  const float* scale;
+  const float* bias;
+  bool relu;
+  float lo, hi;
+};
+
+// Runs the plan: tasks of (channels x rows) over the thread pool (ops/gemm_tasks.h).
+void qgemm_execute(const QPlan& P);
+
+// The K block for k and K: whole K while an MR x K panel fits half of L1d (seed Q3), else balanced blocks
+// that do (or the set_qgemm_kc override).
+size_t qgemm_choose_kc(const QGemmKernel& k, size_t K);
+
+// Prepares the broadcast operand into P (a, a_row_bytes, row_sum): int8 activations shifted to uint8 for the
+// u8s8 kernels (seed I6) and uint8 ones to int8 for the s8s8 kernels (x ^ 0x80 both ways), 8-bit
+// activations widened to int16 for the s16 kernels, and the row sums (of the values the kernel reads) when
+// a b zero point needs them. buf / sums hold what it makes. Returns the effective zero point.
+int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda, size_t M, size_t K, int32_t za,
+                        bool need_row_sums, AlignedBuffer<uint8_t>& buf, AlignedBuffer<int32_t>& sums, QPlan* P);
+
+}  // namespace nnkern
