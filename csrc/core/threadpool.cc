@@ -1,4 +1,5 @@
 #include "core/threadpool.h"
+#include "core/workspace.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -25,6 +26,8 @@ namespace {
 // True on a pool worker, and on a caller while it works on its own call: a parallel_for from there
 // runs inline (handing it to the pool would wait for ourselves).
 thread_local bool t_in_pool = false;
+// Which participant of the current job this thread is: 0 for the caller, worker id + 1 (scratch slots).
+thread_local int t_slot = 0;
 
 // Polls done() for up to kSpinMicros; true as soon as it holds, false if the window passed.
 template <typename Pred>
@@ -74,13 +77,41 @@ class Pool {
   }
 
   void run(size_t n_tasks, const std::function<void(size_t)>& fn) {
-    std::unique_lock<std::mutex> call;
-    if (n_tasks > 1 && size() > 1 && !t_in_pool) call = std::unique_lock<std::mutex>(call_mutex_, std::try_to_lock);
-    if (call.owns_lock() && !started_) start_lazily();
-    if (!call.owns_lock() || workers_.empty()) {  // one thread, one task, nested, or the pool is busy
+    std::unique_lock<std::mutex> call = acquire(n_tasks);
+    if (!call.owns_lock()) {  // one thread, one task, nested, or the pool is busy
       for (size_t t = 0; t < n_tasks; ++t) fn(t);
       return;
     }
+    dispatch(n_tasks, fn);
+  }
+
+  // run() with `bytes` of scratch per participating thread, all from one Workspace of the caller: the
+  // pool knows how many threads take part (1 when it runs inline) and which one runs each task.
+  void run_scratch(size_t n_tasks, size_t bytes, const std::function<void(size_t, void*)>& fn) {
+    std::unique_lock<std::mutex> call = acquire(n_tasks);
+    if (!call.owns_lock()) {
+      Workspace ws(bytes);
+      for (size_t t = 0; t < n_tasks; ++t) fn(t, ws.data());
+      return;
+    }
+    const size_t stride = workspace_align(bytes);
+    Workspace ws(stride * (workers_.size() + 1));
+    char* base = ws.as<char>();
+    dispatch(n_tasks, [&](size_t t) { fn(t, base + stride * size_t(t_slot)); });
+  }
+
+ private:
+  // The call lock if this call gets the workers (started on first use), else an empty lock.
+  std::unique_lock<std::mutex> acquire(size_t n_tasks) {
+    std::unique_lock<std::mutex> call;
+    if (n_tasks > 1 && size() > 1 && !t_in_pool) call = std::unique_lock<std::mutex>(call_mutex_, std::try_to_lock);
+    if (call.owns_lock() && !started_) start_lazily();
+    if (call.owns_lock() && workers_.empty()) call.unlock();
+    return call;
+  }
+
+  // With the call lock held and workers running: the caller and the workers claim the tasks.
+  void dispatch(size_t n_tasks, const std::function<void(size_t)>& fn) {
     fn_ = &fn;
     n_tasks_ = n_tasks;
     next_.store(0, std::memory_order_relaxed);
@@ -89,6 +120,7 @@ class Pool {
     state_.store((seq_of(state_.load(std::memory_order_relaxed)) + 1) << kSeqShift, std::memory_order_release);
     wake_sleepers();
     t_in_pool = true;
+    t_slot = 0;
     work();
     t_in_pool = false;
     // Close it, then wait for the workers still inside (each finishing its last task).
@@ -97,7 +129,6 @@ class Pool {
     if (std::exception_ptr e = std::exchange(error_, nullptr)) std::rethrow_exception(e);
   }
 
- private:
   void work() {
     for (size_t t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < n_tasks_;) {
       try {
@@ -112,6 +143,7 @@ class Pool {
 
   void worker_loop(int id, uint64_t seen) {
     t_in_pool = true;
+    t_slot = id + 1;
     while (wait_for_job(id, &seen)) {
       if (join(seen)) {
         work();
@@ -284,6 +316,11 @@ Range split_range(size_t n, size_t parts, size_t part) {
 void parallel_for(size_t n_tasks, const std::function<void(size_t)>& fn) {
   if (n_tasks == 0) return;
   pool().run(n_tasks, fn);
+}
+
+void parallel_for_scratch(size_t n_tasks, size_t scratch_bytes, const std::function<void(size_t, void*)>& fn) {
+  if (n_tasks == 0) return;
+  pool().run_scratch(n_tasks, scratch_bytes, fn);
 }
 
 void parallel_for_ranges(size_t n, const std::function<void(size_t, size_t)>& fn) {

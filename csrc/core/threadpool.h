@@ -23,6 +23,12 @@ constexpr int kMaxThreads = 4096;
 // Runs fn(task) for task in [0, n_tasks); tasks are claimed one at a time, so uneven tasks balance.
 void parallel_for(size_t n_tasks, const std::function<void(size_t task)>& fn);
 
+// parallel_for with `scratch_bytes` (64-byte aligned) of scratch per thread that takes part: fn(task,
+// scratch) gets the slice of the thread running the task. All slices are one Workspace (core/workspace.h)
+// of the calling thread, so the call's scratch is reported with it and nothing stays thread_local.
+void parallel_for_scratch(size_t n_tasks, size_t scratch_bytes,
+                          const std::function<void(size_t task, void* scratch)>& fn);
+
 // Cuts [0, n) into min(n, threads) contiguous ranges of balanced size (split_range) and runs
 // fn(begin, end) once per range: each thread gets one contiguous share.
 void parallel_for_ranges(size_t n, const std::function<void(size_t begin, size_t end)>& fn);

@@ -2,10 +2,11 @@
 // shape (an algorithm's workspace function), takes ONE block for the whole call on the calling thread and
 // hands each task its slice. Nothing is sized by a thread_local that only grows.
 //
-// Each thread has an arena that keeps its block between calls, up to kWorkspaceRetainBytes; a larger block
-// is freed when its call ends, so one huge call leaves no huge buffer behind. A Workspace opened while
-// another is alive on the same thread (an op calling an op) gets a block of its own. The bytes of every
-// Workspace opened during the outermost one are the call's workspace, reported by workspace_last_bytes().
+// Each thread has an arena that keeps one block per nesting depth between calls (a Workspace opened while
+// another is alive on the same thread, an op calling an op, uses the next depth's block), up to
+// kWorkspaceRetainBytes in all; past that a block is freed when its call ends, so one huge call leaves no
+// huge buffer behind. The bytes of every Workspace opened during the outermost one are the call's
+// workspace, reported by workspace_last_bytes(). Workspaces must end in reverse order of opening (scopes).
 // Baseline code.
 #pragma once
 #include <cstddef>
@@ -32,11 +33,22 @@ class Workspace {
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
-  bool owned_ = false;  // nested: freed at destruction rather than returned to the arena
+  bool owned_ = false;  // nested deeper than the arena keeps: freed at destruction
 };
 
 // Rounds a slice size up to the 64-byte alignment of the blocks.
 constexpr size_t workspace_align(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Lays out several slices of one Workspace: add() each slice's bytes (64-byte aligned offsets), then open
+// one Workspace of `bytes` and take each slice at its offset.
+struct WorkspaceLayout {
+  size_t bytes = 0;
+  size_t add(size_t n) {
+    const size_t offset = bytes;
+    bytes += workspace_align(n);
+    return offset;
+  }
+};
 
 // The workspace of the last outermost call that ended on this thread (bytes of all its Workspaces).
 size_t workspace_last_bytes();

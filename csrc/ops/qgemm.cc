@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/workspace.h"
 #include "ops/qgemm_driver.h"
 #include "ops/qgemm_gemv.h"
 #include "ops/qgemm_pack.h"
@@ -20,46 +21,49 @@ void qgemm(const QgemmArgs& g) {
   QPlan P{};
   P.kern = &k;
   P.M = g.M; P.N = g.N; P.K = g.K;
-  // b zero points, padded to the panels (or null when all are zero).
-  AlignedBuffer<int32_t> zb;
   bool any_zb = g.b_zero ? false : g.b_zero_scalar != 0;
   if (g.b_zero)
     for (size_t n = 0; n < g.N && !any_zb; ++n) any_zb = g.b_zero[n] != 0;
-  if (any_zb) {
-    const size_t np = qgemm_padded_n(g.N);
-    zb.resize(np);
-    for (size_t n = 0; n < np; ++n) zb.data()[n] = n < g.N ? (g.b_zero ? g.b_zero[n] : g.b_zero_scalar) : 0;
-    P.b_zero = zb.data();
-  }
-  thread_local AlignedBuffer<uint8_t> abuf;
-  thread_local AlignedBuffer<int32_t> sums;
-  P.za = qgemm_prepare_a(k, g.a_type, g.a, g.lda, g.M, g.K, g.a_zero, any_zb && !k.zero_points_in_kernel, abuf, sums, &P);
-  const bool need_colsum = P.za != 0 && !k.zero_points_in_kernel;
+  const bool row_sums = any_zb && !k.zero_points_in_kernel;
   const QGemvKernel* gemv = qgemm_kernels().gemv;
-  if (gemv && bits == 8 && k.kind == QKind::u8s8 && k.kgroup == 4 && g.M <= kQGemvMaxM) {
+  const bool small_m = gemv && bits == 8 && k.kind == QKind::u8s8 && k.kgroup == 4 && g.M <= kQGemvMaxM;
+  const size_t b_esz = g.b_type == QType::s16 ? 2 : 1;
+  // Rows of B within a page: each task packs the panel it needs right before using it (a column strip of
+  // B, K lines on at most K pages), so the packed panel is read from L1. Long rows: a column strip would
+  // touch a page per row (TLB misses on every line), so all of B is packed in row sweeps first.
+  const bool pack_all = !small_m && g.ldb * b_esz > 4096;
+  // One workspace for the call: the padded b zero points, the prepared A and its row sums, packed B.
+  const size_t np = qgemm_padded_n(g.N), panels = qgemm_ceil_div(g.N, size_t(k.mr));
+  const QPrepareBytes ab = qgemm_prepare_a_bytes(k, g.a_type, g.M, g.K, row_sums);
+  WorkspaceLayout l;
+  const size_t zb_off = l.add(any_zb ? np * sizeof(int32_t) : 0), a_off = l.add(ab.buf), sums_off = l.add(ab.sums);
+  const size_t packed_off = l.add(pack_all ? panels * qgemm_panel_bytes(k, g.K) : 0);
+  const size_t colsum_off = l.add(pack_all ? panels * size_t(k.mr) * sizeof(int32_t) : 0);
+  Workspace ws(l.bytes);
+  if (any_zb) {
+    int32_t* zb = ws.as<int32_t>(zb_off);
+    for (size_t n = 0; n < np; ++n) zb[n] = n < g.N ? (g.b_zero ? g.b_zero[n] : g.b_zero_scalar) : 0;
+    P.b_zero = zb;
+  }
+  P.za = qgemm_prepare_a(k, g.a_type, g.a, g.lda, g.M, g.K, g.a_zero, row_sums, ws.as<uint8_t>(a_off),
+                         ws.as<int32_t>(sums_off), &P);
+  const bool need_colsum = P.za != 0 && !k.zero_points_in_kernel;
+  if (small_m) {
     qgemm_gemv(*gemv, g, P);  // small M: B read once, unpacked
     return;
   }
-  const size_t b_esz = g.b_type == QType::s16 ? 2 : 1;
-  if (g.ldb * b_esz <= 4096) {
-    // Rows of B within a page: each task packs the panel it needs right before using it (a column strip
-    // of B, K lines on at most K pages), so the packed panel is read from L1.
+  if (!pack_all) {
     P.packed = nullptr;
     P.colsum = nullptr;
     P.b_type = g.b_type;
     P.b = g.b;
     P.ldb = g.ldb;
   } else {
-    // Long rows: a column strip would touch a page per row (TLB misses on every line): pack all of B in
-    // row sweeps first.
-    thread_local AlignedBuffer<uint8_t> packed;
-    thread_local AlignedBuffer<int32_t> colsum;
-    const size_t panels = qgemm_ceil_div(g.N, size_t(k.mr));
-    packed.resize(std::max<size_t>(panels * qgemm_panel_bytes(k, g.K), 1));
-    if (need_colsum) colsum.resize(panels * size_t(k.mr));
-    qgemm_pack_all(k, g.b_type, g.b, g.ldb, g.K, g.N, packed.data(), need_colsum ? colsum.data() : nullptr);
-    P.packed = packed.data();
-    P.colsum = colsum.data();
+    uint8_t* packed = ws.as<uint8_t>(packed_off);
+    int32_t* colsum = need_colsum ? ws.as<int32_t>(colsum_off) : nullptr;
+    qgemm_pack_all(k, g.b_type, g.b, g.ldb, g.K, g.N, packed, colsum);
+    P.packed = packed;
+    P.colsum = colsum;
   }
   P.kc = qgemm_choose_kc(k, g.K);
   P.out = QOut::i32;
@@ -86,21 +90,23 @@ void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t
   QPlan P{};
   P.kern = &k;
   P.M = M; P.N = N_; P.K = K_;
-  thread_local AlignedBuffer<uint8_t> abuf;
-  thread_local AlignedBuffer<int32_t> sums;
-  P.za = qgemm_prepare_a(k, x_type, x, ldx, M, K_, x_zero, false, abuf, sums, &P);
-  thread_local AlignedBuffer<uint8_t> repacked;
-  thread_local AlignedBuffer<int32_t> recolsum;
-  if (&k == kernel_) {
+  // One workspace for the call: the prepared activations and, if the cap changed since packing, the
+  // weights packed for this call's kernel from the kept copy.
+  const bool repack = &k != kernel_;
+  const size_t panels = qgemm_ceil_div(N_, size_t(k.mr));
+  WorkspaceLayout l;
+  const size_t a_off = l.add(qgemm_prepare_a_bytes(k, x_type, M, K_, false).buf);
+  const size_t packed_off = l.add(repack ? panels * qgemm_panel_bytes(k, K_) : 0);
+  const size_t colsum_off = l.add(repack ? panels * size_t(k.mr) * sizeof(int32_t) : 0);
+  Workspace ws(l.bytes);
+  P.za = qgemm_prepare_a(k, x_type, x, ldx, M, K_, x_zero, false, ws.as<uint8_t>(a_off), nullptr, &P);
+  if (!repack) {
     P.packed = packed_.data();
     P.colsum = colsum_.data();
-  } else {  // the cap changed since packing: pack per call from the kept weights
-    const size_t panels = qgemm_ceil_div(N_, size_t(k.mr));
-    repacked.resize(std::max<size_t>(panels * qgemm_panel_bytes(k, K_), 1));
-    recolsum.resize(panels * size_t(k.mr));
-    qgemm_pack_all(k, QType::s8, raw_.data(), N_, K_, N_, repacked.data(), recolsum.data());
-    P.packed = repacked.data();
-    P.colsum = recolsum.data();
+  } else {
+    qgemm_pack_all(k, QType::s8, raw_.data(), N_, K_, N_, ws.as<uint8_t>(packed_off), ws.as<int32_t>(colsum_off));
+    P.packed = ws.as<uint8_t>(packed_off);
+    P.colsum = ws.as<int32_t>(colsum_off);
   }
   P.kc = qgemm_choose_kc(k, K_);
   P.out = o.out;

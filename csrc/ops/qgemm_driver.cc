@@ -15,6 +15,7 @@
 
 #include "core/isa.h"
 #include "core/threadpool.h"
+#include "core/workspace.h"
 #include "ops/gemm_tasks.h"
 #include "ops/qgemm_pack.h"
 
@@ -26,19 +27,31 @@ constexpr size_t kMaxNR = 16;
 size_t ceil_div(size_t a, size_t b) { return qgemm_ceil_div(a, b); }
 size_t round_up(size_t x, size_t m) { return qgemm_round_up(x, m); }
 
-void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
+// Per-task scratch: the partial sums of the K blocks (rows x MR int32) and the panel packed on first use.
+struct TaskScratch {
+  size_t work_off, panel_off, bytes;
+};
+
+TaskScratch task_scratch(const QPlan& P, size_t rows) {
+  const QGemmKernel& k = *P.kern;
+  WorkspaceLayout l;
+  const size_t kc = P.kc < P.K ? P.kc : P.K;
+  const size_t work_off = l.add(kc < P.K ? size_t(k.mr) * rows * sizeof(int32_t) : 0);
+  const size_t panel_off = l.add(P.packed ? 0 : qgemm_panel_bytes(k, P.K));
+  return {work_off, panel_off, l.bytes};
+}
+
+void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const TaskScratch& ts, void* scratch) {
   const QGemmKernel& k = *P.kern;
   const size_t MR = size_t(k.mr), NR = size_t(k.nr), G = size_t(k.kgroup), esz = qgemm_a_elem_size(k);
   const size_t panel_bytes = qgemm_panel_bytes(k, P.K);
   const size_t kc = P.kc < P.K ? P.kc : P.K;
   // Zero points: folded into column/row sums, or (QNNPACK-style kernels) subtracted by the kernel itself.
   const bool compensate = P.za != 0 && !k.zero_points_in_kernel;
-  thread_local AlignedBuffer<int32_t> work;  // partial sums of the K blocks: rows j0..j1 x MR
-  if (kc < P.K) work.resize(MR * (j1 - j0));
+  int32_t* work = reinterpret_cast<int32_t*>(static_cast<char*>(scratch) + ts.work_off);  // rows j0..j1 x MR
+  uint8_t* panel_buf = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.panel_off);
   alignas(64) int32_t comp[64];
   const void* bptr[kMaxNR];
-  thread_local AlignedBuffer<uint8_t> panel_buf;
-  if (!P.packed) panel_buf.resize(std::max<size_t>(panel_bytes, 1));
   alignas(64) uint32_t cs_local[64];
   for (size_t i = i0; i < i1; i += MR) {
     const size_t mi = std::min(MR, P.N - i);
@@ -47,8 +60,8 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
     if (P.packed) {
       panel = P.packed + (i / MR) * panel_bytes;
     } else {  // pack on first use: the panel is still in L1 when the kernel reads it
-      qgemm_pack_groups(k, P.b_type, panel_buf.data(), P.b, P.ldb, P.K, i, mi, 0, ceil_div(P.K, G));
-      panel = panel_buf.data();
+      qgemm_pack_groups(k, P.b_type, panel_buf, P.b, P.ldb, P.K, i, mi, 0, ceil_div(P.K, G));
+      panel = panel_buf;
       if (compensate) {
         for (size_t ii = 0; ii < MR; ++ii) cs_local[ii] = 0;
         qgemm_column_sums(P.b_type, cs_local, P.b, P.ldb, 0, P.K, i, mi);
@@ -89,7 +102,7 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1) {
       for (size_t j = j0; j < j1; j += NR) {
         const size_t nj = std::min(NR, j1 - j);
         for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.a + (j + jj) * P.a_row_bytes + k0 * esz;
-        int32_t* w = work.data() + (j - j0) * MR;
+        int32_t* w = work + (j - j0) * MR;
         e.c_in = first ? nullptr : w;
         e.ld_in = MR;
         e.tile_i = i;
@@ -135,35 +148,40 @@ void qgemm_execute(const QPlan& P) {
   const double ops = 2.0 * double(P.M) * double(P.N) * double(std::max<size_t>(P.K, 1));
   split_gemm_tasks(P.N, P.M, size_t(k.mr), size_t(k.nr), P.N, rows_max, ops, kQGemmMinOpsPerThread, &mc, &nc);
   const size_t tm = ceil_div(P.N, mc), tn = ceil_div(P.M, nc);
-  if (tm * tn == 1) {
-    run_task(P, 0, P.N, 0, P.M);
-    return;
-  }
-  parallel_for(tm * tn, [&](size_t t) {
+  const TaskScratch ts = task_scratch(P, std::min(nc, P.M));
+  parallel_for_scratch(tm * tn, ts.bytes, [&](size_t t, void* scratch) {
     const size_t bi = t % tm, bj = t / tm;
-    run_task(P, bi * mc, std::min(P.N, (bi + 1) * mc), bj * nc, std::min(P.M, (bj + 1) * nc));
+    run_task(P, bi * mc, std::min(P.N, (bi + 1) * mc), bj * nc, std::min(P.M, (bj + 1) * nc), ts, scratch);
   });
 }
 
+namespace {
+bool shifts(const QGemmKernel& k, QType a_type) {
+  return (k.kind == QKind::u8s8 && a_type == QType::s8) || (k.kind == QKind::s8s8 && a_type == QType::u8);
+}
+bool widens(const QGemmKernel& k, QType a_type) { return k.kind == QKind::s16 && a_type != QType::s16; }
+}  // namespace
+
+QPrepareBytes qgemm_prepare_a_bytes(const QGemmKernel& k, QType a_type, size_t M, size_t K, bool need_row_sums) {
+  const bool copy = shifts(k, a_type) || widens(k, a_type);
+  return {copy ? M * K * (widens(k, a_type) ? 2 : 1) : 0, need_row_sums ? M * sizeof(int32_t) : 0};
+}
+
 int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda, size_t M, size_t K, int32_t za,
-                        bool need_row_sums, AlignedBuffer<uint8_t>& buf, AlignedBuffer<int32_t>& sums, QPlan* P) {
-  const bool shift = (k.kind == QKind::u8s8 && a_type == QType::s8) || (k.kind == QKind::s8s8 && a_type == QType::u8);
-  const bool widen = k.kind == QKind::s16 && a_type != QType::s16;
+                        bool need_row_sums, uint8_t* buf, int32_t* sums, QPlan* P) {
+  const bool shift = shifts(k, a_type), widen = widens(k, a_type);
   const size_t esz = a_type == QType::s16 ? 2 : 1;
   if (!shift && !widen) {
     P->a = static_cast<const uint8_t*>(a);
     P->a_row_bytes = lda * esz;
   } else {
-    const size_t out_esz = widen ? 2 : 1;
-    buf.resize(std::max<size_t>(M * K * out_esz, 1));
-    P->a = buf.data();
-    P->a_row_bytes = K * out_esz;
+    P->a = buf;
+    P->a_row_bytes = K * (widen ? 2 : 1);
   }
-  if (need_row_sums) sums.resize(std::max<size_t>(M, 1));
-  P->row_sum = need_row_sums ? sums.data() : nullptr;
+  P->row_sum = need_row_sums ? sums : nullptr;
   if (!shift && !widen && !need_row_sums) return za;
-  uint8_t* out = buf.data();
-  int32_t* rs = sums.data();
+  uint8_t* out = buf;
+  int32_t* rs = sums;
   const size_t chunk = std::max<size_t>(1, (1 << 16) / std::max<size_t>(K, 1));
   parallel_for(ceil_div(M, chunk), [&](size_t t) {
     for (size_t m = t * chunk; m < std::min(M, (t + 1) * chunk); ++m) {

@@ -49,8 +49,13 @@ size_t qgemm_choose_kc(const QGemmKernel& k, size_t K);
 // Prepares the broadcast operand into P (a, a_row_bytes, row_sum): int8 activations shifted to uint8 for the
 // u8s8 kernels (seed I6) and uint8 ones to int8 for the s8s8 kernels (x ^ 0x80 both ways), 8-bit
 // activations widened to int16 for the s16 kernels, and the row sums (of the values the kernel reads) when
-// a b zero point needs them. buf / sums hold what it makes. Returns the effective zero point.
+// a b zero point needs them, into buf / sums (scratch of the sizes qgemm_prepare_a_bytes gives). Returns the
+// effective zero point.
 int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda, size_t M, size_t K, int32_t za,
-                        bool need_row_sums, AlignedBuffer<uint8_t>& buf, AlignedBuffer<int32_t>& sums, QPlan* P);
+                        bool need_row_sums, uint8_t* buf, int32_t* sums, QPlan* P);
+struct QPrepareBytes {
+  size_t buf, sums;
+};
+QPrepareBytes qgemm_prepare_a_bytes(const QGemmKernel& k, QType a_type, size_t M, size_t K, bool need_row_sums);
 
 }  // namespace nnkern

@@ -22,11 +22,9 @@ void qgemm_gemv(const QGemvKernel& gemv, const QgemmArgs& g, const QPlan& P) {
   const int32_t* rs = P.row_sum;
   const CpuFeatures& f = cpu_features();
   const size_t l2 = f.l2 ? f.l2 : 256 * 1024;
-  auto task = [&](size_t t) {
+  auto task = [&](size_t t, void* scratch) {
     const size_t n0 = t * chunk, nn = std::min(chunk, N - n0);
-    thread_local AlignedBuffer<int32_t> colsum;
-    colsum.resize(std::max<size_t>(nn, 1));
-    int32_t* cs = za ? colsum.data() : nullptr;
+    int32_t* cs = za ? static_cast<int32_t*>(scratch) : nullptr;  // the column sums of this chunk
     // K in slices whose rows (kb x nn bytes) stay in half of L2: B is walked along its rows page by
     // page, and the partial sums go through c (the kernel accumulates).
     const size_t kb = std::max<size_t>(4, (l2 / 2) / std::max<size_t>(nn, 1) / 4 * 4);
@@ -48,9 +46,7 @@ void qgemm_gemv(const QGemvKernel& gemv, const QgemmArgs& g, const QPlan& P) {
       }
     }
   };
-  const size_t tasks = qgemm_ceil_div(N, chunk);
-  if (tasks == 1) task(0);
-  else parallel_for(tasks, task);
+  parallel_for_scratch(qgemm_ceil_div(N, chunk), za ? chunk * sizeof(int32_t) : 0, task);
 }
 
 }  // namespace nnkern

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/threadpool.h"
+#include "core/workspace.h"
 #include "harness.h"
 
 using namespace nnkern;
@@ -243,8 +244,33 @@ void test_idle_workers_sleep() {
 
 }  // namespace
 
+// Each thread that takes part gets a slice of its own: a task stamps its slice, works a little and
+// finds the stamp intact; the call's workspace is threads x the aligned slice (one slice inline).
+void test_scratch(int threads) {
+  set_num_threads(threads);
+  std::atomic<bool> ok{true};
+  std::atomic<size_t> runs{0};
+  parallel_for_scratch(200, 100, [&](size_t t, void* scratch) {
+    auto* p = static_cast<volatile size_t*>(scratch);
+    if (reinterpret_cast<uintptr_t>(scratch) % 64) ok = false;
+    p[0] = t;
+    for (int i = 0; i < 2000; ++i) (void)p[1];
+    if (p[0] != t) ok = false;
+    ++runs;
+  });
+  check(ok && runs == 200, "parallel_for_scratch(%d threads): private aligned slices, every task once", threads);
+  const size_t want = threads == 1 ? 100 : size_t(threads) * workspace_align(100);
+  check(workspace_last_bytes() == want, "scratch of %d threads reported: %zu, want %zu", threads,
+        workspace_last_bytes(), want);
+  set_num_threads(2);
+  parallel_for(4, [&](size_t) {  // nested: runs inline with one slice, its own block
+    parallel_for_scratch(10, 64, [&](size_t t, void* scratch) { static_cast<size_t*>(scratch)[0] = t; });
+  });
+}
+
 int main() {
   test_split_range();
+  for (int threads : {1, 2, 3}) test_scratch(threads);
   for (int threads : {1, 2, 3, 5}) test_every_task_once(threads);
   test_grid_overflow();
   test_nested();

@@ -20,7 +20,7 @@ void test_arena() {
     check(w.data() != nullptr && reinterpret_cast<uintptr_t>(w.data()) % 64 == 0, "block 64-byte aligned");
     std::memset(w.data(), 1, 1000);
     {
-      Workspace nested(300);  // an op calling an op: a block of its own
+      Workspace nested(300);  // an op calling an op: the next depth's block
       check(nested.data() != w.data() && nested.data() != nullptr, "nested block is separate");
       std::memset(nested.data(), 2, 300);
     }
@@ -38,8 +38,19 @@ void test_arena() {
     check(w.data() == kept, "the kept block is reused");
   }
   check(workspace_last_bytes() == 800, "last call 800, got %zu", workspace_last_bytes());
+  {
+    Workspace outer(100);
+    void* nested_block;
+    {
+      Workspace nested(200);
+      nested_block = nested.data();
+    }
+    Workspace nested_again(150);
+    check(nested_again.data() == nested_block, "each depth reuses its own kept block");
+  }
   { Workspace huge(kWorkspaceRetainBytes + 1); }
-  check(workspace_retained_bytes() == 0, "a block above the retain limit is freed, %zu kept", workspace_retained_bytes());
+  check(workspace_retained_bytes() <= kWorkspaceRetainBytes, "a block above the retain limit is freed, %zu kept",
+        workspace_retained_bytes());
   { Workspace none(0); }
   check(workspace_last_bytes() == 0, "a call without scratch reports 0");
   size_t other = 1;
@@ -48,6 +59,10 @@ void test_arena() {
     other = workspace_retained_bytes();
   }).join();
   check(other == 64, "each thread has its own arena");
+  {
+    Workspace d0(1), d1(1), d2(1), d3(1), d4(64);  // deeper than the kept depths: a block of its own
+    check(d4.data() != nullptr && reinterpret_cast<uintptr_t>(d4.data()) % 64 == 0, "deep block aligned");
+  }
 }
 
 struct Toy {
