@@ -546,3 +546,38 @@ def test_ukernel_no_access_past_guard_page(qkernel, what):
     """Every tile of the kernel, direct (ukernel) and indirect (every tap row, the zero row, A and each output
     column through c_rows ending at a guard page)."""
     run_guard_script(qkernel[0], what)
+
+
+# --- the algorithm table (ops/qgemm.cc): every path, where it applies, gives the exact result ---------
+
+def test_every_algorithm_is_exact_where_it_applies(rng):
+    names = nnkern._C.algorithms("qgemm")
+    assert set(names) >= {"gemv", "pack_per_panel", "pack_all"}
+    ran = set()
+    for M, N, K in [(1, 70, 33), (3, 5, 300), (4, 129, 64), (9, 17, 40), (37, 5000, 20)]:
+        a = rng.integers(0, 256, (M, K), dtype=np.uint8)
+        b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+        zb = rng.integers(-5, 5, N)
+        want = ref_qgemm(a, b, 7, zb)
+        for name in names:
+            try:
+                got = nnkern.qgemm(a, b, a_zero_point=7, b_zero_point=zb, algorithm=name)
+            except ValueError as e:
+                assert "does not apply" in str(e)
+                assert name == "gemv", f"{name} must apply to any shape"
+                continue
+            assert np.array_equal(got, want), f"{name} {M}x{N}x{K}"
+            ran.add(name)
+    assert {"pack_per_panel", "pack_all"} <= ran
+    if "avx512vnni" in nnkern.supported_isas():
+        assert "gemv" in ran
+
+
+def test_algorithm_argument():
+    a, b = np.ones((2, 3), np.uint8), np.ones((3, 4), np.int8)
+    with pytest.raises(ValueError, match="algorithm"):
+        nnkern.qgemm(a, b, algorithm="fast")
+    with pytest.raises(TypeError, match="algorithm"):
+        nnkern.qgemm(a, b, algorithm=1)
+    with pytest.raises(ValueError, match="does not apply"):
+        nnkern.qgemm16(np.ones((2, 3), np.int16), np.ones((3, 4), np.int16), algorithm="gemv")

@@ -17,7 +17,7 @@ namespace {
 
 // c (M x N int32) = sum_k (a - a_zero)(b - b_zero); a, b and c are C-contiguous.
 void qgemm_binding(const py::array& a, int a_type, int a_zero, const py::array& b, int b_type, const py::object& b_zero,
-                   int b_zero_scalar, py::array& c) {
+                   int b_zero_scalar, py::array& c, const std::string& algorithm) {
   QgemmArgs g;
   g.M = size_t(a.shape(0));
   g.K = size_t(a.shape(1));
@@ -34,7 +34,7 @@ void qgemm_binding(const py::array& a, int a_type, int a_zero, const py::array& 
   g.c = mdata<int32_t>(c);
   g.ldc = g.N;
   py::gil_scoped_release release;
-  qgemm(g);
+  qgemm(g, algorithm);
 }
 
 const char* kind_name(QKind kind) {
@@ -217,7 +217,8 @@ class QLinearPacked {
 }  // namespace
 
 void bind_qgemm(py::module_& m) {
-  m.def("qgemm", &qgemm_binding);
+  m.def("qgemm", &qgemm_binding, py::arg("a"), py::arg("a_type"), py::arg("a_zero"), py::arg("b"), py::arg("b_type"),
+        py::arg("b_zero"), py::arg("b_zero_scalar"), py::arg("c"), py::arg("algorithm") = "auto");
   m.def("qgemm_ukernel", &qgemm_ukernel, py::arg("name"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("a"),
         py::arg("a_offset_bytes"), py::arg("b"), py::arg("b_offsets_bytes"), py::arg("c"), py::arg("c_offset_bytes"),
         py::arg("ldc"), py::arg("out"), py::arg("col_comp"), py::arg("b_zero"), py::arg("row_sum"), py::arg("scale"),

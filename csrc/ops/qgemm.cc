@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
+#include "core/algorithm.h"
 #include "core/workspace.h"
 #include "ops/qgemm_driver.h"
 #include "ops/qgemm_gemv.h"
@@ -14,63 +16,117 @@
 
 namespace nnkern {
 
-void qgemm(const QgemmArgs& g) {
-  if (g.M == 0 || g.N == 0) return;
-  const int bits = g.b_type == QType::s16 ? 16 : 8;
-  const QGemmKernel& k = qgemm_kernel(bits);
-  QPlan P{};
-  P.kern = &k;
-  P.M = g.M; P.N = g.N; P.K = g.K;
-  bool any_zb = g.b_zero ? false : g.b_zero_scalar != 0;
-  if (g.b_zero)
-    for (size_t n = 0; n < g.N && !any_zb; ++n) any_zb = g.b_zero[n] != 0;
-  const bool row_sums = any_zb && !k.zero_points_in_kernel;
-  const QGemvKernel* gemv = qgemm_kernels().gemv;
-  const bool small_m = gemv && bits == 8 && k.kind == QKind::u8s8 && k.kgroup == 4 && g.M <= kQGemvMaxM;
-  const size_t b_esz = g.b_type == QType::s16 ? 2 : 1;
-  // Rows of B within a page: each task packs the panel it needs right before using it (a column strip of
-  // B, K lines on at most K pages), so the packed panel is read from L1. Long rows: a column strip would
-  // touch a page per row (TLB misses on every line), so all of B is packed in row sweeps first.
-  const bool pack_all = !small_m && g.ldb * b_esz > 4096;
-  // One workspace for the call: the padded b zero points, the prepared A and its row sums, packed B.
-  const size_t np = qgemm_padded_n(g.N), panels = qgemm_ceil_div(g.N, size_t(k.mr));
-  const QPrepareBytes ab = qgemm_prepare_a_bytes(k, g.a_type, g.M, g.K, row_sums);
+namespace {
+
+// One qgemm call as its algorithm table sees it.
+struct QgemmCall {
+  const QgemmArgs& g;
+  const QGemmKernel& k;
+  bool any_zb;  // some b zero point is not 0
+  bool row_sums() const { return any_zb && !k.zero_points_in_kernel; }
+  size_t b_esz() const { return g.b_type == QType::s16 ? 2 : 1; }
+};
+
+// Scratch every path needs: the padded b zero points, the prepared A and its row sums.
+struct CommonScratch {
   WorkspaceLayout l;
-  const size_t zb_off = l.add(any_zb ? np * sizeof(int32_t) : 0), a_off = l.add(ab.buf), sums_off = l.add(ab.sums);
-  const size_t packed_off = l.add(pack_all ? panels * qgemm_panel_bytes(k, g.K) : 0);
-  const size_t colsum_off = l.add(pack_all ? panels * size_t(k.mr) * sizeof(int32_t) : 0);
-  Workspace ws(l.bytes);
-  if (any_zb) {
-    int32_t* zb = ws.as<int32_t>(zb_off);
+  size_t zb_off, a_off, sums_off;
+  explicit CommonScratch(const QgemmCall& c) {
+    const QPrepareBytes ab = qgemm_prepare_a_bytes(c.k, c.g.a_type, c.g.M, c.g.K, c.row_sums());
+    zb_off = l.add(c.any_zb ? qgemm_padded_n(c.g.N) * sizeof(int32_t) : 0);
+    a_off = l.add(ab.buf);
+    sums_off = l.add(ab.sums);
+  }
+};
+
+// Fills P's zero points and prepared A from the workspace (laid out by CommonScratch).
+void prepare(const QgemmCall& c, const CommonScratch& cs, const Workspace& ws, QPlan& P) {
+  const QgemmArgs& g = c.g;
+  P.kern = &c.k;
+  P.M = g.M; P.N = g.N; P.K = g.K;
+  if (c.any_zb) {
+    int32_t* zb = ws.as<int32_t>(cs.zb_off);
+    const size_t np = qgemm_padded_n(g.N);
     for (size_t n = 0; n < np; ++n) zb[n] = n < g.N ? (g.b_zero ? g.b_zero[n] : g.b_zero_scalar) : 0;
     P.b_zero = zb;
   }
-  P.za = qgemm_prepare_a(k, g.a_type, g.a, g.lda, g.M, g.K, g.a_zero, row_sums, ws.as<uint8_t>(a_off),
-                         ws.as<int32_t>(sums_off), &P);
-  const bool need_colsum = P.za != 0 && !k.zero_points_in_kernel;
-  if (small_m) {
-    qgemm_gemv(*gemv, g, P);  // small M: B read once, unpacked
-    return;
-  }
-  if (!pack_all) {
-    P.packed = nullptr;
-    P.colsum = nullptr;
-    P.b_type = g.b_type;
-    P.b = g.b;
-    P.ldb = g.ldb;
-  } else {
-    uint8_t* packed = ws.as<uint8_t>(packed_off);
-    int32_t* colsum = need_colsum ? ws.as<int32_t>(colsum_off) : nullptr;
-    qgemm_pack_all(k, g.b_type, g.b, g.ldb, g.K, g.N, packed, colsum);
-    P.packed = packed;
-    P.colsum = colsum;
-  }
-  P.kc = qgemm_choose_kc(k, g.K);
+  P.za = qgemm_prepare_a(c.k, g.a_type, g.a, g.lda, g.M, g.K, g.a_zero, c.row_sums(), ws.as<uint8_t>(cs.a_off),
+                         ws.as<int32_t>(cs.sums_off), &P);
+  P.kc = qgemm_choose_kc(c.k, g.K);
   P.out = QOut::i32;
   P.c = g.c;
   P.ldc = g.ldc;
   P.c_elem = 4;
-  qgemm_execute(P);
+}
+
+size_t all_panels_bytes(const QgemmCall& c) {
+  const size_t panels = qgemm_ceil_div(c.g.N, size_t(c.k.mr));
+  return workspace_align(panels * qgemm_panel_bytes(c.k, c.g.K)) + panels * size_t(c.k.mr) * sizeof(int32_t);
+}
+
+const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
+  static const AlgorithmTable<QgemmCall> table("qgemm", {
+      // Small M (u8 x s8 with a GEMV kernel): B read once, unpacked, the zero-point terms added after.
+      {"gemv",
+       [](const QgemmCall& c) {
+         return qgemm_kernels().gemv && c.g.b_type == QType::s8 && c.k.kind == QKind::u8s8 && c.k.kgroup == 4 &&
+                c.g.M <= kQGemvMaxM;
+       },
+       nullptr, [](const QgemmCall& c) { return CommonScratch(c).l.bytes; },
+       [](const QgemmCall& c, const Workspace& ws) {
+         QPlan P{};
+         prepare(c, CommonScratch(c), ws, P);
+         qgemm_gemv(*qgemm_kernels().gemv, c.g, P);
+       }},
+      // Each task packs the panel of B it is about to use (a column strip: K lines on at most K pages while
+      // B's rows fit a page), so the packed panel is read from L1.
+      {"pack_per_panel", [](const QgemmCall&) { return true; },
+       [](const QgemmCall& c) { return c.g.ldb * c.b_esz() <= 4096; },
+       [](const QgemmCall& c) { return CommonScratch(c).l.bytes; },
+       [](const QgemmCall& c, const Workspace& ws) {
+         QPlan P{};
+         prepare(c, CommonScratch(c), ws, P);
+         P.b_type = c.g.b_type;
+         P.b = c.g.b;
+         P.ldb = c.g.ldb;
+         qgemm_execute(P);
+       }},
+      // Long rows of B (a column strip would touch a page per row): all of B packed in row sweeps first.
+      {"pack_all", [](const QgemmCall&) { return true; }, nullptr,
+       [](const QgemmCall& c) { return CommonScratch(c).l.bytes + all_panels_bytes(c); },
+       [](const QgemmCall& c, const Workspace& ws) {
+         QPlan P{};
+         const CommonScratch cs(c);
+         prepare(c, cs, ws, P);
+         const size_t panels = qgemm_ceil_div(c.g.N, size_t(c.k.mr));
+         uint8_t* packed = ws.as<uint8_t>(cs.l.bytes);
+         const bool need_colsum = P.za != 0 && !c.k.zero_points_in_kernel;
+         int32_t* colsum = need_colsum
+                               ? ws.as<int32_t>(cs.l.bytes + workspace_align(panels * qgemm_panel_bytes(c.k, c.g.K)))
+                               : nullptr;
+         qgemm_pack_all(c.k, c.g.b_type, c.g.b, c.g.ldb, c.g.K, c.g.N, packed, colsum);
+         P.packed = packed;
+         P.colsum = colsum;
+         qgemm_execute(P);
+       }},
+  });
+  return table;
+}
+
+[[maybe_unused]] const bool algorithms_registered = (qgemm_algorithms(), true);
+
+}  // namespace
+
+void qgemm(const QgemmArgs& g, const std::string& algorithm) {
+  const QGemmKernel& k = qgemm_kernel(g.b_type == QType::s16 ? 16 : 8);
+  bool any_zb = g.b_zero ? false : g.b_zero_scalar != 0;
+  if (g.b_zero)
+    for (size_t n = 0; n < g.N && !any_zb; ++n) any_zb = g.b_zero[n] != 0;
+  const QgemmCall call{g, k, any_zb};
+  const Algorithm<QgemmCall>& a = qgemm_algorithms().select(call, algorithm);  // errors before any work
+  if (g.M == 0 || g.N == 0) return;
+  Workspace ws(a.workspace_bytes(call));
+  a.run(call, ws);
 }
 
 PackedQGemm::PackedQGemm(const int8_t* w, size_t K, size_t N, size_t ldw)

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/buffer.h"
 #include "core/isa.h"
@@ -50,7 +51,10 @@ struct QgemmArgs {
   int32_t* c = nullptr;       // M x N, leading dimension ldc
   size_t ldc = 0;
 };
-void qgemm(const QgemmArgs& args);
+// algorithm: "auto" or an entry of the op's algorithm table (`_C.algorithms("qgemm")`): "gemv" (M <= 4 with a
+// GEMV kernel), "pack_per_panel" (auto while B's rows fit a page), "pack_all"; std::invalid_argument if
+// unknown or not applicable.
+void qgemm(const QgemmArgs& args, const std::string& algorithm = "auto");
 
 // The output stage of a packed layer (seed I12), per output column n (padded to the kernel's MR):
 //   i32: C = acc (relu: max(acc, 0));  f32: C = fma(acc, scale[n], bias[n]) (relu: max(., 0));

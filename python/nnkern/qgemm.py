@@ -105,7 +105,16 @@ def _output(out, M, N):
     return out
 
 
-def qgemm(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
+def _algorithm(v):
+    names = ["auto", *_C.algorithms("qgemm")]
+    if not isinstance(v, str):
+        raise TypeError(f"algorithm must be a str, one of {names}, got {type(v).__name__}")
+    if v not in names:
+        raise ValueError(f"algorithm must be one of {names}, got {v!r}")
+    return v
+
+
+def qgemm(a, b, *, a_zero_point=0, b_zero_point=0, out=None, algorithm="auto"):
     """Exact integer matrix product: C[m, n] = sum_k (a[m, k] - a_zero_point) * (b[k, n] - b_zero_point[n]).
 
     a: uint8 or int8 (M, K) activations; b: int8 (K, N) weights; result int32 (M, N), bit-exact (it
@@ -117,7 +126,12 @@ def qgemm(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
     uint8 a), so that every possible result fits int32; a larger K raises ValueError.
     Non-contiguous inputs are copied. out: optional int32 (M, N) C-contiguous array, not overlapping
     the inputs.
+    algorithm: "auto", or one path of ``nnkern._C.algorithms("qgemm")``: "gemv" (M <= 4 on CPUs with a
+    VNNI GEMV kernel: B read once, unpacked), "pack_per_panel" (each task packs the panel of B it uses;
+    auto's choice while B's rows fit a page), "pack_all" (all of B packed first). Every path gives the same
+    exact result; a path that does not apply raises ValueError.
     """
+    algorithm = _algorithm(algorithm)
     a = _require(a, "a", _A8)
     b = _require(b, "b", _B8)
     M, K = a.shape
@@ -137,21 +151,22 @@ def qgemm(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
         return out
     target = aligned_target(out)
     _C.qgemm(a if a.flags.c_contiguous else np.ascontiguousarray(a), _QTYPE[a.dtype], za,
-             b if b.flags.c_contiguous else np.ascontiguousarray(b), 1, zb_arr, zb, target)
+             b if b.flags.c_contiguous else np.ascontiguousarray(b), 1, zb_arr, zb, target, algorithm)
     if target is not out:
         np.copyto(out, target)
     return out
 
 
-def qgemm16(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
+def qgemm16(a, b, *, a_zero_point=0, b_zero_point=0, out=None, algorithm="auto"):
     """Exact int16 x int16 -> int32 product (VPDPWSSD where available, VPMADDWD otherwise):
     C[m, n] = sum_k (a[m, k] - a_zero_point) * (b[k, n] - b_zero_point[n]).
 
     a: int16 (M, K); b: int16 (K, N); zero points in the int16 range (b's scalar or per column).
     Bound: full-range int16 products overflow int32 after two terms, so the check uses the data:
     K * max|a - za| * max|b - zb| must be <= 2**31 - 1, else ValueError (computed from a and b,
-    an O(MK + KN) pass). Under that bound the result is bit-exact.
+    an O(MK + KN) pass). Under that bound the result is bit-exact. algorithm: as for :func:`qgemm`.
     """
+    algorithm = _algorithm(algorithm)
     a = _require(a, "a", _I16)
     b = _require(b, "b", _I16)
     M, K = a.shape
@@ -173,7 +188,7 @@ def qgemm16(a, b, *, a_zero_point=0, b_zero_point=0, out=None):
             raise ValueError(f"qgemm16: K * max|a - za| * max|b - zb| = {K} * {da} * {db} exceeds 2**31 - 1: "
                              f"the result may not fit int32")
     target = aligned_target(out)
-    _C.qgemm(c_aligned(a), 2, za, c_aligned(b), 2, zb_arr, zb, target)
+    _C.qgemm(c_aligned(a), 2, za, c_aligned(b), 2, zb_arr, zb, target, algorithm)
     if target is not out:
         np.copyto(out, target)
     return out
