@@ -1,4 +1,4 @@
-// Every f32_gemm micro-kernel this CPU can run, against the scalar reference f32_gemm_ref, over every
+// Every f32_gemm micro-kernel this CPU can run, against the scalar reference f32_gemm_reference, over every
 // tail: m = 1..MR, n = 0..NR, k = 0..3 unrolls, with A packed/strided, with and without the a_copy
 // panel, B columns contiguous (the driver's packed sliver) or scattered, and the epilogue variants.
 // Also checks that nothing outside the m x n tile of C and past the MR x k a_copy panel is written.
@@ -10,7 +10,7 @@
 
 #include "core/isa.h"
 #include "harness.h"
-#include "kernels/f32_gemm.h"
+#include "kernels/f32_gemm_list.h"
 #include "ops/f32_gemm.h"
 
 using namespace nnkern;
@@ -60,7 +60,7 @@ void check_tile(const F32GemmKernel& kernel, size_t m, size_t n, size_t k, size_
     for (size_t j = 0; j < n; ++j)
       for (size_t i = 0; i < m; ++i) c_got[j * ldc + i] = NAN;
   std::vector<float> copy(MR * k + MR, kSentinel), copy_ref(MR * k + MR, kSentinel);
-  f32_gemm_ref.run(m, n, k, a.data(), a_stride, nullptr, bp.data(), b_stride, c_ref.data(), ldc, &ep);
+  f32_gemm_reference(m, n, k, 1, a.data(), a_stride, bp.data(), 0, b_stride, nullptr, 0, c_ref.data(), ldc, &ep);
   kernel.run(m, n, k, a.data(), a_stride, with_copy ? copy.data() : nullptr, bp.data(), b_stride, c_got.data(), ldc,
              &ep);
 
