@@ -30,8 +30,9 @@
 // forms are instances of one tile template per ISA. a_copy and strided B exist in the plain form only.
 //
 // Epilogue extensions for fused convolutions (both free when unused: one test per tile):
-//   c_rows     if not null, C(:, j) is stored at c_rows[j] instead of c + j * ldc (c and ldc unused),
-//              e.g. a pixel shuffle's scattered output rows. beta != 0 reads C there too.
+//   c_rows     if not null, C(:, j) is stored at c_rows[j] instead of c + j * ldc (c and ldc unused):
+//              column j is a row of the row-major output, hence the name; e.g. a pixel shuffle's
+//              scattered output rows. beta != 0 reads C there too.
 //   tile_hook  if not null, called once per tile after it is stored, with the tile's final values and
 //              its position (tile_i, tile_j: whatever coordinates the caller put in the epilogue),
 //              e.g. a fused pooling that folds each tile into its pooled output.
@@ -40,8 +41,6 @@
 
 namespace nnkern {
 
-// Post-ops applied as the tile is stored: C = clamp(alpha * acc + beta * C + bias[i]).
-// beta == 0 means C is never read (BLAS semantics: NaN in C is ignored).
 // One stored tile, as the tile hook sees it: C(i, j) = values[j * ld + i], i < m, j < n.
 struct F32Tile {
   size_t tile_i, tile_j;  // F32Epilogue::tile_i / tile_j, passed through
@@ -50,6 +49,9 @@ struct F32Tile {
   size_t ld;
 };
 
+// Post-ops applied as the tile is stored: C = clamp(alpha * acc + beta * C + bias[i]).
+// beta == 0 means C is never read (BLAS semantics: NaN in C is ignored). c_rows and the tile hook are
+// for the f32_gemm kernels only (the f32_gemv kernels ignore them).
 struct F32Epilogue {
   float alpha = 1.0f;
   float beta = 0.0f;
