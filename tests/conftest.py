@@ -1,8 +1,9 @@
 """Fixtures shared by the test modules: the ``isa`` parametrization, RNG, and state restoration.
 
-``isa`` runs a test once per ISA level of this build (nnkern.ISA_LEVELS). A level the CPU lacks, or one
-with no f32_gemm kernel, is skipped with a reason naming it; otherwise the test runs inside
-``nnkern.max_isa(isa)`` and the fixture checks that the dispatcher really picked that level's kernel.
+``isa`` runs a test once per f32_gemm kernel of this build (``_C.kernel_list("f32_gemm")``, test id = the
+kernel's name) with its ISA level; a kernel the CPU cannot run is skipped with a reason naming the ISA;
+otherwise the test runs inside ``nnkern.max_isa(isa)`` and the fixture checks that the dispatcher really
+picked that kernel.
 The float64 reference and the error bound live in helpers.py.
 """
 from __future__ import annotations
@@ -18,14 +19,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes seconds (e.g. runs under qemu), still part of the default run")
 
 
+F32_GEMM_KERNELS = _C.kernel_list("f32_gemm")  # this build's f32_gemm kernels (csrc/kernels/f32_gemm_list.h)
+
+
 def f32_gemm_tile_or_skip(isa: str):
-    """(kernel name, MR, NR) of ``isa``'s f32_gemm micro-kernel, or skip naming why it cannot run here."""
+    """(kernel name, MR, NR) of ``isa``'s f32_gemm micro-kernel, or skip naming the ISA this CPU lacks."""
     if isa not in nnkern.supported_isas():
         pytest.skip(f"CPU lacks {isa}")
-    try:
-        return _C.f32_gemm_tile(isa)
-    except ValueError:
-        pytest.skip(f"{isa} has no f32_gemm kernel of its own (the dispatcher uses the best level below it)")
+    return _C.f32_gemm_tile(isa)
 
 
 def kernel_params(family: str):
@@ -39,9 +40,10 @@ def require_level(level: str) -> None:
         pytest.skip(f"CPU lacks {level}")
 
 
-@pytest.fixture(params=nnkern.ISA_LEVELS)
+@pytest.fixture(params=[k["level"] for k in F32_GEMM_KERNELS], ids=[k["name"] for k in F32_GEMM_KERNELS])
 def isa(request):
-    """Each ISA level in turn, with the dispatch cap set to it for the whole test."""
+    """The ISA level of each f32_gemm kernel in turn (test id = kernel name), with the dispatch cap set to
+    it for the whole test; skipped, naming the ISA, where the CPU cannot run it."""
     name = request.param
     kernel, _, _ = f32_gemm_tile_or_skip(name)
     with nnkern.max_isa(name):

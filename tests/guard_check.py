@@ -1,10 +1,12 @@
 """Guard-page check, run as a subprocess by test_ukernels.py (a fault kills only this process).
 
-    python guard_check.py ISA ukernel|sgemm|gemv
+    python guard_check.py ISA ukernel|igemm|sgemm|gemv
 
 ukernel: every (m, n) tile of ISA's f32_gemm micro-kernel and every K remainder of its unroll, with A,
   B, C and the a_copy panel each placed so that the last element the kernel may touch is the last float
   before an unmapped page (nnkern._C.GuardedBuffer); results are checked against float64 as well.
+igemm: the indirect form of the same kernel (every tile, K remainder, ks in 1, 2, 9): packed A, the tap
+  columns, the zero row and C each ending at a guard page.
 sgemm: the full driver under the cap ISA, with a, b and c ending at guard pages, all transpose
   combinations and tail sizes of the kernel's MR x NR.
 gemv: the skinny-GEMM kernels (rows, store, dot) directly, and the GEMV / small-N driver paths and
@@ -114,6 +116,52 @@ def ukernel_guard(isa):
                             cp = copy.reshape(k, MR)[:, :m]
                             if not np.array_equal(cp, A[:m].T):
                                 raise AssertionError(f"{isa} m={m} n={n} k={k}: a_copy differs from A")
+
+
+def igemm_guard(isa):
+    """The indirect form: every (m, n) tile, the K remainders, ks in (1, 2, 9). The packed A panel (ks*k*MR
+    floats), the last tap's last column, the zero row (exactly k floats) and C each end at a guard page."""
+    rng = np.random.default_rng(2)
+    name, MR, NR = _C.f32_gemm_tile(isa)
+    kmax = max(k_values(MR))
+    gA = Guarded(9 * kmax * MR + 1)
+    gX = Guarded(9 * NR * kmax + 3)  # + the 2 floats the pointers sit early
+    gZ = Guarded(kmax + 1)
+    gC = Guarded(NR * (MR + 3) + MR)
+    for ks in (1, 2, 9):
+        for k in k_values(MR):
+            A = rng.uniform(-1, 1, (ks * k, MR)).astype(np.float32)
+            a_off = gA.n - ks * k * MR
+            gA.all[a_off:] = A.ravel()
+            zero = gZ.tail(k)
+            zero[:] = 0.0
+            z_off = gZ.n - k
+            for m in range(1, MR + 1):
+                for n in range(1, NR + 1):
+                    # Tap columns packed back to back, (t, j) of the tile only, the last one ending at the page;
+                    # every third pointer is the zero row. The offset is 8 bytes: pointers sit 2 floats early.
+                    cols = [(t, j) for t in range(ks) for j in range(n)]
+                    x_off0 = gX.n - len(cols) * k
+                    X = np.zeros((ks * k, n))
+                    offs = [0] * (ks * NR)
+                    for q, (t, j) in enumerate(cols):
+                        if q % 3 == 1:
+                            offs[t * NR + j] = -1
+                            continue
+                        o = x_off0 + q * k
+                        gX.all[o:o + k] = rng.uniform(-1, 1, k)
+                        X[t * k:(t + 1) * k, j] = gX.all[o:o + k]
+                        offs[t * NR + j] = o - 2
+                    for ldc in (m, m + 3):
+                        used_c = (n - 1) * ldc + m
+                        c_off = gC.n - used_c
+                        gC.all[c_off:] = np.nan  # beta = 0: never read
+                        _C.f32_igemm_ukernel(name, m, n, k, ks, gA.all, a_off, gX.all, offs, gZ.all, z_off, 8,
+                                             gC.all, c_off, ldc)
+                        got = np.stack([gC.all[c_off + j * ldc:c_off + j * ldc + m] for j in range(n)], axis=1)
+                        A64 = A[:, :m].T.astype(np.float64)
+                        check_within_bound(got, A64 @ X, gemm_bound(A64, X, ks * k),
+                                           f"{name} igemm m={m} n={n} k={k} ks={ks} ldc={ldc}")
 
 
 def sgemm_guard(isa):
@@ -255,5 +303,5 @@ def _ref(a, b):
 
 if __name__ == "__main__":
     isa_name, what = sys.argv[1], sys.argv[2]
-    {"ukernel": ukernel_guard, "sgemm": sgemm_guard, "gemv": gemv_guard}[what](isa_name)
+    {"ukernel": ukernel_guard, "igemm": igemm_guard, "sgemm": sgemm_guard, "gemv": gemv_guard}[what](isa_name)
     print("OK")

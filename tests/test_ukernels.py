@@ -1,7 +1,10 @@
-"""Every tile of every f32_gemm micro-kernel, called directly through nnkern._C.f32_gemm_ukernel.
+"""Every tile of every f32_gemm micro-kernel (the list, _C.kernel_list("f32_gemm")), called directly
+through nnkern._C.f32_gemm_ukernel (plain form) and nnkern._C.f32_igemm_ukernel (indirect form).
 
 Column-major terms (csrc/kernels/f32_gemm.h): A(i, p) = a[a_offset + p*a_stride + i],
 B(p, j) = b[b_offsets[j] + p*b_stride], C(i, j) = c[c_offset + j*ldc + i], i < m <= MR, j < n <= NR.
+Indirect: A packed (ks*k rows of MR), tap t column j at x[b_offsets[t*NR + j] + shift] (the kernel adds
+the byte offset 4*shift), or the zero row where b_offsets is -1.
 """
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import os
 import numpy as np
 import pytest
 
+import nnkern
 from nnkern import _C
 from helpers import EPS, QUICK, check_within_bound, describe_process, gemm_bound, run_python_isolated
 
@@ -116,13 +120,19 @@ def test_ukernel_hook_rejects_oversized_tiles(isa):
                             None, False)
 
 
-def test_tile_names_follow_convention():
-    for level in _C.isa_levels():
-        try:
-            name, mr, nr = _C.f32_gemm_tile(level)
-        except ValueError:
-            continue
-        assert name == f"f32_gemm_{mr}x{nr}__{level}", name
+def test_kernel_list_names_follow_convention():
+    """The list (csrc/kernels/f32_gemm_list.h): names carry the tile and the level, one kernel per level,
+    the scalar reference always there, and each runnable one is what its level dispatches."""
+    kernels = _C.kernel_list("f32_gemm")
+    assert "f32_gemm" in _C.kernel_families()
+    assert kernels[0]["name"] == "f32_gemm_8x4__scalar"
+    assert len({k["level"] for k in kernels}) == len(kernels)
+    for k in kernels:
+        assert k["name"] == f"f32_gemm_{k['mr']}x{k['nr']}__{k['level']}", k
+        assert k["supported"] == (k["level"] in nnkern.supported_isas())
+        if k["supported"]:
+            assert _C.f32_gemm_tile(k["name"]) == (k["name"], k["mr"], k["nr"])
+            assert _C.f32_gemm_tile(k["level"]) == (k["name"], k["mr"], k["nr"])
 
 
 def test_guarded_buffer_ends_at_guard_page():
@@ -140,10 +150,150 @@ def test_guarded_buffer_ends_at_guard_page():
     assert proc.returncode < 0 and "no fault" not in proc.stdout, describe_process(proc)
 
 
-@pytest.mark.parametrize("what", ["ukernel", "sgemm"])
+@pytest.mark.parametrize("what", ["ukernel", "igemm", "sgemm"])
 def test_no_access_past_guard_page(isa, what):
     """Every tail of the micro-kernel (what=ukernel) and of the driver (what=sgemm) with inputs and outputs
     ending at an unmapped page; in a subprocess, so a fault is a failure of this test only."""
     proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {isa!r}, {what!r}]; "
                                f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
+
+
+# ---- indirect form (igemm) ------------------------------------------------------------------------
+
+IGEMM_K = (0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17) if not QUICK else (0, 1, 5, 8, 9, 17)
+
+
+def igemm_case(rng, MR, NR, k, ks, pattern, shift):
+    """A packed (ks*k, MR), x holding each (tap, column) of k floats at offset + shift, the pointer offsets
+    (-1: zero row) and the float64 column operand X[t*k + p, j] that they mean."""
+    A = rng.uniform(-1, 1, (ks * k, MR)).astype(np.float32)
+    if pattern == "none":
+        zero = np.zeros((ks, NR), bool)
+    elif pattern == "all":
+        zero = np.ones((ks, NR), bool)
+    else:
+        zero = rng.random((ks, NR)) < 0.4
+    col = k + 3
+    x = np.full(shift + ks * NR * col + 1, SENTINEL, np.float32)
+    offs = []
+    X = np.zeros((ks * k, NR))
+    for t in range(ks):
+        for j in range(NR):
+            if zero[t, j]:
+                offs.append(-1)
+                continue
+            o = (t * NR + j) * col
+            x[shift + o:shift + o + k] = rng.uniform(-1, 1, k)
+            X[t * k:(t + 1) * k, j] = x[shift + o:shift + o + k]
+            offs.append(o)
+    return A, x, offs, X
+
+
+def run_igemm_tails(isa, rng, ks_values, alpha=1.0, beta=0.0, use_bias=False, relu=False):
+    """Every m <= MR, n <= NR for each k in IGEMM_K and ks in ks_values, zero-row patterns rotating (none,
+    all, random) and a nonzero offset, against float64 with the documented bound (K = ks * k); nothing
+    outside the m x n tile of C changes."""
+    name, MR, NR = _C.f32_gemm_tile(isa)
+    ldc = MR + 2
+    zero_row = np.zeros(max(IGEMM_K) + 1, np.float32)
+    patterns = ("none", "all", "random", "random")
+    for ks in ks_values:
+        for ki, k in enumerate(IGEMM_K):
+            pattern, shift = patterns[(ks + ki) % 4], 1 + (ks + ki) % 5
+            A, x, offs, X = igemm_case(rng, MR, NR, k, ks, pattern, shift)
+            A64 = A.T.astype(np.float64)  # (MR, ks*k)
+            C0 = rng.uniform(-1, 1, (NR, ldc)).astype(np.float32)
+            bias = rng.uniform(-1, 1, MR).astype(np.float32) if use_bias else None
+            full = alpha * (A64 @ X)
+            full_bound = gemm_bound(A64, X, ks * k, alpha, beta, C0[:, :MR].T if beta else None)
+            for m in range(1, MR + 1):
+                for n in range(1, NR + 1):
+                    c = C0.copy()
+                    if beta == 0.0:
+                        c[:n, :m] = np.nan  # must be ignored
+                    _C.f32_igemm_ukernel(name, m, n, k, ks, A.ravel(), 0, x, offs, zero_row, 0, 4 * shift,
+                                         c.ravel(), 0, ldc, alpha, beta, bias, relu)
+                    want, bound = full[:m, :n].copy(), full_bound[:m, :n].copy()
+                    if beta:
+                        want += beta * C0[:n, :m].T.astype(np.float64)
+                    if use_bias:
+                        want += bias[:m, None]
+                        bound += EPS * np.abs(want)
+                    if relu:
+                        want = np.maximum(want, 0.0)
+                    what = f"{name} igemm m={m} n={n} k={k} ks={ks} zeros={pattern} shift={shift}"
+                    check_within_bound(c[:n, :m].T, want, bound, what)
+                    untouched = np.ones(c.shape, bool)
+                    untouched[:n, :m] = False
+                    assert np.array_equal(c[untouched], C0[untouched]), f"{what}: wrote C outside the tile"
+
+
+@pytest.mark.parametrize("ks_values", [(1, 2, 3), (4, 5, 6), (7, 8, 9)], ids=["ks1-3", "ks4-6", "ks7-9"])
+def test_igemm_every_tail(isa, rng, ks_values):
+    run_igemm_tails(isa, rng, ks_values)
+
+
+@pytest.mark.parametrize("alpha, beta, use_bias, relu", [
+    (1.0, 1.0, False, False),
+    (-1.5, 0.25, True, False),
+    (2.0, 0.0, True, True),
+], ids=["beta1", "alpha-beta-bias", "bias-relu-beta0"])
+def test_igemm_epilogue(isa, rng, alpha, beta, use_bias, relu):
+    run_igemm_tails(isa, rng, (3,), alpha=alpha, beta=beta, use_bias=use_bias, relu=relu)
+
+
+def test_igemm_ks1_is_the_plain_kernel(isa, rng):
+    """ks = 1, no zero row, offset 0: bit-identical to the plain form on the same packed panel."""
+    name, MR, NR = _C.f32_gemm_tile(isa)
+    for k in (1, 7, 8, 33):
+        A = rng.uniform(-1, 1, (k, MR)).astype(np.float32)
+        Bm = rng.uniform(-1, 1, (NR, k)).astype(np.float32)
+        for m, n in ((MR, NR), (max(MR - 3, 1), max(NR - 1, 1)), (1, 1)):
+            c1 = np.zeros(NR * MR, np.float32)
+            c2 = np.zeros(NR * MR, np.float32)
+            offs = [j * k for j in range(NR)]
+            _C.f32_gemm_ukernel(name, m, n, k, A.ravel(), 0, MR, None, Bm.ravel(), offs[:n], 1, c1, 0, MR, 1.0, 0.0,
+                                None, False)
+            _C.f32_igemm_ukernel(name, m, n, k, 1, A.ravel(), 0, Bm.ravel(), offs, np.zeros(1, np.float32), 0, 0,
+                                 c2, 0, MR)
+            assert np.array_equal(c1, c2), f"{name} m={m} n={n} k={k}"
+
+
+@pytest.mark.parametrize("form", ["plain", "indirect"])
+def test_c_rows_and_tile_hook(isa, rng, form):
+    """c_rows: column j lands at c[c_rows[j]:], nowhere else (and beta reads it there); the hook is called
+    once per tile with the stored values and the caller's position; without it, nothing is reported."""
+    name, MR, NR = _C.f32_gemm_tile(isa)
+    k = 11
+    A = rng.uniform(-1, 1, (k, MR)).astype(np.float32)
+    Bm = rng.uniform(-1, 1, (NR, k)).astype(np.float32)
+    offs = [j * k for j in range(NR)]
+    for m, n in ((MR, NR), (max(MR - 1, 1), max(NR - 2, 1)), (1, 1)):
+        for beta in (0.0, 0.5):
+            size = NR * (MR + 5) * 2
+            c0 = rng.uniform(-1, 1, size).astype(np.float32)
+            rows = [(n - 1 - j) * (2 * MR + 3) + 1 for j in range(n)]  # reversed, with gaps
+            c = c0.copy()
+            if form == "plain":
+                tiles = _C.f32_gemm_ukernel(name, m, n, k, A.ravel(), 0, MR, None, Bm.ravel(), offs[:n], 1, c, 0, 0,
+                                            1.0, beta, None, False, c_rows=rows, hook=True, tile_i=5, tile_j=9)
+            else:
+                tiles = _C.f32_igemm_ukernel(name, m, n, k, 1, A.ravel(), 0, Bm.ravel(), offs,
+                                             np.zeros(1, np.float32), 0, 0, c, 0, 0, beta=beta, c_rows=rows,
+                                             hook=True, tile_i=5, tile_j=9)
+            A64, B64 = A[:, :m].T.astype(np.float64), Bm[:n].T.astype(np.float64)
+            want = A64 @ B64 + beta * np.stack([c0[r:r + m] for r in rows], axis=1)
+            got = np.stack([c[r:r + m] for r in rows], axis=1)
+            what = f"{name} {form} m={m} n={n} beta={beta}"
+            check_within_bound(got, want, gemm_bound(A64, B64, k, 1.0, beta, want) + 1e-6, what)
+            untouched = np.ones(size, bool)
+            for r in rows:
+                untouched[r:r + m] = False
+            assert np.array_equal(c[untouched], c0[untouched]), f"{what}: wrote outside the c_rows columns"
+            assert len(tiles) == 1, f"{what}: hook called {len(tiles)} times"
+            ti, tj, values = tiles[0]
+            assert (ti, tj) == (5, 9) and values.shape == (n, m), what
+            assert np.array_equal(values.T, got), f"{what}: the hook saw other values than were stored"
+            assert _C.f32_gemm_ukernel(name, m, n, k, A.ravel(), 0, MR, None, Bm.ravel(), offs[:n], 1, c, 0, MR,
+                                       1.0, 0.0, None, False) is None

@@ -1,5 +1,7 @@
 // Bindings of the FP32 GEMM ops: sgemm, the packed Linear, and test hooks for the micro-kernels.
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "bindings/common.h"
@@ -51,15 +53,67 @@ void sgemm_binding(const py::array& a, bool trans_a, const py::array& b, bool tr
   if (!in_place) c.attr("__setitem__")(py::ellipsis(), tmp);
 }
 
-// Runs one ISA's micro-kernel on one tile, for the tests (a/b/c may live in guarded buffers).
-void f32_gemm_ukernel(const std::string& isa_name_, size_t m, size_t n, size_t k, const py::array& a, size_t a_offset,
-                      size_t a_stride, py::object a_copy, const py::array& b, std::vector<size_t> b_offsets,
-                      size_t b_stride, py::array& c, size_t c_offset, size_t ldc, float alpha, float beta,
-                      const py::object& bias, bool relu) {
-  Isa isa = isa_arg(isa_name_);
-  if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + isa_name_);
+// The kernel named `which` (a kernel name of the f32_gemm list, or an ISA level: that level's kernel),
+// refusing one this CPU cannot run.
+const F32GemmKernel& kernel_arg(const std::string& which) {
+  const KernelList<F32GemmKernel>& list = f32_gemm_list();
+  for (size_t i = 0; i < list.kernels.size(); ++i) {
+    if (which != list.info[i].name) continue;
+    if (!isa_supported(list.info[i].level)) throw py::value_error("this CPU cannot run " + which);
+    return *list.kernels[i];
+  }
+  Isa isa = isa_arg(which);
+  if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + which);
   const F32GemmKernel* kernel = f32_gemm_kernel_for(isa);
-  if (!kernel) throw py::value_error("no f32_gemm kernel for " + isa_name_);
+  if (!kernel) throw py::value_error("no f32_gemm kernel for " + which);
+  return *kernel;
+}
+
+// The test hooks' epilogue extensions: c_rows (element offsets into c, one per column j < n, or None)
+// and the tile hook, which records each tile it is called with.
+struct TileRecorder {
+  std::vector<std::tuple<size_t, size_t, size_t, size_t, std::vector<float>>> tiles;
+  static void hook(void* ctx, const F32Tile& t) {
+    std::vector<float> v(t.m * t.n);
+    for (size_t j = 0; j < t.n; ++j)
+      for (size_t i = 0; i < t.m; ++i) v[j * t.m + i] = t.values[j * t.ld + i];
+    static_cast<TileRecorder*>(ctx)->tiles.emplace_back(t.tile_i, t.tile_j, t.m, t.n, std::move(v));
+  }
+  py::object result(bool wanted) const {
+    if (!wanted) return py::none();
+    py::list out;
+    for (const auto& [ti, tj, m, n, v] : tiles) {
+      py::array_t<float> values({ssize_t(n), ssize_t(m)});  // values[j, i] = C(i, j)
+      std::copy(v.begin(), v.end(), values.mutable_data());
+      out.append(py::make_tuple(ti, tj, values));
+    }
+    return out;
+  }
+};
+
+void extend_epilogue(F32Epilogue& ep, float* c, const py::object& c_rows, std::vector<float*>& rows, size_t n,
+                     bool hook, TileRecorder& rec, size_t tile_i, size_t tile_j) {
+  if (!c_rows.is_none()) {
+    for (size_t off : c_rows.cast<std::vector<size_t>>()) rows.push_back(c + off);
+    if (rows.size() != n) throw py::value_error("c_rows needs one offset per column");
+    ep.c_rows = rows.data();
+  }
+  if (hook) {
+    ep.tile_hook = &TileRecorder::hook;
+    ep.tile_ctx = &rec;
+  }
+  ep.tile_i = tile_i;
+  ep.tile_j = tile_j;
+}
+
+// Runs one micro-kernel on one tile, for the tests (a/b/c may live in guarded buffers). Returns the
+// tiles the hook saw ([(tile_i, tile_j, values[n, m])]) if hook, else None.
+py::object f32_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t k, const py::array& a, size_t a_offset,
+                            size_t a_stride, py::object a_copy, const py::array& b, std::vector<size_t> b_offsets,
+                            size_t b_stride, py::array& c, size_t c_offset, size_t ldc, float alpha, float beta,
+                            const py::object& bias, bool relu, const py::object& c_rows, bool hook, size_t tile_i,
+                            size_t tile_j) {
+  const F32GemmKernel* kernel = &kernel_arg(which);
   if (m > size_t(kernel->mr) || n > size_t(kernel->nr) || b_offsets.size() != n)
     throw py::value_error("tile larger than the kernel");
   std::vector<const float*> bptr;
@@ -67,8 +121,36 @@ void f32_gemm_ukernel(const std::string& isa_name_, size_t m, size_t n, size_t k
   py::array copy_arr = a_copy.is_none() ? py::array() : a_copy.cast<py::array>();
   float* copy = a_copy.is_none() ? nullptr : mdata<float>(copy_arr);
   F32Epilogue ep = epilogue(alpha, beta, bias, relu);
+  std::vector<float*> rows;
+  TileRecorder rec;
+  extend_epilogue(ep, mdata<float>(c), c_rows, rows, n, hook, rec, tile_i, tile_j);
   kernel->run(m, n, k, cdata<float>(a) + a_offset, a_stride, copy, bptr.data(), b_stride, mdata<float>(c) + c_offset,
               ldc, &ep);
+  return rec.result(hook);
+}
+
+// The indirect form on one tile: b_offsets holds ks * NR element offsets into x, tap-major (entry
+// t * NR + j; entries j >= n are not read, pass anything), -1 for the zero row (zero + zero_offset).
+// b_offset_bytes is the kernel's offset, added to every pointer but the zero row's.
+py::object f32_igemm_ukernel(const std::string& which, size_t m, size_t n, size_t k, size_t ks, const py::array& a,
+                             size_t a_offset, const py::array& x, std::vector<long long> b_offsets, const py::array& zero,
+                             size_t zero_offset, size_t b_offset_bytes, py::array& c, size_t c_offset, size_t ldc,
+                             float alpha, float beta, const py::object& bias, bool relu, const py::object& c_rows,
+                             bool hook, size_t tile_i, size_t tile_j) {
+  const F32GemmKernel* kernel = &kernel_arg(which);
+  const size_t nr = size_t(kernel->nr);
+  if (m > size_t(kernel->mr) || n > nr || b_offsets.size() != ks * nr)
+    throw py::value_error("tile larger than the kernel, or not ks * NR pointers");
+  const float* zp = cdata<float>(zero) + zero_offset;
+  std::vector<const float*> bptr;
+  for (long long off : b_offsets) bptr.push_back(off < 0 ? zp : cdata<float>(x) + off);
+  F32Epilogue ep = epilogue(alpha, beta, bias, relu);
+  std::vector<float*> rows;
+  TileRecorder rec;
+  extend_epilogue(ep, mdata<float>(c), c_rows, rows, n, hook, rec, tile_i, tile_j);
+  kernel->igemm(m, n, k, ks, cdata<float>(a) + a_offset, bptr.data(), zp, b_offset_bytes, mdata<float>(c) + c_offset,
+                ldc, &ep);
+  return rec.result(hook);
 }
 
 // The packed weight, bias and activation of nnkern.Linear. Every size a call uses comes from here, and
@@ -126,11 +208,19 @@ void bind_f32_gemm(py::module_& m) {
     return py::make_tuple(b.kc, b.mc, b.nc);
   });
   m.def("sgemm", &sgemm_binding);
-  m.def("f32_gemm_ukernel", &f32_gemm_ukernel);
-  m.def("f32_gemm_tile", [](const std::string& n) {
-    const F32GemmKernel* k = f32_gemm_kernel_for(isa_arg(n));
-    if (!k) throw py::value_error("no f32_gemm kernel for " + n);
-    return py::make_tuple(std::string(k->name), k->mr, k->nr);
+  m.def("f32_gemm_ukernel", &f32_gemm_ukernel, py::arg("kernel"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("a"),
+        py::arg("a_offset"), py::arg("a_stride"), py::arg("a_copy"), py::arg("b"), py::arg("b_offsets"),
+        py::arg("b_stride"), py::arg("c"), py::arg("c_offset"), py::arg("ldc"), py::arg("alpha"), py::arg("beta"),
+        py::arg("bias"), py::arg("relu"), py::arg("c_rows") = py::none(), py::arg("hook") = false,
+        py::arg("tile_i") = 0, py::arg("tile_j") = 0);
+  m.def("f32_igemm_ukernel", &f32_igemm_ukernel, py::arg("kernel"), py::arg("m"), py::arg("n"), py::arg("k"),
+        py::arg("ks"), py::arg("a"), py::arg("a_offset"), py::arg("x"), py::arg("b_offsets"), py::arg("zero"),
+        py::arg("zero_offset"), py::arg("b_offset_bytes"), py::arg("c"), py::arg("c_offset"), py::arg("ldc"),
+        py::arg("alpha") = 1.0f, py::arg("beta") = 0.0f, py::arg("bias") = py::none(), py::arg("relu") = false,
+        py::arg("c_rows") = py::none(), py::arg("hook") = false, py::arg("tile_i") = 0, py::arg("tile_j") = 0);
+  m.def("f32_gemm_tile", [](const std::string& n) {  // a kernel name or an ISA level
+    const F32GemmKernel& k = kernel_arg(n);
+    return py::make_tuple(std::string(k.name), k.mr, k.nr);
   });
 
   py::class_<Linear>(m, "PackedLinear")

@@ -1,14 +1,14 @@
 // One kernel list per family: a single X-macro naming each kernel and its ISA level, from which the
-// dispatch (kernel_at), the registry that tests and benchmarks read (`nnkern._C.kernel_list(family)`),
+// dispatch (KernelList::at), the registry that tests and benchmarks read (`nnkern._C.kernel_list(family)`),
 // the native tests and the micro-kernel benchmarks are all derived. Adding a kernel is one line in its
 // family's list (csrc/kernels/<family>_list.h) plus its file. Baseline header: no intrinsics.
 //
-//   #define NNKERN_F32_GEMM_LIST(X)              \
-//     X(f32_gemm_8x4__scalar, scalar)            \
+//   #define NNKERN_F32_GEMM_LIST(X) (one entry per line, each line ending in a backslash)
+//     X(f32_gemm_8x4__scalar, scalar)
 //     NNKERN_AVX2(X(f32_gemm_16x6__avx2, avx2))
 //
 // NNKERN_<ISA>(...) keeps its argument only in builds that compile that ISA's sources, so a list names
-// exactly the kernels of this build. A family may lack a kernel at any level (scalar included): kernel_at
+// exactly the kernels of this build. A family may lack a kernel at any level (scalar included): at()
 // then returns nullptr and the dispatcher uses the best level below that has one.
 #pragma once
 #include <cstddef>

@@ -14,13 +14,44 @@
 //
 // If a_copy is not null, the kernel also stores the A panel it reads into a_copy[p * MR + i]
 // (i < m), so the caller can reuse it packed (seed O6 copy-on-first-use).
+//
+// Indirect form (igemm: XNNPACK igemm / QNNPACK q8conv style, for convolutions). The reduction runs
+// over ks taps of k values each, in registers, and the epilogue is applied once:
+//   C(i, j) = epilogue( sum_{t < ks} sum_{p < k} A(i, t * k + p) * X_t(p, j) )
+//   A       packed: A(i, q) = a[q * MR + i], q = t * k + p, so ks * k rows of MR floats (the weights
+//           of tap t, channel p). Rows i >= m of each step must be readable (a packed panel always
+//           is; their values only reach lanes that are never stored).
+//   b       ks * NR pointers, tap-major: b[t * NR + j] is column j's pointer for tap t (entries j >= n
+//           are never read). X_t(p, j) = q[p] for q = b[t * NR + j], contiguous in p (b_stride 1).
+//   zero    a padding tap: a pointer equal to `zero` is read as is (k readable floats, all zero);
+//           every other pointer gets b_offset BYTES added first. An indirection buffer that points
+//           into one image can then be cached per input shape and reused for every image (offset).
+// With ks = 1, no zero row and offset 0 this is the plain kernel with a packed A and b_stride 1; both
+// forms are instances of one tile template per ISA. a_copy and strided B exist in the plain form only.
+//
+// Epilogue extensions for fused convolutions (both free when unused: one test per tile):
+//   c_rows     if not null, C(:, j) is stored at c_rows[j] instead of c + j * ldc (c and ldc unused):
+//              column j is a row of the row-major output, hence the name; e.g. a pixel shuffle's
+//              scattered output rows. beta != 0 reads C there too.
+//   tile_hook  if not null, called once per tile after it is stored, with the tile's final values and
+//              its position (tile_i, tile_j: whatever coordinates the caller put in the epilogue),
+//              e.g. a fused pooling that folds each tile into its pooled output.
 #pragma once
 #include <cstddef>
 
 namespace nnkern {
 
+// One stored tile, as the tile hook sees it: C(i, j) = values[j * ld + i], i < m, j < n.
+struct F32Tile {
+  size_t tile_i, tile_j;  // F32Epilogue::tile_i / tile_j, passed through
+  size_t m, n;
+  const float* values;
+  size_t ld;
+};
+
 // Post-ops applied as the tile is stored: C = clamp(alpha * acc + beta * C + bias[i]).
-// beta == 0 means C is never read (BLAS semantics: NaN in C is ignored).
+// beta == 0 means C is never read (BLAS semantics: NaN in C is ignored). c_rows and the tile hook are
+// for the f32_gemm kernels only (the f32_gemv kernels ignore them).
 struct F32Epilogue {
   float alpha = 1.0f;
   float beta = 0.0f;
@@ -28,7 +59,16 @@ struct F32Epilogue {
   bool clamp = false;           // apply [clamp_min, clamp_max] (ReLU is {0, +inf})
   float clamp_min = 0.0f;
   float clamp_max = 0.0f;
+  float* const* c_rows = nullptr;  // per-column output pointers (see above), or null: c + j * ldc
+  void (*tile_hook)(void* ctx, const F32Tile& tile) = nullptr;
+  void* tile_ctx = nullptr;
+  size_t tile_i = 0, tile_j = 0;  // the tile's position, for the hook only
 };
+
+// Where column j of the tile lives.
+static inline float* f32_c_col(float* c, size_t ldc, size_t j, const F32Epilogue& ep) {
+  return ep.c_rows ? ep.c_rows[j] : c + j * ldc;
+}
 
 // The epilogue of one element, in every kernel's order: alpha * acc, + beta * C (c is read only if
 // beta != 0), + bias[i], clamp (NaN compares false and passes through). The scalar references use it,
@@ -49,16 +89,24 @@ using F32GemmUkernel = void (*)(size_t m, size_t n, size_t k, const float* a, si
                                 const float* const* b, size_t b_stride, float* c, size_t ldc,
                                 const F32Epilogue* ep);
 
+using F32IgemmUkernel = void (*)(size_t m, size_t n, size_t k, size_t ks, const float* a, const float* const* b,
+                                 const float* zero, size_t b_offset, float* c, size_t ldc, const F32Epilogue* ep);
+
 struct F32GemmKernel {
   const char* name;
   int mr, nr;
-  F32GemmUkernel run;
+  F32GemmUkernel run;      // plain form
+  F32IgemmUkernel igemm;   // indirect form (ks taps, zero row, offset)
 };
 
-// One per ISA; each defined in csrc/kernels/<isa>/f32_gemm.cc (compiled with that ISA's flags only).
-extern const F32GemmKernel f32_gemm_ref;           // scalar reference: the oracle and the fallback
-extern const F32GemmKernel f32_gemm_16x6__avx2;    // seed O1
-extern const F32GemmKernel f32_gemm_avx512;        // see its file for the MR x NR choice
-extern const F32GemmKernel f32_gemm_8x12__neon;    // AArch64: 8x12 with FMA by lane (seed G2)
+// The oracle (kernels/ref/f32_gemm.cc, baseline code) for any tile size: the indirect form with explicit
+// strides, b[t * b_tap_stride + j] and X_t(p, j) = q[p * b_stride]. f32_gemm_8x4__scalar is this with
+// MR = 8, NR = 4; the tests compare every kernel, plain and indirect, against it.
+void f32_gemm_reference(size_t m, size_t n, size_t k, size_t ks, const float* a, size_t a_stride,
+                        const float* const* b, size_t b_tap_stride, size_t b_stride, const float* zero,
+                        size_t b_offset, float* c, size_t ldc, const F32Epilogue* ep);
+
+// The kernels are listed, with their ISA levels, in kernels/f32_gemm_list.h; each is defined in
+// csrc/kernels/<isa>/f32_gemm.cc (compiled with that ISA's flags only).
 
 }  // namespace nnkern

@@ -9,6 +9,8 @@
 
 #include "core/dispatch.h"
 #include "core/isa.h"
+#include "core/kernel_list.h"
+#include "kernels/f32_gemm_list.h"
 #include "core/threadpool.h"
 #include "ops/f32_gemv.h"
 #include "ops/gemm_tasks.h"
@@ -200,21 +202,22 @@ Plan base_plan(const F32GemmKernel* kernel, size_t M, size_t N, size_t K, const 
 
 }  // namespace
 
-const F32GemmKernel* f32_gemm_kernel_for(Isa isa) {
-  switch (isa) {
-    case Isa::scalar: return &f32_gemm_ref;
-#ifdef NNKERN_HAVE_AVX2
-    case Isa::avx2: return &f32_gemm_16x6__avx2;
-#endif
-#ifdef NNKERN_HAVE_AVX512
-    case Isa::avx512: return &f32_gemm_avx512;
-#endif
-#ifdef NNKERN_HAVE_NEON
-    case Isa::neon: return &f32_gemm_8x12__neon;
-#endif
-    default: return nullptr;
-  }
+// The family's list as data, from kernels/f32_gemm_list.h: dispatch reads it, and it is registered for
+// `_C.kernel_list("f32_gemm")` (the tests and benchmarks) at static initialization.
+const KernelList<F32GemmKernel>& f32_gemm_list() {
+  static const KernelList<F32GemmKernel>* list = [] {
+    auto* l = new KernelList<F32GemmKernel>{"f32_gemm", {}, {}};
+#define NNKERN_F32_GEMM_ENTRY(sym, level) \
+  l->kernels.push_back(&sym);             \
+  l->info.push_back(KernelInfo{sym.name, Isa::level, sym.mr, sym.nr, 0});
+    NNKERN_F32_GEMM_LIST(NNKERN_F32_GEMM_ENTRY)
+#undef NNKERN_F32_GEMM_ENTRY
+    return l;
+  }();
+  return *list;
 }
+
+const F32GemmKernel* f32_gemm_kernel_for(Isa isa) { return f32_gemm_list().at(isa); }
 
 const F32GemmKernel& f32_gemm_kernel() {
   static const KernelTable<F32GemmKernel> table(f32_gemm_kernel_for);
@@ -222,7 +225,8 @@ const F32GemmKernel& f32_gemm_kernel() {
 }
 
 namespace {
-[[maybe_unused]] const bool registered = (register_dispatched_op("f32_gemm", [] { return std::string(f32_gemm_kernel().name); }), true);
+[[maybe_unused]] const bool registered = (register_dispatched_op("f32_gemm", [] { return std::string(f32_gemm_kernel().name); }),
+                                          register_kernel_family("f32_gemm", &f32_gemm_list().info), true);
 }  // namespace
 
 void set_blocking_mode(BlockingMode mode) { g_blocking_mode.store(int(mode)); }

@@ -6,11 +6,14 @@
 
 #include "core/buffer.h"
 #include "core/isa.h"
+#include "core/kernel_list.h"
 #include "kernels/f32_gemm.h"
 
 namespace nnkern {
 
-// The micro-kernel each ISA level provides (nullptr if none in this build), and the one dispatched now.
+// Every kernel of this build (kernels/f32_gemm_list.h), the one each ISA level provides (nullptr if
+// none), and the one dispatched now.
+const KernelList<F32GemmKernel>& f32_gemm_list();
 const F32GemmKernel* f32_gemm_kernel_for(Isa isa);
 const F32GemmKernel& f32_gemm_kernel();
 
