@@ -622,3 +622,39 @@ def test_linear_concurrent_python_threads_identical(isa, rng):
     assert len(got) == 30
     for i, y in got.values():
         assert np.array_equal(y, want[i])
+
+
+# --- the algorithm table (ops/f32_gemm.cc) and the workspace ---------------------------------------
+
+def test_every_algorithm_within_the_bound_where_it_applies(rng):
+    names = nnkern._C.algorithms("sgemm")
+    assert names == ["dot", "rows", "tiles"]
+    ran = set()
+    for M, N, K in [(1, 300, 40), (1, 5, 17), (7, 3, 50), (33, 70, 20), (1, 1, 0)]:
+        for ta, tb in [(False, False), (True, False), (False, True), (True, True)]:
+            a, b = rand(rng, M, K), rand(rng, K, N)
+            sa, sb = (a.T.copy() if ta else a), (b.T.copy() if tb else b)
+            for name in names:
+                applies = {"dot": not ta or M == 1, "rows": M == 1 and not tb, "tiles": True}[name]
+                if not applies:
+                    with pytest.raises(ValueError, match="does not apply"):
+                        nnkern.sgemm(sa, sb, trans_a=ta, trans_b=tb, algorithm=name)
+                    continue
+                got = nnkern.sgemm(sa, sb, trans_a=ta, trans_b=tb, alpha=0.5, algorithm=name)
+                assert_gemm_close(got, a, b, alpha=0.5, what=f"{name} {M}x{N}x{K} ta={ta} tb={tb}")
+                ran.add(name)
+    assert ran == set(names)
+    with pytest.raises(ValueError, match="algorithm"):
+        nnkern.sgemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), algorithm="fastest")
+
+
+def test_workspace_is_reported_and_released():
+    """One workspace per call, reported; a huge call leaves no huge buffer behind (issue: thread_local
+    buffers that never shrank)."""
+    a = np.ones((300, 2000), np.float32)
+    b = np.ones((2000, 300), np.float32)
+    nnkern.sgemm(a.T.copy(), b, trans_a=True)  # transposed x: the broadcast operand is packed
+    assert nnkern._C.workspace_last_bytes() >= 300 * 2000 * 4
+    assert nnkern._C.workspace_retained_bytes() <= 8 << 20
+    nnkern.sgemm(np.ones((3, 3), np.float32), np.ones((3, 3), np.float32), algorithm="dot")
+    assert 0 < nnkern._C.workspace_last_bytes() < 1024

@@ -25,7 +25,7 @@ F32Epilogue epilogue(float alpha, float beta, const py::object& bias, bool relu)
 
 // c (M x N) = epilogue(op(a) op(b)); shapes, dtypes and aliasing were checked by the Python layer.
 void sgemm_binding(const py::array& a, bool trans_a, const py::array& b, bool trans_b, py::array& c, float alpha,
-                   float beta, const py::object& bias, bool relu) {
+                   float beta, const py::object& bias, bool relu, const std::string& algorithm) {
   MatrixView va = matrix_view(a), vb = matrix_view(b);
   SgemmArgs g;
   g.M = size_t(c.shape(0));
@@ -48,7 +48,7 @@ void sgemm_binding(const py::array& a, bool trans_a, const py::array& b, bool tr
   }
   {
     py::gil_scoped_release release;
-    nnkern::sgemm(g);
+    nnkern::sgemm(g, algorithm);
   }
   if (!in_place) c.attr("__setitem__")(py::ellipsis(), tmp);
 }
@@ -207,7 +207,8 @@ void bind_f32_gemm(py::module_& m) {
     GemmBlocking b = gemm_blocking(f32_gemm_kernel(), K);
     return py::make_tuple(b.kc, b.mc, b.nc);
   });
-  m.def("sgemm", &sgemm_binding);
+  m.def("sgemm", &sgemm_binding, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"), py::arg("c"),
+        py::arg("alpha"), py::arg("beta"), py::arg("bias"), py::arg("relu"), py::arg("algorithm") = "auto");
   m.def("f32_gemm_ukernel", &f32_gemm_ukernel, py::arg("kernel"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("a"),
         py::arg("a_offset"), py::arg("a_stride"), py::arg("a_copy"), py::arg("b"), py::arg("b_offsets"),
         py::arg("b_stride"), py::arg("c"), py::arg("c_offset"), py::arg("ldc"), py::arg("alpha"), py::arg("beta"),

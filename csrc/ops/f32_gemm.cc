@@ -7,11 +7,13 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "core/algorithm.h"
 #include "core/dispatch.h"
 #include "core/isa.h"
 #include "core/kernel_list.h"
 #include "kernels/f32_gemm_list.h"
 #include "core/threadpool.h"
+#include "core/workspace.h"
 #include "ops/f32_gemv.h"
 #include "ops/gemm_tasks.h"
 
@@ -84,11 +86,10 @@ F32Epilogue block_epilogue(const F32Epilogue& ep, bool first, bool last) {
 
 // One task: rows [i0, i1) x columns [j0, j1) of C for the K block [pc, pc + kb).
 // a_block: this K block's A, already in packed panels (panel ip at a_block + ip * MR * kb), or null.
+// panel: scratch for one MR x kb A panel (packed from a row-major A, or copied on first use).
 void run_tile_block(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, const float* a_block,
-                    const float* b_packed, size_t i0, size_t i1, size_t j0, size_t j1) {
+                    const float* b_packed, size_t i0, size_t i1, size_t j0, size_t j1, float* panel) {
   const size_t mr = P.kernel->mr, nr = P.kernel->nr;
-  thread_local AlignedBuffer<float> panel;
-  panel.resize(mr * std::max<size_t>(kb, 1));
   const float* bptr[kMaxNR];
   for (size_t i = i0; i < i1; i += mr) {
     const size_t mi = std::min(mr, P.m - i);
@@ -108,8 +109,8 @@ void run_tile_block(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, 
         break;
       case PanelKind::row_major:
       default:
-        pack_panel_rows(panel.data(), P.a, P.lda, i, mi, pc, kb, mr);
-        a = panel.data();
+        pack_panel_rows(panel, P.a, P.lda, i, mi, pc, kb, mr);
+        a = panel;
         break;
     }
     for (size_t j = j0; j < j1; j += nr) {
@@ -123,10 +124,10 @@ void run_tile_block(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, 
         for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.b + (j + jj) * P.b_js + pc * P.b_ps;
         b_stride = P.b_ps;
       }
-      float* a_copy = copy_first ? panel.data() : nullptr;
+      float* a_copy = copy_first ? panel : nullptr;
       P.kernel->run(mi, nj, kb, a, a_stride, a_copy, bptr, b_stride, P.c + j * P.ldc + i, P.ldc, &tile_ep);
       if (copy_first) {  // later column groups read the packed copy
-        a = panel.data();
+        a = panel;
         a_stride = mr;
         copy_first = false;
       }
@@ -152,10 +153,8 @@ void execute(const Plan& P) {
   // bp + pc * n_pad), so that a call synchronizes its threads twice, not twice per K block: waking a
   // sleeping worker costs microseconds, and per-block wake-ups made 8x1024x1024 slower on 2 threads
   // than on 1.
-  thread_local AlignedBuffer<float> b_packed;  // the caller's workspace, kept between calls
-  if (P.pack_b) b_packed.resize(n_pad * std::max<size_t>(K, 1));
-  // A plain pointer: inside the tasks, the name b_packed would mean the worker's own thread_local.
-  float* const bp = P.pack_b ? b_packed.data() : nullptr;
+  Workspace b_packed(P.pack_b ? n_pad * K * sizeof(float) : 0);
+  float* const bp = P.pack_b ? b_packed.as<float>() : nullptr;
   if (P.pack_b) {
     const size_t groups = ceil_div(P.n, nr), blocks = ceil_div(K, kc);
     parallel_for(groups * blocks, [&](size_t t) {
@@ -166,7 +165,7 @@ void execute(const Plan& P) {
 
   // Each task owns a block of C and runs the K blocks (seed O7's outer loop) over it, then the A panels
   // (M) and the column groups (N) inside each K block.
-  parallel_for(tm * tn, [&](size_t t) {
+  parallel_for_scratch(tm * tn, P.kernel->mr * std::min(kc, std::max<size_t>(K, 1)) * sizeof(float), [&](size_t t, void* panel) {
     const size_t bi = t % tm, bj = t / tm;
     const size_t i0 = bi * mc, i1 = std::min(P.m, i0 + mc), j0 = bj * nc, j1 = std::min(P.n, j0 + nc);
     size_t pc = 0;
@@ -174,7 +173,7 @@ void execute(const Plan& P) {
       const size_t kb = std::min(kc, K - pc);
       const F32Epilogue ep = block_epilogue(P.ep, pc == 0, pc + kb >= K);
       const float* a_block = P.a_kind == PanelKind::prepacked ? P.a + pc * P.m_padded : nullptr;
-      run_tile_block(P, pc, kb, ep, a_block, bp ? bp + pc * n_pad : nullptr, i0, i1, j0, j1);
+      run_tile_block(P, pc, kb, ep, a_block, bp ? bp + pc * n_pad : nullptr, i0, i1, j0, j1, static_cast<float*>(panel));
       pc += kb;
     } while (pc < K);
   });
@@ -248,8 +247,10 @@ GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K) {
   return {kc, mc, nc};
 }
 
-void sgemm(const SgemmArgs& g) {
-  if (sgemm_skinny(g)) return;  // GEMV and small-N shapes (ops/f32_gemv.cc)
+namespace {
+
+// The register-tile driver for any shape.
+void sgemm_run_tiles(const SgemmArgs& g) {
   const F32GemmKernel* kernel = &f32_gemm_kernel();
   Plan P = base_plan(kernel, g.M, g.N, g.K, g.a, g.lda, g.trans_a, g.c, g.ldc, g.ep);
   P.a = g.b;
@@ -257,6 +258,29 @@ void sgemm(const SgemmArgs& g) {
   // A'(i, p) = op(B)[p, i]: in place (column-major) for a plain B, transposed panels for B^T.
   P.a_kind = g.trans_b ? PanelKind::row_major : PanelKind::col_major;
   execute(P);
+}
+
+// sgemm's paths, in auto's order: the skinny ones where their shape rule holds (ops/f32_gemv.cc), the
+// register tiles for everything else.
+const AlgorithmTable<SgemmArgs>& sgemm_algorithms() {
+  static const AlgorithmTable<SgemmArgs> table("sgemm", {
+      {"dot", sgemm_dot_applies, sgemm_dot_preferred, sgemm_dot_workspace_bytes, sgemm_run_dot},
+      {"rows", sgemm_rows_applies, nullptr, nullptr, [](const SgemmArgs& g, const Workspace&) { sgemm_run_rows(g); }},
+      {"tiles", [](const SgemmArgs&) { return true; }, nullptr, nullptr,
+       [](const SgemmArgs& g, const Workspace&) { sgemm_run_tiles(g); }},
+  });
+  return table;
+}
+
+[[maybe_unused]] const bool algorithms_registered = (sgemm_algorithms(), true);
+
+}  // namespace
+
+void sgemm(const SgemmArgs& g, const std::string& algorithm) {
+  const Algorithm<SgemmArgs>& a = sgemm_algorithms().select(g, algorithm);  // errors before any work
+  if (g.M == 0 || g.N == 0) return;
+  Workspace ws(a.workspace_bytes ? a.workspace_bytes(g) : 0);
+  a.run(g, ws);
 }
 
 PackedF32Gemm::PackedF32Gemm(const float* weight, size_t N, size_t K, size_t ldw)

@@ -2,6 +2,7 @@
 // Row-major, like NumPy: C[M, N] = epilogue(op(A)[M, K] op(B)[K, N]).
 #pragma once
 #include <cstddef>
+#include <string>
 #include <memory>
 
 #include "core/buffer.h"
@@ -40,7 +41,9 @@ void set_blocking_mode(BlockingMode mode);  // fixed = seed O7's 256 / 4032 / 48
 BlockingMode blocking_mode();
 GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K);
 
-void sgemm(const SgemmArgs& args);
+// algorithm: "auto" or an entry of the op's algorithm table (`_C.algorithms("sgemm")`): "dot" (small N, or
+// M == 1 with B^T), "rows" (M == 1), "tiles" (any shape); std::invalid_argument if unknown or not applicable.
+void sgemm(const SgemmArgs& args, const std::string& algorithm = "auto");
 
 // B packed once into the micro-kernel's panel layout (the weights of a Linear layer).
 // Batch 1 (M == 1) reuses the same panels for a GEMV (ops/f32_gemv.h gemv_packed_panels): each

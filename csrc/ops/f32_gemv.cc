@@ -15,6 +15,7 @@
 #include "core/buffer.h"
 #include "core/dispatch.h"
 #include "core/threadpool.h"
+#include "core/workspace.h"
 
 namespace nnkern {
 namespace {
@@ -101,40 +102,48 @@ namespace {
     (register_dispatched_op("f32_gemv", [] { return std::string(f32_gemv_kernel().name); }), true);
 }  // namespace
 
-bool sgemm_skinny(const SgemmArgs& g) {
-  if (g.M == 0 || g.N == 0) return false;
-  const F32GemvKernel& gk = f32_gemv_kernel();
-  const bool small_n = g.N <= dot_threshold(gk) && (g.K >= kDotMinK || g.M == 1) && (!g.trans_a || g.M == 1);
-  const bool dot = small_n || (g.M == 1 && g.trans_b);
-  const bool rows = !dot && g.M == 1;  // then trans_b == false
-  if (!dot && !rows) return false;
+bool sgemm_dot_applies(const SgemmArgs& g) { return !g.trans_a || g.M == 1; }
+
+bool sgemm_dot_preferred(const SgemmArgs& g) {
+  const bool small_n = g.N <= dot_threshold(f32_gemv_kernel()) && (g.K >= kDotMinK || g.M == 1) &&
+                       (!g.trans_a || g.M == 1);
+  return small_n || (g.M == 1 && g.trans_b);
+}
+
+size_t sgemm_dot_workspace_bytes(const SgemmArgs& g) {
+  // The gathered x (trans_a, M == 1) and B^T packed once (N x K) unless trans_b already stores it so.
+  return workspace_align((g.trans_a ? g.K : 0) * sizeof(float)) + (g.trans_b ? 0 : g.N * g.K * sizeof(float));
+}
+
+void sgemm_run_dot(const SgemmArgs& g, const Workspace& ws) {
   F32Epilogue ep = g.ep;
   if (g.K == 0) ep.alpha = 0.0f;  // BLAS: C = beta * C, even for an infinite alpha
-  if (rows) {
-    run_rows(gk, g.N, g.K, g.a, g.trans_a ? g.lda : 1, g.b, g.ldb, g.c, ep);
-    return true;
-  }
-  thread_local AlignedBuffer<float> bt_buf, x_buf;  // the caller's workspace, kept between calls
   const float* a = g.a;
   size_t lda = g.lda;
+  float* x_buf = ws.as<float>();
   if (g.trans_a) {  // M == 1: gather the strided x
-    x_buf.resize(std::max<size_t>(g.K, 1));
-    for (size_t p = 0; p < g.K; ++p) x_buf.data()[p] = g.a[p * g.lda];
-    a = x_buf.data();
+    for (size_t p = 0; p < g.K; ++p) x_buf[p] = g.a[p * g.lda];
+    a = x_buf;
     lda = g.K;
   }
   const float* bt = g.b;
   size_t ldbt = g.ldb;
-  if (!g.trans_b) {  // B^T packed once: N x K, N <= dot_threshold
-    bt_buf.resize(std::max<size_t>(g.N * g.K, 1));
-    float* dst = bt_buf.data();
+  if (!g.trans_b) {
+    float* dst = ws.as<float>(workspace_align((g.trans_a ? g.K : 0) * sizeof(float)));
     for (size_t p = 0; p < g.K; ++p)
       for (size_t j = 0; j < g.N; ++j) dst[j * g.K + p] = g.b[p * g.ldb + j];
     bt = dst;
     ldbt = g.K;
   }
-  run_dot(gk, g.M, g.N, g.K, a, lda, bt, ldbt, g.c, g.ldc, ep);
-  return true;
+  run_dot(f32_gemv_kernel(), g.M, g.N, g.K, a, lda, bt, ldbt, g.c, g.ldc, ep);
+}
+
+bool sgemm_rows_applies(const SgemmArgs& g) { return g.M == 1 && !g.trans_b; }
+
+void sgemm_run_rows(const SgemmArgs& g) {
+  F32Epilogue ep = g.ep;
+  if (g.K == 0) ep.alpha = 0.0f;
+  run_rows(f32_gemv_kernel(), g.N, g.K, g.a, g.trans_a ? g.lda : 1, g.b, g.ldb, g.c, ep);
 }
 
 void gemv_packed_panels(const float* packed, size_t mr, size_t kc, size_t m_padded, size_t N, size_t K,

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "core/isa.h"
+#include "core/workspace.h"
 #include "kernels/f32_gemv.h"
 #include "ops/f32_gemm.h"
 
@@ -13,9 +14,14 @@ namespace nnkern {
 const F32GemvKernel* f32_gemv_kernel_for(Isa isa);
 const F32GemvKernel& f32_gemv_kernel();
 
-// Computes g on a skinny path and returns true when its shape is one (see f32_gemv.cc for the
-// routing); returns false, touching nothing, otherwise.
-bool sgemm_skinny(const SgemmArgs& g);
+// The skinny paths of sgemm, entries of its algorithm table (ops/f32_gemm.cc; routing in f32_gemv.cc):
+// "dot" (C = A Bt^T with B^T packed once; A rows contiguous) and "rows" (M == 1, y = x B streaming B).
+bool sgemm_dot_applies(const SgemmArgs& g);
+bool sgemm_dot_preferred(const SgemmArgs& g);
+size_t sgemm_dot_workspace_bytes(const SgemmArgs& g);
+void sgemm_run_dot(const SgemmArgs& g, const Workspace& ws);
+bool sgemm_rows_applies(const SgemmArgs& g);
+void sgemm_run_rows(const SgemmArgs& g);
 
 // y[N] = epilogue(x[K] W^T) with W in PackedF32Gemm's panel layout: K block pc (kb = min(kc, K - pc)
 // rows) at packed + pc * m_padded, panel ip at + ip * mr * kb, W(ip * mr + i, pc + p) at [p * mr + i].

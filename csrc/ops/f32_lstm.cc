@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/workspace.h"
 #include "ops/f32_activation.h"
 #include "ops/f32_gemm.h"
 
@@ -144,10 +145,9 @@ size_t F32Lstm::run(const F32LstmCall& call) const {
   }
   const size_t rows = offset[T];
 
-  // The caller's workspace, kept between calls (each calling thread has its own).
-  thread_local AlignedBuffer<float> gate_buf;
-  gate_buf.resize(std::max<size_t>(rows * G, 1));
-  float* const gates = gate_buf.data();
+  // The gate rows of every computed step: the call's workspace (core/workspace.h).
+  Workspace gate_buf(rows * G * sizeof(float));
+  float* const gates = gate_buf.as<float>();
 
   if (call.table) {  // seed I17: the projected embedding rows are copied, not computed
     for (size_t t = 0; t < T; ++t)

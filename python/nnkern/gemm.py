@@ -17,7 +17,7 @@ __all__ = ["sgemm", "matmul", "Linear"]
 GEMM_ERROR_FACTOR = 2.0
 
 
-def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None):
+def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, algorithm="auto"):
     """C = alpha * op(A) @ op(B) + beta * C, in float32, with BLAS semantics.
 
     a, b: 2-D float32 arrays (any other dtype raises TypeError: convert with ``.astype(np.float32)``).
@@ -28,12 +28,16 @@ def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None):
     c: optional (M, N) float32 output, written in place and returned. beta == 0 ignores its contents
       (NaN included); with c=None a new array is returned. c must not overlap a or b.
     K == 0 gives beta * C. NaN and Inf propagate as in numpy.
+    algorithm: "auto", or one path of ``nnkern._C.algorithms("sgemm")``: "dot" (small N, or M == 1 with
+      trans_b; auto's choice there), "rows" (M == 1), "tiles" (the register-tile driver, any shape). All
+      keep the error bound below; a path that does not apply raises ValueError.
     Error bound per element: |C - exact| <= (2 K + 2) eps |alpha| (|op(A)| @ |op(B)|) + 2 eps |beta C|,
     eps = 2**-24.
     """
     _check_matrix(a, "a")
     _check_matrix(b, "b")
     trans_a, trans_b = as_bool(trans_a, "trans_a"), as_bool(trans_b, "trans_b")
+    algorithm = _algorithm(algorithm)
     alpha = as_float_scalar(alpha, "alpha")
     beta = as_float_scalar(beta, "beta")
     if beta != 0.0 and np.float32(beta) == 0.0 and c is not None:
@@ -51,8 +55,17 @@ def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None):
     else:
         _check_output(c, "c", (M, N), a, b)
     if M and N:
-        _C.sgemm(a, trans_a, b, trans_b, c, alpha, beta, None, False)
+        _C.sgemm(a, trans_a, b, trans_b, c, alpha, beta, None, False, algorithm)
     return c
+
+
+def _algorithm(v):
+    names = ["auto", *_C.algorithms("sgemm")]
+    if not isinstance(v, str):
+        raise TypeError(f"algorithm must be a str, one of {names}, got {type(v).__name__}")
+    if v not in names:
+        raise ValueError(f"algorithm must be one of {names}, got {v!r}")
+    return v
 
 
 def _check_matrix(x, name):
