@@ -38,9 +38,9 @@ struct F32GemvKernel {
   F32GemvDotFn dot;
 };
 
-extern const F32GemvKernel f32_gemv_ref;      // scalar reference: the oracle and the fallback
-extern const F32GemvKernel f32_gemv__avx2;
-extern const F32GemvKernel f32_gemv__avx512;
-extern const F32GemvKernel f32_gemv__neon;
+extern const F32GemvKernel f32_gemv__scalar;      // scalar reference: the oracle and the fallback
+extern const F32GemvKernel f32_gemv_3x4__avx2;
+extern const F32GemvKernel f32_gemv_3x8__avx512;
+extern const F32GemvKernel f32_gemv_3x4__neon;
 
 }  // namespace nnkern

@@ -16,6 +16,7 @@
 #include "core/dispatch.h"
 #include "core/threadpool.h"
 #include "core/workspace.h"
+#include "kernels/f32_gemv_list.h"
 
 namespace nnkern {
 namespace {
@@ -76,21 +77,14 @@ void run_rows(const F32GemvKernel& gk, size_t N, size_t K, const float* x, size_
 
 }  // namespace
 
-const F32GemvKernel* f32_gemv_kernel_for(Isa isa) {
-  switch (isa) {
-    case Isa::scalar: return &f32_gemv_ref;
-#ifdef NNKERN_HAVE_AVX2
-    case Isa::avx2: return &f32_gemv__avx2;
-#endif
-#ifdef NNKERN_HAVE_AVX512
-    case Isa::avx512: return &f32_gemv__avx512;
-#endif
-#ifdef NNKERN_HAVE_NEON
-    case Isa::neon: return &f32_gemv__neon;
-#endif
-    default: return nullptr;
-  }
+const KernelList<F32GemvKernel>& f32_gemv_list() {
+  static const auto& list = make_kernel_list<F32GemvKernel>(
+      "f32_gemv", {NNKERN_F32_GEMV_LIST(NNKERN_KERNEL_ENTRY)},
+      [](const F32GemvKernel& k) { return KernelInfo{"", Isa::scalar, k.dot_mr, k.dot_nr, 0}; });
+  return list;
 }
+
+const F32GemvKernel* f32_gemv_kernel_for(Isa isa) { return f32_gemv_list().at(isa); }
 
 const F32GemvKernel& f32_gemv_kernel() {
   static const KernelTable<F32GemvKernel> table(f32_gemv_kernel_for);
@@ -98,8 +92,8 @@ const F32GemvKernel& f32_gemv_kernel() {
 }
 
 namespace {
-[[maybe_unused]] const bool registered =
-    (register_dispatched_op("f32_gemv", [] { return std::string(f32_gemv_kernel().name); }), true);
+[[maybe_unused]] const bool registered = (f32_gemv_list(),
+    register_dispatched_op("f32_gemv", [] { return std::string(f32_gemv_kernel().name); }), true);
 }  // namespace
 
 bool sgemm_dot_applies(const SgemmArgs& g) { return !g.trans_a || g.M == 1; }

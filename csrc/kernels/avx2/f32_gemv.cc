@@ -155,6 +155,6 @@ __attribute__((noinline)) void dot_tile(size_t k, const float* a, size_t lda, co
 
 }  // namespace
 
-const F32GemvKernel f32_gemv__avx2 = {"f32_gemv_3x4__avx2", rows_avx2, store_avx2, kDotMR, kDotNR, dot_tiles};
+const F32GemvKernel f32_gemv_3x4__avx2 = {"f32_gemv_3x4__avx2", rows_avx2, store_avx2, kDotMR, kDotNR, dot_tiles};
 
 }  // namespace nnkern

@@ -141,6 +141,6 @@ __attribute__((noinline)) void dot_tile(size_t k, const float* a, size_t lda, co
 
 }  // namespace
 
-const F32GemvKernel f32_gemv__avx512 = {"f32_gemv_3x8__avx512", rows_avx512, store_avx512, kDotMR, kDotNR, dot_tiles};
+const F32GemvKernel f32_gemv_3x8__avx512 = {"f32_gemv_3x8__avx512", rows_avx512, store_avx512, kDotMR, kDotNR, dot_tiles};
 
 }  // namespace nnkern

@@ -159,6 +159,6 @@ __attribute__((noinline)) void dot_tile(size_t k, const float* a, size_t lda, co
 
 }  // namespace
 
-const F32GemvKernel f32_gemv__neon = {"f32_gemv_3x4__neon", rows_neon, store_neon, kDotMR, kDotNR, dot_tiles};
+const F32GemvKernel f32_gemv_3x4__neon = {"f32_gemv_3x4__neon", rows_neon, store_neon, kDotMR, kDotNR, dot_tiles};
 
 }  // namespace nnkern

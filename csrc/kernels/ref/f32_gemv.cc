@@ -27,6 +27,6 @@ void dot_ref(size_t m, size_t n, size_t k, const float* a, size_t lda, const flo
 
 }  // namespace
 
-const F32GemvKernel f32_gemv_ref = {"f32_gemv__scalar", rows_ref, store_ref, kMR, kNR, dot_ref};
+const F32GemvKernel f32_gemv__scalar = {"f32_gemv__scalar", rows_ref, store_ref, kMR, kNR, dot_ref};
 
 }  // namespace nnkern
