@@ -3,6 +3,7 @@
 // names its kernels per level; ops read it at each call and never test CPU features themselves.
 #pragma once
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,7 +27,13 @@ class KernelTable {
 
   explicit KernelTable(KernelFor kernel_for) : kernel_for_(kernel_for) {}
 
-  const Kernel& get() const { return *entry().kernel; }
+  // The dispatched kernel. A family may lack a kernel at every level the cap allows (no scalar kernel,
+  // e.g. a VNNI-only family): get_or_null() then returns nullptr and get() throws instead of crashing.
+  const Kernel* get_or_null() const { return entry().kernel; }
+  const Kernel& get() const {
+    if (!entry().kernel) throw std::logic_error("no kernel of this family at the current ISA cap");
+    return *entry().kernel;
+  }
   Isa isa() const { return entry().isa; }  // the level whose kernel get() returns
 
  private:

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 #include "core/dispatch.h"
 #include "core/isa.h"
@@ -75,6 +76,27 @@ int main() {
     check(isa_supported(qfrom) && isa_within(qfrom, cap), "cap %s dispatched the int8 GEMM to %s (%s)", isa_name(cap),
           q.name, isa_name(qfrom));
     std::printf("cap %-10s -> %s\n", isa_name(cap), q.name);
+  }
+
+  {
+    // A family without a scalar kernel (only the best level of this architecture has one): capped below
+    // it, dispatch finds nothing and says so instead of dereferencing null.
+    struct TopOnly {
+      const char* name;
+    };
+    static const TopOnly only_top{"only_top"};
+    static const Isa top = isa_levels().back();
+    static const KernelTable<TopOnly> sparse([](Isa i) { return i == top ? &only_top : nullptr; });
+    set_max_isa(Isa::scalar);
+    bool threw = false;
+    try {
+      (void)sparse.get();
+    } catch (const std::logic_error&) {
+      threw = true;
+    }
+    check(sparse.get_or_null() == nullptr && threw, "a family without a scalar kernel: null, and get() throws");
+    set_max_isa(top);
+    check(sparse.get_or_null() == (isa_supported(top) ? &only_top : nullptr), "the top-level kernel where supported");
   }
 
 #if defined(__aarch64__)
