@@ -6,11 +6,8 @@
 
 #include "bindings/common.h"
 #include "kernels/qgemm_list.h"
+#include "ops/peak.h"
 #include "ops/qgemm.h"
-
-namespace nnkern {
-double i8_peak_ops(Isa isa, double seconds);  // ops/peak_i8.cc
-}
 
 namespace nnkern::bindings {
 namespace {

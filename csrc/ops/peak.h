@@ -11,6 +11,8 @@ namespace nnkern {
 // Flop/s of the ISA's FMA loop over about `seconds` (best of a few runs); 0 if the level has no loop
 // or the CPU lacks it.
 double f32_peak_flops(Isa isa, double seconds);
+// Int8 ops/s (2 per multiply-add) of the level's 8-bit loop (kernels/peak_i8.h), likewise; ops/peak_i8.cc.
+double i8_peak_ops(Isa isa, double seconds);
 
 // Best rate (work units per second) of a peak loop `Result loop(size_t iters, double* work_per_iter)`,
 // lengthened until one of five runs lasts a fifth of `seconds`. Shared by the f32 and int8 peaks.
