@@ -113,8 +113,7 @@ def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None) -> F32Array:
         out = given = np.empty(res_shape, F32)
     else:
         out = _check_output(out, "out", res_shape, a, b)
-    out_full = out[..., None, :] if a.ndim == 1 else out  # views, never copies: the result lands in out
-    out_full = out_full[..., None] if b.ndim == 1 else out_full
+    out_full = out.reshape(batch + (M, N))  # only length-1 axes added: a view, the result lands in out
     if not (M and N and out.size):
         return given
     if b2.ndim == 2 and out_full.flags.c_contiguous:
