@@ -84,7 +84,7 @@ def _describe(op, args, kwargs, result):
         k = kwargs.get("k", args[1] if len(args) > 1 else 0)
         kern = _kernel("f32_topk")
         alg = "register16" if "_16__" in kern and int(k) <= 16 else "select+sort"
-        return kern, alg + ("" if kwargs.get("largest", True) else ",smallest"), ("x",)
+        return kern, alg + ("" if kwargs.get("largest", True) else "/smallest"), ("x",)
     if op in ("qgemm", "qgemm16"):
         return _kernel("u8s8_gemm" if op == "qgemm" else "s16_gemm"), "exact-int32", ("a", "b")
     if op in ("quantize", "dequantize"):
