@@ -133,8 +133,8 @@ def as_bool(v, name: str) -> bool:
 def c_aligned(x: np.ndarray) -> np.ndarray:
     """x itself when C-contiguous and aligned for its dtype, else a C-contiguous aligned copy. (NumPy
     makes arrays at any byte offset; np.ascontiguousarray keeps a misaligned one as it is.)"""
-    if x.flags.c_contiguous and x.flags.aligned:
-        return x
+    if x.flags.c_contiguous and x.flags.aligned and (x.size or x.ctypes.data % x.itemsize == 0):
+        return x  # (numpy calls an empty array aligned at any address; the C++ checks do not)
     return np.array(x, order="C", copy=True)
 
 
