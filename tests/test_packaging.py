@@ -6,6 +6,8 @@ import importlib.metadata
 import pathlib
 import re
 
+import pytest
+
 import nnkern
 from nnkern import _C
 from helpers import describe_process, python_command
@@ -16,8 +18,18 @@ PKG = pathlib.Path(nnkern.__file__).parent
 PYPROJECT = pathlib.Path(__file__).resolve().parent.parent / "pyproject.toml"
 
 
+def installed_distribution():
+    """nnkern's distribution metadata, or skip: the aarch64 run imports a bare copy of the package from
+    PYTHONPATH, which has none (its __version__ is then the documented fallback)."""
+    try:
+        return importlib.metadata.distribution("nnkern")
+    except importlib.metadata.PackageNotFoundError:
+        assert nnkern.__version__ == "0+unknown"
+        pytest.skip("nnkern is not installed as a distribution here (no metadata to check)")
+
+
 def test_version_is_defined_once():
-    assert nnkern.__version__ == importlib.metadata.version("nnkern")
+    assert nnkern.__version__ == installed_distribution().version
     if PYPROJECT.exists():  # in a checkout: the one definition
         m = re.search(r'^version = "([^"]+)"', PYPROJECT.read_text(), re.M)
         assert m and m.group(1) == nnkern.__version__
@@ -48,7 +60,7 @@ def test_stub_lists_every_extension_name():
 
 
 def test_license_ships_with_the_package():
-    dist = importlib.metadata.distribution("nnkern")
+    dist = installed_distribution()
     assert "Apache-2.0" in (dist.metadata.get("License") or "") + " ".join(dist.metadata.get_all("License-Expression") or [])
     files = [str(f) for f in dist.files or []]
     assert any(f.endswith("LICENSE") for f in files), files[:20]
