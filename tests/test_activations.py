@@ -270,3 +270,19 @@ def test_coefficients_rederived():
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fit_sigmoid.py"), "--check"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_default_method_is_accurate():
+    """The default is the accurate method: sigmoid(-10) within 1e-6 relative of scipy's expit (minimax is 14%
+    off there), and the fast methods are one keyword away."""
+    special = pytest.importorskip("scipy.special", reason="scipy is not installed")
+    x = np.array([-10.0, -20.0, -3.0, 0.0, 3.0, 10.0], np.float32)
+    want = special.expit(x.astype(np.float64))
+    assert np.array_equal(nnkern.sigmoid(x), nnkern.sigmoid(x, method="accurate"))
+    assert np.array_equal(nnkern.tanh(x), nnkern.tanh(x, method="accurate"))
+    np.testing.assert_allclose(nnkern.sigmoid(x), want, rtol=1e-6)
+    np.testing.assert_allclose(nnkern.tanh(x), np.tanh(x.astype(np.float64)), rtol=1e-6, atol=5e-7)
+    assert abs(nnkern.sigmoid(x, method="minimax")[0] / want[0] - 1) > 0.1  # why the default changed
+    import inspect
+    for fn in (nnkern.sigmoid, nnkern.tanh):
+        assert inspect.signature(fn).parameters["method"].default == "accurate"

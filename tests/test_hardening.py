@@ -113,10 +113,11 @@ def layers():
 
 
 READ_ONLY = {
-    "Linear": ["in_features", "out_features", "bias", "activation", "kernel"],
-    "QLinear": ["in_features", "out_features", "output_dtype", "relu", "input_scale", "input_zero_point", "weight_q",
-                "weight_scale", "factor", "offset", "kernel"],
-    "LSTM": ["input_size", "hidden_size", "batch_first", "activation", "kernel", "projected_embeddings"],
+    "Linear": ["in_features", "out_features", "weight", "bias", "activation", "kernel"],
+    "QLinear": ["in_features", "out_features", "output_dtype", "relu", "dynamic", "input_scale", "input_zero_point",
+                "weight", "weight_q", "weight_scale", "bias", "factor", "offset", "kernel"],
+    "LSTM": ["input_size", "hidden_size", "batch_first", "activation", "kernel", "projected_embeddings",
+             "w_ih", "w_hh", "b_ih", "b_hh"],
 }
 
 
@@ -137,8 +138,11 @@ def test_layer_arrays_cannot_change_the_layer():
     ls["Linear"].bias[:] = 100.0  # a copy
     assert np.array_equal(ls["Linear"](x), want)
     ql = ls["QLinear"]
-    for name in ("weight_q", "weight_scale", "factor", "offset"):
+    for name in ("weight", "weight_q", "weight_scale", "bias", "factor", "offset"):
         assert not getattr(ql, name).flags.writeable, name
+    assert not ls["Linear"].weight.flags.writeable
+    for name in ("w_ih", "w_hh"):
+        assert not getattr(ls["LSTM"], name).flags.writeable, name
 
 
 def test_the_cpp_objects_check_what_the_kernels_use():

@@ -345,10 +345,39 @@ def test_sgemm_wrong_ndim_raises_value_error(shape_a, shape_b):
         nnkern.sgemm(np.ones(shape_a, np.float32), np.ones(shape_b, np.float32))
 
 
-@pytest.mark.parametrize("shape_a, shape_b", [((2, 2, 3), (3, 2)), ((2, 3), (1, 3, 2)), ((), (1,))])
-def test_matmul_wrong_ndim_raises_value_error(shape_a, shape_b):
+@pytest.mark.parametrize("shape_a, shape_b, match", [((), (1,), "0-D"), ((1,), (), "0-D"), ((2, 3), (4, 2), "aligned"),
+                                                     ((2, 2, 3), (3, 3, 2), "broadcast"),
+                                                     ((4, 1, 2, 3), (1, 3, 3, 5), None)])
+def test_matmul_bad_shapes_raise_value_error(shape_a, shape_b, match):
+    """What numpy.matmul refuses, nnkern refuses with a ValueError (the last pair broadcasts: no error)."""
+    a, b = np.ones(shape_a, np.float32), np.ones(shape_b, np.float32)
+    if match is None:
+        assert nnkern.matmul(a, b).shape == np.matmul(a, b).shape
+        return
     with pytest.raises(ValueError):
-        nnkern.matmul(np.ones(shape_a, np.float32), np.ones(shape_b, np.float32))
+        np.matmul(a, b)  # the reference refuses too (in its own words)
+    with pytest.raises(ValueError, match=match):
+        nnkern.matmul(a, b)
+
+
+@pytest.mark.parametrize("shape_a, shape_b", [((2, 3, 4), (4, 5)), ((4,), (2, 4, 3)), ((2, 1, 3, 4), (5, 4, 2)),
+                                              ((3, 4), (2, 4)), ((2, 5, 4), (4,)), ((0, 3, 4), (4, 2)),
+                                              ((2, 3, 0), (2, 0, 4)), ((1, 2, 1, 4), (3, 1, 4, 6))])
+def test_matmul_batches_like_numpy(isa, rng, shape_a, shape_b):
+    if shape_a == (3, 4):  # (3, 4) @ (2, 4).T-like: a transposed view as b
+        a, b = rand(rng, *shape_a), rand(rng, *shape_b).T
+    else:
+        a, b = rand(rng, *shape_a), rand(rng, *shape_b)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    got = nnkern.matmul(a, b)
+    assert got.shape == want.shape and got.dtype == np.float32
+    bound = gemm_bound(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64), a.shape[-1])
+    check_within_bound(got, want, np.broadcast_to(bound, want.shape), "batched matmul")
+    out = np.full(want.shape, np.nan, np.float32)
+    assert nnkern.matmul(a, b, out=out) is out and np.array_equal(out, got)
+    strided = np.full(want.shape + (2,), np.nan, np.float32)[..., 0]  # a non-contiguous out
+    nnkern.matmul(a, b, out=strided)
+    assert np.array_equal(strided, got)
 
 
 @pytest.mark.parametrize("trans_a, trans_b", TRANSPOSES, ids=TRANS_IDS)

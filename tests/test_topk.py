@@ -135,3 +135,52 @@ def test_bad_arguments():
         nnkern.topk(x, 2, axis=2)
     with pytest.raises(ValueError):
         nnkern.topk(np.zeros((), np.float32), 1)
+
+
+def ref_smallest(x, k):
+    """First k of a stable ascending sort of the last axis: by value, then by index, NaN last."""
+    idx = np.argsort(x, axis=-1, kind="stable")[..., :k]  # numpy: -0 == +0, NaN last
+    return np.take_along_axis(x, idx, -1), idx
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 16, 17, 40])
+def test_smallest(topk_isa, rng, k):
+    x = rng.standard_normal((9, 40)).astype(np.float32)
+    x[1, ::3] = np.nan
+    x[2, :] = np.nan
+    x[3, 5:20] = 0.5  # ties
+    x[4, ::2] = -0.0
+    x[4, 1::2] = 0.0
+    x[5, [3, 9]] = [np.inf, -np.inf]
+    v, i = nnkern.topk(x, k, largest=False)
+    rv, ri = ref_smallest(x, k)
+    np.testing.assert_array_equal(i, ri)
+    np.testing.assert_array_equal(v.view(np.uint32), rv.view(np.uint32))  # x's own bits (signed zeros, NaN)
+
+
+def test_torch_keywords_match_torch(rng):
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    x = rng.standard_normal((6, 30, 5)).astype(np.float32)
+    for dim in (0, 1, -1):
+        for largest in (True, False):
+            v, i = nnkern.topk(x, 4, dim=dim, largest=largest)
+            tv, ti = torch.topk(torch.from_numpy(x), 4, dim=dim, largest=largest)
+            np.testing.assert_array_equal(i, ti.numpy())  # distinct random values: no tie-order question
+            np.testing.assert_array_equal(v, tv.numpy())
+    a = nnkern.topk(x, 2, axis=1)
+    b = nnkern.topk(x, 2, dim=1)
+    assert all(np.array_equal(p, q) for p, q in zip(a, b))
+
+
+def test_torch_keyword_errors():
+    x = np.zeros((2, 5), np.float32)
+    with pytest.raises(TypeError, match="not both"):
+        nnkern.topk(x, 2, axis=0, dim=0)
+    with pytest.raises(ValueError, match="dim 3"):
+        nnkern.topk(x, 2, dim=3)
+    with pytest.raises(TypeError, match="largest must be a bool"):
+        nnkern.topk(x, 2, largest="no")
+    with pytest.raises(TypeError, match="k must be an integer, got bool"):
+        nnkern.topk(x, True)
+    with pytest.raises(TypeError, match="dim must be an integer"):
+        nnkern.topk(x, 2, dim=1.0)

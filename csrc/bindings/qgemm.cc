@@ -175,7 +175,19 @@ class QLinearPacked {
     }
   }
   // out (M, N) = output(x (M, K) uint8 or int8, minus the input zero point, times W).
-  void run(const py::array& x, py::array& out) const {
+  void run(const py::array& x, py::array& out) const { run_with(x, out, x_zero_, nullptr); }
+  // Dynamic quantization (float32 output only): this call's input zero point, and factor[n] * input_scale
+  // (one float32 product, as onnxruntime's Mul of the two scales) as the per-column factor.
+  void run_dynamic(const py::array& x, py::array& out, int x_zero, float input_scale) const {
+    if (out_ != QOut::f32 || !factor_.size()) throw py::value_error("internal: run_dynamic needs float32 output");
+    if (x_zero < 0 || x_zero > 255) throw py::value_error("internal: dynamic zero point outside uint8");
+    AlignedBuffer<float> factor(factor_.size());
+    for (size_t n = 0; n < factor_.size(); ++n) factor.data()[n] = factor_.data()[n] * input_scale;
+    run_with(x, out, x_zero, factor.data());
+  }
+
+ private:
+  void run_with(const py::array& x, py::array& out, int x_zero, const float* factor) const {
     const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
     const void* xp = u8 ? static_cast<const void*>(checked_in<uint8_t>(x, "x", {kAnyDim, ssize_t(packed_.K())}))
                         : checked_in<int8_t>(x, "x", {kAnyDim, ssize_t(packed_.K())});
@@ -189,15 +201,17 @@ class QLinearPacked {
       case QOut::s8: o.c = checked_out<int8_t>(out, "out", dims); break;
     }
     o.ldc = packed_.N();
-    o.scale = factor_.size() ? factor_.data() : nullptr;
+    o.scale = factor ? factor : factor_.size() ? factor_.data() : nullptr;
     o.bias = offset_.size() ? offset_.data() : nullptr;
     o.relu = relu_;
     o.lo = lo_;
     o.hi = hi_;
     const size_t M = size_t(x.shape(0));
     py::gil_scoped_release release;
-    packed_.run(M, u8 ? QType::u8 : QType::s8, xp, packed_.K(), x_zero_, o);
+    packed_.run(M, u8 ? QType::u8 : QType::s8, xp, packed_.K(), x_zero, o);
   }
+
+ public:
   std::string kernel_name() const { return packed_.kernel_name(); }
   size_t in_features() const { return packed_.K(); }
   size_t out_features() const { return packed_.N(); }
@@ -234,6 +248,7 @@ void bind_qgemm(py::module_& m) {
   py::class_<QLinearPacked>(m, "PackedQLinear")
       .def(py::init<const py::array&, int, const py::object&, const py::object&, bool, float, float, int>())
       .def("run", &QLinearPacked::run)
+      .def("run_dynamic", &QLinearPacked::run_dynamic)
       .def_property_readonly("kernel_name", &QLinearPacked::kernel_name)
       .def_property_readonly("in_features", &QLinearPacked::in_features)
       .def_property_readonly("out_features", &QLinearPacked::out_features);

@@ -24,6 +24,17 @@ void bind_quantize(py::module_& m) {
     py::gil_scoped_release release;
     dequantize(qp, xp, outer, C, inner, sp, zpp, is_signed);
   });
+  // (min, max) of the non-NaN elements of a 1-D C-contiguous float32 array; (inf, -inf) if there are none.
+  m.def("minmax", [](const py::array& x) {
+    const float* xp = checked_in<float>(x, "x", {kAnyDim});
+    const size_t n = size_t(x.size());
+    float lo = 0, hi = 0;
+    {
+      py::gil_scoped_release release;
+      minmax(xp, n, &lo, &hi);
+    }
+    return py::make_tuple(lo, hi);
+  });
 }
 
 }  // namespace nnkern::bindings

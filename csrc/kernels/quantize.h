@@ -7,6 +7,9 @@
 // (scale[i], zp[i]) (stride 1, a run across channels). Every ISA computes exactly these float32
 // operations (a correctly rounded division, no fused operations), so results are bit-identical to the
 // numpy formulation np.clip(np.rint(x / scale) + zp, lo, hi).
+//
+//   minmax:     *lo = min(x[i]), *hi = max(x[i]) over the non-NaN x[i] (+inf / -inf when there are none):
+//               the range dynamic quantization (onnxruntime's DynamicQuantizeLinear) derives its scale from.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,10 +21,13 @@ using QuantizeFn = void (*)(const float* x, uint8_t* q, size_t n, const float* s
 using DequantizeFn = void (*)(const uint8_t* q, float* x, size_t n, const float* scale, const int32_t* zp,
                               size_t stride, bool is_signed);
 
+using MinMaxFn = void (*)(const float* x, size_t n, float* lo, float* hi);
+
 struct QuantizeKernel {
   const char* name;
   QuantizeFn quantize;
   DequantizeFn dequantize;
+  MinMaxFn minmax;
 };
 
 extern const QuantizeKernel quantize__scalar;

@@ -1,7 +1,9 @@
 #include "ops/quantize.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/dispatch.h"
 #include "core/threadpool.h"
@@ -73,6 +75,19 @@ void dequantize(const uint8_t* q, float* x, size_t outer, size_t C, size_t inner
   for_runs(outer, C, inner, scale, zp, [&](size_t off, size_t n, const float* s, const int32_t* z, size_t stride) {
     k.dequantize(q + off, x + off, n, s, z, stride, is_signed);
   });
+}
+
+void minmax(const float* x, size_t n, float* lo, float* hi) {
+  const QuantizeKernel& k = quantize_kernel();
+  const size_t tasks = (n + kChunk - 1) / kChunk;
+  if (tasks <= 1) return k.minmax(x, n, lo, hi);
+  std::vector<float> los(tasks), his(tasks);  // one result per chunk: min/max is exact in any order
+  parallel_for(tasks, [&](size_t t) {
+    const size_t s = t * kChunk;
+    k.minmax(x + s, std::min(kChunk, n - s), &los[t], &his[t]);
+  });
+  *lo = *std::min_element(los.begin(), los.end());
+  *hi = *std::max_element(his.begin(), his.end());
 }
 
 }  // namespace nnkern

@@ -16,5 +16,7 @@ void quantize(const float* x, uint8_t* q, size_t outer, size_t C, size_t inner, 
               bool is_signed);
 void dequantize(const uint8_t* q, float* x, size_t outer, size_t C, size_t inner, const float* scale,
                 const int32_t* zp, bool is_signed);
+// The smallest and largest non-NaN x[i], i < n (+inf / -inf if there are none), threaded by chunks.
+void minmax(const float* x, size_t n, float* lo, float* hi);
 
 }  // namespace nnkern

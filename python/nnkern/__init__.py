@@ -1,8 +1,9 @@
 """nnkern: hand-written SIMD kernels for deep-learning inference on CPUs.
 
 Every op picks its kernels at run time from the CPU's features (cpuid / getauxval), capped by
-``NNKERN_MAX_ISA`` or :func:`set_max_isa`. Arrays are NumPy arrays; see each function's docstring
-for its dtype, layout and error-bound contract.
+``NNKERN_MAX_ISA`` or :func:`set_max_isa`. Arrays are NumPy arrays or any CPU array exposing DLPack or
+the buffer protocol (torch tensors are read without a copy); results are NumPy arrays. See each
+function's docstring for its dtype, layout and error-bound contract.
 """
 from . import _C  # noqa: F401  (the native core; importing it fails clearly if the build is missing)
 from ._isa import ISA_LEVELS, cpu_info, get_max_isa, max_isa, set_max_isa, supported_isas
@@ -14,9 +15,15 @@ from .gemm import Linear, matmul, sgemm
 from .lstm import LSTM, LSTMOutput
 from .topk import topk
 from .qgemm import QLinear, qgemm, qgemm16, qgemm_max_k
-from .quantize import dequantize, quantize, quantize_weights
+from .quantize import dequantize, dynamic_quantization_params, quantize, quantize_dynamic, quantize_weights
+from . import _verbose
 
-__version__ = "0.1.0"
+# The version is defined once, in pyproject.toml; the installed metadata carries it.
+try:
+    from importlib.metadata import PackageNotFoundError, version as _version
+    __version__: str = _version("nnkern")
+except PackageNotFoundError:  # imported from a build tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas",
@@ -24,8 +31,11 @@ __all__ = [
     "sgemm", "matmul", "Linear", "LSTM", "LSTMOutput",
     "sigmoid", "tanh", "topk",
     "qgemm", "qgemm16", "qgemm_max_k", "QLinear", "quantize", "dequantize", "quantize_weights",
+    "quantize_dynamic", "dynamic_quantization_params",
 ]
 
 _apply_environment_cap()
 _hook_threadpoolctl()  # threadpoolctl sees the pool once it is imported
+if _verbose.ENABLED:  # NNKERN_VERBOSE: decided once, here; when off nothing is wrapped
+    _verbose.install(globals())
 del _apply_environment_cap, _hook_threadpoolctl

@@ -17,6 +17,11 @@ import time
 MAIN_SHAPES = [(17, 13, 9), (64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (8, 1024, 1024)]
 
 
+def _version() -> str:
+    import nnkern
+    return nnkern.__version__
+
+
 def _kib(n: int) -> str:
     return f"{n / 1048576:.1f} MiB" if n >= 1048576 else f"{n // 1024} KiB"
 
@@ -67,6 +72,7 @@ def bench_elementwise(args) -> int:
         sizes = [int(s) for s in args.shapes] if args.shapes else elementwise.ACT_SIZES
         table, records = elementwise.activation_table(args.op, sizes, repeats=args.repeats)
     print(table)
+    _plot(args, lambda plot: plot.from_records(args.op, records))
     if args.json:
         import json
         with open(args.json, "w") as f:
@@ -97,6 +103,8 @@ def bench_lstm(args) -> int:
             print(table)
             print()
             records += recs
+    _plot(args, lambda plot: [c for t in threads for c in
+                              plot.from_records("lstm", [r for r in records if r["threads"] == t], t)])
     if args.json:
         import json
         with open(args.json, "w") as f:
@@ -130,6 +138,7 @@ def bench_int8(args, threads) -> int:
             print()
     print(harness.peaks_line("int8", "GOP/s", isas) + "  (avx2/avx512: the saturating vpmaddubsw sequence; "
           "avxvnni/avx512vnni: vpdpbusd)")
+    _plot(args, lambda plot: plot.from_results(results, threads, names))
     if args.json:
         import json
         with open(args.json, "w") as f:
@@ -138,9 +147,20 @@ def bench_int8(args, threads) -> int:
     return 0
 
 
+def _plot(args, make_charts) -> None:
+    """--plot FILE: the charts of the tables just printed."""
+    if args.plot:
+        from nnkern.bench import plot
+        plot.save(make_charts(plot), args.plot)
+        print(f"charts written to {args.plot}")
+
+
 def bench(args) -> int:
     from nnkern.bench import harness, ops
     import nnkern
+    if args.plot:
+        from nnkern.bench import plot
+        plot.require_matplotlib()  # before the benchmark, not after it
     if args.op in ("sigmoid", "tanh", "topk"):
         return bench_elementwise(args)
     if args.op == "lstm":
@@ -166,6 +186,7 @@ def bench(args) -> int:
         print()
     print(harness.peaks_line("f32", "GFLOP/s"))
     print(ops.openblas_note())
+    _plot(args, lambda plot: plot.from_results(results, threads, sorted({r.op for r in results})))
     if args.json:
         import json
         with open(args.json, "w") as f:
@@ -177,6 +198,7 @@ def bench(args) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m nnkern", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"nnkern {_version()}")
     sub = p.add_subparsers(dest="cmd")
     sub.add_parser("info", help="CPU, features, caches and the chosen kernels")
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
@@ -193,6 +215,8 @@ def main(argv=None) -> int:
     b.add_argument("--repeats", type=int, default=None, help="repetitions per shape (default 7, quick 5)")
     b.add_argument("--no-subprocess", action="store_true", help="skip numpy with OPENBLAS_* unset")
     b.add_argument("--json", help="also write the result records to this file")
+    b.add_argument("--plot", metavar="FILE.png", help="also draw one bar chart per table into this image "
+                                                      "(needs matplotlib: pip install 'nnkern[plot]')")
     args = p.parse_args(argv)
     if args.cmd == "info":
         print_info()

@@ -3,20 +3,82 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any, Protocol, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _C
 
 F32 = np.dtype(np.float32)
+
+
+class SupportsDLPack(Protocol):
+    """An array exposing DLPack (a torch tensor, a jax or cupy array): read without a copy on the CPU."""
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
+
+#: What the ops accept as an array: an ndarray, a DLPack producer, or a buffer-protocol object.
+ArrayIn = Union[npt.NDArray[Any], SupportsDLPack, memoryview, bytearray, bytes]
+F32Array = npt.NDArray[np.float32]
 F32_MAX = float(np.finfo(np.float32).max)
 
 
+# DLPack device types (dlpack.h DLDeviceType) for the "CPU only" message.
+_DL_CPU = 1
+_DL_DEVICES = {2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI", 10: "ROCm",
+               11: "ROCm host", 13: "CUDA managed", 14: "oneAPI", 15: "WebGPU", 16: "Hexagon"}
+ARRAY_KINDS = "a numpy.ndarray, or a CPU array exposing DLPack or the buffer protocol (torch.Tensor, memoryview)"
+
+
+def as_array(x, name: str) -> np.ndarray:
+    """``x`` as a NumPy array over the same memory, never a copy: an ndarray itself; a DLPack producer on
+    the CPU (a torch tensor, jax/cupy-style arrays) through ``np.from_dlpack``; a buffer-protocol object
+    (memoryview, bytearray, array.array) through ``np.asarray``. TypeError for anything else (lists
+    included: converting them would be a silent copy and dtype choice), and "CPU only" for a device array."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        try:
+            kind, index = x.__dlpack_device__()
+        except Exception as e:  # a broken producer: say so rather than crash later
+            raise TypeError(f"{name}: {type(x).__name__}.__dlpack_device__() failed: {e}") from None
+        if int(kind) != _DL_CPU:
+            where = _DL_DEVICES.get(int(kind), f"device type {int(kind)}")
+            raise TypeError(f"{name} is a {where} array (device {index}): nnkern is CPU only; copy it to the CPU "
+                            f"first (e.g. tensor.cpu())")
+        try:
+            return np.from_dlpack(x)
+        except (BufferError, RuntimeError, TypeError, ValueError) as e:  # e.g. bfloat16, requires_grad
+            raise TypeError(f"{name}: {type(x).__name__} cannot be read through DLPack: {e}") from None
+    try:
+        view = memoryview(x)
+    except TypeError:
+        pass
+    else:
+        try:
+            return np.asarray(view)
+        except (TypeError, ValueError) as e:  # a buffer format numpy does not know
+            raise TypeError(f"{name}: {type(x).__name__} buffer cannot be read as an array: {e}") from None
+    raise TypeError(f"{name} must be {ARRAY_KINDS}, got {type(x).__name__}")
+
+
+def as_output(out, name: str) -> np.ndarray:
+    """An ``out=`` argument as a NumPy view of its memory (see :func:`as_array`); the op writes through it
+    and returns the caller's object."""
+    arr = as_array(out, name)
+    if not arr.flags.writeable:
+        raise ValueError(f"{name} is read-only")
+    return arr
+
+
 def require_array(x, name: str, dtype: np.dtype) -> np.ndarray:
-    """``x`` must be a NumPy array of ``dtype``: no silent casts (a float64 input would lose precision
-    and cost a copy the caller did not ask for)."""
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a numpy.ndarray of {dtype}, got {type(x).__name__}")
+    """``x`` (see :func:`as_array`) must hold ``dtype``: no silent casts (a float64 input would lose
+    precision and cost a copy the caller did not ask for). Returns the NumPy view of x."""
+    x = as_array(x, name)
     if x.dtype is not dtype and x.dtype != dtype:
         raise TypeError(f"{name} must have dtype {dtype}, got {x.dtype} (convert with {name}.astype(np.{dtype}))")
     return x
@@ -71,8 +133,8 @@ def as_bool(v, name: str) -> bool:
 def c_aligned(x: np.ndarray) -> np.ndarray:
     """x itself when C-contiguous and aligned for its dtype, else a C-contiguous aligned copy. (NumPy
     makes arrays at any byte offset; np.ascontiguousarray keeps a misaligned one as it is.)"""
-    if x.flags.c_contiguous and x.flags.aligned:
-        return x
+    if x.flags.c_contiguous and x.flags.aligned and (x.size or x.ctypes.data % x.itemsize == 0):
+        return x  # (numpy calls an empty array aligned at any address; the C++ checks do not)
     return np.array(x, order="C", copy=True)
 
 
@@ -80,3 +142,10 @@ def aligned_target(out: np.ndarray) -> np.ndarray:
     """Where a kernel writes the C-contiguous ``out``: out itself when aligned, else a temporary that the
     caller copies into out afterwards."""
     return out if out.flags.aligned else np.empty(out.shape, out.dtype)
+
+
+def read_only_copy(x: np.ndarray) -> np.ndarray:
+    """A C-contiguous, aligned copy that cannot be written (a layer's weights exposed as attributes)."""
+    c = np.array(x, order="C", copy=True)
+    c.flags.writeable = False
+    return c

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 
 from . import _C
 
@@ -63,10 +64,13 @@ def cpu_info() -> dict:
 
 
 def _apply_environment_cap() -> None:
+    """NNKERN_MAX_ISA caps the ISA at import. An unknown name is ignored with a warning: a typo in the
+    environment must not make ``import nnkern`` fail (set_max_isa still raises for one)."""
     name = os.environ.get("NNKERN_MAX_ISA", "").strip()
     if name:
         try:
             _check_isa_name(name)
         except ValueError as e:
-            raise ValueError(f"NNKERN_MAX_ISA: {e}") from None
+            warnings.warn(f"NNKERN_MAX_ISA ignored: {e}", RuntimeWarning, stacklevel=3)
+            return
         _C.set_max_isa(name)

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from . import _C
-from ._arrays import (F32, aligned_target, as_bool, as_float_scalar, c_aligned, check_no_overlap, require_array,
-                      require_ndim)
+from ._arrays import (F32, ArrayIn, F32Array, aligned_target, as_array, as_bool, as_float_scalar, as_output,
+                      c_aligned, check_no_overlap, read_only_copy, require_array, require_ndim)
 
 __all__ = ["sgemm", "matmul", "Linear"]
 
@@ -17,7 +18,8 @@ __all__ = ["sgemm", "matmul", "Linear"]
 GEMM_ERROR_FACTOR = 2.0
 
 
-def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, algorithm="auto"):
+def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = False, alpha: float = 1.0,
+          beta: float = 0.0, c: ArrayIn | None = None, algorithm: str = "auto") -> F32Array:
     """C = alpha * op(A) @ op(B) + beta * C, in float32, with BLAS semantics.
 
     a, b: 2-D float32 arrays (any other dtype raises TypeError: convert with ``.astype(np.float32)``).
@@ -34,8 +36,8 @@ def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, al
     Error bound per element: |C - exact| <= (2 K + 2) eps |alpha| (|op(A)| @ |op(B)|) + 2 eps |beta C|,
     eps = 2**-24.
     """
-    _check_matrix(a, "a")
-    _check_matrix(b, "b")
+    a = _check_matrix(a, "a")
+    b = _check_matrix(b, "b")
     trans_a, trans_b = as_bool(trans_a, "trans_a"), as_bool(trans_b, "trans_b")
     algorithm = _algorithm(algorithm)
     alpha = as_float_scalar(alpha, "alpha")
@@ -49,14 +51,15 @@ def sgemm(a, b, *, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, al
         sa = f"a{'.T' if trans_a else ''} of shape {(M, K)}"
         sb = f"b{'.T' if trans_b else ''} of shape {(Kb, N)}"
         raise ValueError(f"sgemm: inner dimensions differ: {sa} and {sb}")
+    given = c
     if c is None:
-        c = np.empty((M, N), F32)
+        c = given = np.empty((M, N), F32)
         beta = 0.0
     else:
-        _check_output(c, "c", (M, N), a, b)
+        c = _check_output(c, "c", (M, N), a, b)
     if M and N:
         _C.sgemm(a, trans_a, b, trans_b, c, alpha, beta, None, False, algorithm)
-    return c
+    return given
 
 
 def _algorithm(v):
@@ -71,60 +74,85 @@ def _algorithm(v):
 def _check_matrix(x, name):
     # The common case costs three attribute tests; anything else gets the full, named diagnosis.
     if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim != 2:
-        require_array(x, name, F32)
+        x = require_array(x, name, F32)
         require_ndim(x, name, (2,))
+    return x
 
 
 def _check_output(out, name, shape, a, b):
+    """The NumPy view of the output argument, after checking it."""
     if type(out) is not np.ndarray or out.dtype is not F32:
-        require_array(out, name, F32)
+        out = require_array(as_output(out, name), name, F32)
     if out.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {out.shape}")
     if not out.flags.writeable:
         raise ValueError(f"{name} is read-only")
     if _C.may_overlap(out, a) or _C.may_overlap(out, b):
         check_no_overlap(out, name, a=a, b=b)
+    return out
 
 
-def matmul(a, b, out=None):
-    """``a @ b`` for float32 matrices and vectors, like numpy.matmul for 1-D and 2-D operands.
+def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None) -> F32Array:
+    """``a @ b`` for float32 arrays, as numpy.matmul: (..., M, K) @ (..., K, N) -> (..., M, N).
 
-    A 1-D ``a`` is a row vector, a 1-D ``b`` a column vector (the added dimension is removed from the
-    result). Arrays of more than 2 dimensions raise ValueError. ``out`` must have the result's shape.
+    The batch dimensions (all but the last two) broadcast against each other as in numpy. A 1-D ``a`` is
+    a row vector and a 1-D ``b`` a column vector, the added dimension removed from the result. 0-D
+    operands raise ValueError (numpy does too). ``out`` (float32, the result's shape, not overlapping
+    a or b) is written and returned. When b has no batch dimensions, a's batch is one GEMM; otherwise
+    one GEMM per batch entry.
     """
     for x, name in ((a, "a"), (b, "b")):
-        if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim not in (1, 2):
-            require_array(x, name, F32)
-            require_ndim(x, name, (1, 2))
+        if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim == 0:
+            x = require_array(x, name, F32)
+            if x.ndim == 0:
+                raise ValueError(f"matmul: {name} is 0-D: use multiplication for scalars (as numpy.matmul)")
+            if name == "a":
+                a = x
+            else:
+                b = x
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
-    (M, K), (Kb, N) = a2.shape, b2.shape
+    (M, K), (Kb, N) = a2.shape[-2:], b2.shape[-2:]
     if K != Kb:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned ({K} != {Kb})")
-    res_shape = (M, N)
-    if a.ndim == 1 or b.ndim == 1:
-        res_shape = tuple(d for d, squeeze in zip(res_shape, (a.ndim == 1, b.ndim == 1)) if not squeeze)
+    try:
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions {a2.shape[:-2]} and {b2.shape[:-2]} do not broadcast "
+                         f"(shapes {a.shape} and {b.shape})") from None
+    res_shape = batch + ((M,) if a.ndim > 1 else ()) + ((N,) if b.ndim > 1 else ())
+    given = out
     if out is None:
-        out = np.empty(res_shape, F32)
+        out = given = np.empty(res_shape, F32)
     else:
-        _check_output(out, "out", res_shape, a, b)
-    if M and N:
-        out2 = out[None] if a.ndim == 1 else out  # views, never copies: the result lands in out
-        out2 = out2[..., None] if b.ndim == 1 else out2
-        _C.sgemm(a2, False, b2, False, out2, 1.0, 0.0, None, False)
-    return out
+        out = _check_output(out, "out", res_shape, a, b)
+    out_full = out.reshape(batch + (M, N))  # only length-1 axes added: a view, the result lands in out
+    if not (M and N and out.size):
+        return given
+    if b2.ndim == 2 and out_full.flags.c_contiguous:
+        # One GEMM: a's batch rows stacked (a copy only where a's layout cannot be viewed so).
+        rows = math.prod(a2.shape[:-1])
+        _C.sgemm(a2.reshape(rows, K), False, b2, False, out_full.reshape(rows, N), 1.0, 0.0, None, False)
+        return given
+    ab = np.broadcast_to(a2, batch + (M, K))
+    bb = np.broadcast_to(b2, batch + (K, N))
+    for idx in np.ndindex(*batch):
+        _C.sgemm(ab[idx], False, bb[idx], False, out_full[idx], 1.0, 0.0, None, False)
+    return given
 
 
 class Linear:
     """``y = x @ weight.T + bias`` with the weight packed once, like torch.nn.Linear (inference).
 
-    weight: float32 (out_features, in_features); bias: float32 (out_features,) or None;
-    activation: None or "relu", fused into the store of the GEMM.
-    The weight is copied and packed for the kernel the dispatcher picks at construction; under a
-    different ISA cap later, calls stay correct but unpack per call. Safe to call from several threads.
+    weight: float32 (out_features, in_features); bias: float32 (out_features,) or None (ndarrays, or CPU
+    DLPack / buffer-protocol arrays such as torch tensors); activation: None or "relu", fused into the
+    store of the GEMM. The weight is copied and packed for the kernel the dispatcher picks at
+    construction; under a different ISA cap later, calls stay correct but unpack per call. Safe to call
+    from several threads. ``weight`` and ``bias`` are read-only copies; pickling and ``copy.deepcopy``
+    store them and repack on load (results bit-identical under the same ISA cap).
     """
 
-    def __init__(self, weight, bias=None, *, activation=None):
+    def __init__(self, weight: ArrayIn, bias: ArrayIn | None = None, *, activation: str | None = None) -> None:
         weight = require_array(weight, "weight", F32)
         require_ndim(weight, "weight", (2,))
         out_features = weight.shape[0]
@@ -136,13 +164,21 @@ class Linear:
         if not (activation is None or (isinstance(activation, str) and activation == "relu")):
             raise ValueError(f"activation must be None or 'relu', got {activation!r}")
         self._activation = activation
+        self._weight = read_only_copy(weight)  # kept for .weight and pickling (the packed copy is opaque)
         # The C++ object copies weight and bias and holds every size a call uses; the attributes below
         # are read-only views of it, so no Python-side change can make a call read or write out of bounds.
-        self._packed = _C.PackedLinear(c_aligned(weight), bias, activation == "relu")
+        self._packed = _C.PackedLinear(self._weight, bias, activation == "relu")
+
+    @classmethod
+    def from_torch(cls, module: Any, *, activation: str | None = None) -> Linear:
+        """The same layer as a float32 ``torch.nn.Linear`` (its weight and bias copied)."""
+        weight, bias = _torch_linear_params(module, "Linear.from_torch")
+        return cls(weight, bias, activation=activation)
 
     in_features = property(lambda self: self._packed.in_features, doc="K, the features of each input row")
     out_features = property(lambda self: self._packed.out_features, doc="N, the features of each output row")
     activation = property(lambda self: self._activation, doc="None or 'relu' (fused)")
+    weight = property(lambda self: self._weight, doc="the float32 weight (out_features, in_features), read-only")
     bias = property(lambda self: self._packed.bias, doc="a copy of the float32 bias, or None")
 
     @property
@@ -150,31 +186,50 @@ class Linear:
         """The micro-kernel the weight was packed for."""
         return self._packed.kernel_name
 
-    def __call__(self, x, out=None):
+    def __call__(self, x: ArrayIn, out: ArrayIn | None = None) -> F32Array:
         x = require_array(x, "x", F32)
         K, N = self.in_features, self.out_features
         if x.ndim < 1 or x.shape[-1] != K:
             raise ValueError(f"x must have shape (..., {K}), got {x.shape}")
         lead = x.shape[:-1]
         shape = lead + (N,)
+        given = out
         if out is None:
-            out = np.empty(shape, F32)
+            out = given = np.empty(shape, F32)
         else:
-            out = require_array(out, "out", F32)
+            out = require_array(as_output(out, "out"), "out", F32)
             if out.shape != shape:
                 raise ValueError(f"out must have shape {shape}, got {out.shape}")
             if not out.flags.c_contiguous or not out.flags.writeable:
                 raise ValueError("out must be a writeable C-contiguous array")
             check_no_overlap(out, "out", x=x)
         if out.size == 0:
-            return out
+            return given
         rows = math.prod(lead)
         x2 = c_aligned(x.reshape(rows, K))
         target = aligned_target(out)
         self._packed.run(x2, target.reshape(rows, N))
         if target is not out:
             np.copyto(out, target)
-        return out
+        return given
+
+    def __getstate__(self):
+        return {"weight": self._weight, "bias": self.bias, "activation": self._activation}
+
+    def __setstate__(self, state):
+        self.__init__(state["weight"], state["bias"], activation=state["activation"])
 
     def __repr__(self):
         return f"Linear(in_features={self.in_features}, out_features={self.out_features}, kernel={self.kernel!r})"
+
+
+def _torch_linear_params(module, what):
+    """(weight, bias or None) of a torch.nn.Linear as float32 NumPy copies; TypeError for anything else."""
+    if type(module).__name__ != "Linear" or not hasattr(module, "weight") or not hasattr(module, "in_features"):
+        raise TypeError(f"{what} takes a torch.nn.Linear, got {type(module).__name__}")
+    w = module.weight
+    if str(w.dtype) != "torch.float32":
+        raise TypeError(f"{what}: the module's weight is {w.dtype}, not torch.float32 (convert with module.float())")
+    weight = w.detach().cpu().numpy().copy()
+    bias = None if module.bias is None else module.bias.detach().cpu().numpy().copy()
+    return weight, bias

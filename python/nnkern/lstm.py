@@ -6,10 +6,12 @@ hidden units right after its gate tiles are computed (in L1), writing h and c di
 """
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import numpy as np
 
 from . import _C
-from ._arrays import F32, as_bool, c_aligned, require_array, require_ndim
+from ._arrays import ArrayIn, F32, as_array, as_bool, c_aligned, read_only_copy, require_array, require_ndim
 from .activations import ACTIVATION_METHODS
 
 __all__ = ["LSTM", "LSTMOutput"]
@@ -66,7 +68,8 @@ class LSTM:
     general). NaN or Inf in an input propagate to the rows and steps that depend on it.
     """
 
-    def __init__(self, w_ih, w_hh, b_ih=None, b_hh=None, batch_first=False, activation="accurate"):
+    def __init__(self, w_ih: ArrayIn, w_hh: ArrayIn, b_ih: ArrayIn | None = None, b_hh: ArrayIn | None = None,
+                 batch_first: bool = False, activation: str = "accurate") -> None:
         w_ih = require_array(w_ih, "w_ih", F32)
         w_hh = require_array(w_hh, "w_hh", F32)
         require_ndim(w_ih, "w_ih", (2,))
@@ -77,17 +80,24 @@ class LSTM:
         if w_hh.shape != (4 * H, H):
             raise ValueError(f"w_hh must have shape {(4 * H, H)} for w_ih of shape {w_ih.shape}, got {w_hh.shape}")
         bias = None
+        biases = []
         for b, name in ((b_ih, "b_ih"), (b_hh, "b_hh")):
             if b is None:
+                biases.append(None)
                 continue
             b = require_array(b, name, F32)
             if b.shape != (4 * H,):
                 raise ValueError(f"{name} must have shape ({4 * H},), got {b.shape}")
+            biases.append(read_only_copy(b))
             bias = b.copy() if bias is None else bias + b  # float32, one rounding
         if not isinstance(activation, str) or activation not in ACTIVATION_METHODS:
             raise ValueError(f"activation must be one of {ACTIVATION_METHODS}, got {activation!r}")
         self._batch_first = as_bool(batch_first, "batch_first")
         self._activation = activation
+        # Read-only copies for the attributes and pickling (the packed ones are opaque).
+        self._w_ih, self._w_hh = read_only_copy(w_ih), read_only_copy(w_hh)
+        self._b_ih, self._b_hh = biases
+        self._embedding_table = None
         # The C++ op copies and packs the weights and holds every size a call uses (input_size and
         # hidden_size below read it): no attribute change can make a call go out of bounds.
         self._op = _C.Lstm(c_aligned(w_ih), c_aligned(w_hh), None if bias is None else c_aligned(bias))
@@ -96,10 +106,20 @@ class LSTM:
     hidden_size = property(lambda self: self._op.hidden_size, doc="H, the hidden (and output) features")
     batch_first = property(lambda self: self._batch_first, doc="x and output are (batch, seq, feature)")
     activation = property(lambda self: self._activation, doc="the sigmoid/tanh method: accurate, scalef, minimax")
+    w_ih = property(lambda self: self._w_ih, doc="float32 (4H, input_size), gates i, f, g, o; read-only")
+    w_hh = property(lambda self: self._w_hh, doc="float32 (4H, H), read-only")
+    b_ih = property(lambda self: self._b_ih, doc="float32 (4H,) or None, read-only")
+    b_hh = property(lambda self: self._b_hh, doc="float32 (4H,) or None, read-only")
 
     @classmethod
-    def from_torch(cls, module, activation="accurate"):
-        """The same layer as a ``torch.nn.LSTM`` with one layer, one direction and no projection."""
+    def from_torch(cls, module: Any, activation: str = "accurate") -> LSTM:
+        """The same layer as a ``torch.nn.LSTM`` with one layer, one direction and no projection.
+        Any other module (a GRU or RNN included) raises TypeError."""
+        mode = getattr(module, "mode", None)  # torch.nn.RNNBase: "LSTM", "GRU", "RNN_TANH", "RNN_RELU"
+        if mode != "LSTM" or not hasattr(module, "weight_ih_l0"):
+            kind = {"GRU": "a GRU", "RNN_TANH": "an RNN", "RNN_RELU": "an RNN"}.get(mode, type(module).__name__)
+            raise TypeError(f"LSTM.from_torch takes a torch.nn.LSTM, got {kind} ({type(module).__name__}): "
+                            f"its gates and weight shapes differ from an LSTM's")
         if module.num_layers != 1 or module.bidirectional or getattr(module, "proj_size", 0):
             raise ValueError("only single-layer, unidirectional LSTMs without proj_size are supported")
 
@@ -114,7 +134,8 @@ class LSTM:
         """The GEMM micro-kernel the weights were packed for."""
         return self._op.kernel_name
 
-    def __call__(self, x, hx=None, *, h0=None, c0=None, lengths=None) -> LSTMOutput:
+    def __call__(self, x: ArrayIn, hx: tuple[ArrayIn, ArrayIn] | None = None, *, h0: ArrayIn | None = None,
+                 c0: ArrayIn | None = None, lengths: ArrayIn | Sequence[int] | None = None) -> LSTMOutput:
         """Run the layer over a sequence.
 
         x: float32 (seq, batch, input_size), (batch, seq, input_size) with batch_first, or (seq, input_size)
@@ -138,7 +159,7 @@ class LSTM:
             raise ValueError(f"x must have input_size = {self.input_size} features in its last axis, got shape {x.shape}")
         return self._run(x, x.shape[:-1], hx, h0, c0, lengths, table=None)
 
-    def precompute_embeddings(self, table) -> None:
+    def precompute_embeddings(self, table: ArrayIn) -> None:
         """Store ``table @ w_ih.T + b_ih + b_hh`` for every row of an embedding table (vocab, input_size),
         so that :meth:`forward_tokens` copies each token's input projection instead of computing it
         (seed I17). Takes vocab x 4H x 4 bytes; replaces a previous table."""
@@ -147,13 +168,15 @@ class LSTM:
         if table.shape[1] != self.input_size:
             raise ValueError(f"table must have shape (vocab, {self.input_size}), got {table.shape}")
         self._op.set_table(c_aligned(table))  # calls running on another thread keep the old table
+        self._embedding_table = read_only_copy(table)  # for pickling: projected again on load
 
     @property
     def projected_embeddings(self):
         """The (vocab, 4H) table stored by :meth:`precompute_embeddings` (read-only), or None."""
         return self._op.table
 
-    def forward_tokens(self, ids, hx=None, *, h0=None, c0=None, lengths=None) -> LSTMOutput:
+    def forward_tokens(self, ids: ArrayIn, hx: tuple[ArrayIn, ArrayIn] | None = None, *, h0: ArrayIn | None = None,
+                       c0: ArrayIn | None = None, lengths: ArrayIn | Sequence[int] | None = None) -> LSTMOutput:
         """``self(table[ids], ...)`` for the table given to :meth:`precompute_embeddings`, without the input
         GEMM: bit-identical to it under the ISA cap the table was projected under (another cap's kernel
         rounds the projection differently, within the same bound).
@@ -163,8 +186,7 @@ class LSTM:
         """
         if self._op.table is None:
             raise RuntimeError("forward_tokens needs precompute_embeddings(table) first")
-        if not isinstance(ids, np.ndarray):
-            raise TypeError(f"ids must be a numpy.ndarray of integers, got {type(ids).__name__}")
+        ids = as_array(ids, "ids")
         if ids.dtype.kind not in "iu":
             raise TypeError(f"ids must have an integer dtype, got {ids.dtype}")
         if ids.ndim not in (1, 2):
@@ -230,6 +252,17 @@ class LSTM:
                 s = c_aligned(s.reshape(batch, H))
             states.append(s)
         return states
+
+    def __getstate__(self):
+        return {"w_ih": self._w_ih, "w_hh": self._w_hh, "b_ih": self._b_ih, "b_hh": self._b_hh,
+                "batch_first": self._batch_first, "activation": self._activation, "table": self._embedding_table}
+
+    def __setstate__(self, state):
+        # Repacked, and the embedding table projected again, under the current ISA cap.
+        self.__init__(state["w_ih"], state["w_hh"], state["b_ih"], state["b_hh"], batch_first=state["batch_first"],
+                      activation=state["activation"])
+        if state.get("table") is not None:
+            self.precompute_embeddings(state["table"])
 
     def __repr__(self):
         return (f"LSTM(input_size={self.input_size}, hidden_size={self.hidden_size}, batch_first={self.batch_first}, "

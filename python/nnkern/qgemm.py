@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _C
-from ._arrays import aligned_target, as_bool, c_aligned, check_no_overlap, is_real_scalar
+from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, as_output, c_aligned, check_no_overlap,
+                      is_real_scalar, read_only_copy)
 
 __all__ = ["qgemm", "qgemm16", "QLinear", "qgemm_max_k"]
 
@@ -18,8 +21,7 @@ _RANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127), np.dtype
 
 
 def _require(x, name, dtypes):
-    if type(x) is not np.ndarray and not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    x = as_array(x, name)
     if x.dtype not in dtypes:
         want = " or ".join(np.dtype(d).name for d in dtypes)
         raise TypeError(f"{name} must have dtype {want}, got {x.dtype}")
@@ -70,7 +72,7 @@ def _column_zero_points(v, name, dtype, N):
     return _zero_point(v, name, dtype), None
 
 
-def qgemm_max_k(a_dtype, a_zero_point=0, b_zero_point=0):
+def qgemm_max_k(a_dtype: npt.DTypeLike, a_zero_point: int = 0, b_zero_point: int | ArrayIn = 0) -> int:
     """The largest K for which every uint8/int8 x int8 product sum_k (a - za)(b - zb) fits int32:
     (2**31 - 1) // (max |a - za| * max |b - zb|) over the whole value ranges of the dtypes
     (b_zero_point may be per column: the worst column counts). E.g. 65793 for za = zb = 0, uint8."""
@@ -95,9 +97,9 @@ def qgemm_max_k(a_dtype, a_zero_point=0, b_zero_point=0):
 def _output(out, M, N):
     if out is None:
         return np.empty((M, N), np.int32)
-    if not isinstance(out, np.ndarray) or out.dtype != np.int32:
-        raise TypeError(f"out must be a numpy.ndarray of int32, got "
-                        f"{out.dtype if isinstance(out, np.ndarray) else type(out).__name__}")
+    out = as_output(out, "out")
+    if out.dtype != np.int32:
+        raise TypeError(f"out must have dtype int32, got {out.dtype}")
     if out.shape != (M, N):
         raise ValueError(f"out must have shape {(M, N)}, got {out.shape}")
     if not out.flags.c_contiguous or not out.flags.writeable:
@@ -114,7 +116,8 @@ def _algorithm(v):
     return v
 
 
-def qgemm(a, b, *, a_zero_point=0, b_zero_point=0, out=None, algorithm="auto"):
+def qgemm(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int | ArrayIn = 0,
+          out: ArrayIn | None = None, algorithm: str = "auto") -> npt.NDArray[np.int32]:
     """Exact integer matrix product: C[m, n] = sum_k (a[m, k] - a_zero_point) * (b[k, n] - b_zero_point[n]).
 
     a: uint8 or int8 (M, K) activations; b: int8 (K, N) weights; result int32 (M, N), bit-exact (it
@@ -144,20 +147,22 @@ def qgemm(a, b, *, a_zero_point=0, b_zero_point=0, out=None, algorithm="auto"):
     if K > kmax:
         raise ValueError(f"K = {K} exceeds {kmax}, the largest K whose results all fit int32 with these "
                          f"dtypes and zero points")
+    given = out
     out = _output(out, M, N)
+    given = out if given is None else given
     if np.may_share_memory(out, a) or np.may_share_memory(out, b):
         check_no_overlap(out, "out", a=a, b=b)
     if out.size == 0:
-        return out
+        return given
     target = aligned_target(out)
-    _C.qgemm(a if a.flags.c_contiguous else np.ascontiguousarray(a), _QTYPE[a.dtype], za,
-             b if b.flags.c_contiguous else np.ascontiguousarray(b), 1, zb_arr, zb, target, algorithm)
+    _C.qgemm(c_aligned(a), _QTYPE[a.dtype], za, c_aligned(b), 1, zb_arr, zb, target, algorithm)
     if target is not out:
         np.copyto(out, target)
-    return out
+    return given
 
 
-def qgemm16(a, b, *, a_zero_point=0, b_zero_point=0, out=None, algorithm="auto"):
+def qgemm16(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int | ArrayIn = 0,
+            out: ArrayIn | None = None, algorithm: str = "auto") -> npt.NDArray[np.int32]:
     """Exact int16 x int16 -> int32 product (VPDPWSSD where available, VPMADDWD otherwise):
     C[m, n] = sum_k (a[m, k] - a_zero_point) * (b[k, n] - b_zero_point[n]).
 
@@ -175,10 +180,12 @@ def qgemm16(a, b, *, a_zero_point=0, b_zero_point=0, out=None, algorithm="auto")
         raise ValueError(f"qgemm16: inner dimensions differ: a of shape {a.shape} and b of shape {b.shape}")
     za = _zero_point(a_zero_point, "a_zero_point", _I16[0])
     zb, zb_arr = _column_zero_points(b_zero_point, "b_zero_point", _I16[0], N)
+    given = out
     out = _output(out, M, N)
+    given = out if given is None else given
     check_no_overlap(out, "out", a=a, b=b)
     if out.size == 0:
-        return out
+        return given
     if K:
         da = max(abs(int(a.max()) - za), abs(int(a.min()) - za))
         bz = zb_arr.astype(np.int64) if zb_arr is not None else np.int64(zb)
@@ -191,7 +198,7 @@ def qgemm16(a, b, *, a_zero_point=0, b_zero_point=0, out=None, algorithm="auto")
     _C.qgemm(c_aligned(a), 2, za, c_aligned(b), 2, zb_arr, zb, target, algorithm)
     if target is not out:
         np.copyto(out, target)
-    return out
+    return given
 
 
 _OUT_KIND = {np.dtype(np.int32): 0, np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int8): 3}
@@ -225,8 +232,16 @@ class QLinear:
     bias: float (out_features,) or None, in real units.
     input_scale, input_zero_point: the quantization of x (uint8 or int8, chosen per call by x's dtype;
       the zero point must lie in that dtype's range).
+      ``input_scale=None`` (and no input_zero_point): *dynamic* quantization. Each call takes float32 x,
+      quantizes it to uint8 with its own range as onnxruntime's DynamicQuantizeLinear does (one scale and
+      zero point for the whole x; see :func:`nnkern.dynamic_quantization_params`) and returns float32:
+      y = float(sum_k (xq - zx) wq) * float32(sx * weight_scale[n]) + bias[n] (one fused multiply-add),
+      which is onnxruntime's DynamicQuantizeLinear + MatMulInteger + Mul graph bit for bit without bias
+      (with bias within one float32 rounding). NaN in x is quantized to the zero point; Inf raises
+      ValueError.
     output_dtype: uint8 / int8: requantized with output_scale, output_zero_point (required scale);
       float32: the real result; int32: the exact accumulator sum_k (x - zx) wq (bias must be None).
+      Default: uint8 (static), float32 (dynamic, the only choice there).
     relu: max(y, 0), fused (for uint8/int8 it is exactly the clamp at the output zero point).
 
     One call runs the GEMM and, on the int32 accumulators in registers (seed I12): float conversion,
@@ -235,15 +250,17 @@ class QLinear:
     output range, round half to even, store. (float32 output: factor = input_scale * weight_scale[n],
     offset = bias[n].) The results are exactly those float32 operations; they match a float64 evaluation
     of the same formula except within one float32 rounding of a .5 tie.
-    Safe to call from several threads at once.
+    Safe to call from several threads at once. Pickling and ``copy.deepcopy`` store the int8 weights and
+    parameters and repack on load (results bit-identical).
     """
 
-    def __init__(self, weight, bias=None, *, weight_scale=None, input_scale, input_zero_point,
-                 output_scale=None, output_zero_point=0, output_dtype=np.uint8, relu=False):
+    def __init__(self, weight: ArrayIn, bias: ArrayIn | None = None, *, weight_scale: float | ArrayIn | None = None,
+                 input_scale: float | None = None, input_zero_point: int | None = None,
+                 output_scale: float | None = None, output_zero_point: int = 0,
+                 output_dtype: npt.DTypeLike | None = None, relu: bool = False) -> None:
         from .quantize import quantize_weights
         relu = as_bool(relu, "relu")
-        if not isinstance(weight, np.ndarray):
-            raise TypeError(f"weight must be a numpy.ndarray, got {type(weight).__name__}")
+        weight = as_array(weight, "weight")
         if weight.ndim != 2:
             raise ValueError(f"weight must be 2-D (out_features, in_features), got shape {weight.shape}")
         N, K = weight.shape
@@ -258,18 +275,33 @@ class QLinear:
             ws = np.broadcast_to(_positive_scale(weight_scale, "weight_scale", N), (N,)).astype(np.float32)
         else:
             raise TypeError(f"weight must have dtype float32 or int8, got {weight.dtype}")
-        sx = float(_positive_scale(input_scale, "input_scale"))
-        zx = _int_scalar(input_zero_point, "input_zero_point")
-        if not -128 <= zx <= 255:
-            raise ValueError(f"input_zero_point must be in [-128, 255], got {zx}")
+        dynamic = input_scale is None
+        if dynamic:
+            if input_zero_point is not None:
+                raise ValueError("input_zero_point without input_scale: dynamic quantization (input_scale=None) "
+                                 "derives both from each call's x")
+            if output_dtype is None:
+                output_dtype = np.float32
+            sx, zx = None, None
+        else:
+            sx = float(_positive_scale(input_scale, "input_scale"))
+            if input_zero_point is None:
+                raise ValueError("static quantization (input_scale given) needs input_zero_point")
+            zx = _int_scalar(input_zero_point, "input_zero_point")
+            if not -128 <= zx <= 255:
+                raise ValueError(f"input_zero_point must be in [-128, 255], got {zx}")
+            if output_dtype is None:
+                output_dtype = np.uint8
         try:
             odt = np.dtype(output_dtype)
         except TypeError:
             odt = None
         if odt not in _OUT_KIND:
             raise TypeError(f"output_dtype must be uint8, int8, float32 or int32, got {output_dtype!r}")
+        if dynamic and odt != np.dtype(np.float32):
+            raise ValueError(f"dynamic quantization (input_scale=None) returns float32, not {odt}")
         if bias is not None:
-            bias = np.asarray(bias)
+            bias = as_array(bias, "bias")
             if bias.dtype.kind != "f":
                 raise TypeError(f"bias must be a float array, got dtype {bias.dtype}")
             if bias.shape != (N,):
@@ -291,20 +323,28 @@ class QLinear:
         elif odt == np.dtype(np.float32):
             if output_scale is not None:
                 raise ValueError("output_scale is only for uint8 / int8 output")
-            factor = sx * ws.astype(np.float64)
+            # dynamic: the per-call factor is weight_scale * that call's input scale (C++ run_dynamic)
+            factor = ws.astype(np.float64) if dynamic else sx * ws.astype(np.float64)
             offset = bias.astype(np.float64) if bias is not None else np.zeros(N)
         else:
             if bias is not None or output_scale is not None:
                 raise ValueError("int32 output is the exact accumulator: no bias or output_scale")
+        if dynamic and K > qgemm_max_k(np.uint8, 0, 0):
+            raise ValueError(f"in_features = {K} exceeds {qgemm_max_k(np.uint8, 0, 0)}, the largest K whose "
+                             f"accumulators all fit int32 for uint8 input with any zero point")
+        self._dynamic = dynamic
         self._output_dtype = odt
         self._relu = relu
         self._input_scale, self._input_zero_point = sx, zx
-        self._weight_q = _read_only(np.array(wq, copy=True))  # (out, in) int8
-        self._weight_scale = _read_only(np.array(ws, np.float32))
+        self._output_scale = None if output_scale is None else float(output_scale)
+        self._output_zero_point = output_zero_point
+        self._bias = None if bias is None else read_only_copy(bias)
+        self._weight_q = read_only_copy(np.asarray(wq, np.int8))  # (out, in) int8
+        self._weight_scale = read_only_copy(np.asarray(ws, np.float32))
         self._factor = self._offset = None
         if factor is not None:
-            self._factor = _read_only(factor.astype(np.float32))
-            self._offset = _read_only(offset.astype(np.float32))
+            self._factor = read_only_copy(factor.astype(np.float32))
+            self._offset = read_only_copy(offset.astype(np.float32))
             if not (np.isfinite(self._factor).all() and np.isfinite(self._offset).all()):
                 raise ValueError("the combined requantization factor or offset overflows float32")
         self._lo, self._hi = float(lo), float(hi)  # the output clamp (ReLU folded in)
@@ -312,18 +352,34 @@ class QLinear:
         # The C++ object copies the weights, factor and offset and holds every size a call uses: the
         # attributes below are read-only, and no change to them could make a call go out of bounds.
         self._packed = _C.PackedQLinear(np.ascontiguousarray(self._weight_q.T), _OUT_KIND[odt], self._factor,
-                                        self._offset, self._relu, float(lo), float(hi), zx)
+                                        self._offset, self._relu, float(lo), float(hi), 0 if dynamic else zx)
+
+    @classmethod
+    def from_torch(cls, module: Any, **quantization: Any) -> QLinear:
+        """A QLinear from a float32 ``torch.nn.Linear``: its weight quantized per output channel, its bias
+        kept in real units; ``quantization`` holds the other keyword arguments of :class:`QLinear`
+        (none: dynamic quantization, float32 output)."""
+        from .gemm import _torch_linear_params
+        weight, bias = _torch_linear_params(module, "QLinear.from_torch")
+        if "weight_scale" in quantization:
+            raise ValueError("QLinear.from_torch quantizes the float weight itself: no weight_scale")
+        return cls(weight, bias, **quantization)
 
     in_features = property(lambda self: self._packed.in_features, doc="K, the features of each input row")
     out_features = property(lambda self: self._packed.out_features, doc="N, the features of each output row")
     output_dtype = property(lambda self: self._output_dtype, doc="uint8, int8, float32 or int32")
     relu = property(lambda self: self._relu, doc="whether ReLU is fused")
-    input_scale = property(lambda self: self._input_scale, doc="the scale of the quantized input")
-    input_zero_point = property(lambda self: self._input_zero_point, doc="the zero point of the quantized input")
+    dynamic = property(lambda self: self._dynamic, doc="True: each call quantizes its float32 x with its own range")
+    input_scale = property(lambda self: self._input_scale, doc="the scale of the quantized input (None: dynamic)")
+    input_zero_point = property(lambda self: self._input_zero_point,
+                                doc="the zero point of the quantized input (None: dynamic)")
+    weight = property(lambda self: self._weight_q, doc="the int8 weights (out_features, in_features), read-only")
     weight_q = property(lambda self: self._weight_q, doc="the int8 weights (out_features, in_features), read-only")
     weight_scale = property(lambda self: self._weight_scale, doc="per output channel float32 scales, read-only")
+    bias = property(lambda self: self._bias, doc="the bias as given (real units), read-only, or None")
     factor = property(lambda self: self._factor,
-                      doc="float32 per-channel requantization factor (None for int32 output), read-only")
+                      doc="float32 per-channel requantization factor (None for int32 output; dynamic: the "
+                          "weight scales, times each call's input scale), read-only")
     offset = property(lambda self: self._offset,
                       doc="float32 per-channel requantization offset (None for int32 output), read-only")
 
@@ -332,32 +388,29 @@ class QLinear:
         """The micro-kernel the weights were packed for."""
         return self._packed.kernel_name
 
-    def __call__(self, x, out=None):
-        if not isinstance(x, np.ndarray) or x.dtype not in _A8:
-            raise TypeError(f"x must be a numpy.ndarray of uint8 or int8, got "
-                            f"{x.dtype if isinstance(x, np.ndarray) else type(x).__name__}")
+    def __call__(self, x: ArrayIn, out: ArrayIn | None = None) -> np.ndarray:
+        x = as_array(x, "x")
+        if self._dynamic:
+            if x.dtype != np.float32:
+                raise TypeError(f"x must have dtype float32 (this QLinear quantizes its input dynamically), "
+                                f"got {x.dtype}")
+        elif x.dtype not in _A8:
+            raise TypeError(f"x must have dtype uint8 or int8, got {x.dtype}")
         K, N = self.in_features, self.out_features
         if x.ndim < 1 or x.shape[-1] != K:
             raise ValueError(f"x must have shape (..., {K}), got {x.shape}")
-        zx = self._input_zero_point
-        key = (x.dtype, zx)
-        if key not in self._checked:
-            lo, hi = _RANGE[x.dtype]
-            if not lo <= zx <= hi:
-                raise ValueError(f"input_zero_point {zx} is outside the range of {x.dtype} input")
-            kmax = qgemm_max_k(x.dtype, zx, 0)
-            if K > kmax:
-                raise ValueError(f"in_features = {K} exceeds {kmax}, the largest K whose "
-                                 f"accumulators all fit int32 for {x.dtype} input with zero point {zx}")
-            self._checked.add(key)
+        if not self._dynamic:
+            self._check_static_input(x.dtype)
         lead = x.shape[:-1]
         shape = lead + (N,)
         odt = self._output_dtype
+        given = out
         if out is None:
-            out = np.empty(shape, odt)
+            out = given = np.empty(shape, odt)
         else:
-            if not isinstance(out, np.ndarray) or out.dtype != odt:
-                raise TypeError(f"out must be a numpy.ndarray of {odt}")
+            out = as_output(out, "out")
+            if out.dtype != odt:
+                raise TypeError(f"out must have dtype {odt}, got {out.dtype}")
             if out.shape != shape:
                 raise ValueError(f"out must have shape {shape}, got {out.shape}")
             if not out.flags.c_contiguous or not out.flags.writeable:
@@ -365,17 +418,49 @@ class QLinear:
             if np.may_share_memory(out, x):
                 check_no_overlap(out, "out", x=x)
         if out.size == 0:
-            return out
+            return given
         rows = math.prod(lead)
-        x2 = x.reshape(rows, K)
-        if not x2.flags.c_contiguous:
-            x2 = np.ascontiguousarray(x2)
         target = aligned_target(out)
-        self._packed.run(x2, target.reshape(rows, N))
+        if self._dynamic:
+            from .quantize import quantize_dynamic
+            xq, sx, zx = quantize_dynamic(x)
+            self._packed.run_dynamic(xq.reshape(rows, K), target.reshape(rows, N), zx, float(sx))
+        else:
+            x2 = x.reshape(rows, K)
+            if not x2.flags.c_contiguous:
+                x2 = np.ascontiguousarray(x2)
+            self._packed.run(x2, target.reshape(rows, N))
         if target is not out:
             np.copyto(out, target)
-        return out
+        return given
+
+    def _check_static_input(self, dtype):
+        zx = self._input_zero_point
+        key = (dtype, zx)
+        if key in self._checked:
+            return
+        lo, hi = _RANGE[dtype]
+        if not lo <= zx <= hi:
+            raise ValueError(f"input_zero_point {zx} is outside the range of {dtype} input")
+        kmax = qgemm_max_k(dtype, zx, 0)
+        if self.in_features > kmax:
+            raise ValueError(f"in_features = {self.in_features} exceeds {kmax}, the largest K whose "
+                             f"accumulators all fit int32 for {dtype} input with zero point {zx}")
+        self._checked.add(key)
+
+    def __getstate__(self):
+        # The quantized weights and the arguments as given: construction from them repeats the same
+        # float operations, so the restored layer's factor, offset and outputs are bit-identical.
+        return {"weight": self._weight_q, "bias": self._bias, "weight_scale": self._weight_scale,
+                "input_scale": self._input_scale, "input_zero_point": self._input_zero_point,
+                "output_scale": self._output_scale, "output_zero_point": self._output_zero_point,
+                "output_dtype": self._output_dtype, "relu": self._relu}
+
+    def __setstate__(self, state):
+        state = dict(state)
+        self.__init__(state.pop("weight"), state.pop("bias"), **state)
 
     def __repr__(self):
+        mode = ", dynamic" if self._dynamic else ""
         return (f"QLinear(in_features={self.in_features}, out_features={self.out_features}, "
-                f"output_dtype={self.output_dtype.name}, relu={self.relu}, kernel={self.kernel!r})")
+                f"output_dtype={self.output_dtype.name}, relu={self.relu}{mode}, kernel={self.kernel!r})")

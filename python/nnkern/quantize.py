@@ -12,11 +12,12 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _C
-from ._arrays import c_aligned
+from ._arrays import ArrayIn, as_array, c_aligned
 
-__all__ = ["quantize", "dequantize", "quantize_weights"]
+__all__ = ["quantize", "dequantize", "quantize_weights", "quantize_dynamic", "dynamic_quantization_params"]
 
 _QDTYPES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 
@@ -75,7 +76,8 @@ def _params(x, scale, zero_point, dt, axis):
     return outer, C, inner, s32, z32
 
 
-def quantize(x, scale, zero_point=0, dtype=np.uint8, axis=None):
+def quantize(x: ArrayIn, scale: float | ArrayIn, zero_point: int | ArrayIn = 0, dtype: npt.DTypeLike = np.uint8,
+             axis: int | None = None) -> np.ndarray:
     """q = clip(rint(x / scale) + zero_point, qmin, qmax) as ``dtype`` (uint8: [0, 255], int8: [-128, 127]).
 
     x: float32 array (any shape; other dtypes raise TypeError). axis=None: per tensor (scalar scale and
@@ -84,9 +86,9 @@ def quantize(x, scale, zero_point=0, dtype=np.uint8, axis=None):
     NaN -> zero_point; +Inf -> qmax; -Inf -> qmin; finite values beyond the range saturate.
     Bit-identical to ``np.clip(np.rint(x / scale) + zero_point, qmin, qmax)`` evaluated in float32.
     """
-    if not isinstance(x, np.ndarray) or x.dtype != np.float32:
-        raise TypeError(f"x must be a numpy.ndarray of float32, got "
-                        f"{x.dtype if isinstance(x, np.ndarray) else type(x).__name__}")
+    x = as_array(x, "x")
+    if x.dtype != np.float32:
+        raise TypeError(f"x must have dtype float32, got {x.dtype}")
     dt = _qdtype(dtype)
     axis = _axis(x, axis)
     outer, C, inner, s, z = _params(x, scale, zero_point, dt, axis)
@@ -96,12 +98,13 @@ def quantize(x, scale, zero_point=0, dtype=np.uint8, axis=None):
     return q
 
 
-def dequantize(q, scale, zero_point=0, axis=None):
+def dequantize(q: ArrayIn, scale: float | ArrayIn, zero_point: int | ArrayIn = 0,
+               axis: int | None = None) -> npt.NDArray[np.float32]:
     """x = (q - zero_point) * scale in float32 (q uint8 or int8; parameters as for :func:`quantize`).
     Bit-identical to ``(q.astype(np.float32) - zero_point) * scale`` in float32."""
-    if not isinstance(q, np.ndarray) or q.dtype not in _QDTYPES:
-        raise TypeError(f"q must be a numpy.ndarray of uint8 or int8, got "
-                        f"{q.dtype if isinstance(q, np.ndarray) else type(q).__name__}")
+    q = as_array(q, "q")
+    if q.dtype not in _QDTYPES:
+        raise TypeError(f"q must have dtype uint8 or int8, got {q.dtype}")
     axis = _axis(q, axis)
     outer, C, inner, s, z = _params(q, scale, zero_point, q.dtype, axis)
     x = np.empty(q.shape, np.float32)
@@ -110,15 +113,15 @@ def dequantize(q, scale, zero_point=0, axis=None):
     return x
 
 
-def quantize_weights(w, axis=0):
+def quantize_weights(w: ArrayIn, axis: int = 0) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
     """Symmetric per-channel int8 weights (seed I4): returns (q int8, scale float32[w.shape[axis]]) with
     scale[c] = max|w[c]| / 127 over all other axes and q = quantize(w, scale, 0, int8, axis), so
     q lies in [-127, 127] and w ~= q * scale. A channel of zeros gets scale 1.0 (any positive scale gives
     q = 0 there; no division by zero). w: finite float32 (NaN / Inf raise ValueError), at least 1-D.
     For torch.nn.Linear's (out_features, in_features) weight, axis=0 is the output channel."""
-    if not isinstance(w, np.ndarray) or w.dtype != np.float32:
-        raise TypeError(f"w must be a numpy.ndarray of float32, got "
-                        f"{w.dtype if isinstance(w, np.ndarray) else type(w).__name__}")
+    w = as_array(w, "w")
+    if w.dtype != np.float32:
+        raise TypeError(f"w must have dtype float32, got {w.dtype}")
     if w.ndim < 1:
         raise ValueError("w must be at least 1-D")
     axis = _axis(w, axis)
@@ -130,3 +133,41 @@ def quantize_weights(w, axis=0):
     tiny = np.finfo(np.float32).tiny
     scale = np.where(amax == 0, np.float32(1.0), np.maximum(scale, tiny)).astype(np.float32)
     return quantize(w, scale, 0, np.int8, axis), scale
+
+
+_F32_TINY_SCALE = np.float32(2.0 ** -149)  # the smallest positive float32
+
+
+def dynamic_quantization_params(lo: float, hi: float) -> tuple[np.float32, int]:
+    """(scale, zero_point) of asymmetric uint8 quantization for data in [lo, hi], as onnxruntime's
+    DynamicQuantizeLinear: the range is widened to include 0, scale = (hi - lo) / 255 (1.0 when hi == lo)
+    and zero_point = round_half_even(clip(0 - lo / scale, 0, 255)), all in float32. Deviation: a scale
+    that underflows to 0 (every |x| below ~1.8e-43) becomes the smallest float32 instead of dividing by
+    0. ValueError if the range is not finite (Inf in the data, or hi - lo overflows float32)."""
+    f = np.float32
+    lo32, hi32 = min(f(lo), f(0.0)), max(f(hi), f(0.0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        width = f(hi32 - lo32)
+    if not (np.isfinite(lo32) and np.isfinite(hi32) and np.isfinite(width)):
+        raise ValueError(f"dynamic quantization needs a finite range, got [{lo}, {hi}] (Inf in x, or a range "
+                         f"wider than float32 holds)")
+    scale = f(1.0) if hi32 == lo32 else max(f(width / f(255.0)), _F32_TINY_SCALE)
+    with np.errstate(over="ignore"):  # lo / a tiny scale: -inf, clipped to 255
+        zp = np.rint(np.clip(f(0.0) - f(lo32 / scale), f(0.0), f(255.0)))
+    return f(scale), int(zp)
+
+
+def quantize_dynamic(x: ArrayIn) -> tuple[npt.NDArray[np.uint8], np.float32, int]:
+    """onnxruntime's DynamicQuantizeLinear: returns (q uint8, scale float32, zero_point int) with the
+    parameters of :func:`dynamic_quantization_params` over the non-NaN values of x (float32, any shape;
+    the min/max pass is vectorized and threaded) and q = :func:`quantize` (x, scale, zero_point)."""
+    x = as_array(x, "x")
+    if x.dtype != np.float32:
+        raise TypeError(f"x must have dtype float32, got {x.dtype}")
+    xc = c_aligned(x)
+    lo, hi = _C.minmax(xc.reshape(-1)) if xc.size else (np.inf, -np.inf)
+    scale, zp = dynamic_quantization_params(lo, hi)
+    q = np.empty(x.shape, np.uint8)
+    if q.size:
+        _C.quantize(xc, q, 1, 1, xc.size, np.array([scale], np.float32), np.array([zp], np.int32), False)
+    return q, scale, zp

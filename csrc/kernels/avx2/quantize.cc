@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/quantize.h"
@@ -66,8 +67,41 @@ void dequantize_run(const uint8_t* q, float* x, size_t n, const float* scale, co
   }
 }
 
+// vminps/vmaxps return their second operand when either is NaN: min(v, acc) keeps acc, so NaN is skipped.
+// Two accumulator pairs hide the 4-cycle latency of the dependency chain.
+void minmax_run(const float* x, size_t n, float* lo, float* hi) {
+  __m256 mn0 = _mm256_set1_ps(INFINITY), mn1 = mn0, mx0 = _mm256_set1_ps(-INFINITY), mx1 = mx0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    mn0 = _mm256_min_ps(a, mn0);
+    mx0 = _mm256_max_ps(a, mx0);
+    mn1 = _mm256_min_ps(b, mn1);
+    mx1 = _mm256_max_ps(b, mx1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_loadu_ps(x + i);
+    mn0 = _mm256_min_ps(a, mn0);
+    mx0 = _mm256_max_ps(a, mx0);
+  }
+  alignas(32) float mn[8], mx[8];
+  _mm256_store_ps(mn, _mm256_min_ps(mn0, mn1));
+  _mm256_store_ps(mx, _mm256_max_ps(mx0, mx1));
+  float l = mn[0], h = mx[0];
+  for (int j = 1; j < 8; ++j) {
+    l = mn[j] < l ? mn[j] : l;
+    h = mx[j] > h ? mx[j] : h;
+  }
+  for (; i < n; ++i) {
+    if (x[i] < l) l = x[i];
+    if (x[i] > h) h = x[i];
+  }
+  *lo = l;
+  *hi = h;
+}
+
 }  // namespace
 
-const QuantizeKernel quantize__avx2 = {"quantize__avx2", quantize_run, dequantize_run};
+const QuantizeKernel quantize__avx2 = {"quantize__avx2", quantize_run, dequantize_run, minmax_run};
 
 }  // namespace nnkern

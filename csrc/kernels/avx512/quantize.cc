@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/quantize.h"
@@ -46,8 +47,30 @@ void dequantize_run(const uint8_t* q, float* x, size_t n, const float* scale, co
   }
 }
 
+// vminps/vmaxps return their second operand when either is NaN: min(v, acc) keeps acc, so NaN is skipped
+// (the masked tail lanes keep acc too).
+void minmax_run(const float* x, size_t n, float* lo, float* hi) {
+  __m512 mn0 = _mm512_set1_ps(INFINITY), mn1 = mn0, mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+    mn0 = _mm512_min_ps(a, mn0);
+    mx0 = _mm512_max_ps(a, mx0);
+    mn1 = _mm512_min_ps(b, mn1);
+    mx1 = _mm512_max_ps(b, mx1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : tail_mask(n - i);
+    const __m512 a = _mm512_maskz_loadu_ps(m, x + i);
+    mn0 = _mm512_mask_min_ps(mn0, m, a, mn0);
+    mx0 = _mm512_mask_max_ps(mx0, m, a, mx0);
+  }
+  *lo = _mm512_reduce_min_ps(_mm512_min_ps(mn0, mn1));
+  *hi = _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
+}
+
 }  // namespace
 
-const QuantizeKernel quantize__avx512 = {"quantize__avx512", quantize_run, dequantize_run};
+const QuantizeKernel quantize__avx512 = {"quantize__avx512", quantize_run, dequantize_run, minmax_run};
 
 }  // namespace nnkern

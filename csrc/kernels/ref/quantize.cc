@@ -26,8 +26,18 @@ void dequantize_run(const uint8_t* q, float* x, size_t n, const float* scale, co
   }
 }
 
+void minmax_run(const float* x, size_t n, float* lo, float* hi) {
+  float mn = INFINITY, mx = -INFINITY;
+  for (size_t i = 0; i < n; ++i) {  // comparisons with NaN are false: NaN is skipped
+    if (x[i] < mn) mn = x[i];
+    if (x[i] > mx) mx = x[i];
+  }
+  *lo = mn;
+  *hi = mx;
+}
+
 }  // namespace
 
-const QuantizeKernel quantize__scalar = {"quantize__scalar", quantize_run, dequantize_run};
+const QuantizeKernel quantize__scalar = {"quantize__scalar", quantize_run, dequantize_run, minmax_run};
 
 }  // namespace nnkern

@@ -1,0 +1,143 @@
+"""``NNKERN_VERBOSE=1``: one line per call on stderr, as ONEDNN_VERBOSE prints.
+
+    nnkern_verbose,exec,<op>,<kernel>,<algorithm>,<shapes>,threads:<n>,<milliseconds>
+
+e.g. ``nnkern_verbose,exec,matmul,f32_gemm_16x6__avx2,gemm,a:float32[64x32] b:float32[32x16],threads:2,0.021``.
+The time is the op's own (argument checks included, the logging excluded). Decided once, at import: when
+the variable is unset or "0" nothing is wrapped, so the ops cost exactly what they cost without this
+module. Only the ``nnkern.*`` names (and the layers' calls) are wrapped; the submodules' functions are not.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+
+import numpy as np
+
+from . import _C
+
+ENABLED = os.environ.get("NNKERN_VERBOSE", "").strip() not in ("", "0")
+
+
+def _shape(name, v):
+    try:
+        a = np.asarray(v) if not isinstance(v, np.ndarray) else v
+    except Exception:
+        return None
+    if a.dtype == object or (a.ndim == 0 and not isinstance(v, np.ndarray)):
+        return None
+    return f"{name}:{a.dtype}[{'x'.join(map(str, a.shape))}]"
+
+
+def _shapes(names, args, kwargs):
+    parts = []
+    for name, v in list(zip(names, args)) + [(k, v) for k, v in kwargs.items() if k in ("out", "c", "h0", "c0")]:
+        if v is not None and (hasattr(v, "shape") or hasattr(v, "__dlpack__")):
+            s = _shape(name, v)
+            if s:
+                parts.append(s)
+    return " ".join(parts)
+
+
+def _kernel(family):
+    return _C.cpu_info()["kernels"].get(family, "?")
+
+
+def _gemm_algorithm(M, N, K, trans_a=False, trans_b=False):
+    """Which sgemm path runs: mirrors sgemm_skinny in csrc/ops/f32_gemv.cc (dot: N <= the gemv kernel's
+    dot_nr and K >= 16 or M == 1, rows of A contiguous; rows: M == 1; gemm otherwise)."""
+    gemv = _kernel("f32_gemv")
+    try:
+        dot_nr = _C.f32_gemv_info(gemv.rsplit("__", 1)[1])[2]
+    except Exception:
+        dot_nr = 0
+    if M == 0 or N == 0:
+        return "empty"
+    small_n = N <= dot_nr and (K >= 16 or M == 1) and (not trans_a or M == 1)
+    if small_n or (M == 1 and trans_b):
+        return "gemv-dot"
+    return "gemv-rows" if M == 1 else "gemm"
+
+
+def _matrix_dims(a, b, ta=False, tb=False):
+    sa, sb = np.shape(a), np.shape(b)
+    M = 1 if len(sa) < 2 else sa[-1 if ta else -2]
+    K = sa[-1] if len(sa) and not ta else (sa[-2] if len(sa) >= 2 else 0)
+    N = 1 if len(sb) < 2 else sb[-2 if tb else -1]
+    return M, N, K
+
+
+def _describe(op, args, kwargs, result):
+    """(kernel, algorithm, argument names) of one call."""
+    if op == "sgemm":
+        ta, tb = bool(kwargs.get("trans_a", False)), bool(kwargs.get("trans_b", False))
+        return _kernel("f32_gemm"), _gemm_algorithm(*_matrix_dims(args[0], args[1], ta, tb), ta, tb), ("a", "b")
+    if op == "matmul":
+        M, N, K = _matrix_dims(args[0], args[1])
+        return _kernel("f32_gemm"), _gemm_algorithm(M, N, K), ("a", "b")
+    if op in ("sigmoid", "tanh"):
+        method = kwargs.get("method", args[1] if len(args) > 1 else "accurate")
+        return _kernel("f32_" + op), str(method), ("x",)
+    if op == "topk":
+        k = kwargs.get("k", args[1] if len(args) > 1 else 0)
+        kern = _kernel("f32_topk")
+        alg = "register16" if "_16__" in kern and int(k) <= 16 else "select+sort"
+        return kern, alg + ("" if kwargs.get("largest", True) else "/smallest"), ("x",)
+    if op in ("qgemm", "qgemm16"):
+        return _kernel("u8s8_gemm" if op == "qgemm" else "s16_gemm"), "exact-int32", ("a", "b")
+    if op in ("quantize", "dequantize"):
+        axis = kwargs.get("axis", args[4 if op == "quantize" else 3] if len(args) > (4 if op == "quantize" else 3)
+                          else None)
+        return _kernel("quantize"), "per-tensor" if axis is None else f"per-channel(axis={axis})", ("x",)
+    if op == "quantize_dynamic":
+        return _kernel("quantize"), "dynamic-uint8", ("x",)
+    if op == "Linear":
+        layer, x = args[0], args[1]
+        rows = int(np.prod(np.shape(x)[:-1]))
+        return layer.kernel, "gemv-packed" if rows == 1 else "gemm-packed", ("x",)
+    if op == "QLinear":
+        layer = args[0]
+        mode = "dynamic" if layer.dynamic else "static"
+        return layer.kernel, f"{mode}->{layer.output_dtype}", ("x",)
+    if op in ("LSTM", "LSTM.forward_tokens"):
+        layer = args[0]
+        return layer.kernel, f"lstm-{layer.activation}", ("x",)
+    return "?", "?", ()
+
+
+def _log(op, args, kwargs, result, seconds):
+    from ._threads import get_num_threads
+    try:
+        kernel, alg, names = _describe(op, args, kwargs, result)
+        skip = 1 if op[0].isupper() else 0  # a layer's args start with self
+        shapes = _shapes(names, args[skip:], kwargs)
+    except Exception as e:  # the log must never break a call that succeeded
+        kernel, alg, shapes = "?", f"?({type(e).__name__})", ""
+    sys.stderr.write(f"nnkern_verbose,exec,{op},{kernel},{alg},{shapes},threads:{get_num_threads()},"
+                     f"{seconds * 1e3:.3f}\n")
+
+
+def _wrap(op, fn):
+    @functools.wraps(fn)
+    def logged(*args, **kwargs):
+        t0 = time.perf_counter()
+        result = fn(*args, **kwargs)
+        _log(op, args, kwargs, result, time.perf_counter() - t0)
+        return result
+    logged.__wrapped_by_nnkern_verbose__ = True
+    return logged
+
+
+OPS = ("sgemm", "matmul", "sigmoid", "tanh", "topk", "qgemm", "qgemm16", "quantize", "dequantize", "quantize_dynamic")
+
+
+def install(namespace: dict) -> None:
+    """Replace the ops in ``namespace`` (nnkern's globals) and the layers' calls by logging wrappers."""
+    for op in OPS:
+        namespace[op] = _wrap(op, namespace[op])
+    for cls in ("Linear", "QLinear", "LSTM"):
+        klass = namespace[cls]
+        klass.__call__ = _wrap(cls, klass.__call__)
+    namespace["LSTM"].forward_tokens = _wrap("LSTM.forward_tokens", namespace["LSTM"].forward_tokens)

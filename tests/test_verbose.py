@@ -1,0 +1,77 @@
+"""NNKERN_VERBOSE=1: one line per call on stderr (op, kernel, algorithm, shapes, threads, time); nothing
+wrapped, so nothing paid, when it is off."""
+from __future__ import annotations
+
+import os
+
+import nnkern
+from helpers import describe_process, run_python_isolated
+
+CALLS = """
+import numpy as np, nnkern
+f = np.float32
+a, b = np.ones((4, 3), f), np.ones((3, 5), f)
+nnkern.sgemm(a, b)
+nnkern.matmul(np.ones((2, 1, 3), f), b)
+nnkern.matmul(np.ones(3, f), b)
+nnkern.sigmoid(a)
+nnkern.tanh(a, method="minimax")
+nnkern.topk(a, 2, largest=False)
+nnkern.qgemm(np.ones((2, 3), np.uint8), np.ones((3, 2), np.int8))
+nnkern.qgemm16(np.ones((2, 3), np.int16), np.ones((3, 2), np.int16))
+q = nnkern.quantize(a, 0.1, axis=1, zero_point=[1, 2, 3], dtype=np.uint8)
+nnkern.dequantize(q, 0.1)
+nnkern.quantize_dynamic(a)
+nnkern.Linear(np.ones((5, 3), f))(a)
+nnkern.QLinear(np.ones((5, 3), f))(a)
+nnkern.LSTM(np.ones((8, 3), f), np.ones((8, 2), f))(np.ones((6, 1, 3), f))
+try:
+    nnkern.sigmoid(np.ones(2))  # a failing call logs nothing
+except TypeError:
+    pass
+print(nnkern.cpu_info()["kernels"]["f32_gemm"], nnkern.get_num_threads())
+"""
+
+EXPECTED = ["sgemm", "matmul", "matmul", "sigmoid", "tanh", "topk", "qgemm", "qgemm16", "quantize", "dequantize",
+            "quantize_dynamic", "Linear", "QLinear", "LSTM"]
+
+
+def run(value):
+    env = dict(os.environ)
+    env.pop("NNKERN_VERBOSE", None)
+    if value is not None:
+        env["NNKERN_VERBOSE"] = value
+    proc = run_python_isolated(CALLS, env=env)
+    assert proc.returncode == 0, describe_process(proc)
+    return proc
+
+
+def test_one_line_per_call():
+    proc = run("1")
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("nnkern_verbose,")]
+    assert [ln.split(",")[2] for ln in lines] == EXPECTED, proc.stderr
+    gemm_kernel, threads = proc.stdout.split()
+    fields = {ln.split(",")[2] + str(i): ln.split(",") for i, ln in enumerate(lines)}
+    for f in fields.values():
+        assert len(f) == 8 and f[1] == "exec" and f[6] == f"threads:{threads}"
+        assert float(f[7]) >= 0.0
+    sgemm = fields["sgemm0"]
+    assert sgemm[3] == gemm_kernel and sgemm[4] in ("gemm", "gemv-dot", "gemv-rows")
+    assert sgemm[5] == "a:float32[4x3] b:float32[3x5]"
+    assert fields["matmul1"][5] == "a:float32[2x1x3] b:float32[3x5]"
+    assert fields["matmul2"][4].startswith("gemv")  # a 1-D a is one row
+    assert fields["sigmoid3"][4] == "accurate" and fields["tanh4"][4] == "minimax"
+    assert fields["topk5"][4].endswith("/smallest")
+    assert fields["quantize8"][4] == "per-channel(axis=1)" and fields["dequantize9"][4] == "per-tensor"
+    assert fields["QLinear12"][4] == "dynamic->float32"
+    assert fields["LSTM13"][4] == "lstm-accurate" and fields["LSTM13"][5] == "x:float32[6x1x3]"
+
+
+def test_off_means_nothing_wrapped():
+    for value in (None, "0", ""):
+        proc = run(value)
+        assert "nnkern_verbose" not in proc.stderr
+    # In this process (the test runner's environment has no NNKERN_VERBOSE, or it is on for a reason).
+    if os.environ.get("NNKERN_VERBOSE", "").strip() in ("", "0"):
+        assert nnkern.sigmoid is nnkern.activations.sigmoid and nnkern.matmul is nnkern.gemm.matmul
+        assert not hasattr(nnkern.Linear.__call__, "__wrapped_by_nnkern_verbose__")
