@@ -24,6 +24,7 @@ constexpr size_t kMaxNR = 32;
 // Seed O6: below this many broadcast columns a copied A panel would not be reused enough to pay.
 constexpr size_t kCopyPanelMinN = 18;
 constexpr double kMinFlopsPerThread = 2e6;
+constexpr size_t kPackBMinPanels = 16;
 
 std::atomic<int> g_blocking_mode{int(BlockingMode::cache)};
 
@@ -194,8 +195,10 @@ Plan base_plan(const F32GemmKernel* kernel, size_t M, size_t N, size_t K, const 
   P.ep = ep;
   if (K == 0) P.ep.alpha = 0.0f;  // BLAS: C = beta * C, even for an infinite alpha
   P.blk = gemm_blocking(*kernel, K);
-  // Pack the broadcast operand when it is strided along K, or when enough A panels reuse it.
-  P.pack_b = M > 1 && (trans_x || N >= 4 * size_t(kernel->mr));
+  // Pack the broadcast operand when it is strided along K, or when enough A panels reuse it: packing
+  // reads and writes all of it once per call, which a few panels do not repay (3136x64x576, 4 AVX2
+  // panels, ran at half the speed packed; 16 panels or more gain or break even).
+  P.pack_b = M > 1 && (trans_x || N >= kPackBMinPanels * size_t(kernel->mr));
   return P;
 }
 
