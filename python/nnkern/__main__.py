@@ -130,12 +130,13 @@ def bench_int8(args, threads) -> int:
     for name in names:
         op = ops.qgemm_op() if name == "qgemm" else ops.qlinear_op()
         results += harness.run(op, shapes, threads, isas=isas, repeats=args.repeats,
-                               progress=lambda s: print(s, flush=True))
+                               libraries=_libraries(args), progress=lambda s: print(s, flush=True))
     print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
     for name in names:
         for t in threads:
             print(harness.markdown_table(results, t, op=name))
             print()
+        _print_scaling(results, threads, name)
     print(harness.peaks_line("int8", "GOP/s", isas) + "  (avx2/avx512: the saturating vpmaddubsw sequence; "
           "avxvnni/avx512vnni: vpdpbusd)")
     _plot(args, lambda plot: plot.from_results(results, threads, names))
@@ -145,6 +146,24 @@ def bench_int8(args, threads) -> int:
             json.dump([r.as_dict() for r in results], f, indent=1)
         print(f"results written to {args.json}")
     return 0
+
+
+def _libraries(args):
+    """--libraries: None (all installed), [] for 'none', else the names given."""
+    if not args.libraries:
+        return None
+    names = [n.strip() for n in args.libraries.split(",") if n.strip()]
+    return [] if names == ["none"] else names
+
+
+def _print_scaling(results, threads, op) -> None:
+    """The speed-up of each thread count over the smallest one, when several were run."""
+    from nnkern.bench import harness
+    for t in threads[1:]:
+        table = harness.scaling_table(results, t, threads[0], op=op)
+        if table:
+            print(table)
+            print()
 
 
 def _plot(args, make_charts) -> None:
@@ -179,11 +198,12 @@ def bench(args) -> int:
     op = ops.sgemm_op(numpy_unset=not args.no_subprocess)
     t0 = time.perf_counter()
     results = harness.run(op, shapes, threads, isas=isas, repeats=args.repeats,
-                          progress=lambda s: print(s, flush=True))
+                          libraries=_libraries(args), progress=lambda s: print(s, flush=True))
     print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
     for t in threads:
         print(harness.markdown_table(results, t))
         print()
+    _print_scaling(results, threads, "sgemm")
     print(harness.peaks_line("f32", "GFLOP/s"))
     print(ops.openblas_note())
     _plot(args, lambda plot: plot.from_results(results, threads, sorted({r.op for r in results})))
@@ -213,6 +233,8 @@ def main(argv=None) -> int:
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")
     b.add_argument("--isa", help="comma-separated nnkern ISA levels (default: all this CPU runs)")
     b.add_argument("--repeats", type=int, default=None, help="repetitions per shape (default 7, quick 5)")
+    b.add_argument("--libraries", help="comma-separated comparison libraries to run (default: all installed; "
+                   "'none': nnkern alone, e.g. to measure its thread scaling without other pools' spinning)")
     b.add_argument("--no-subprocess", action="store_true", help="skip numpy with OPENBLAS_* unset")
     b.add_argument("--json", help="also write the result records to this file")
     b.add_argument("--plot", metavar="FILE.png", help="also draw one bar chart per table into this image "

@@ -27,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -166,15 +167,25 @@ def _torch_qlinear(A, B, threads):
 
 # --- public: anchor dicts -----------------------------------------------------------------------
 
-def _try_make(make):
+#: An anchor whose warm-up call takes longer is left out of that shape (printed): a reference loop
+#: (torch._int_mm without VNNI: 1-3 GOP/s) would spend minutes on 2048^3 and time nothing useful.
+MAX_CALL_SECONDS = 2.0
+
+
+def _try_make(make, name="?"):
     """make() if it works and one call of the result succeeds (warm-up, proof that the library
-    handles the shape); None otherwise."""
+    handles the shape) within MAX_CALL_SECONDS; None otherwise."""
     try:
         fn = make()
+        t0 = time.perf_counter()
         fn()
-        return fn
     except Exception:
         return None
+    took = time.perf_counter() - t0
+    if took > MAX_CALL_SECONDS:
+        print(f"  ({name} left out of this shape: one call took {took:.1f} s)", flush=True)
+        return None
+    return fn
 
 
 def sgemm_anchors(M, N, K, threads=1):
@@ -216,7 +227,7 @@ def _build(makers, A, B, new_out):
     anchors = {}
     for name, make in makers.items():
         C = new_out()
-        fn = _try_make(lambda: make(C))
+        fn = _try_make(lambda: make(C), name)
         if fn is not None:
             fn.A, fn.B, fn.C = A, B, C  # functions and lambdas accept attributes
             anchors[name] = fn

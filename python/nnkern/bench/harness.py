@@ -94,7 +94,8 @@ def interleaved(fns: Dict[str, Callable], *, repeats: int = 7, min_time: float =
 
     contexts: name -> zero-arg context-manager factory entered around that callable's warm-up and
       each repetition (e.g. an ISA cap, a thread count, a blocking mode: process-wide settings).
-    pause_after: name -> seconds to sleep after its repetition (OpenBLAS workers spin ~0.2 s).
+    pause_after: name -> seconds to sleep after its repetition (OpenBLAS workers spin ~0.2 s); the
+      key "*" gives the pause of the names not listed.
     """
     contexts = contexts or {}
     pause_after = pause_after or {}
@@ -107,13 +108,13 @@ def interleaved(fns: Dict[str, Callable], *, repeats: int = 7, min_time: float =
     for name in names:
         with ctx(name):
             counts[name] = calibrate(fns[name], min_time)
-        time.sleep(pause_after.get(name, 0.0))
+        time.sleep(pause_after.get(name, pause_after.get("*", 0.0)))
     for r in range(repeats):
         k = r % len(names)
         for name in names[k:] + names[:k]:
             with ctx(name):
                 samples[name].append(_loop(fns[name], counts[name]))
-            time.sleep(pause_after.get(name, 0.0))
+            time.sleep(pause_after.get(name, pause_after.get("*", 0.0)))
     return {n: Timing(statistics.median(s), min(s), len(s), counts[n]) for n, s in samples.items()}
 
 
@@ -343,6 +344,26 @@ def markdown_table(results: List[Result], threads: int, op: Optional[str] = None
         else:
             row.append("-")
         lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def scaling_table(results: List[Result], threads: int, base: int = 1, op: Optional[str] = None) -> str:
+    """Speed-up of ``threads`` over ``base`` threads per shape and library (same run, medians)."""
+    rs = [r for r in results if op is None or r.op == op]
+    rate = {(r.shape, r.label, r.threads): r.rate for r in rs}
+    shapes = list(dict.fromkeys(r.shape for r in rs))
+    cols = list(dict.fromkeys(r.label for r in rs if (r.shape, r.label, base) in rate and
+                              (r.shape, r.label, threads) in rate))
+    if not cols or not shapes:
+        return ""
+    lines = [f"**{rs[0].op}: {threads} threads / {base} thread(s)** - ratio of the medians", "",
+             "| M,N,K | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    for s in shapes:
+        cells = []
+        for c in cols:
+            lo, hi = rate.get((s, c, base)), rate.get((s, c, threads))
+            cells.append(f"{hi / lo:.2f}x" if lo and hi else "-")
+        lines.append("| " + ",".join(map(str, s)) + " | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
