@@ -113,6 +113,8 @@ def interleaved(fns: Dict[str, Callable], *, repeats: int = 7, min_time: float =
         k = r % len(names)
         for name in names[k:] + names[:k]:
             with ctx(name):
+                if pause_after:  # after a pause the core idled (clock, caches): warm up untimed first
+                    _loop(fns[name], max(1, counts[name] // 4))
                 samples[name].append(_loop(fns[name], counts[name]))
             time.sleep(pause_after.get(name, pause_after.get("*", 0.0)))
     return {n: Timing(statistics.median(s), min(s), len(s), counts[n]) for n, s in samples.items()}
@@ -273,10 +275,44 @@ def annotate(results: List[Result], peak_kind: str) -> None:
                 r.pct_peak = 100.0 * r.rate / p if p > 0 else None
 
 
+def measure_shape_threads(op: Op, shape: Shape, threads_list: Sequence[int], *,
+                          isas: Optional[Sequence[str]] = None, repeats: int = 7,
+                          min_time: float = 0.02) -> List[Result]:
+    """nnkern alone at every thread count of ``threads_list``, interleaved repetition by repetition,
+    so that the host's drift (15-30% from minute to minute) cancels out of the thread-scaling ratios."""
+    isas = list(isas if isas is not None else bench_isas())
+    fns, ctxs, keys = {}, {}, {}
+    for isa in isas:
+        for threads in threads_list:
+            with nnkern_context(isa, threads)():
+                fn = op.nnkern(shape, isa)
+            if fn is not None:
+                name = f"nnkern/{isa}@{threads}"
+                fns[name], ctxs[name], keys[name] = fn, nnkern_context(isa, threads), (isa, threads)
+    timings = interleaved(fns, repeats=repeats, min_time=min_time, contexts=ctxs)
+    work = op.work(shape)
+    results = [Result(op.name, tuple(shape), "nnkern", keys[n][0], keys[n][1], t.median, t.best,
+                      work / t.median / 1e9, op.unit) for n, t in timings.items()]
+    annotate(results, op.peak_kind)
+    return results
+
+
 def run(op: Op, shapes: Sequence[Shape], threads_list: Sequence[int] = (1,), *,
         progress: Optional[Callable[[str], None]] = print, **kw) -> List[Result]:
-    """measure_shape over ``threads_list`` x ``shapes``, one progress line per shape."""
+    """measure_shape over ``threads_list`` x ``shapes``, one progress line per shape. nnkern alone
+    (libraries=[]) at several thread counts: the counts of a shape are interleaved (measure_shape_threads)."""
     out = []
+    if kw.get("libraries") == [] and len(threads_list) > 1:
+        kw.pop("libraries")
+        for i, shape in enumerate(shapes):
+            t0 = time.perf_counter()
+            res = measure_shape_threads(op, shape, threads_list, **kw)
+            out += res
+            if progress:
+                progress(f"[{op.name} threads {','.join(map(str, threads_list))} {i + 1}/{len(shapes)}] "
+                         f"{shape_id(shape):>16}  " + "  ".join(f"{r.label}@{r.threads} {r.rate:.1f}" for r in res)
+                         + f"  ({time.perf_counter() - t0:.1f} s)")
+        return out
     for threads in threads_list:
         for i, shape in enumerate(shapes):
             t0 = time.perf_counter()
