@@ -44,38 +44,55 @@ def run_all_tiles(isa, rng, *, a_stride_extra, alpha=1.0, beta=0.0, use_bias=Fal
     for p in range(kmax):
         b_buf[p * b_stride:p * b_stride + NR] = Bm[p]
     b_offsets = list(range(NR))
-    C0 = rng.uniform(-1, 1, (NR, ldc)).astype(np.float32)  # column j at C0[j]
-    bias = rng.uniform(-1, 1, MR).astype(np.float32) if use_bias else None
+    C0, bias = outputs(rng, MR, NR, ldc, use_bias)
     A64, B64 = A.astype(np.float64), Bm.astype(np.float64)
     for k in K_VALUES:
-        acc = alpha * (A64[:, :k] @ B64[:k])                # MR x NR
-        base_bound = gemm_bound(A64[:, :k], B64[:k], k, alpha, beta, C0[:, :MR].T if beta else None)
-        for m in range(1, MR + 1):
-            for n in range(1, NR + 1):
-                c = C0.copy()
-                if beta == 0.0:
-                    c[:n, :m] = np.nan  # must be ignored
-                copy = np.full(MR * k + MR, SENTINEL, np.float32) if a_copy else None
-                _C.f32_gemm_ukernel(isa, m, n, k, a_buf, 0, a_stride, copy, b_buf, b_offsets[:n], b_stride,
-                                    c.ravel(), 0, ldc, alpha, beta, bias, relu)
-                want = acc[:m, :n].copy()
-                bound = base_bound[:m, :n].copy()
-                if beta:
-                    want += beta * C0[:n, :m].T.astype(np.float64)
-                if use_bias:
-                    want += bias[:m, None]
-                    bound += EPS * np.abs(want)
-                if relu:
-                    want = np.maximum(want, 0.0)
-                what = f"{isa} m={m} n={n} k={k} a_stride={a_stride}"
-                check_within_bound(c[:n, :m].T, want, bound, what)
-                untouched = np.ones(c.shape, bool)
-                untouched[:n, :m] = False
-                assert np.array_equal(c[untouched], C0[untouched]), f"{what}: wrote C outside the tile"
-                if a_copy:
-                    panel = copy[:MR * k].reshape(k, MR)
-                    assert np.array_equal(panel[:, :m], A[:m, :k].T), f"{what}: a_copy is not the A panel"
-                    assert (copy[MR * k:] == SENTINEL).all(), f"{what}: a_copy written past MR*k"
+        def run(m, n, c, what):
+            copy = np.full(MR * k + MR, SENTINEL, np.float32) if a_copy else None
+            _C.f32_gemm_ukernel(isa, m, n, k, a_buf, 0, a_stride, copy, b_buf, b_offsets[:n], b_stride,
+                                c.ravel(), 0, ldc, alpha, beta, bias, relu)
+            if a_copy:
+                panel = copy[:MR * k].reshape(k, MR)
+                assert np.array_equal(panel[:, :m], A[:m, :k].T), f"{what}: a_copy is not the A panel"
+                assert (copy[MR * k:] == SENTINEL).all(), f"{what}: a_copy written past MR*k"
+
+        check_every_tile(run, f"{isa} k={k} a_stride={a_stride}", MR, NR, C0, A64[:, :k], B64[:k], k,
+                         alpha, beta, bias, relu)
+
+
+def outputs(rng, MR, NR, ldc, use_bias):
+    """C's starting values (column j at C0[j], ldc apart) and the bias, if any: drawn after the operands."""
+    C0 = rng.uniform(-1, 1, (NR, ldc)).astype(np.float32)
+    bias = rng.uniform(-1, 1, MR).astype(np.float32) if use_bias else None
+    return C0, bias
+
+
+def check_every_tile(run, what, MR, NR, C0, A64, B64, K, alpha, beta, bias, relu):
+    """run(m, n, c, what) for every m <= MR, n <= NR on a copy of C0 (the tile NaN where beta == 0, which
+    must not be read); checks the m x n tile against float64 alpha A64 B64 (+ beta C0 + bias, ReLU) within
+    the documented bound for a K-deep sum, and that nothing else in C changed."""
+    acc = alpha * (A64 @ B64)  # MR x NR
+    base_bound = gemm_bound(A64, B64, K, alpha, beta, C0[:, :MR].T if beta else None)
+    for m in range(1, MR + 1):
+        for n in range(1, NR + 1):
+            c = C0.copy()
+            if beta == 0.0:
+                c[:n, :m] = np.nan  # must be ignored
+            tile_what = f"{what} m={m} n={n}"
+            run(m, n, c, tile_what)
+            want = acc[:m, :n].copy()
+            bound = base_bound[:m, :n].copy()
+            if beta:
+                want += beta * C0[:n, :m].T.astype(np.float64)
+            if bias is not None:
+                want += bias[:m, None]
+                bound += EPS * np.abs(want)
+            if relu:
+                want = np.maximum(want, 0.0)
+            check_within_bound(c[:n, :m].T, want, bound, tile_what)
+            untouched = np.ones(c.shape, bool)
+            untouched[:n, :m] = False
+            assert np.array_equal(c[untouched], C0[untouched]), f"{tile_what}: wrote C outside the tile"
 
 
 @pytest.mark.parametrize("a_stride_extra", [0, 5], ids=["packed", "strided"])
@@ -202,31 +219,14 @@ def run_igemm_tails(isa, rng, ks_values, alpha=1.0, beta=0.0, use_bias=False, re
         for ki, k in enumerate(IGEMM_K):
             pattern, shift = patterns[(ks + ki) % 4], 1 + (ks + ki) % 5
             A, x, offs, X = igemm_case(rng, MR, NR, k, ks, pattern, shift)
-            A64 = A.T.astype(np.float64)  # (MR, ks*k)
-            C0 = rng.uniform(-1, 1, (NR, ldc)).astype(np.float32)
-            bias = rng.uniform(-1, 1, MR).astype(np.float32) if use_bias else None
-            full = alpha * (A64 @ X)
-            full_bound = gemm_bound(A64, X, ks * k, alpha, beta, C0[:, :MR].T if beta else None)
-            for m in range(1, MR + 1):
-                for n in range(1, NR + 1):
-                    c = C0.copy()
-                    if beta == 0.0:
-                        c[:n, :m] = np.nan  # must be ignored
-                    _C.f32_igemm_ukernel(name, m, n, k, ks, A.ravel(), 0, x, offs, zero_row, 0, 4 * shift,
-                                         c.ravel(), 0, ldc, alpha, beta, bias, relu)
-                    want, bound = full[:m, :n].copy(), full_bound[:m, :n].copy()
-                    if beta:
-                        want += beta * C0[:n, :m].T.astype(np.float64)
-                    if use_bias:
-                        want += bias[:m, None]
-                        bound += EPS * np.abs(want)
-                    if relu:
-                        want = np.maximum(want, 0.0)
-                    what = f"{name} igemm m={m} n={n} k={k} ks={ks} zeros={pattern} shift={shift}"
-                    check_within_bound(c[:n, :m].T, want, bound, what)
-                    untouched = np.ones(c.shape, bool)
-                    untouched[:n, :m] = False
-                    assert np.array_equal(c[untouched], C0[untouched]), f"{what}: wrote C outside the tile"
+            C0, bias = outputs(rng, MR, NR, ldc, use_bias)
+
+            def run(m, n, c, what):
+                _C.f32_igemm_ukernel(name, m, n, k, ks, A.ravel(), 0, x, offs, zero_row, 0, 4 * shift,
+                                     c.ravel(), 0, ldc, alpha, beta, bias, relu)
+
+            check_every_tile(run, f"{name} igemm k={k} ks={ks} zeros={pattern} shift={shift}", MR, NR, C0,
+                             A.T.astype(np.float64), X, ks * k, alpha, beta, bias, relu)
 
 
 @pytest.mark.parametrize("ks_values", [(1, 2, 3), (4, 5, 6), (7, 8, 9)], ids=["ks1-3", "ks4-6", "ks7-9"])

@@ -56,10 +56,10 @@ def test_one_line_per_call():
         assert len(f) == 8 and f[1] == "exec" and f[6] == f"threads:{threads}"
         assert float(f[7]) >= 0.0
     sgemm = fields["sgemm0"]
-    assert sgemm[3] == gemm_kernel and sgemm[4] in ("gemm", "gemv-dot", "gemv-rows")
+    assert sgemm[3] == gemm_kernel and sgemm[4] in nnkern._C.algorithms("sgemm")
     assert sgemm[5] == "a:float32[4x3] b:float32[3x5]"
     assert fields["matmul1"][5] == "a:float32[2x1x3] b:float32[3x5]"
-    assert fields["matmul2"][4].startswith("gemv")  # a 1-D a is one row
+    assert fields["matmul2"][4] in ("dot", "rows")  # a 1-D a is one row
     assert fields["sigmoid3"][4] == "accurate" and fields["tanh4"][4] == "minimax"
     assert fields["topk5"][4].endswith("/smallest")
     assert fields["quantize8"][4] == "per-channel(axis=1)" and fields["dequantize9"][4] == "per-tensor"
@@ -75,3 +75,26 @@ def test_off_means_nothing_wrapped():
     if os.environ.get("NNKERN_VERBOSE", "").strip() in ("", "0"):
         assert nnkern.sigmoid is nnkern.activations.sigmoid and nnkern.matmul is nnkern.gemm.matmul
         assert not hasattr(nnkern.Linear.__call__, "__wrapped_by_nnkern_verbose__")
+
+
+# Shapes whose sgemm path is certain (csrc/ops/f32_gemv.cc): one row of A and a wide B: "rows"; a square
+# product: "tiles"; an empty product runs nothing: "none", not the previous call's name; an explicit
+# algorithm= that the auto rule would not pick: that one. qgemm's explicit path too.
+ROUTED = """
+import numpy as np, nnkern
+f = np.float32
+nnkern.sgemm(np.ones((1, 64), f), np.ones((64, 512), f))
+nnkern.sgemm(np.ones((64, 64), f), np.ones((64, 64), f))
+nnkern.sgemm(np.ones((0, 4), f), np.ones((4, 4), f))
+nnkern.sgemm(np.ones((64, 64), f), np.ones((64, 64), f), algorithm="dot")
+nnkern.matmul(np.ones((3, 64, 64), f), np.ones((64, 64), f))
+nnkern.qgemm(np.ones((64, 64), np.uint8), np.ones((64, 64), np.int8), algorithm="pack_all")
+"""
+
+
+def test_names_the_algorithm_that_ran():
+    env = dict(os.environ, NNKERN_VERBOSE="1")
+    proc = run_python_isolated(ROUTED, env=env)
+    assert proc.returncode == 0, describe_process(proc)
+    algs = [ln.split(",")[4] for ln in proc.stderr.splitlines() if ln.startswith("nnkern_verbose,")]
+    assert algs == ["rows", "tiles", "none", "dot", "tiles", "pack_all"], proc.stderr

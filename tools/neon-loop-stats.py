@@ -8,24 +8,13 @@ stored q register = 4 float results), it also prints the instructions per 4 elem
 operations. Usage: neon-loop-stats.py OBJ [FUNCTION-SUBSTRING] [-v]
 """
 import re
-import subprocess
 import sys
+
+from objdump_funcs import functions
 
 obj = sys.argv[1]
 want = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] != "-v" else ""
-objdump = "aarch64-linux-gnu-objdump"
-dis = subprocess.run([objdump, "-d", "--no-show-raw-insn", "-C", obj], capture_output=True, text=True,
-                     check=True).stdout
-funcs, cur = {}, None
-for line in dis.splitlines():
-    m = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
-    if m:
-        cur = m.group(1)
-        funcs[cur] = []
-        continue
-    m = re.match(r"^\s+([0-9a-f]+):\s+(\S+)\s*(.*)$", line)
-    if m and cur:
-        funcs[cur].append((int(m.group(1), 16), m.group(2), m.group(3)))
+funcs = functions(obj, "aarch64-linux-gnu-objdump")
 
 MAC = ("fmla", "sdot", "udot", "smmla", "ummla", "usmmla", "smlal", "smlal2", "umlal", "umlal2", "mla")
 for name, ins in funcs.items():

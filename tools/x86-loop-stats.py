@@ -6,23 +6,13 @@ stores, stack accesses (spills: (%rsp) / (%rbp)) and register moves (vmovaps bet
 Usage: x86-loop-stats.py OBJ [FUNCTION-SUBSTRING]
 """
 import re
-import subprocess
 import sys
+
+from objdump_funcs import functions
 
 obj = sys.argv[1]
 want = sys.argv[2] if len(sys.argv) > 2 else ""
-dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", obj], capture_output=True, text=True,
-                     check=True).stdout
-funcs, cur = {}, None
-for line in dis.splitlines():
-    m = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
-    if m:
-        cur = m.group(1)
-        funcs[cur] = []
-        continue
-    m = re.match(r"^\s+([0-9a-f]+):\s+(\S+)\s*(.*)$", line)
-    if m and cur:
-        funcs[cur].append((int(m.group(1), 16), m.group(2), m.group(3)))
+funcs = functions(obj)
 
 for name, ins in funcs.items():
     if want not in name:

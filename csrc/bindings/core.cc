@@ -129,6 +129,9 @@ void bind_core(py::module_& m) {
         return *names;
       },
       "The entries of an op's algorithm table, in the order algorithm='auto' tries them.");
+  m.def("last_algorithm", &take_last_selection, py::arg("op"),
+        "The entry of op's algorithm table that this thread's last call selected, then forgotten: '' if no "
+        "call since the last read (NNKERN_VERBOSE reports it).");
   m.def("workspace_last_bytes", &workspace_last_bytes,
         "Scratch bytes of the last op call that ended on this thread (its workspace).");
   m.def("workspace_retained_bytes", &workspace_retained_bytes,

@@ -15,7 +15,29 @@ Registry& registry() {
   return *r;
 }
 
+// (op, entry name) pairs; both are string literals of the static tables, so no copies.
+thread_local std::vector<std::pair<const char*, const char*>> t_selected;
+
 }  // namespace
+
+void record_selection(const char* op, const char* name) {
+  for (auto& [o, n] : t_selected)
+    if (o == op) {
+      n = name;
+      return;
+    }
+  t_selected.emplace_back(op, name);
+}
+
+std::string take_last_selection(const std::string& op) {
+  for (auto& [o, n] : t_selected)
+    if (o && op == o && n) {
+      std::string name = n;
+      n = nullptr;
+      return name;
+    }
+  return "";
+}
 
 void register_algorithm_names(const char* op, const std::vector<std::string>* names) {
   Registry& r = registry();

@@ -30,6 +30,11 @@ void register_algorithm_names(const char* op, const std::vector<std::string>* na
 const std::vector<std::string>* algorithm_names(const std::string& op);  // nullptr if no such op
 std::vector<std::string> algorithm_ops();
 
+// The entry that the calling thread's last select() of `op` returned, so that NNKERN_VERBOSE reports the
+// path that ran instead of re-deriving the rule; take_last_selection also forgets it ("" if none since).
+void record_selection(const char* op, const char* name);
+std::string take_last_selection(const std::string& op);
+
 template <typename Problem>
 class AlgorithmTable {
  public:
@@ -44,17 +49,17 @@ class AlgorithmTable {
       const Algorithm<Problem>* fallback = nullptr;
       for (const auto& e : entries_) {
         if (!e.applicable(p)) continue;
-        if (!e.preferred || e.preferred(p)) return e;
+        if (!e.preferred || e.preferred(p)) return chosen(e);
         if (!fallback) fallback = &e;
       }
-      if (fallback) return *fallback;
+      if (fallback) return chosen(*fallback);
       throw std::invalid_argument(std::string(op_) + ": no algorithm applies to this call");
     }
     for (const auto& e : entries_) {
       if (name != e.name) continue;
       if (!e.applicable(p))
         throw std::invalid_argument(std::string(op_) + ": algorithm '" + name + "' does not apply to this call");
-      return e;
+      return chosen(e);
     }
     throw std::invalid_argument(std::string(op_) + ": unknown algorithm '" + name + "' (" + choices() + ")");
   }
@@ -75,6 +80,10 @@ class AlgorithmTable {
   const char* op() const { return op_; }
 
  private:
+  const Algorithm<Problem>& chosen(const Algorithm<Problem>& e) const {
+    record_selection(op_, e.name);
+    return e;
+  }
   std::string choices() const {
     std::string s = "auto";
     for (const auto& n : names_) s += ", " + n;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import numpy
 import typing
-__all__: list[str] = ['GuardedBuffer', 'Lstm', 'MAX_NUM_THREADS', 'PackedLinear', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'may_overlap', 'minmax', 'qgemm', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'sgemm', 'topk', 'topk_kernel_name', 'workspace_last_bytes', 'workspace_retained_bytes']
+__all__: list[str] = ['GuardedBuffer', 'Lstm', 'MAX_NUM_THREADS', 'PackedLinear', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'qgemm', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'sgemm', 'topk', 'topk_kernel_name', 'workspace_last_bytes', 'workspace_retained_bytes']
 class GuardedBuffer:
     def __init__(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
@@ -127,6 +127,10 @@ def kernel_families() -> list[str]:
 def kernel_list(arg0: str) -> list:
     """
     Every kernel of a family in this build (its list, csrc/kernels/<family>_list.h): name, ISA level, tile, K-group, and whether this CPU can run it.
+    """
+def last_algorithm(op: str) -> str:
+    """
+    The entry of op's algorithm table that this thread's last call selected, then forgotten: '' if no call since the last read (NNKERN_VERBOSE reports it).
     """
 def may_overlap(arg0: numpy.ndarray, arg1: numpy.ndarray) -> bool:
     ...

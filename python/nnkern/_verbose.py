@@ -2,7 +2,7 @@
 
     nnkern_verbose,exec,<op>,<kernel>,<algorithm>,<shapes>,threads:<n>,<milliseconds>
 
-e.g. ``nnkern_verbose,exec,matmul,f32_gemm_16x6__avx2,gemm,a:float32[64x32] b:float32[32x16],threads:2,0.021``.
+e.g. ``nnkern_verbose,exec,matmul,f32_gemm_16x6__avx2,tiles,a:float32[64x32] b:float32[32x16],threads:2,0.021``.
 The time is the op's own (argument checks included, the logging excluded). Decided once, at import: when
 the variable is unset or "0" nothing is wrapped, so the ops cost exactly what they cost without this
 module. Only the ``nnkern.*`` names (and the layers' calls) are wrapped; the submodules' functions are not.
@@ -45,38 +45,19 @@ def _kernel(family):
     return _C.cpu_info()["kernels"].get(family, "?")
 
 
-def _gemm_algorithm(M, N, K, trans_a=False, trans_b=False):
-    """Which sgemm path runs: mirrors sgemm_skinny in csrc/ops/f32_gemv.cc (dot: N <= the gemv kernel's
-    dot_nr and K >= 16 or M == 1, rows of A contiguous; rows: M == 1; gemm otherwise)."""
-    gemv = _kernel("f32_gemv")
-    try:
-        dot_nr = _C.f32_gemv_info(gemv.rsplit("__", 1)[1])[2]
-    except Exception:
-        dot_nr = 0
-    if M == 0 or N == 0:
-        return "empty"
-    small_n = N <= dot_nr and (K >= 16 or M == 1) and (not trans_a or M == 1)
-    if small_n or (M == 1 and trans_b):
-        return "gemv-dot"
-    return "gemv-rows" if M == 1 else "gemm"
+# Ops that run through an algorithm table (csrc/core/algorithm.h): their line names the entry the C++ side
+# selected for this call (_C.last_algorithm), not a Python copy of the selection rule.
+_TABLE = {"sgemm": "sgemm", "matmul": "sgemm", "qgemm": "qgemm", "qgemm16": "qgemm"}
 
 
-def _matrix_dims(a, b, ta=False, tb=False):
-    sa, sb = np.shape(a), np.shape(b)
-    M = 1 if len(sa) < 2 else sa[-1 if ta else -2]
-    K = sa[-1] if len(sa) and not ta else (sa[-2] if len(sa) >= 2 else 0)
-    N = 1 if len(sb) < 2 else sb[-2 if tb else -1]
-    return M, N, K
+def _table_algorithm(op):
+    return _C.last_algorithm(_TABLE[op]) or "none"  # none: the call selected nothing (an empty product)
 
 
 def _describe(op, args, kwargs, result):
     """(kernel, algorithm, argument names) of one call."""
-    if op == "sgemm":
-        ta, tb = bool(kwargs.get("trans_a", False)), bool(kwargs.get("trans_b", False))
-        return _kernel("f32_gemm"), _gemm_algorithm(*_matrix_dims(args[0], args[1], ta, tb), ta, tb), ("a", "b")
-    if op == "matmul":
-        M, N, K = _matrix_dims(args[0], args[1])
-        return _kernel("f32_gemm"), _gemm_algorithm(M, N, K), ("a", "b")
+    if op in ("sgemm", "matmul"):
+        return _kernel("f32_gemm"), _table_algorithm(op), ("a", "b")
     if op in ("sigmoid", "tanh"):
         method = kwargs.get("method", args[1] if len(args) > 1 else "accurate")
         return _kernel("f32_" + op), str(method), ("x",)
@@ -86,7 +67,7 @@ def _describe(op, args, kwargs, result):
         alg = "register16" if "_16__" in kern and int(k) <= 16 else "select+sort"
         return kern, alg + ("" if kwargs.get("largest", True) else "/smallest"), ("x",)
     if op in ("qgemm", "qgemm16"):
-        return _kernel("u8s8_gemm" if op == "qgemm" else "s16_gemm"), "exact-int32", ("a", "b")
+        return _kernel("u8s8_gemm" if op == "qgemm" else "s16_gemm"), _table_algorithm(op), ("a", "b")
     if op in ("quantize", "dequantize"):
         axis = kwargs.get("axis", args[4 if op == "quantize" else 3] if len(args) > (4 if op == "quantize" else 3)
                           else None)
@@ -122,6 +103,8 @@ def _log(op, args, kwargs, result, seconds):
 def _wrap(op, fn):
     @functools.wraps(fn)
     def logged(*args, **kwargs):
+        if op in _TABLE:
+            _C.last_algorithm(_TABLE[op])  # forget an earlier call's selection
         t0 = time.perf_counter()
         result = fn(*args, **kwargs)
         _log(op, args, kwargs, result, time.perf_counter() - t0)

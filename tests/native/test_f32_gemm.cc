@@ -34,6 +34,54 @@ float next_value(uint32_t& s) {
   return float(s >> 8) / float(1u << 23) - 1.0f;
 }
 
+// C's starting values and the bias, drawn after the operands (the same draws in both forms), and the case's
+// epilogue with that bias.
+struct Outputs {
+  std::vector<float> c0, bias;
+  F32Epilogue ep;
+  Outputs(size_t MR, size_t NR, size_t ldc, const Case& cs, uint32_t& s) : c0(NR * ldc), bias(MR), ep(cs.ep) {
+    for (float& v : c0) v = next_value(s);
+    for (float& v : bias) v = next_value(s);
+    if (cs.use_bias) ep.bias = bias.data();
+  }
+};
+
+// beta == 0: C must not be read, so NaN in the m x n tile must not leak. col(j): the column of C that holds
+// tile column j, and the other way round (the identity or the reversal NR - 1 - j).
+template <class Col>
+void poison_tile(std::vector<float>& c, size_t m, size_t n, size_t ldc, const F32Epilogue& ep, Col col) {
+  if (ep.beta != 0.0f) return;
+  for (size_t j = 0; j < n; ++j)
+    for (size_t i = 0; i < m; ++i) c[col(j) * ldc + i] = NAN;
+}
+
+// All NR columns of C: outside the m x n tile unchanged from c0; inside within twice the documented bound
+// of a K-deep sum (both results are within it of the exact value), where mag(i, j) is the sum of the
+// |products| of C(i, j); then extra(i, j, got) for each tile value. col as for poison_tile.
+template <class Col, class Mag, class Extra>
+bool compare_c(const char* what, const std::vector<float>& c_got, const std::vector<float>& c_ref,
+               const std::vector<float>& c0, size_t m, size_t n, size_t NR, size_t ldc, size_t K,
+               const F32Epilogue& ep, Col col, Mag mag, Extra extra) {
+  bool ok = true;
+  for (size_t jc = 0; jc < NR; ++jc) {
+    for (size_t i = 0; i < ldc; ++i) {
+      const float got = c_got[jc * ldc + i], want = c_ref[jc * ldc + i];
+      const size_t j = col(jc);  // the tile column stored at column jc
+      if (j >= n || i >= m) {
+        ok = check(std::memcmp(&got, &c0[jc * ldc + i], 4) == 0, "%s: wrote C(%zu, %zu) outside the tile", what, i, jc) && ok;
+        continue;
+      }
+      const double tol = 2.0 * ((2.0 * K + 4.0) * std::ldexp(1.0, -24) *
+                                (std::fabs(ep.alpha) * mag(i, j) + std::fabs(ep.beta * c0[jc * ldc + i]) +
+                                 (ep.bias ? std::fabs(ep.bias[i]) : 0.0))) + 1e-30;
+      ok = check(std::fabs(double(got) - want) <= tol, "%s: C(%zu, %zu) = %.9g, reference %.9g (tol %.3g)", what, i, j,
+                 got, want, tol) && ok;
+      ok = extra(i, j, got) && ok;
+    }
+  }
+  return ok;
+}
+
 // Runs one tile with `kernel` and with the reference and compares them.
 void check_tile(const F32GemmKernel& kernel, size_t m, size_t n, size_t k, size_t a_stride, bool with_copy,
                 bool scattered_b, const Case& cs, uint32_t seed) {
@@ -49,17 +97,11 @@ void check_tile(const F32GemmKernel& kernel, size_t m, size_t n, size_t k, size_
   for (size_t j = 0; j < NR; ++j) bp[j] = scattered_b ? b.data() + (NR - 1 - j) * (b_stride * k + 1) : b.data() + j;
   for (size_t j = 0; j < n; ++j)
     for (size_t p = 0; p < k; ++p) const_cast<float*>(bp[j])[p * b_stride] = next_value(s);
-  std::vector<float> c0(NR * ldc);
-  for (float& v : c0) v = next_value(s);
-  std::vector<float> bias(MR);
-  for (float& v : bias) v = next_value(s);
-  F32Epilogue ep = cs.ep;
-  if (cs.use_bias) ep.bias = bias.data();
-
-  std::vector<float> c_ref = c0, c_got = c0;
-  if (ep.beta == 0.0f)  // beta == 0: C must not be read, so NaN there must not leak
-    for (size_t j = 0; j < n; ++j)
-      for (size_t i = 0; i < m; ++i) c_got[j * ldc + i] = NAN;
+  const Outputs out(MR, NR, ldc, cs, s);
+  const F32Epilogue& ep = out.ep;
+  const auto same_col = [](size_t j) { return j; };
+  std::vector<float> c_ref = out.c0, c_got = out.c0;
+  poison_tile(c_got, m, n, ldc, ep, same_col);
   std::vector<float> copy(MR * k + MR, kSentinel), copy_ref(MR * k + MR, kSentinel);
   f32_gemm_reference(m, n, k, 1, a.data(), a_stride, bp.data(), 0, b_stride, nullptr, 0, c_ref.data(), ldc, &ep);
   kernel.run(m, n, k, a.data(), a_stride, with_copy ? copy.data() : nullptr, bp.data(), b_stride, c_got.data(), ldc,
@@ -68,24 +110,13 @@ void check_tile(const F32GemmKernel& kernel, size_t m, size_t n, size_t k, size_
   char what[200];
   std::snprintf(what, sizeof what, "%s %s m=%zu n=%zu k=%zu a_stride=%zu copy=%d b=%s", kernel.name, cs.name, m, n, k,
                 a_stride, int(with_copy), scattered_b ? "scattered" : "contiguous");
-  bool ok = true;
-  for (size_t j = 0; j < NR; ++j) {
-    for (size_t i = 0; i < ldc; ++i) {
-      const float got = c_got[j * ldc + i], want = c_ref[j * ldc + i];
-      if (j >= n || i >= m) {
-        ok = check(std::memcmp(&got, &c0[j * ldc + i], 4) == 0, "%s: wrote C(%zu, %zu) outside the tile", what, i, j) && ok;
-        continue;
-      }
-      // Both results are within the documented bound of the exact value: compare with twice that.
-      double mag = 0.0;
-      for (size_t p = 0; p < k; ++p) mag += std::fabs(double(a[p * a_stride + i]) * bp[j][p * b_stride]);
-      double tol = 2.0 * ((2.0 * k + 4.0) * std::ldexp(1.0, -24) *
-                              (std::fabs(ep.alpha) * mag + std::fabs(ep.beta * c0[j * ldc + i]) +
-                               (ep.bias ? std::fabs(ep.bias[i]) : 0.0))) + 1e-30;
-      ok = check(std::fabs(double(got) - want) <= tol, "%s: C(%zu, %zu) = %.9g, reference %.9g (tol %.3g)", what, i, j,
-                 got, want, tol) && ok;
-    }
-  }
+  const auto mag = [&](size_t i, size_t j) {
+    double sum = 0.0;
+    for (size_t p = 0; p < k; ++p) sum += std::fabs(double(a[p * a_stride + i]) * bp[j][p * b_stride]);
+    return sum;
+  };
+  bool ok = compare_c(what, c_got, c_ref, out.c0, m, n, NR, ldc, k, ep, same_col, mag,
+                      [](size_t, size_t, float) { return true; });
   if (with_copy) {
     for (size_t p = 0; p < k; ++p)
       for (size_t i = 0; i < m; ++i)
@@ -137,21 +168,16 @@ void check_igemm(const F32GemmKernel& kernel, size_t m, size_t n, size_t k, size
         ind[q] = p - shift;
       }
     }
-  std::vector<float> c0(NR * ldc);
-  for (float& v : c0) v = next_value(s);
-  std::vector<float> bias(MR);
-  for (float& v : bias) v = next_value(s);
-  F32Epilogue ep = cs.ep;
-  if (cs.use_bias) ep.bias = bias.data();
-  std::vector<float> c_ref = c0, c_got = c0;
+  const Outputs out(MR, NR, ldc, cs, s);
+  const F32Epilogue& ep = out.ep;
+  const auto store_col = [&](size_t j) { return use_rows ? NR - 1 - j : j; };  // c_rows: reversed columns
+  std::vector<float> c_ref = out.c0, c_got = out.c0;
   std::vector<float*> rows_ref(n), rows_got(n);
-  for (size_t j = 0; j < n; ++j) {  // c_rows: column j stored at column NR-1-j's place
-    rows_ref[j] = c_ref.data() + (use_rows ? NR - 1 - j : j) * ldc;
-    rows_got[j] = c_got.data() + (use_rows ? NR - 1 - j : j) * ldc;
+  for (size_t j = 0; j < n; ++j) {
+    rows_ref[j] = c_ref.data() + store_col(j) * ldc;
+    rows_got[j] = c_got.data() + store_col(j) * ldc;
   }
-  if (ep.beta == 0.0f)  // C must not be read
-    for (size_t j = 0; j < n; ++j)
-      for (size_t i = 0; i < m; ++i) rows_got[j][i] = NAN;
+  poison_tile(c_got, m, n, ldc, ep, store_col);
   HookLog log;
   F32Epilogue ep_ref = ep, ep_got = ep;
   ep_ref.c_rows = rows_ref.data();
@@ -170,29 +196,19 @@ void check_igemm(const F32GemmKernel& kernel, size_t m, size_t n, size_t k, size
   std::snprintf(what, sizeof what, "%s igemm %s m=%zu n=%zu k=%zu ks=%zu zeros=%llx shift=%zu rows=%d hook=%d",
                 kernel.name, cs.name, m, n, k, ks, (unsigned long long)(zero_mask), shift, int(use_rows),
                 int(use_hook));
-  bool ok = true;
-  for (size_t jc = 0; jc < NR; ++jc) {
-    for (size_t i = 0; i < ldc; ++i) {
-      const float got = c_got[jc * ldc + i], want = c_ref[jc * ldc + i];
-      const size_t j = use_rows ? NR - 1 - jc : jc;  // the tile column stored at column jc
-      if (j >= n || i >= m) {
-        ok = check(std::memcmp(&got, &c0[jc * ldc + i], 4) == 0, "%s: wrote C(%zu, %zu) outside the tile", what, i, jc) && ok;
-        continue;
-      }
-      double mag = 0.0;
-      for (size_t t = 0; t < ks; ++t) {
-        const float* q = ind[t * NR + j] == zero.data() ? zero.data() : ind[t * NR + j] + shift;
-        for (size_t p = 0; p < k; ++p) mag += std::fabs(double(a[(t * k + p) * MR + i]) * q[p]);
-      }
-      const double tol = 2.0 * ((2.0 * ks * k + 4.0) * std::ldexp(1.0, -24) *
-                                (std::fabs(ep.alpha) * mag + std::fabs(ep.beta * c0[jc * ldc + i]) +
-                                 (ep.bias ? std::fabs(ep.bias[i]) : 0.0))) + 1e-30;
-      ok = check(std::fabs(double(got) - want) <= tol, "%s: C(%zu, %zu) = %.9g, reference %.9g (tol %.3g)", what, i, j,
-                 got, want, tol) && ok;
-      if (use_hook && log.calls == 1 && log.m == m && log.n == n)
-        ok = check(std::memcmp(&log.values[j * m + i], &got, 4) == 0, "%s: hook value (%zu, %zu) differs", what, i, j) && ok;
+  const auto mag = [&](size_t i, size_t j) {
+    double sum = 0.0;
+    for (size_t t = 0; t < ks; ++t) {
+      const float* q = ind[t * NR + j] == zero.data() ? zero.data() : ind[t * NR + j] + shift;
+      for (size_t p = 0; p < k; ++p) sum += std::fabs(double(a[(t * k + p) * MR + i]) * q[p]);
     }
-  }
+    return sum;
+  };
+  const auto hook_value = [&](size_t i, size_t j, float got) {
+    if (!(use_hook && log.calls == 1 && log.m == m && log.n == n)) return true;
+    return check(std::memcmp(&log.values[j * m + i], &got, 4) == 0, "%s: hook value (%zu, %zu) differs", what, i, j);
+  };
+  bool ok = compare_c(what, c_got, c_ref, out.c0, m, n, NR, ldc, ks * k, ep, store_col, mag, hook_value);
   if (use_hook)
     ok = check(log.calls == 1 && log.m == m && log.n == n && log.tile_i == 7 * seed && log.tile_j == seed,
                "%s: hook called %d times with tile (%zu, %zu) %zux%zu", what, log.calls, log.tile_i, log.tile_j, log.m,

@@ -106,64 +106,69 @@ const EpilogueCase kCases[] = {
     {"s8-comp-c_in", QOut::s8, true, false, true, true, true},
 };
 
-// One tile with `kernel` and with the reference of its kind; compares every output byte.
-void check_tile(const QGemmKernel& kernel, size_t m, size_t n, size_t k, Fill fill, const EpilogueCase& ec,
-                int32_t x_zero, const std::vector<int32_t>* w_zero, uint32_t seed) {
-  const QGemmKernel& ref = reference_of(kernel.kind);
-  const size_t MR = size_t(kernel.mr), esz = elem_bytes(kernel.kind), ldc = MR + 3;
-  const Data d = ranges(kernel.kind);
-  uint32_t s = seed;
-  std::vector<int64_t> w(MR * k, 0);
+// Stores v as element p of an operand row: one byte, or an int16 for kind s16.
+void put(uint8_t* row, size_t p, int64_t v, size_t esz) {
+  if (esz == 1) row[p] = uint8_t(v);
+  else {
+    const int16_t v16 = int16_t(v);
+    std::memcpy(row + 2 * p, &v16, 2);
+  }
+}
+
+// One row of B (k values of `fill`) in its own exact-size allocation: ASan builds catch any read past it.
+std::unique_ptr<uint8_t[]> make_row(size_t k, size_t esz, Fill fill, const Data& d, uint32_t& s) {
+  std::unique_ptr<uint8_t[]> row(new uint8_t[std::max<size_t>(k * esz, 1)]);
+  for (size_t p = 0; p < k; ++p) put(row.get(), p, fill_value(fill, d, false, s), esz);
+  return row;
+}
+
+// W: MR x K, rows < m of `fill`, the rest zero (the panel's padding channels).
+std::vector<int64_t> make_weights(size_t MR, size_t m, size_t K, Fill fill, const Data& d, uint32_t& s) {
+  std::vector<int64_t> w(MR * K, 0);
   for (size_t i = 0; i < m; ++i)
-    for (size_t p = 0; p < k; ++p) w[i * k + p] = fill_value(fill, d, true, s);
-  const std::vector<uint8_t> a = pack(w, MR, k, size_t(kernel.kgroup), kernel.kind);
-  // B: each row its own exact-size allocation.
-  std::vector<std::unique_ptr<uint8_t[]>> rows(n);
-  std::vector<const void*> bp(n);
-  for (size_t j = 0; j < n; ++j) {
-    rows[j].reset(new uint8_t[std::max<size_t>(k * esz, 1)]);
-    for (size_t p = 0; p < k; ++p) {
-      const int64_t v = fill_value(fill, d, false, s);
-      if (esz == 1) rows[j][p] = uint8_t(v);
-      else {
-        const int16_t v16 = int16_t(v);
-        std::memcpy(&rows[j][2 * p], &v16, 2);
-      }
-    }
-    bp[j] = rows[j].get();
-  }
-  // Epilogue arrays, padded to 64 as the drivers do.
-  std::vector<int32_t> comp(64), bzero(64), rsum(NR_MAX), c_in(NR_MAX * ldc);
-  std::vector<float> scale(64), bias(64);
-  for (auto& v : comp) v = int32_t(next(s) % 20001) - 10000;
-  for (auto& v : bzero) v = int32_t(next(s) % 256) - 128;
-  for (auto& v : rsum) v = int32_t(next(s) % 100001) - 50000;
-  for (auto& v : c_in) v = int32_t(next(s));
-  for (auto& v : scale) v = 1e-6f * float(1 + next(s) % 1000);
-  for (auto& v : bias) v = float(int32_t(next(s) % 300) - 100);
+    for (size_t p = 0; p < K; ++p) w[i * K + p] = fill_value(fill, d, true, s);
+  return w;
+}
+
+size_t out_bytes(QOut out) { return out == QOut::i32 || out == QOut::f32 ? 4 : 1; }
+
+// The epilogue's arrays (random, per-channel ones padded to 64 as the drivers do) and ec's QEpilogue on them
+// (ldc: the row stride of c_in). Not copyable: ep points into the arrays.
+struct EpilogueData {
+  std::vector<int32_t> comp = std::vector<int32_t>(64), bzero = std::vector<int32_t>(64),
+                       rsum = std::vector<int32_t>(NR_MAX), c_in;
+  std::vector<float> scale = std::vector<float>(64), bias = std::vector<float>(64);
   QEpilogue ep;
-  ep.out = ec.out;
-  ep.relu = ec.relu;
-  if (ec.comp) ep.col_comp = comp.data(), ep.b_zero = bzero.data(), ep.row_sum = rsum.data();
-  if (ec.scale) ep.scale = scale.data();
-  if (ec.bias) ep.bias = bias.data();
-  ep.lo = ec.out == QOut::u8 ? 0.0f : -128.0f;
-  ep.hi = ec.out == QOut::u8 ? 255.0f : 127.0f;
-  if (ec.c_in) ep.c_in = c_in.data(), ep.ld_in = ldc;
-  if (kernel.zero_points_in_kernel) {
-    ep.x_zero = x_zero;
-    ep.w_zero = w_zero ? w_zero->data() : nullptr;
+  EpilogueData(const EpilogueCase& ec, size_t ldc, uint32_t& s) : c_in(NR_MAX * ldc) {
+    for (auto& v : comp) v = int32_t(next(s) % 20001) - 10000;
+    for (auto& v : bzero) v = int32_t(next(s) % 256) - 128;
+    for (auto& v : rsum) v = int32_t(next(s) % 100001) - 50000;
+    for (auto& v : c_in) v = int32_t(next(s));
+    for (auto& v : scale) v = 1e-6f * float(1 + next(s) % 1000);
+    for (auto& v : bias) v = float(int32_t(next(s) % 300) - 100);
+    ep.out = ec.out;
+    ep.relu = ec.relu;
+    if (ec.comp) ep.col_comp = comp.data(), ep.b_zero = bzero.data(), ep.row_sum = rsum.data();
+    if (ec.scale) ep.scale = scale.data();
+    if (ec.bias) ep.bias = bias.data();
+    ep.lo = ec.out == QOut::u8 ? 0.0f : -128.0f;
+    ep.hi = ec.out == QOut::u8 ? 255.0f : 127.0f;
+    if (ec.c_in) ep.c_in = c_in.data(), ep.ld_in = ldc;
   }
-  const size_t out_bytes = ec.out == QOut::i32 || ec.out == QOut::f32 ? 4 : 1;
-  std::vector<uint8_t> c_got(NR_MAX * ldc * out_bytes, 0xA5), c_ref(c_got);
-  // The reference has a smaller tile (8 x 4): run it over slices of 8 channels and 4 rows.
-  const size_t RMR = size_t(ref.mr);
+  EpilogueData(const EpilogueData&) = delete;
+};
+
+// The scalar reference of `kind` on the m x n tile of the K-deep product of w (MR x K) and the rows bp, in
+// slices of its smaller tile (8 x 4), into c_ref (ldc apart, ep's output type).
+void reference_tile(QKind kind, const std::vector<int64_t>& w, size_t m, size_t n, size_t K, const void* const* bp,
+                    const QEpilogue& ep, uint8_t* c_ref, size_t ldc) {
+  const QGemmKernel& ref = reference_of(kind);
+  const size_t RMR = size_t(ref.mr), ob = out_bytes(ep.out);
   for (size_t i0 = 0; i0 < m; i0 += RMR) {
     const size_t mi = std::min(RMR, m - i0);
-    const std::vector<int64_t> wi(w.begin() + i0 * k, w.begin() + (i0 + mi) * k);
-    std::vector<int64_t> wpad(RMR * k, 0);
-    std::copy(wi.begin(), wi.end(), wpad.begin());
-    const std::vector<uint8_t> a_ref = pack(wpad, RMR, k, size_t(ref.kgroup), ref.kind);
+    std::vector<int64_t> wpad(RMR * K, 0);
+    std::copy(w.begin() + i0 * K, w.begin() + (i0 + mi) * K, wpad.begin());
+    const std::vector<uint8_t> a_ref = pack(wpad, RMR, K, size_t(ref.kgroup), ref.kind);
     for (size_t j0 = 0; j0 < n; j0 += size_t(ref.nr)) {
       const size_t nj = std::min(size_t(ref.nr), n - j0);
       QEpilogue e = ep;
@@ -174,15 +179,40 @@ void check_tile(const QGemmKernel& kernel, size_t m, size_t n, size_t k, Fill fi
       if (e.bias) e.bias += i0;
       if (e.row_sum) e.row_sum += j0;
       if (e.c_in) e.c_in += j0 * ldc + i0;
-      ref.run(mi, nj, k, 1, a_ref.data(), bp.data() + j0, nullptr, 0, c_ref.data() + (j0 * ldc + i0) * out_bytes, ldc, &e);
+      ref.run(mi, nj, K, 1, a_ref.data(), bp + j0, nullptr, 0, c_ref + (j0 * ldc + i0) * ob, ldc, &e);
     }
   }
+}
+
+// One tile with `kernel` and with the reference of its kind; compares every output byte.
+void check_tile(const QGemmKernel& kernel, size_t m, size_t n, size_t k, Fill fill, const EpilogueCase& ec,
+                int32_t x_zero, const std::vector<int32_t>* w_zero, uint32_t seed) {
+  const size_t MR = size_t(kernel.mr), esz = elem_bytes(kernel.kind), ldc = MR + 3;
+  const Data d = ranges(kernel.kind);
+  uint32_t s = seed;
+  const std::vector<int64_t> w = make_weights(MR, m, k, fill, d, s);
+  const std::vector<uint8_t> a = pack(w, MR, k, size_t(kernel.kgroup), kernel.kind);
+  std::vector<std::unique_ptr<uint8_t[]>> rows(n);
+  std::vector<const void*> bp(n);
+  for (size_t j = 0; j < n; ++j) {
+    rows[j] = make_row(k, esz, fill, d, s);
+    bp[j] = rows[j].get();
+  }
+  EpilogueData ed(ec, ldc, s);
+  QEpilogue& ep = ed.ep;
+  if (kernel.zero_points_in_kernel) {
+    ep.x_zero = x_zero;
+    ep.w_zero = w_zero ? w_zero->data() : nullptr;
+  }
+  const size_t ob = out_bytes(ec.out);
+  std::vector<uint8_t> c_got(NR_MAX * ldc * ob, 0xA5), c_ref(c_got);
+  reference_tile(kernel.kind, w, m, n, k, bp.data(), ep, c_ref.data(), ldc);
   kernel.run(m, n, k, 1, a.data(), bp.data(), nullptr, 0, c_got.data(), ldc, &ep);
   const bool same = std::memcmp(c_got.data(), c_ref.data(), c_got.size()) == 0;
   if (!same) {
     size_t at = 0;
     while (c_got[at] == c_ref[at]) ++at;
-    const size_t el = at / out_bytes;
+    const size_t el = at / ob;
     check(false, "%s %s m=%zu n=%zu k=%zu fill=%d x_zero=%d w_zero=%s: first difference at C(%zu, %zu)%s",
           kernel.name, ec.name, m, n, k, int(fill), int(x_zero), w_zero ? "set" : "null", el % ldc, el / ldc,
           el % ldc >= m || el / ldc >= n ? " (outside the tile)" : "");
@@ -244,22 +274,12 @@ void seen(void* ctx, const QTile& t) {
 
 void check_indirect(const QGemmKernel& kernel, size_t m, size_t n, size_t k, size_t ks, uint32_t zero_mask, Fill fill,
                     const EpilogueCase& ec, int32_t x_zero, uint32_t seed) {
-  const QGemmKernel& ref = reference_of(kernel.kind);
   const size_t MR = size_t(kernel.mr), NR = size_t(kernel.nr), G = size_t(kernel.kgroup), esz = elem_bytes(kernel.kind);
   const size_t K = ks * k, ldc = MR + 1, kg = (k + G - 1) / G;
   const Data d = ranges(kernel.kind);
   uint32_t s = seed;
-  auto put = [&](uint8_t* row, size_t p, int64_t v) {
-    if (esz == 1) row[p] = uint8_t(v);
-    else {
-      const int16_t v16 = int16_t(v);
-      std::memcpy(row + 2 * p, &v16, 2);
-    }
-  };
   // Weights: MR x K (rows beyond m zero); the kernel's panel is tap after tap, each padded to whole groups.
-  std::vector<int64_t> w(MR * K, 0);
-  for (size_t i = 0; i < m; ++i)
-    for (size_t p = 0; p < K; ++p) w[i * K + p] = fill_value(fill, d, true, s);
+  const std::vector<int64_t> w = make_weights(MR, m, K, fill, d, s);
   std::vector<uint8_t> a(std::max<size_t>(ks * kg * G * MR, 1) * esz, 0);
   for (size_t t = 0; t < ks; ++t) {
     std::vector<int64_t> wt(MR * k);
@@ -272,7 +292,7 @@ void check_indirect(const QGemmKernel& kernel, size_t m, size_t n, size_t k, siz
   // real tap entry; the kernel sees them as pointer - b_offset.
   const int64_t zval = kernel.zero_points_in_kernel ? x_zero : fill_value(Fill::random, d, false, s);
   std::unique_ptr<uint8_t[]> zero(new uint8_t[std::max<size_t>(k * esz, 1)]);
-  for (size_t p = 0; p < k; ++p) put(zero.get(), p, zval);
+  for (size_t p = 0; p < k; ++p) put(zero.get(), p, zval, esz);
   const size_t b_offset = 64 * 1024 + 3 * esz;
   std::vector<std::unique_ptr<uint8_t[]>> rows;
   std::vector<const void*> ind(ks * NR, reinterpret_cast<const void*>(uintptr_t(8)));  // j >= n: never read
@@ -282,8 +302,7 @@ void check_indirect(const QGemmKernel& kernel, size_t m, size_t n, size_t k, siz
       const bool pad = (zero_mask >> ((t * n + j) % 32)) & 1;
       const uint8_t* src = zero.get();
       if (!pad) {
-        rows.emplace_back(new uint8_t[std::max<size_t>(k * esz, 1)]);
-        for (size_t p = 0; p < k; ++p) put(rows.back().get(), p, fill_value(fill, d, false, s));
+        rows.push_back(make_row(k, esz, fill, d, s));
         src = rows.back().get();
         ind[t * NR + j] = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(src) - b_offset);
       } else {
@@ -293,45 +312,12 @@ void check_indirect(const QGemmKernel& kernel, size_t m, size_t n, size_t k, siz
     }
   std::vector<const void*> fp(n);
   for (size_t j = 0; j < n; ++j) fp[j] = flat[j].data();
-  std::vector<int32_t> comp(64), bzero(64), rsum(NR_MAX), c_in(NR_MAX * ldc);
-  std::vector<float> scale(64), bias(64);
-  for (auto& v : comp) v = int32_t(next(s) % 20001) - 10000;
-  for (auto& v : bzero) v = int32_t(next(s) % 256) - 128;
-  for (auto& v : rsum) v = int32_t(next(s) % 100001) - 50000;
-  for (auto& v : c_in) v = int32_t(next(s));
-  for (auto& v : scale) v = 1e-6f * float(1 + next(s) % 1000);
-  for (auto& v : bias) v = float(int32_t(next(s) % 300) - 100);
-  QEpilogue ep;
-  ep.out = ec.out;
-  ep.relu = ec.relu;
-  if (ec.comp) ep.col_comp = comp.data(), ep.b_zero = bzero.data(), ep.row_sum = rsum.data();
-  if (ec.scale) ep.scale = scale.data();
-  if (ec.bias) ep.bias = bias.data();
-  ep.lo = ec.out == QOut::u8 ? 0.0f : -128.0f;
-  ep.hi = ec.out == QOut::u8 ? 255.0f : 127.0f;
-  if (ec.c_in) ep.c_in = c_in.data(), ep.ld_in = ldc;
+  EpilogueData ed(ec, ldc, s);
+  QEpilogue& ep = ed.ep;
   if (kernel.zero_points_in_kernel) ep.x_zero = x_zero;
-  const size_t ob = ec.out == QOut::i32 || ec.out == QOut::f32 ? 4 : 1;
+  const size_t ob = out_bytes(ec.out);
   std::vector<uint8_t> c_ref(NR_MAX * ldc * ob, 0xA5), c_got(c_ref), c_untouched(c_ref);
-  // Reference: slices of its 8 x 4 tile over the flattened GEMM.
-  const size_t RMR = size_t(ref.mr);
-  for (size_t i0 = 0; i0 < m; i0 += RMR) {
-    const size_t mi = std::min(RMR, m - i0);
-    std::vector<int64_t> wpad(RMR * K, 0);
-    std::copy(w.begin() + i0 * K, w.begin() + (i0 + mi) * K, wpad.begin());
-    const std::vector<uint8_t> a_ref = pack(wpad, RMR, K, size_t(ref.kgroup), ref.kind);
-    for (size_t j0 = 0; j0 < n; j0 += size_t(ref.nr)) {
-      const size_t nj = std::min(size_t(ref.nr), n - j0);
-      QEpilogue e = ep;
-      if (e.col_comp) e.col_comp += i0;
-      if (e.b_zero) e.b_zero += i0;
-      if (e.scale) e.scale += i0;
-      if (e.bias) e.bias += i0;
-      if (e.row_sum) e.row_sum += j0;
-      if (e.c_in) e.c_in += j0 * ldc + i0;
-      ref.run(mi, nj, K, 1, a_ref.data(), fp.data() + j0, nullptr, 0, c_ref.data() + (j0 * ldc + i0) * ob, ldc, &e);
-    }
-  }
+  reference_tile(kernel.kind, w, m, n, K, fp.data(), ep, c_ref.data(), ldc);  // on the flattened GEMM
   std::vector<void*> c_rows(n);
   for (size_t j = 0; j < n; ++j) c_rows[j] = c_got.data() + (n - 1 - j) * ldc * ob;
   ep.c_rows = c_rows.data();

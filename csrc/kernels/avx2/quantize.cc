@@ -67,38 +67,30 @@ void dequantize_run(const uint8_t* q, float* x, size_t n, const float* scale, co
   }
 }
 
-// vminps/vmaxps return their second operand when either is NaN: min(v, acc) keeps acc, so NaN is skipped.
-// Two accumulator pairs hide the 4-cycle latency of the dependency chain.
-void minmax_run(const float* x, size_t n, float* lo, float* hi) {
-  __m256 mn0 = _mm256_set1_ps(INFINITY), mn1 = mn0, mx0 = _mm256_set1_ps(-INFINITY), mx1 = mx0;
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
-    mn0 = _mm256_min_ps(a, mn0);
-    mx0 = _mm256_max_ps(a, mx0);
-    mn1 = _mm256_min_ps(b, mn1);
-    mx1 = _mm256_max_ps(b, mx1);
+struct Ymm {
+  using V = __m256;
+  static constexpr size_t kLanes = 8;
+  static constexpr bool kMaskedTail = false;  // the last n % 8 run scalar
+  static V set1(float f) { return _mm256_set1_ps(f); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V min(V a, V acc) { return _mm256_min_ps(a, acc); }
+  static V max(V a, V acc) { return _mm256_max_ps(a, acc); }
+  static float reduce_min(V v) { return fold(v, [](float t, float r) { return t < r; }); }
+  static float reduce_max(V v) { return fold(v, [](float t, float r) { return t > r; }); }
+  // Lanes 1..7 into lane 0 in order, a lane replacing the result only when strictly better.
+  template <typename Better>
+  static float fold(V v, Better better) {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    float r = t[0];
+    for (int j = 1; j < 8; ++j) r = better(t[j], r) ? t[j] : r;
+    return r;
   }
-  for (; i + 8 <= n; i += 8) {
-    const __m256 a = _mm256_loadu_ps(x + i);
-    mn0 = _mm256_min_ps(a, mn0);
-    mx0 = _mm256_max_ps(a, mx0);
-  }
-  alignas(32) float mn[8], mx[8];
-  _mm256_store_ps(mn, _mm256_min_ps(mn0, mn1));
-  _mm256_store_ps(mx, _mm256_max_ps(mx0, mx1));
-  float l = mn[0], h = mx[0];
-  for (int j = 1; j < 8; ++j) {
-    l = mn[j] < l ? mn[j] : l;
-    h = mx[j] > h ? mx[j] : h;
-  }
-  for (; i < n; ++i) {
-    if (x[i] < l) l = x[i];
-    if (x[i] > h) h = x[i];
-  }
-  *lo = l;
-  *hi = h;
-}
+};
+
+#include "kernels/f32_minmax_loop.inc"
+
+void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Ymm>(x, n, lo, hi); }
 
 }  // namespace
 

@@ -47,27 +47,26 @@ void dequantize_run(const uint8_t* q, float* x, size_t n, const float* scale, co
   }
 }
 
-// vminps/vmaxps return their second operand when either is NaN: min(v, acc) keeps acc, so NaN is skipped
-// (the masked tail lanes keep acc too).
-void minmax_run(const float* x, size_t n, float* lo, float* hi) {
-  __m512 mn0 = _mm512_set1_ps(INFINITY), mn1 = mn0, mx0 = _mm512_set1_ps(-INFINITY), mx1 = mx0;
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
-    mn0 = _mm512_min_ps(a, mn0);
-    mx0 = _mm512_max_ps(a, mx0);
-    mn1 = _mm512_min_ps(b, mn1);
-    mx1 = _mm512_max_ps(b, mx1);
-  }
-  for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : tail_mask(n - i);
-    const __m512 a = _mm512_maskz_loadu_ps(m, x + i);
-    mn0 = _mm512_mask_min_ps(mn0, m, a, mn0);
-    mx0 = _mm512_mask_max_ps(mx0, m, a, mx0);
-  }
-  *lo = _mm512_reduce_min_ps(_mm512_min_ps(mn0, mn1));
-  *hi = _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
-}
+struct Zmm {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr size_t kLanes = 16;
+  static constexpr bool kMaskedTail = true;
+  static V set1(float f) { return _mm512_set1_ps(f); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V min(V a, V acc) { return _mm512_min_ps(a, acc); }
+  static V max(V a, V acc) { return _mm512_max_ps(a, acc); }
+  static Mask first_lanes(size_t count) { return tail_mask(count); }  // count < 16 here
+  static V maskz_load(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static V mask_min(V acc, Mask m, V a) { return _mm512_mask_min_ps(acc, m, a, acc); }
+  static V mask_max(V acc, Mask m, V a) { return _mm512_mask_max_ps(acc, m, a, acc); }
+  static float reduce_min(V v) { return _mm512_reduce_min_ps(v); }
+  static float reduce_max(V v) { return _mm512_reduce_max_ps(v); }
+};
+
+#include "kernels/f32_minmax_loop.inc"
+
+void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Zmm>(x, n, lo, hi); }
 
 }  // namespace
 

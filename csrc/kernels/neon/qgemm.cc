@@ -140,9 +140,7 @@ __attribute__((optimize("no-schedule-insns"))) void widen_8x8(size_t m, size_t n
 
 }  // namespace
 
-extern const QGemmKernel u8s8_gemm_8x8c1__neon = {"u8s8_gemm_8x8c1__neon", kTileM, kTileN, 1, widen_8x8<U8Operands>,
-                                       QKind::u8s8, true, 8};
-extern const QGemmKernel s16_gemm_8x8c1__neon = {"s16_gemm_8x8c1__neon", kTileM, kTileN, 1, widen_8x8<S16Operands>,
-                                        QKind::s16, false, 8};
+NNK_NEON_QGEMM_KERNEL(u8s8_gemm_8x8c1__neon, 1, widen_8x8<U8Operands>, QKind::u8s8, true, 8);
+NNK_NEON_QGEMM_KERNEL(s16_gemm_8x8c1__neon, 1, widen_8x8<S16Operands>, QKind::s16, false, 8);
 
 }  // namespace nnkern

@@ -90,6 +90,6 @@ __attribute__((optimize("no-schedule-insns"))) void sdot_8x8(size_t m, size_t n,
 
 }  // namespace
 
-extern const QGemmKernel s8s8_gemm_8x8c4__neondot = {"s8s8_gemm_8x8c4__neondot", kTileM, kTileN, 4, sdot_8x8, QKind::s8s8, false, 16};
+NNK_NEON_QGEMM_KERNEL(s8s8_gemm_8x8c4__neondot, 4, sdot_8x8, QKind::s8s8, false, 16);
 
 }  // namespace nnkern

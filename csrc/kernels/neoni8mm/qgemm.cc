@@ -96,6 +96,6 @@ void usmmla_8x8(size_t m, size_t n, size_t k, size_t ks, const void* a, const vo
 
 }  // namespace
 
-extern const QGemmKernel u8s8_gemm_8x8c8__neoni8mm = {"u8s8_gemm_8x8c8__neoni8mm", kTileM, kTileN, 8, usmmla_8x8};
+NNK_NEON_QGEMM_KERNEL(u8s8_gemm_8x8c8__neoni8mm, 8, usmmla_8x8);
 
 }  // namespace nnkern
