@@ -365,3 +365,52 @@ def test_bad_inputs(rng):
         layer._packed.run(x.astype(np.int8)[..., :2], np.empty((1, 2, 3, 8), np.int32), "auto", "")
     with pytest.raises(ValueError, match="kernel"):
         layer._run(x, None, "auto", "no_such_kernel")
+
+
+@pytest.mark.parametrize("odt", [np.uint8, np.int8, np.float32])
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("rdt,zr", [(np.uint8, 131), (np.int8, -7)])
+def test_residual_equals_unfused(rng, odt, relu, rdt, zr):
+    """residual=: t = the float32 pre-activation, + float32((r - zr) * rf), then ReLU / clamp / rint."""
+    kw = dict(padding=(1, 0, 2, 1), stride=(1, 2), input_zero_point=5)
+    layer = make_layer(np.random.default_rng(3), 24, 3, 3, 16, odt, relu, residual_scale=0.07,
+                       residual_zero_point=zr, **kw)
+    i32 = nnkern.QConv2d(layer.weight, weight_scale=layer.weight_scale, output_dtype=np.int32,
+                         input_scale=layer.input_scale, **kw)
+    x = rand_x(rng, np.uint8, (2, 13, 14, 16))
+    acc = i32(x)
+    r = rand_x(rng, rdt, acc.shape)
+    t = epilogue_ref(acc.reshape(-1, 24).T, "f32", scale=layer.factor, bias=layer.offset).T.reshape(acc.shape)
+    y = t + (r.astype(np.float32) - np.float32(zr)) * np.float32(layer._residual_factor)
+    assert y.dtype == np.float32
+    if odt == np.float32:
+        want = np.maximum(y, np.float32(0)) if relu else y
+    else:
+        want = np.rint(np.clip(y, np.float32(layer._lo), np.float32(layer._hi))).astype(odt)
+    for alg in ALGORITHMS:
+        got = layer._run(x, None, alg, "", r)
+        assert got.dtype == odt and np.array_equal(got, want), alg
+    out = np.empty_like(want)
+    assert layer(x, out, residual=r) is out and np.array_equal(out, want)
+    assert np.array_equal(pickle.loads(pickle.dumps(layer))(x, residual=r), want)
+    if odt == np.uint8 and rdt == np.uint8:
+        with pytest.raises(ValueError, match="overlap"):
+            layer(x, out=r, residual=r)
+    with pytest.raises(ValueError, match="shape"):
+        layer(x, residual=r[:, 1:])
+    with pytest.raises(TypeError, match="residual"):
+        layer(x, residual=r.astype(np.int16))
+    with pytest.raises(ValueError, match="without residual_scale"):
+        i32(x, residual=r)
+
+
+def test_residual_bad_construction(rng):
+    with pytest.raises(ValueError, match="int32"):
+        make_layer(rng, 4, 1, 1, 4, np.int32, residual_scale=0.1)
+    with pytest.raises(ValueError, match="residual_scale"):
+        make_layer(rng, 4, 1, 1, 4, np.uint8, residual_scale=-1.0)
+    with pytest.raises(ValueError, match="residual_zero_point"):
+        make_layer(rng, 4, 1, 1, 4, np.uint8, residual_zero_point=3)
+    layer = make_layer(rng, 4, 1, 1, 4, np.uint8, residual_scale=0.1, residual_zero_point=200)
+    with pytest.raises(ValueError, match="outside the range"):
+        layer(rand_x(rng, np.uint8, (1, 2, 2, 4)), residual=np.zeros((1, 2, 2, 4), np.int8))

@@ -32,7 +32,9 @@ class QConv2dBinding {
 
   // out (N, OH, OW, OC) = conv(x (N, H, W, IC) uint8 or int8). kernel: "" (dispatched) or a qgemm kernel's
   // name (tests). Returns the algorithm that ran.
-  std::string run(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel) const {
+  // residual: None or uint8 / int8 of out's shape, with its zero point and factor (ops/qconv2d.h QConvOutput).
+  std::string run(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
+                  const py::object& residual, int residual_zero, float residual_factor) const {
     const QConvGeometry& geo = packed_->geometry();
     const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
     const std::initializer_list<ssize_t> xd = {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)};
@@ -52,6 +54,15 @@ class QConv2dBinding {
     o.relu = relu_;
     o.lo = lo_;
     o.hi = hi_;
+    if (!residual.is_none()) {
+      const py::array r = residual.cast<py::array>();
+      const bool ru8 = py::isinstance<py::array_t<uint8_t>>(r);
+      o.residual = ru8 ? static_cast<const void*>(checked_in<uint8_t>(r, "residual", od))
+                       : checked_in<int8_t>(r, "residual", od);
+      o.residual_type = ru8 ? QType::u8 : QType::s8;
+      o.residual_zero = residual_zero;
+      o.residual_factor = residual_factor;
+    }
     const QGemmKernel* k = kernel.empty() ? nullptr : &runnable_qgemm_kernel(kernel);
     py::gil_scoped_release release;
     return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, xp, o, algorithm, k);
@@ -75,7 +86,8 @@ void bind_qconv2d(py::module_& m) {
       .def(py::init<const py::array&, const std::vector<size_t>&, int, const py::object&, const py::object&, bool,
                     float, float, int>())
       .def("run", &QConv2dBinding::run, py::arg("x"), py::arg("out"), py::arg("algorithm") = "auto",
-           py::arg("kernel") = "")
+           py::arg("kernel") = "",
+           py::arg("residual") = py::none(), py::arg("residual_zero") = 0, py::arg("residual_factor") = 0.0f)
       .def("auto_algorithm", &QConv2dBinding::auto_algorithm)
       .def_property_readonly("kernel_name", &QConv2dBinding::kernel_name)
       .def_property_readonly("indirection_builds", &QConv2dBinding::indirection_builds);

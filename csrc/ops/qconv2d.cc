@@ -111,8 +111,25 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
   const QConvCall call{*this, kern ? *kern : qgemm_kernel(8), N, H, W, OH, OW, x_type, x, o};
   const Algorithm<QConvCall>& a = qconv_algorithms().select(call, algorithm);  // errors before any work
   if (N == 0) return a.name;
-  Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
-  a.run(call, ws);
+  if (!o.residual) {
+    Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
+    a.run(call, ws);
+    return a.name;
+  }
+  if (o.out == QOut::i32) throw std::invalid_argument("qconv2d: no residual with int32 output");
+  // With a residual: the pre-activation t = fma(acc, factor, offset) as float32 first (the f32 epilogue on
+  // the same factor / offset), then the residual stage over it.
+  const size_t count = call.M() * geo_.OC;
+  Workspace tmp(count * sizeof(float));
+  QConvOutput pre;
+  pre.out = QOut::f32;
+  pre.c = tmp.data();
+  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre};
+  {
+    Workspace ws(a.workspace_bytes ? a.workspace_bytes(pre_call) : 0);
+    a.run(pre_call, ws);
+  }
+  qconv_add_residual(tmp.as<float>(), count, o);
   return a.name;
 }
 

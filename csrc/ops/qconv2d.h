@@ -71,6 +71,13 @@ struct QConvOutput {
   void* c = nullptr;  // N x OH x OW x OC, C-contiguous
   bool relu = false;
   float lo = 0.0f, hi = 0.0f;
+  // residual (N x OH x OW x OC uint8 / int8, or null), added before the clamp / ReLU (ops/qconv2d_residual.cc):
+  //   y = fl(t + fl(float(r - residual_zero) * residual_factor)),  t = fma(float(acc), factor, offset)
+  // then f32: relu ? max(y, 0) : y;  u8/s8: rint(min(max(y, lo), hi)). Not for int32 output.
+  const void* residual = nullptr;
+  QType residual_type = QType::u8;
+  int32_t residual_zero = 0;
+  float residual_factor = 0.0f;
 };
 
 class PackedQConv2d {
@@ -141,6 +148,9 @@ size_t qconv_im2col_workspace(const QConvCall& c);
 void qconv_im2col_run(const QConvCall& c, void* workspace);
 size_t qconv_indirect_workspace(const QConvCall& c);
 void qconv_indirect_run(const QConvCall& c, void* workspace);
+// The residual stage: out (count elements of o.out, at o.c) from the float32 pre-activation t (same layout)
+// and o.residual, as QConvOutput says.
+void qconv_add_residual(const float* t, size_t count, const QConvOutput& o);
 // Builds the indirection buffer of one input shape (ops/qconv2d_indirect.cc).
 std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeometry& geo, size_t N, size_t H,
                                                                 size_t W, const QGemmKernel& k, QType x_type,

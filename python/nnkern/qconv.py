@@ -86,6 +86,12 @@ class QConv2d:
       point). auto: "im2col" for the 1x1 stride-1 unpadded case, "indirect" otherwise. Every algorithm
       gives bit-identical results on every ISA and thread count.
 
+    residual_scale, residual_zero_point: with them, a call may pass ``residual=`` (uint8 or int8, the
+      output's shape, e.g. a ResNet shortcut) whose real value ``(r - residual_zero_point) * residual_scale`` is
+      added before the ReLU and the output quantization: with t = fma(float32(acc), factor[o], offset[o])
+      as above, y = t + float32(float32(r - residual_zero_point) * rf) (float32, one rounding each), rf =
+      float32(residual_scale / output_scale) (float32 output: residual_scale); then ReLU, clamp, round half to
+      even as without it. It runs as a second pass over a float32 copy of t. Not for int32 output.
     Calling the layer on x (N, H, W, in_channels), uint8 or int8 (non-contiguous x is copied), returns
     (N, OH, OW, out_channels) of output_dtype, OH = (H + top + bottom - dilation_h * (KH - 1) - 1) //
     stride_h + 1 (likewise OW); ``out=`` a C-contiguous array of that shape and dtype, not overlapping x.
@@ -97,7 +103,8 @@ class QConv2d:
                  stride: int | tuple[int, int] = 1, padding: int | tuple[int, ...] = 0,
                  dilation: int | tuple[int, int] = 1, groups: int = 1, input_scale: float, input_zero_point: int,
                  output_scale: float | None = None, output_zero_point: int = 0,
-                 output_dtype: npt.DTypeLike = np.uint8, relu: bool = False, algorithm: str = "auto") -> None:
+                 output_dtype: npt.DTypeLike = np.uint8, relu: bool = False, algorithm: str = "auto",
+                 residual_scale: float | None = None, residual_zero_point: int = 0) -> None:
         relu = as_bool(relu, "relu")
         self._algorithm = _algorithm(algorithm)
         weight = as_array(weight, "weight")
@@ -125,6 +132,21 @@ class QConv2d:
         if odt not in _OUT_KIND:
             raise TypeError(f"output_dtype must be uint8, int8, float32 or int32, got {output_dtype!r}")
         bias, factor, offset, lo, hi = _output_stage(ws, bias, sx, output_scale, output_zero_point, odt, relu)
+        self._residual_scale, self._residual_zero_point, self._residual_factor = None, 0, None
+        if residual_scale is not None:
+            if odt == np.dtype(np.int32):
+                raise ValueError("int32 output is the exact accumulator: no residual")
+            sr = float(_positive_scale(residual_scale, "residual_scale"))
+            zr = _int_scalar(residual_zero_point, "residual_zero_point")
+            if not -128 <= zr <= 255:
+                raise ValueError(f"residual_zero_point must be in [-128, 255], got {zr}")
+            # in the output's units: real / output_scale for uint8 / int8, real for float32
+            rf = np.float32(sr / float(output_scale) if odt != np.dtype(np.float32) else sr)
+            if not np.isfinite(rf) or rf == 0:
+                raise ValueError("residual_scale / output_scale is not a finite nonzero float32")
+            self._residual_scale, self._residual_zero_point, self._residual_factor = sr, zr, float(rf)
+        elif _int_scalar(residual_zero_point, "residual_zero_point") != 0:
+            raise ValueError("residual_zero_point without residual_scale")
         self._geometry = (OC, ICg * groups, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr)
         self._output_dtype = odt
         self._relu = relu
@@ -210,10 +232,13 @@ class QConv2d:
                              f"{H + pt + pb}x{W + pl + pr}")
         return N, (H + pt + pb - span_h) // sh + 1, (W + pl + pr - span_w) // sw + 1, OC
 
-    def __call__(self, x: ArrayIn, out: ArrayIn | None = None) -> np.ndarray:
-        return self._run(x, out, self._algorithm, "")
+    residual_scale = property(lambda self: self._residual_scale, doc="the scale of residual inputs (None: none)")
+    residual_zero_point = property(lambda self: self._residual_zero_point, doc="the zero point of residual inputs")
 
-    def _run(self, x, out, algorithm, kernel):
+    def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, residual: ArrayIn | None = None) -> np.ndarray:
+        return self._run(x, out, self._algorithm, "", residual)
+
+    def _run(self, x, out, algorithm, kernel, residual=None):
         """The call with an explicit algorithm and micro-kernel name ("" = dispatched; a test hook)."""
         algorithm = _algorithm(algorithm)
         x = as_array(x, "x")
@@ -237,15 +262,36 @@ class QConv2d:
                 raise ValueError("out must be a writeable C-contiguous array")
             if np.may_share_memory(out, x):
                 check_no_overlap(out, "out", x=x)
+        if residual is not None:
+            residual = self._check_residual(residual, shape)
+            if np.may_share_memory(out, residual):
+                check_no_overlap(out, "out", residual=residual)
         if out.size == 0:
             return given
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         target = aligned_target(out)
-        self._packed.run(x, target, algorithm, kernel)
+        if residual is None:
+            self._packed.run(x, target, algorithm, kernel)
+        else:
+            self._packed.run(x, target, algorithm, kernel, np.ascontiguousarray(residual), self._residual_zero_point,
+                             self._residual_factor)
         if target is not out:
             np.copyto(out, target)
         return given
+
+    def _check_residual(self, r, shape):
+        r = as_array(r, "residual")
+        if self._residual_scale is None:
+            raise ValueError("this QConv2d was built without residual_scale: it takes no residual")
+        if r.dtype not in _A8:
+            raise TypeError(f"residual must have dtype uint8 or int8, got {r.dtype}")
+        if r.shape != shape:
+            raise ValueError(f"residual must have the output's shape {shape}, got {r.shape}")
+        lo, hi = _RANGE[r.dtype]
+        if not lo <= self._residual_zero_point <= hi:
+            raise ValueError(f"residual_zero_point {self._residual_zero_point} is outside the range of {r.dtype}")
+        return r
 
     def _check_input(self, dtype):
         if dtype in self._checked:
@@ -269,7 +315,8 @@ class QConv2d:
                 "stride": (sh, sw), "padding": (pt, pb, pl, pr), "dilation": (dh, dw), "groups": groups,
                 "input_scale": self._input_scale, "input_zero_point": self._input_zero_point,
                 "output_scale": self._output_scale, "output_zero_point": self._output_zero_point,
-                "output_dtype": self._output_dtype, "relu": self._relu, "algorithm": self._algorithm}
+                "output_dtype": self._output_dtype, "relu": self._relu, "algorithm": self._algorithm,
+                "residual_scale": self._residual_scale, "residual_zero_point": self._residual_zero_point}
 
     def __setstate__(self, state):
         state = dict(state)
