@@ -55,8 +55,8 @@ struct QConvWeights {
 };
 
 // An indirection buffer for one input shape and kernel: for output pixel p = tile * NR + j (all images of
-// the batch) and tap t, entry [(tile * ks + t) * NR + j] is the byte offset of its input row (from the
-// prepared input's base) as a pointer, or the zero row's address for a padding tap. Immutable once built.
+// the batch) and tap t, entry [(tile * ks + t) * NR + j] is a nominal base plus the byte offset of its input
+// row in the prepared input, as a pointer, or the zero row's address for a padding tap. Immutable once built.
 struct QConvIndirection {
   size_t N = 0, H = 0, W = 0;
   const QGemmKernel* kern = nullptr;

@@ -12,6 +12,10 @@
 namespace nnkern {
 namespace {
 
+// Entries are offsets from this nominal base rather than from null, so no pointer the kernel forms is a
+// non-zero offset applied to a null pointer (undefined behaviour, flagged by UBSan); b_offset = base - it.
+constexpr size_t kNominalBase = 4096;
+
 // Pixel tiles per task: enough work per task to amortize its set-up, small enough to balance.
 constexpr size_t kTilesPerTask = 16;
 
@@ -32,7 +36,7 @@ std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeome
   e->ptrs.resize(std::max<size_t>(tiles * ks * NR, 1));
   const void** ptrs = e->ptrs.data();
   const size_t row_bytes = geo.IC * esz;
-  // Offsets are small (below the input's size) and the zero row is a heap address: they never coincide.
+  // Entries lie below kNominalBase + the input's size, the zero row is a heap address: they never coincide.
   parallel_for(tiles, [&](size_t tile) {
     for (size_t j = 0; j < NR; ++j) {
       const size_t p = tile * NR + j;
@@ -49,7 +53,7 @@ std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeome
           const bool inside = oh * geo.sh + kh * geo.dh >= geo.pt && ih < H && ow * geo.sw + kw * geo.dw >= geo.pl &&
                               iw < W;
           col[(kh * geo.KW + kw) * NR] =
-              inside ? reinterpret_cast<const void*>(((n * H + ih) * W + iw) * row_bytes) : zero;
+              inside ? reinterpret_cast<const void*>(kNominalBase + ((n * H + ih) * W + iw) * row_bytes) : zero;
         }
     }
   });
@@ -86,7 +90,7 @@ void qconv_indirect_run(const QConvCall& c, void* workspace) {
     ep.lo = c.o.lo;
     ep.hi = c.o.hi;
     const uint8_t* a = w.taps.data() + g * w.taps_group_bytes + panel * panel_bytes;
-    const size_t b_offset = reinterpret_cast<size_t>(in.base) + g * icg * esz;
+    const size_t b_offset = reinterpret_cast<size_t>(in.base) + g * icg * esz - kNominalBase;
     uint8_t* out = static_cast<uint8_t*>(c.o.c);
     const size_t t1 = std::min(tiles, (block + 1) * kTilesPerTask);
     for (size_t tile = block * kTilesPerTask; tile < t1; ++tile) {
