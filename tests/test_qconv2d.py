@@ -414,3 +414,10 @@ def test_residual_bad_construction(rng):
     layer = make_layer(rng, 4, 1, 1, 4, np.uint8, residual_scale=0.1, residual_zero_point=200)
     with pytest.raises(ValueError, match="outside the range"):
         layer(rand_x(rng, np.uint8, (1, 2, 2, 4)), residual=np.zeros((1, 2, 2, 4), np.int8))
+
+
+def test_im2col_row_blocks(qkernel, rng):
+    """A window of 7 x 7 x 70 on 1800 output pixels: the im2col matrix is built in several row blocks."""
+    layer = make_layer(rng, 5, 7, 7, 70, np.int32, padding=3, input_zero_point=77)
+    x = rand_x(rng, np.uint8, (2, 30, 30, 70))
+    assert np.array_equal(layer._run(x, None, "im2col", qkernel), ref_layer(layer, x))
