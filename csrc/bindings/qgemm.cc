@@ -50,7 +50,6 @@ const QGemmKernel& kernel_named(const std::string& name) {
   throw py::value_error("no integer GEMM kernel named '" + name + "' in this build");
 }
 
-
 }  // namespace
 
 const QGemmKernel& runnable_qgemm_kernel(const std::string& name) {

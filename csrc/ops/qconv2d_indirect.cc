@@ -1,8 +1,8 @@
 // The "indirect" convolution (QNNPACK q8conv / XNNPACK igemm): each tile of NR output pixels reads its
 // ks = KH*KW input rows per pixel through an indirection buffer, built once per input shape and cached by
 // the layer, and reduces taps x channels in registers (kernels/qgemm.h, the indirect form). The buffer holds
-// byte offsets from the prepared input's base, the kernel adds the call's base (b_offset): the same buffer
-// serves every input address, and every group (the group's channel offset goes into b_offset too).
+// byte offsets into the prepared input (from a nominal base), the kernel adds the call's base (b_offset): the
+// same buffer serves every input address, and every group (the group's channel offset goes into b_offset too).
 #include <algorithm>
 
 #include "core/threadpool.h"
