@@ -31,6 +31,13 @@ def make_layers(rng):
         "QLinear-i32": nnkern.QLinear(w, None, input_scale=0.03, input_zero_point=0, output_dtype=np.int32),
         "QLinear-dynamic": nnkern.QLinear(w, b),
         "LSTM": lstm,
+        "QConv2d-u8-residual": nnkern.QConv2d(rng.standard_normal((6, 3, 3, 4)).astype(F32), b[:6], stride=(1, 2),
+                                              padding=(1, 0, 2, 1), input_scale=0.03, input_zero_point=120,
+                                              output_scale=0.07, output_zero_point=5, relu=True,
+                                              residual_scale=0.05, residual_zero_point=9),
+        "QConv2d-dw-f32": nnkern.QConv2d(rng.standard_normal((8, 3, 3, 1)).astype(F32), None, groups=4, dilation=2,
+                                         padding=2, input_scale=0.5, input_zero_point=-3, output_dtype=np.float32,
+                                         algorithm="im2col"),
     }
 
 
@@ -40,6 +47,12 @@ def outputs(name, layer, rng):
         ids = rng.integers(0, 20, (2, 5))
         r, t = layer(x), layer.forward_tokens(ids)
         return [r.output, r.h_n, r.c_n, t.output, t.h_n]
+    if name.startswith("QConv2d"):
+        if name.endswith("residual"):
+            x = rng.integers(0, 256, (2, 7, 8, 4)).astype(np.uint8)
+            r = rng.integers(0, 256, layer.output_shape(x.shape)).astype(np.uint8)
+            return [layer(x, residual=r)]
+        return [layer(rng.integers(-128, 128, (2, 7, 8, 4)).astype(np.int8))]
     if name.startswith("QLinear") and not layer.dynamic:
         x8 = rng.integers(-3 if name.endswith("f32") else 0, 127, (4, 9)).astype(
             np.int8 if name.endswith("f32") else np.uint8)

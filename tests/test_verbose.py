@@ -25,6 +25,8 @@ nnkern.quantize_dynamic(a)
 nnkern.Linear(np.ones((5, 3), f))(a)
 nnkern.QLinear(np.ones((5, 3), f))(a)
 nnkern.LSTM(np.ones((8, 3), f), np.ones((8, 2), f))(np.ones((6, 1, 3), f))
+nnkern.QConv2d(np.ones((4, 3, 3, 2), f), input_scale=0.1, input_zero_point=0, output_dtype=np.int32,
+               padding=1)(np.ones((1, 5, 5, 2), np.uint8))
 try:
     nnkern.sigmoid(np.ones(2))  # a failing call logs nothing
 except TypeError:
@@ -33,7 +35,7 @@ print(nnkern.cpu_info()["kernels"]["f32_gemm"], nnkern.get_num_threads())
 """
 
 EXPECTED = ["sgemm", "matmul", "matmul", "sigmoid", "tanh", "topk", "qgemm", "qgemm16", "quantize", "dequantize",
-            "quantize_dynamic", "Linear", "QLinear", "LSTM"]
+            "quantize_dynamic", "Linear", "QLinear", "LSTM", "QConv2d"]
 
 
 def run(value):
@@ -65,6 +67,7 @@ def test_one_line_per_call():
     assert fields["quantize8"][4] == "per-channel(axis=1)" and fields["dequantize9"][4] == "per-tensor"
     assert fields["QLinear12"][4] == "dynamic->float32"
     assert fields["LSTM13"][4] == "lstm-accurate" and fields["LSTM13"][5] == "x:float32[6x1x3]"
+    assert fields["QConv2d14"][4] == "indirect->int32" and fields["QConv2d14"][5] == "x:uint8[1x5x5x2]"
 
 
 def test_off_means_nothing_wrapped():

@@ -11,6 +11,10 @@
 #include "core/isa.h"
 #include "kernels/f32_activation.h"
 
+namespace nnkern {
+struct QGemmKernel;
+}
+
 namespace nnkern::bindings {
 
 namespace py = pybind11;
@@ -73,6 +77,9 @@ struct MatrixView {
 };
 MatrixView matrix_view(const py::array& a);
 
+// A kernel of the "qgemm" list by name that this CPU can run (test hooks), else ValueError.
+const QGemmKernel& runnable_qgemm_kernel(const std::string& name);
+
 // One function per binding file, called from module.cc.
 void bind_core(py::module_& m);
 void bind_f32_gemm(py::module_& m);
@@ -81,6 +88,7 @@ void bind_f32_activation(py::module_& m);
 void bind_f32_topk(py::module_& m);
 void bind_f32_lstm(py::module_& m);
 void bind_qgemm(py::module_& m);
+void bind_qconv2d(py::module_& m);
 void bind_quantize(py::module_& m);
 
 }  // namespace nnkern::bindings

@@ -11,5 +11,6 @@ PYBIND11_MODULE(_C, m) {
   nnkern::bindings::bind_f32_topk(m);
   nnkern::bindings::bind_f32_lstm(m);
   nnkern::bindings::bind_qgemm(m);
+  nnkern::bindings::bind_qconv2d(m);
   nnkern::bindings::bind_quantize(m);
 }

@@ -50,7 +50,9 @@ const QGemmKernel& kernel_named(const std::string& name) {
   throw py::value_error("no integer GEMM kernel named '" + name + "' in this build");
 }
 
-const QGemmKernel& runnable_kernel(const std::string& name) {
+}  // namespace
+
+const QGemmKernel& runnable_qgemm_kernel(const std::string& name) {
   const KernelList<QGemmKernel>& l = qgemm_kernel_list();
   const QGemmKernel& k = kernel_named(name);
   for (size_t i = 0; i < l.kernels.size(); ++i)
@@ -58,6 +60,8 @@ const QGemmKernel& runnable_kernel(const std::string& name) {
       throw py::value_error(std::string("this CPU cannot run ") + name + " (no " + isa_name(l.info[i].level) + ")");
   return k;
 }
+
+namespace {
 
 // What the tile hook saw, for the tests: each call's arguments and the values it found where the tile says.
 struct HookLog {
@@ -103,7 +107,7 @@ py::list qgemm_ukernel(const std::string& name, size_t m, size_t n, size_t k, co
                        const py::object& zero, size_t zero_offset_bytes, size_t b_offset,
                        const std::optional<std::vector<ptrdiff_t>>& c_rows_offsets, bool hook, size_t tile_i,
                        size_t tile_j) {
-  const QGemmKernel* kern = &runnable_kernel(name);
+  const QGemmKernel* kern = &runnable_qgemm_kernel(name);
   const size_t NR = size_t(kern->nr);
   if (m > size_t(kern->mr) || n > NR || ks == 0 || b_offsets_bytes.size() != ks * n)
     throw py::value_error("tile larger than the kernel, or not ks * n column offsets");

@@ -15,6 +15,7 @@ from .gemm import Linear, matmul, sgemm
 from .lstm import LSTM, LSTMOutput
 from .topk import topk
 from .qgemm import QLinear, qgemm, qgemm16, qgemm_max_k
+from .qconv import QConv2d
 from .quantize import dequantize, dynamic_quantization_params, quantize, quantize_dynamic, quantize_weights
 from . import _verbose
 
@@ -30,7 +31,7 @@ __all__ = [
     "get_num_threads", "set_num_threads",
     "sgemm", "matmul", "Linear", "LSTM", "LSTMOutput",
     "sigmoid", "tanh", "topk",
-    "qgemm", "qgemm16", "qgemm_max_k", "QLinear", "quantize", "dequantize", "quantize_weights",
+    "qgemm", "qgemm16", "qgemm_max_k", "QLinear", "QConv2d", "quantize", "dequantize", "quantize_weights",
     "quantize_dynamic", "dynamic_quantization_params",
 ]
 

@@ -82,6 +82,12 @@ def _describe(op, args, kwargs, result):
         layer = args[0]
         mode = "dynamic" if layer.dynamic else "static"
         return layer.kernel, f"{mode}->{layer.output_dtype}", ("x",)
+    if op == "QConv2d":
+        layer, x = args[0], args[1]
+        alg = layer.algorithm
+        if alg == "auto":
+            alg = layer._packed.auto_algorithm(*np.shape(x)[:3])
+        return layer.kernel, f"{alg}->{layer.output_dtype}", ("x",)
     if op in ("LSTM", "LSTM.forward_tokens"):
         layer = args[0]
         return layer.kernel, f"lstm-{layer.activation}", ("x",)
@@ -120,7 +126,7 @@ def install(namespace: dict) -> None:
     """Replace the ops in ``namespace`` (nnkern's globals) and the layers' calls by logging wrappers."""
     for op in OPS:
         namespace[op] = _wrap(op, namespace[op])
-    for cls in ("Linear", "QLinear", "LSTM"):
+    for cls in ("Linear", "QLinear", "QConv2d", "LSTM"):
         klass = namespace[cls]
         klass.__call__ = _wrap(cls, klass.__call__)
     namespace["LSTM"].forward_tokens = _wrap("LSTM.forward_tokens", namespace["LSTM"].forward_tokens)

@@ -223,6 +223,64 @@ def _positive_scale(v, name, n=None):
     return arr
 
 
+def _quantized_weights(weight, weight_scale):
+    """(int8 weights, float32 per-output-channel scales) of a layer's weight (output channels on axis 0):
+    float32 quantized per channel by quantize_weights, or int8 with weight_scale (scalar or per channel)."""
+    from .quantize import quantize_weights
+    N = weight.shape[0]
+    if weight.dtype == np.float32:
+        if weight_scale is not None:
+            raise ValueError("weight_scale is only for int8 weights (float32 weights are quantized here)")
+        return quantize_weights(weight, axis=0)
+    if weight.dtype == np.int8:
+        if weight_scale is None:
+            raise ValueError("int8 weights need weight_scale (scalar or per output channel)")
+        return weight, np.broadcast_to(_positive_scale(weight_scale, "weight_scale", N), (N,)).astype(np.float32)
+    raise TypeError(f"weight must have dtype float32 or int8, got {weight.dtype}")
+
+
+def _output_stage(ws, bias, sx, output_scale, output_zero_point, odt, relu, dynamic=False):
+    """The fused output stage of the quantized layers (QLinear, QConv2d), from the weight scales ws (N,):
+    (bias checked, float32 factor, float32 offset, lo, hi); factor / offset None for int32 output.
+    acc * factor[n] + offset[n] in float32, then clamped to [lo, hi] (ReLU folded in) for uint8 / int8."""
+    N = ws.shape[0]
+    if bias is not None:
+        bias = as_array(bias, "bias")
+        if bias.dtype.kind != "f":
+            raise TypeError(f"bias must be a float array, got dtype {bias.dtype}")
+        if bias.shape != (N,):
+            raise ValueError(f"bias must have shape ({N},), got {bias.shape}")
+        if not np.isfinite(bias).all():
+            raise ValueError("bias contains NaN or Inf")
+    factor = offset = None
+    lo = hi = 0.0
+    if odt in (np.dtype(np.uint8), np.dtype(np.int8)):
+        if output_scale is None:
+            raise ValueError("uint8 / int8 output needs output_scale")
+        so = float(_positive_scale(output_scale, "output_scale"))
+        zo = _zero_point(output_zero_point, "output_zero_point", odt)
+        factor = sx * ws.astype(np.float64) / so
+        offset = (bias.astype(np.float64) / so if bias is not None else np.zeros(N)) + zo
+        lo, hi = _RANGE[odt]
+        if relu:
+            lo = max(lo, zo)
+    elif odt == np.dtype(np.float32):
+        if output_scale is not None:
+            raise ValueError("output_scale is only for uint8 / int8 output")
+        # dynamic: the per-call factor is weight_scale * that call's input scale (C++ run_dynamic)
+        factor = ws.astype(np.float64) if dynamic else sx * ws.astype(np.float64)
+        offset = bias.astype(np.float64) if bias is not None else np.zeros(N)
+    else:
+        if bias is not None or output_scale is not None:
+            raise ValueError("int32 output is the exact accumulator: no bias or output_scale")
+    if factor is not None:
+        factor = read_only_copy(factor.astype(np.float32))
+        offset = read_only_copy(offset.astype(np.float32))
+        if not (np.isfinite(factor).all() and np.isfinite(offset).all()):
+            raise ValueError("the combined requantization factor or offset overflows float32")
+    return bias, factor, offset, lo, hi
+
+
 class QLinear:
     """Quantized ``y = x @ W.T + bias`` (torch.nn.Linear layout), weights packed once, requantization fused.
 
@@ -258,23 +316,12 @@ class QLinear:
                  input_scale: float | None = None, input_zero_point: int | None = None,
                  output_scale: float | None = None, output_zero_point: int = 0,
                  output_dtype: npt.DTypeLike | None = None, relu: bool = False) -> None:
-        from .quantize import quantize_weights
         relu = as_bool(relu, "relu")
         weight = as_array(weight, "weight")
         if weight.ndim != 2:
             raise ValueError(f"weight must be 2-D (out_features, in_features), got shape {weight.shape}")
         N, K = weight.shape
-        if weight.dtype == np.float32:
-            if weight_scale is not None:
-                raise ValueError("weight_scale is only for int8 weights (float32 weights are quantized here)")
-            wq, ws = quantize_weights(weight, axis=0)
-        elif weight.dtype == np.int8:
-            if weight_scale is None:
-                raise ValueError("int8 weights need weight_scale (scalar or per output channel)")
-            wq = weight
-            ws = np.broadcast_to(_positive_scale(weight_scale, "weight_scale", N), (N,)).astype(np.float32)
-        else:
-            raise TypeError(f"weight must have dtype float32 or int8, got {weight.dtype}")
+        wq, ws = _quantized_weights(weight, weight_scale)
         dynamic = input_scale is None
         if dynamic:
             if input_zero_point is not None:
@@ -300,35 +347,8 @@ class QLinear:
             raise TypeError(f"output_dtype must be uint8, int8, float32 or int32, got {output_dtype!r}")
         if dynamic and odt != np.dtype(np.float32):
             raise ValueError(f"dynamic quantization (input_scale=None) returns float32, not {odt}")
-        if bias is not None:
-            bias = as_array(bias, "bias")
-            if bias.dtype.kind != "f":
-                raise TypeError(f"bias must be a float array, got dtype {bias.dtype}")
-            if bias.shape != (N,):
-                raise ValueError(f"bias must have shape ({N},), got {bias.shape}")
-            if not np.isfinite(bias).all():
-                raise ValueError("bias contains NaN or Inf")
-        factor = offset = None
-        lo = hi = 0.0
-        if odt in (np.dtype(np.uint8), np.dtype(np.int8)):
-            if output_scale is None:
-                raise ValueError("uint8 / int8 output needs output_scale")
-            so = float(_positive_scale(output_scale, "output_scale"))
-            zo = _zero_point(output_zero_point, "output_zero_point", odt)
-            factor = sx * ws.astype(np.float64) / so
-            offset = (bias.astype(np.float64) / so if bias is not None else np.zeros(N)) + zo
-            lo, hi = _RANGE[odt]
-            if relu:
-                lo = max(lo, zo)
-        elif odt == np.dtype(np.float32):
-            if output_scale is not None:
-                raise ValueError("output_scale is only for uint8 / int8 output")
-            # dynamic: the per-call factor is weight_scale * that call's input scale (C++ run_dynamic)
-            factor = ws.astype(np.float64) if dynamic else sx * ws.astype(np.float64)
-            offset = bias.astype(np.float64) if bias is not None else np.zeros(N)
-        else:
-            if bias is not None or output_scale is not None:
-                raise ValueError("int32 output is the exact accumulator: no bias or output_scale")
+        bias, factor, offset, lo, hi = _output_stage(ws, bias, sx, output_scale, output_zero_point, odt, relu,
+                                                     dynamic)
         if dynamic and K > qgemm_max_k(np.uint8, 0, 0):
             raise ValueError(f"in_features = {K} exceeds {qgemm_max_k(np.uint8, 0, 0)}, the largest K whose "
                              f"accumulators all fit int32 for uint8 input with any zero point")
@@ -341,12 +361,7 @@ class QLinear:
         self._bias = None if bias is None else read_only_copy(bias)
         self._weight_q = read_only_copy(np.asarray(wq, np.int8))  # (out, in) int8
         self._weight_scale = read_only_copy(np.asarray(ws, np.float32))
-        self._factor = self._offset = None
-        if factor is not None:
-            self._factor = read_only_copy(factor.astype(np.float32))
-            self._offset = read_only_copy(offset.astype(np.float32))
-            if not (np.isfinite(self._factor).all() and np.isfinite(self._offset).all()):
-                raise ValueError("the combined requantization factor or offset overflows float32")
+        self._factor, self._offset = factor, offset
         self._lo, self._hi = float(lo), float(hi)  # the output clamp (ReLU folded in)
         self._checked = set()  # (input dtype, zero point) pairs whose range and K bound were checked
         # The C++ object copies the weights, factor and offset and holds every size a call uses: the

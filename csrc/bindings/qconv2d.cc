@@ -1,0 +1,96 @@
+// Binding of the packed INT8 convolution (nnkern.QConv2d). The Python layer (nnkern/qconv.py) has checked
+// dtypes, shapes, parameters and the K bound; the object re-checks every array against its own sizes.
+#include "bindings/common.h"
+#include "ops/qconv2d.h"
+#include "ops/qgemm.h"
+
+namespace nnkern::bindings {
+namespace {
+
+class QConv2dBinding {
+ public:
+  // w: groups x kg x ocg int8; geo: (OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr); factor /
+  // offset: float32 (OC,) or None (int32 output); lo / hi: the uint8 / int8 clamp (relu folded in).
+  QConv2dBinding(const py::array& w, const std::vector<size_t>& g, int out_kind, const py::object& factor,
+                 const py::object& offset, bool relu, float lo, float hi, int x_zero)
+      : out_(QOut(out_kind)), relu_(relu), lo_(lo), hi_(hi) {
+    if (g.size() != 13) throw py::value_error("internal: geometry needs 13 values");
+    if (out_kind < 0 || out_kind > 3) throw py::value_error("internal: bad output kind");
+    QConvGeometry geo;
+    geo.OC = g[0], geo.IC = g[1], geo.KH = g[2], geo.KW = g[3], geo.groups = g[4];
+    geo.sh = g[5], geo.sw = g[6], geo.dh = g[7], geo.dw = g[8];
+    geo.pt = g[9], geo.pb = g[10], geo.pl = g[11], geo.pr = g[12];
+    if (!geo.groups || geo.IC % geo.groups || geo.OC % geo.groups) throw py::value_error("internal: bad groups");
+    const int8_t* wp =
+        checked_in<int8_t>(w, "weight", {ssize_t(geo.groups), ssize_t(geo.kg()), ssize_t(geo.ocg())});
+    if (factor.is_none() != offset.is_none() || factor.is_none() != (out_ == QOut::i32))
+      throw py::value_error("internal: factor and offset go with (only) the requantized and float32 outputs");
+    const float* f = factor.is_none() ? nullptr : checked_in<float>(factor.cast<py::array>(), "factor", {ssize_t(geo.OC)});
+    const float* o = offset.is_none() ? nullptr : checked_in<float>(offset.cast<py::array>(), "offset", {ssize_t(geo.OC)});
+    packed_ = std::make_unique<PackedQConv2d>(geo, wp, f, o, x_zero);
+  }
+
+  // out (N, OH, OW, OC) = conv(x (N, H, W, IC) uint8 or int8). kernel: "" (dispatched) or a qgemm kernel's
+  // name (tests). Returns the algorithm that ran.
+  // residual: None or uint8 / int8 of out's shape, with its zero point and factor (ops/qconv2d.h QConvOutput).
+  std::string run(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
+                  const py::object& residual, int residual_zero, float residual_factor) const {
+    const QConvGeometry& geo = packed_->geometry();
+    const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
+    const std::initializer_list<ssize_t> xd = {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)};
+    const void* xp = u8 ? static_cast<const void*>(checked_in<uint8_t>(x, "x", xd)) : checked_in<int8_t>(x, "x", xd);
+    const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
+    if (!H || !W || !geo.OH(H) || !geo.OW(W))
+      throw py::value_error("x: the kernel does not fit the padded input");
+    const std::initializer_list<ssize_t> od = {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)};
+    QConvOutput o;
+    o.out = out_;
+    switch (out_) {
+      case QOut::i32: o.c = checked_out<int32_t>(out, "out", od); break;
+      case QOut::f32: o.c = checked_out<float>(out, "out", od); break;
+      case QOut::u8: o.c = checked_out<uint8_t>(out, "out", od); break;
+      case QOut::s8: o.c = checked_out<int8_t>(out, "out", od); break;
+    }
+    o.relu = relu_;
+    o.lo = lo_;
+    o.hi = hi_;
+    if (!residual.is_none()) {
+      const py::array r = residual.cast<py::array>();
+      const bool ru8 = py::isinstance<py::array_t<uint8_t>>(r);
+      o.residual = ru8 ? static_cast<const void*>(checked_in<uint8_t>(r, "residual", od))
+                       : checked_in<int8_t>(r, "residual", od);
+      o.residual_type = ru8 ? QType::u8 : QType::s8;
+      o.residual_zero = residual_zero;
+      o.residual_factor = residual_factor;
+    }
+    const QGemmKernel* k = kernel.empty() ? nullptr : &runnable_qgemm_kernel(kernel);
+    py::gil_scoped_release release;
+    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, xp, o, algorithm, k);
+  }
+
+  std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }
+  std::string kernel_name() const { return packed_->kernel_name(); }
+  size_t indirection_builds() const { return packed_->indirection_builds(); }
+
+ private:
+  std::unique_ptr<PackedQConv2d> packed_;
+  QOut out_;
+  bool relu_;
+  float lo_, hi_;
+};
+
+}  // namespace
+
+void bind_qconv2d(py::module_& m) {
+  py::class_<QConv2dBinding>(m, "PackedQConv2d")
+      .def(py::init<const py::array&, const std::vector<size_t>&, int, const py::object&, const py::object&, bool,
+                    float, float, int>())
+      .def("run", &QConv2dBinding::run, py::arg("x"), py::arg("out"), py::arg("algorithm") = "auto",
+           py::arg("kernel") = "",
+           py::arg("residual") = py::none(), py::arg("residual_zero") = 0, py::arg("residual_factor") = 0.0f)
+      .def("auto_algorithm", &QConv2dBinding::auto_algorithm)
+      .def_property_readonly("kernel_name", &QConv2dBinding::kernel_name)
+      .def_property_readonly("indirection_builds", &QConv2dBinding::indirection_builds);
+}
+
+}  // namespace nnkern::bindings

@@ -1,0 +1,162 @@
+// The packed INT8 convolution layer (ops/qconv2d.h): weight packing per kernel, the indirection-buffer
+// cache, and the "qconv2d" algorithm table.
+#include "ops/qconv2d.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "core/algorithm.h"
+#include "core/workspace.h"
+#include "ops/qgemm_driver.h"
+#include "ops/qgemm_pack.h"
+
+namespace nnkern {
+namespace {
+
+// Input shapes whose indirection buffers a layer keeps (a model calls a layer on a few shapes at most).
+constexpr size_t kIndirectionCacheEntries = 8;
+
+const AlgorithmTable<QConvCall>& qconv_algorithms() {
+  // auto: im2col for the pointwise case (a plain GEMM over the input rows, no copy), indirect otherwise
+  // (no KH*KW-fold copy of the input).
+  static const AlgorithmTable<QConvCall> table("qconv2d", {
+      {"im2col", [](const QConvCall&) { return true; },
+       [](const QConvCall& c) { return c.L.geometry().pointwise(); }, &qconv_im2col_workspace,
+       [](const QConvCall& c, const Workspace& ws) { qconv_im2col_run(c, ws.data()); }},
+      {"indirect", [](const QConvCall&) { return true; }, nullptr, &qconv_indirect_workspace,
+       [](const QConvCall& c, const Workspace& ws) { qconv_indirect_run(c, ws.data()); }},
+  });
+  return table;
+}
+
+[[maybe_unused]] const bool algorithms_registered = (qconv_algorithms(), true);
+
+}  // namespace
+
+PackedQConv2d::PackedQConv2d(const QConvGeometry& geo, const int8_t* w, const float* factor, const float* offset,
+                             int32_t x_zero)
+    : geo_(geo), kernel_(&qgemm_kernel(8)), x_zero_(x_zero), pad_(qgemm_padded_n(geo.ocg())) {
+  if (geo.groups == 0 || geo.IC == 0 || geo.OC == 0 || geo.IC % geo.groups || geo.OC % geo.groups || !geo.KH ||
+      !geo.KW || !geo.sh || !geo.sw || !geo.dh || !geo.dw)
+    throw std::invalid_argument("qconv2d: bad geometry");
+  const size_t n = geo.groups * geo.kg() * geo.ocg();
+  raw_.resize(n);
+  std::copy(w, w + n, raw_.data());
+  if (factor) {
+    factor_.resize(geo.groups * pad_);
+    offset_.resize(geo.groups * pad_);
+    for (size_t g = 0; g < geo.groups; ++g)
+      for (size_t o = 0; o < pad_; ++o) {
+        const bool in = o < geo.ocg();
+        factor_.data()[g * pad_ + o] = in ? factor[g * geo.ocg() + o] : 0.0f;
+        offset_.data()[g * pad_ + o] = in ? offset[g * geo.ocg() + o] : 0.0f;
+      }
+  }
+  weights(*kernel_);  // the dispatched kernel's panels now, not in the first call
+}
+
+const QConvWeights& PackedQConv2d::weights(const QGemmKernel& k) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& p : packed_)
+    if (p->kern == &k) return *p;
+  auto p = std::make_unique<QConvWeights>();
+  const size_t MR = size_t(k.mr), G = geo_.groups, N = geo_.ocg(), icg = geo_.icg(), ks = geo_.ks(), K = geo_.kg();
+  p->kern = &k;
+  p->panels = qgemm_ceil_div(N, MR);
+  p->gemm_group_bytes = p->panels * qgemm_panel_bytes(k, K);
+  p->taps_group_bytes = p->panels * qgemm_panel_bytes(k, icg, ks);
+  p->gemm.resize(G * p->gemm_group_bytes);
+  p->taps.resize(G * p->taps_group_bytes);
+  p->colsum.resize(G * p->panels * MR);
+  for (size_t g = 0; g < G; ++g) {
+    const int8_t* b = raw_.data() + g * K * N;  // K x N row-major
+    int32_t* cs = p->colsum.data() + g * p->panels * MR;
+    qgemm_pack_all(k, QType::s8, b, N, K, N, p->gemm.data() + g * p->gemm_group_bytes, cs);
+    for (size_t i = 0; i < p->panels; ++i)
+      qgemm_pack_panel_taps(k, QType::s8, p->taps.data() + g * p->taps_group_bytes + i * qgemm_panel_bytes(k, icg, ks),
+                            b, N, icg, ks, icg * N, i * MR, std::min(MR, N - i * MR), nullptr);
+  }
+  packed_.push_back(std::move(p));
+  return *packed_.back();
+}
+
+std::shared_ptr<const QConvIndirection> PackedQConv2d::indirection(size_t N, size_t H, size_t W, const QGemmKernel& k,
+                                                                   QType x_type, int32_t za_eff) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < indirect_.size(); ++i) {
+    const auto e = indirect_[i];
+    if (e->N == N && e->H == H && e->W == W && e->kern == &k && e->x_type == x_type) {
+      indirect_.erase(indirect_.begin() + ptrdiff_t(i));  // most recently used last
+      indirect_.push_back(e);
+      return e;
+    }
+  }
+  // Held by shared_ptr: a call still using an evicted buffer keeps it alive.
+  auto e = qconv_build_indirection(geo_, N, H, W, k, x_type, za_eff);
+  ++builds_;
+  if (indirect_.size() >= kIndirectionCacheEntries) indirect_.erase(indirect_.begin());
+  indirect_.push_back(e);
+  return e;
+}
+
+size_t PackedQConv2d::indirection_builds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return builds_;
+}
+
+const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
+                               const std::string& algorithm, const QGemmKernel* kern) const {
+  const size_t OH = geo_.OH(H), OW = geo_.OW(W);
+  if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
+  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8), N, H, W, OH, OW, x_type, x, o};
+  const Algorithm<QConvCall>& a = qconv_algorithms().select(call, algorithm);  // errors before any work
+  if (N == 0) return a.name;
+  if (!o.residual) {
+    Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
+    a.run(call, ws);
+    return a.name;
+  }
+  if (o.out == QOut::i32) throw std::invalid_argument("qconv2d: no residual with int32 output");
+  // With a residual: the pre-activation t = fma(acc, factor, offset) as float32 first (the f32 epilogue on
+  // the same factor / offset), then the residual stage over it.
+  const size_t count = call.M() * geo_.OC;
+  Workspace tmp(count * sizeof(float));
+  QConvOutput pre;
+  pre.out = QOut::f32;
+  pre.c = tmp.data();
+  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre};
+  {
+    Workspace ws(a.workspace_bytes ? a.workspace_bytes(pre_call) : 0);
+    a.run(pre_call, ws);
+  }
+  qconv_add_residual(tmp.as<float>(), count, o);
+  return a.name;
+}
+
+const char* PackedQConv2d::auto_algorithm(size_t N, size_t H, size_t W) const {
+  const QConvOutput o;
+  const QConvCall call{*this, *kernel_, N, H, W, geo_.OH(H), geo_.OW(W), QType::u8, nullptr, o};
+  return qconv_algorithms().select(call, "auto").name;
+}
+
+size_t qconv_input_bytes(const QConvCall& c) {
+  return qgemm_prepare_a_bytes(c.k, c.x_type, c.N * c.H * c.W, c.L.geometry().IC, false).buf;
+}
+
+QConvInput qconv_prepare_input(const QConvCall& c, uint8_t* buf) {
+  QPlan P{};
+  const size_t IC = c.L.geometry().IC;
+  const int32_t za = qgemm_prepare_a(c.k, c.x_type, c.x, IC, c.N * c.H * c.W, IC, c.L.x_zero(), false, buf, nullptr, &P);
+  return {P.a, P.a_row_bytes, za};
+}
+
+void qconv_fill_zero_row(const QGemmKernel& k, int32_t za_eff, size_t n, uint8_t* dst) {
+  if (k.kind == QKind::s16) {
+    int16_t* d = reinterpret_cast<int16_t*>(dst);
+    std::fill(d, d + n, int16_t(za_eff));
+  } else {
+    std::fill(dst, dst + n, uint8_t(za_eff));  // uint8 za, or int8 za - 128 as its byte
+  }
+}
+
+}  // namespace nnkern

@@ -1,0 +1,161 @@
+// INT8 2-D convolution (NHWC activations, uint8 or int8; int8 weights per output channel) as a packed
+// layer: the weights are packed once per micro-kernel, the indirection buffers once per input shape, and a
+// call runs one entry of the "qconv2d" algorithm table (ops/qconv2d.cc):
+//   im2col    rows of K = KH*KW*IC/groups activations copied into the call's workspace, then the packed
+//             INT8 GEMM driver (ops/qgemm_driver.h); a 1x1, stride-1, unpadded convolution reads its input
+//             rows in place (a plain GEMM, no copy).
+//   indirect  the kernels' indirect form (kernels/qgemm.h): ks = KH*KW taps of input-row pointers from a
+//             cached indirection buffer, a shared zero row for padding taps.
+// Groups (depthwise included) are a loop over per-group GEMMs on the IC/groups slice of each row.
+// Exact: sum over taps and channels of (x - zx) w in int32, which the caller has bounded (K limit).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "kernels/qgemm.h"
+#include "ops/qgemm.h"
+
+namespace nnkern {
+
+// The layer's fixed geometry. Padding may be asymmetric (top, bottom, left, right).
+struct QConvGeometry {
+  size_t OC = 0, IC = 0, KH = 1, KW = 1, groups = 1;
+  size_t sh = 1, sw = 1, dh = 1, dw = 1;
+  size_t pt = 0, pb = 0, pl = 0, pr = 0;
+  size_t icg() const { return IC / groups; }
+  size_t ocg() const { return OC / groups; }
+  size_t ks() const { return KH * KW; }
+  size_t kg() const { return ks() * icg(); }  // the GEMM's K per group
+  // Output size along one axis; 0 when the dilated kernel does not fit the padded input.
+  static size_t out_size(size_t in, size_t pad0, size_t pad1, size_t k, size_t stride, size_t dil) {
+    const size_t span = dil * (k - 1) + 1, padded = in + pad0 + pad1;
+    return padded < span ? 0 : (padded - span) / stride + 1;
+  }
+  size_t OH(size_t H) const { return out_size(H, pt, pb, KH, sh, dh); }
+  size_t OW(size_t W) const { return out_size(W, pl, pr, KW, sw, dw); }
+  bool pointwise() const {  // a plain GEMM over the input rows
+    return KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pb == 0 && pl == 0 && pr == 0;
+  }
+};
+
+// The weights packed for one micro-kernel, every group: the GEMM panels (K = kg rounded to the kernel's
+// group once) for im2col, the tap panels (each tap padded, kernels/qgemm.h) for indirect, and the column
+// sums (over all kg weights of a channel, the same for both) that fold the input zero point.
+struct QConvWeights {
+  const QGemmKernel* kern = nullptr;
+  size_t panels = 0;                       // per group
+  size_t gemm_group_bytes = 0, taps_group_bytes = 0;
+  AlignedBuffer<uint8_t> gemm, taps;
+  AlignedBuffer<int32_t> colsum;           // [groups][panels * MR]
+};
+
+// An indirection buffer for one input shape and kernel: for output pixel p = tile * NR + j (all images of
+// the batch) and tap t, entry [(tile * ks + t) * NR + j] is a nominal base plus the byte offset of its input
+// row in the prepared input, as a pointer, or the zero row's address for a padding tap. Immutable once built.
+struct QConvIndirection {
+  size_t N = 0, H = 0, W = 0;
+  const QGemmKernel* kern = nullptr;
+  QType x_type = QType::u8;
+  AlignedBuffer<const void*> ptrs;
+  AlignedBuffer<uint8_t> zero;  // icg elements of the input zero point in the kernel's operand domain
+};
+
+// The output stage, as QLinear's (ops/qgemm.h QOutput) with per-group padded factor / offset.
+struct QConvOutput {
+  QOut out = QOut::i32;
+  void* c = nullptr;  // N x OH x OW x OC, C-contiguous
+  bool relu = false;
+  float lo = 0.0f, hi = 0.0f;
+  // residual (N x OH x OW x OC uint8 / int8, or null), added before the clamp / ReLU (ops/qconv2d_residual.cc):
+  //   y = fl(t + fl(float(r - residual_zero) * residual_factor)),  t = fma(float(acc), factor, offset)
+  // then f32: relu ? max(y, 0) : y;  u8/s8: rint(min(max(y, lo), hi)). Not for int32 output.
+  const void* residual = nullptr;
+  QType residual_type = QType::u8;
+  int32_t residual_zero = 0;
+  float residual_factor = 0.0f;
+};
+
+class PackedQConv2d {
+ public:
+  // w: groups x kg x ocg int8 (row (kh * KW + kw) * icg + c, column o: weight of output channel
+  // g * ocg + o); factor / offset: OC floats or null (int32 output).
+  PackedQConv2d(const QConvGeometry& geo, const int8_t* w, const float* factor, const float* offset, int32_t x_zero);
+
+  // out = conv(x) through the algorithm `algorithm` ("auto", "im2col", "indirect"; std::invalid_argument if
+  // unknown or not applicable) on the micro-kernel `kern` (null: the dispatched 8-bit one). x: N x H x W x IC.
+  // Returns the name of the algorithm that ran.
+  const char* run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
+                  const std::string& algorithm, const QGemmKernel* kern = nullptr) const;
+  // The algorithm "auto" picks for an input of this size.
+  const char* auto_algorithm(size_t N, size_t H, size_t W) const;
+
+  const QConvGeometry& geometry() const { return geo_; }
+  const char* kernel_name() const { return kernel_->name; }
+  size_t indirection_builds() const;  // how many indirection buffers were built (the tests' cache probe)
+
+  // Used by the algorithms (ops/qconv2d_*.cc).
+  const QConvWeights& weights(const QGemmKernel& k) const;  // packed on first use for k, then kept
+  std::shared_ptr<const QConvIndirection> indirection(size_t N, size_t H, size_t W, const QGemmKernel& k, QType x_type,
+                                                      int32_t za_eff) const;
+  const float* factor(size_t g) const { return factor_.size() ? factor_.data() + g * pad_ : nullptr; }
+  const float* offset(size_t g) const { return offset_.size() ? offset_.data() + g * pad_ : nullptr; }
+  int32_t x_zero() const { return x_zero_; }
+
+ private:
+  QConvGeometry geo_;
+  const QGemmKernel* kernel_;
+  int32_t x_zero_;
+  size_t pad_;                              // qgemm_padded_n(ocg): the kernels read whole vectors
+  AlignedBuffer<int8_t> raw_;               // the weights as given, for packing under another kernel
+  AlignedBuffer<float> factor_, offset_;    // [groups][pad_]
+  mutable std::mutex mu_;                   // guards the two caches below
+  mutable std::vector<std::unique_ptr<QConvWeights>> packed_;  // one per kernel used, never dropped
+  mutable std::vector<std::shared_ptr<const QConvIndirection>> indirect_;  // most recent last
+  mutable size_t builds_ = 0;
+};
+
+// One call as the algorithm table sees it (ops/qconv2d.cc).
+struct QConvCall {
+  const PackedQConv2d& L;
+  const QGemmKernel& k;
+  size_t N, H, W, OH, OW;
+  QType x_type;
+  const void* x;
+  const QConvOutput& o;
+  size_t M() const { return N * OH * OW; }
+};
+
+// The input in the kernel's operand domain (qgemm_prepare_a: x itself, or its shifted / widened copy in buf of
+// qconv_input_bytes): row r (pixel r of the batch, IC channels) at base + r * row_bytes; za the effective
+// zero point (what the zero row holds).
+struct QConvInput {
+  const uint8_t* base;
+  size_t row_bytes;
+  int32_t za;
+};
+size_t qconv_input_bytes(const QConvCall& c);
+QConvInput qconv_prepare_input(const QConvCall& c, uint8_t* buf);
+
+// The algorithms' bodies: im2col / plain GEMM (ops/qconv2d_im2col.cc) and indirect (ops/qconv2d_indirect.cc).
+// Both start from the input prepared in the kernel's operand domain (qgemm_prepare_a: shifted / widened copy,
+// or x itself) and fill the zero row with the effective zero point.
+size_t qconv_im2col_workspace(const QConvCall& c);
+void qconv_im2col_run(const QConvCall& c, void* workspace);
+size_t qconv_indirect_workspace(const QConvCall& c);
+void qconv_indirect_run(const QConvCall& c, void* workspace);
+// The residual stage: out (count elements of o.out, at o.c) from the float32 pre-activation t (same layout)
+// and o.residual, as QConvOutput says.
+void qconv_add_residual(const float* t, size_t count, const QConvOutput& o);
+// Builds the indirection buffer of one input shape (ops/qconv2d_indirect.cc).
+std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeometry& geo, size_t N, size_t H,
+                                                                size_t W, const QGemmKernel& k, QType x_type,
+                                                                int32_t za_eff);
+// The zero row: n elements of za_eff in k's operand domain (int16 for the s16 kernels, else one byte).
+void qconv_fill_zero_row(const QGemmKernel& k, int32_t za_eff, size_t n, uint8_t* dst);
+
+}  // namespace nnkern

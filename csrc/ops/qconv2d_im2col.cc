@@ -1,0 +1,110 @@
+// The "im2col" convolution: per group, each output pixel's KH*KW input rows (their IC/groups slice, or the
+// zero row for padding taps) are copied side by side into a workspace matrix of M x kg, which the packed
+// INT8 GEMM driver (ops/qgemm_driver.h) multiplies by the group's prepacked weights. A pointwise
+// convolution (1x1, stride 1, no padding) skips the copy: the driver reads the input rows in place.
+#include <algorithm>
+#include <cstring>
+
+#include "core/threadpool.h"
+#include "core/workspace.h"
+#include "ops/qconv2d.h"
+#include "ops/qgemm_driver.h"
+#include "ops/qgemm_pack.h"
+
+namespace nnkern {
+namespace {
+
+// Output pixels per im2col task.
+constexpr size_t kPixelsPerTask = 256;
+// The im2col matrix is built and multiplied in blocks of rows of about this size (and at least
+// kPixelsPerTask rows), so a large batch never needs a KH*KW-times copy of its whole input.
+constexpr size_t kColsBlockBytes = size_t(4) << 20;
+
+size_t block_rows(const QConvCall& c) {
+  const size_t row = c.L.geometry().kg() * qgemm_a_elem_size(c.k);
+  return std::min(c.M(), std::max(kPixelsPerTask, kColsBlockBytes / std::max<size_t>(row, 1)));
+}
+
+struct Im2colLayout {
+  WorkspaceLayout l;
+  size_t input_off, zero_off, cols_off;
+  explicit Im2colLayout(const QConvCall& c) {
+    const QConvGeometry& geo = c.L.geometry();
+    const size_t esz = qgemm_a_elem_size(c.k);
+    input_off = l.add(qconv_input_bytes(c));
+    zero_off = l.add(geo.pointwise() ? 0 : geo.icg() * esz);
+    cols_off = l.add(geo.pointwise() ? 0 : block_rows(c) * geo.kg() * esz);
+  }
+};
+
+// Rows [r0, r1) of the M x kg matrix (operand-domain elements of esz bytes) of group g, from cols.
+void im2col(const QConvCall& c, const QConvInput& in, size_t g, size_t r0, size_t r1, const uint8_t* zero,
+            uint8_t* cols) {
+  const QConvGeometry& geo = c.L.geometry();
+  const size_t esz = qgemm_a_elem_size(c.k), tap = geo.icg() * esz, OH = c.OH, OW = c.OW;
+  const uint8_t* base = in.base + g * tap;
+  parallel_for(qgemm_ceil_div(r1 - r0, kPixelsPerTask), [&](size_t task) {
+    const size_t p1 = std::min(r1, r0 + (task + 1) * kPixelsPerTask);
+    for (size_t p = r0 + task * kPixelsPerTask; p < p1; ++p) {
+      const size_t n = p / (OH * OW), oh = p / OW % OH, ow = p % OW;
+      uint8_t* dst = cols + (p - r0) * geo.ks() * tap;
+      for (size_t kh = 0; kh < geo.KH; ++kh)
+        for (size_t kw = 0; kw < geo.KW; ++kw, dst += tap) {
+          const size_t ih = oh * geo.sh + kh * geo.dh - geo.pt, iw = ow * geo.sw + kw * geo.dw - geo.pl;
+          const bool inside = oh * geo.sh + kh * geo.dh >= geo.pt && ih < c.H && ow * geo.sw + kw * geo.dw >= geo.pl &&
+                              iw < c.W;
+          std::memcpy(dst, inside ? base + ((n * c.H + ih) * c.W + iw) * in.row_bytes : zero, tap);
+        }
+    }
+  });
+}
+
+}  // namespace
+
+size_t qconv_im2col_workspace(const QConvCall& c) { return Im2colLayout(c).l.bytes; }
+
+void qconv_im2col_run(const QConvCall& c, void* workspace) {
+  const QGemmKernel& k = c.k;
+  const QConvGeometry& geo = c.L.geometry();
+  const Im2colLayout lay(c);
+  uint8_t* ws = static_cast<uint8_t*>(workspace);
+  const QConvInput in = qconv_prepare_input(c, ws + lay.input_off);
+  const QConvWeights& w = c.L.weights(k);
+  const size_t esz = qgemm_a_elem_size(k), K = geo.kg(), ocg = geo.ocg();
+  const bool pw = geo.pointwise();
+  if (!pw) qconv_fill_zero_row(k, in.za, geo.icg(), ws + lay.zero_off);
+  const size_t M = c.M(), rows = pw ? M : block_rows(c);
+  for (size_t g = 0; g < geo.groups; ++g)
+    for (size_t r0 = 0; r0 < M; r0 += rows) {
+      QPlan P{};
+      P.kern = &k;
+      P.M = std::min(rows, M - r0);
+      P.N = ocg;
+      P.K = K;
+      P.kc = qgemm_choose_kc(k, K);
+      if (pw) {  // the input rows themselves, at the group's channel offset
+        P.a = in.base + g * K * esz;
+        P.a_row_bytes = in.row_bytes;
+      } else {
+        im2col(c, in, g, r0, r0 + P.M, ws + lay.zero_off, ws + lay.cols_off);
+        P.a = ws + lay.cols_off;
+        P.a_row_bytes = K * esz;
+      }
+      P.za = in.za;
+      P.packed = w.gemm.data() + g * w.gemm_group_bytes;
+      P.colsum = w.colsum.data() + g * w.panels * size_t(k.mr);
+      P.b_type = QType::s8;
+      P.out = c.o.out;
+      P.c_elem = c.o.out == QOut::i32 || c.o.out == QOut::f32 ? 4 : 1;
+      P.c = static_cast<uint8_t*>(c.o.c) + (r0 * geo.OC + g * ocg) * P.c_elem;
+      P.ldc = geo.OC;
+      P.scale = c.L.factor(g);
+      P.bias = c.L.offset(g);
+      P.relu = c.o.relu;
+      P.lo = c.o.lo;
+      P.hi = c.o.hi;
+      qgemm_execute(P);
+    }
+}
+
+}  // namespace nnkern

@@ -1,0 +1,104 @@
+// The "indirect" convolution (QNNPACK q8conv / XNNPACK igemm): each tile of NR output pixels reads its
+// ks = KH*KW input rows per pixel through an indirection buffer, built once per input shape and cached by
+// the layer, and reduces taps x channels in registers (kernels/qgemm.h, the indirect form). The buffer holds
+// byte offsets into the prepared input (from a nominal base), the kernel adds the call's base (b_offset): the
+// same buffer serves every input address, and every group (the group's channel offset goes into b_offset too).
+#include <algorithm>
+
+#include "core/threadpool.h"
+#include "ops/qconv2d.h"
+#include "ops/qgemm_pack.h"
+
+namespace nnkern {
+namespace {
+
+// Entries are offsets from this nominal base rather than from null, so no pointer the kernel forms is a
+// non-zero offset applied to a null pointer (undefined behaviour, flagged by UBSan); b_offset = base - it.
+constexpr size_t kNominalBase = 4096;
+
+// Pixel tiles per task: enough work per task to amortize its set-up, small enough to balance.
+constexpr size_t kTilesPerTask = 16;
+
+size_t c_elem_size(QOut out) { return out == QOut::i32 || out == QOut::f32 ? 4 : 1; }
+
+}  // namespace
+
+std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeometry& geo, size_t N, size_t H,
+                                                                size_t W, const QGemmKernel& k, QType x_type,
+                                                                int32_t za_eff) {
+  auto e = std::make_shared<QConvIndirection>();
+  e->N = N, e->H = H, e->W = W, e->kern = &k, e->x_type = x_type;
+  const size_t esz = qgemm_a_elem_size(k), NR = size_t(k.nr), ks = geo.ks();
+  const size_t OH = geo.OH(H), OW = geo.OW(W), M = N * OH * OW, tiles = qgemm_ceil_div(M, NR);
+  e->zero.resize(std::max<size_t>(geo.icg() * esz, 1));
+  qconv_fill_zero_row(k, za_eff, geo.icg(), e->zero.data());
+  const void* zero = e->zero.data();
+  e->ptrs.resize(std::max<size_t>(tiles * ks * NR, 1));
+  const void** ptrs = e->ptrs.data();
+  const size_t row_bytes = geo.IC * esz;
+  // Entries lie below kNominalBase + the input's size, the zero row is a heap address: they never coincide.
+  parallel_for(tiles, [&](size_t tile) {
+    for (size_t j = 0; j < NR; ++j) {
+      const size_t p = tile * NR + j;
+      const void** col = ptrs + tile * ks * NR + j;
+      if (p >= M) {  // past the last pixel: never read, kept valid anyway
+        for (size_t t = 0; t < ks; ++t) col[t * NR] = zero;
+        continue;
+      }
+      const size_t n = p / (OH * OW), oh = p / OW % OH, ow = p % OW;
+      for (size_t kh = 0; kh < geo.KH; ++kh)
+        for (size_t kw = 0; kw < geo.KW; ++kw) {
+          // ih = oh * sh + kh * dh - pt, as an unsigned test of 0 <= ih < H
+          const size_t ih = oh * geo.sh + kh * geo.dh - geo.pt, iw = ow * geo.sw + kw * geo.dw - geo.pl;
+          const bool inside = oh * geo.sh + kh * geo.dh >= geo.pt && ih < H && ow * geo.sw + kw * geo.dw >= geo.pl &&
+                              iw < W;
+          col[(kh * geo.KW + kw) * NR] =
+              inside ? reinterpret_cast<const void*>(kNominalBase + ((n * H + ih) * W + iw) * row_bytes) : zero;
+        }
+    }
+  });
+  return e;
+}
+
+size_t qconv_indirect_workspace(const QConvCall& c) { return qconv_input_bytes(c); }
+
+void qconv_indirect_run(const QConvCall& c, void* workspace) {
+  const QGemmKernel& k = c.k;
+  const QConvGeometry& geo = c.L.geometry();
+  const QConvInput in = qconv_prepare_input(c, static_cast<uint8_t*>(workspace));
+  const QConvWeights& w = c.L.weights(k);
+  const std::shared_ptr<const QConvIndirection> ind = c.L.indirection(c.N, c.H, c.W, k, c.x_type, in.za);
+  const size_t MR = size_t(k.mr), NR = size_t(k.nr), esz = qgemm_a_elem_size(k), ks = geo.ks();
+  const size_t icg = geo.icg(), ocg = geo.ocg(), OC = geo.OC, M = c.M(), tiles = qgemm_ceil_div(M, NR);
+  const size_t blocks = qgemm_ceil_div(tiles, kTilesPerTask), panel_bytes = qgemm_panel_bytes(k, icg, ks);
+  const size_t c_elem = c_elem_size(c.o.out);
+  const bool compensate = in.za != 0 && !k.zero_points_in_kernel;
+  parallel_for_3d(geo.groups, w.panels, blocks, [&](size_t g, size_t panel, size_t block) {
+    const size_t i = panel * MR, mi = std::min(MR, ocg - i);
+    const int32_t* cs = w.colsum.data() + g * w.panels * MR + i;
+    alignas(64) int32_t comp[64];  // MR <= 64
+    QEpilogue ep;
+    if (compensate) {  // sum (x - za) w = sum x w - za colsum (weights symmetric: no row sums)
+      for (size_t ii = 0; ii < MR; ++ii) comp[ii] = ii < mi ? int32_t(0u - uint32_t(in.za) * uint32_t(cs[ii])) : 0;
+      ep.col_comp = comp;
+    }
+    if (k.zero_points_in_kernel) ep.x_zero = in.za;
+    ep.out = c.o.out;
+    ep.relu = c.o.relu;
+    ep.scale = c.L.factor(g) ? c.L.factor(g) + i : nullptr;
+    ep.bias = c.L.offset(g) ? c.L.offset(g) + i : nullptr;
+    ep.lo = c.o.lo;
+    ep.hi = c.o.hi;
+    const uint8_t* a = w.taps.data() + g * w.taps_group_bytes + panel * panel_bytes;
+    const size_t b_offset = reinterpret_cast<size_t>(in.base) + g * icg * esz - kNominalBase;
+    uint8_t* out = static_cast<uint8_t*>(c.o.c);
+    const size_t t1 = std::min(tiles, (block + 1) * kTilesPerTask);
+    for (size_t tile = block * kTilesPerTask; tile < t1; ++tile) {
+      const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
+      k.run(mi, nj, icg, ks, a, ind->ptrs.data() + tile * ks * NR, ind->zero.data(), b_offset,
+            out + (p0 * OC + g * ocg + i) * c_elem, OC, &ep);
+    }
+  });
+}
+
+}  // namespace nnkern

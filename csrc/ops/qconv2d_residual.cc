@@ -1,0 +1,51 @@
+// The residual stage of QConv2d (ops/qconv2d.h QConvOutput): a second pass over the float32 pre-activation
+// that adds the dequantized residual, then ReLU / requantizes. Plain float32 operations, one rounding each
+// (no contraction: ISO C++ mode), so numpy reproduces them bit for bit.
+#include <algorithm>
+#include <cmath>
+
+#include "core/threadpool.h"
+#include "ops/qconv2d.h"
+
+namespace nnkern {
+namespace {
+
+constexpr size_t kChunk = 1 << 14;  // elements per task
+
+template <typename R, typename C>
+void residual_chunk(const float* t, const R* r, C* c, size_t n, const QConvOutput& o) {
+  const float zr = float(o.residual_zero), f = o.residual_factor;
+  for (size_t i = 0; i < n; ++i) {
+    const float p = (float(r[i]) - zr) * f;  // float(r) - zr is exact (|.| < 2^9)
+    const float y = t[i] + p;
+    if constexpr (sizeof(C) == 4) {
+      c[i] = o.relu ? std::max(y, 0.0f) : y;
+    } else {
+      c[i] = C(std::nearbyint(std::min(std::max(y, o.lo), o.hi)));  // ties to even (default rounding mode)
+    }
+  }
+}
+
+template <typename R>
+void residual_typed(const float* t, const R* r, size_t i0, size_t n, const QConvOutput& o) {
+  switch (o.out) {
+    case QOut::f32: residual_chunk(t + i0, r + i0, static_cast<float*>(o.c) + i0, n, o); break;
+    case QOut::u8: residual_chunk(t + i0, r + i0, static_cast<uint8_t*>(o.c) + i0, n, o); break;
+    case QOut::s8: residual_chunk(t + i0, r + i0, static_cast<int8_t*>(o.c) + i0, n, o); break;
+    default: break;  // int32 output takes no residual (checked by the caller)
+  }
+}
+
+}  // namespace
+
+void qconv_add_residual(const float* t, size_t count, const QConvOutput& o) {
+  parallel_for((count + kChunk - 1) / kChunk, [&](size_t task) {
+    const size_t i0 = task * kChunk, n = std::min(kChunk, count - i0);
+    if (o.residual_type == QType::s8)
+      residual_typed(t, static_cast<const int8_t*>(o.residual), i0, n, o);
+    else
+      residual_typed(t, static_cast<const uint8_t*>(o.residual), i0, n, o);
+  });
+}
+
+}  // namespace nnkern

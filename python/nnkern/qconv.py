@@ -1,0 +1,330 @@
+"""INT8 2-D convolution: the prepacked QConv2d layer (NHWC, uint8/int8 activations x int8 weights) with the
+fused requantization of QLinear."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _C
+from ._arrays import ArrayIn, aligned_target, as_array, as_bool, as_output, check_no_overlap, read_only_copy
+from .qgemm import (_A8, _OUT_KIND, _RANGE, _int_scalar, _output_stage, _positive_scale, _quantized_weights,
+                    qgemm_max_k)
+
+__all__ = ["QConv2d"]
+
+
+def _positive_int(v, name):
+    v = _int_scalar(v, name)
+    if v < 1:
+        raise ValueError(f"{name} must be >= 1, got {v}")
+    return v
+
+
+def _ints(v, name, lengths, minimum):
+    """An int or a tuple/list of ints of one of `lengths`, each >= minimum: returns a tuple."""
+    if isinstance(v, (tuple, list)):
+        if len(v) not in lengths:
+            raise ValueError(f"{name} must be an int or a sequence of {' or '.join(map(str, lengths))} ints, "
+                             f"got {len(v)} values")
+        vals = tuple(_int_scalar(x, name) for x in v)
+    else:
+        vals = (_int_scalar(v, name),)
+    if any(x < minimum for x in vals):
+        raise ValueError(f"{name} values must be >= {minimum}, got {v!r}")
+    return vals
+
+
+def _pair(v, name):
+    vals = _ints(v, name, (2,), 1)
+    return vals * 2 if len(vals) == 1 else vals
+
+
+def _padding(v):
+    """int -> all four sides; (h, w); (top, bottom, left, right)."""
+    vals = _ints(v, "padding", (2, 4), 0)
+    if len(vals) == 1:
+        return vals * 4
+    if len(vals) == 2:
+        return (vals[0], vals[0], vals[1], vals[1])
+    return vals
+
+
+def _algorithm(v):
+    names = ["auto", *_C.algorithms("qconv2d")]
+    if not isinstance(v, str):
+        raise TypeError(f"algorithm must be a str, one of {names}, got {type(v).__name__}")
+    if v not in names:
+        raise ValueError(f"algorithm must be one of {names}, got {v!r}")
+    return v
+
+
+class QConv2d:
+    """Quantized 2-D convolution on NHWC batches, weights packed once, requantization fused (as QLinear).
+
+    weight: float32 (out_channels, KH, KW, in_channels // groups), quantized per output channel at
+      construction as :func:`nnkern.quantize_weights` does; or int8 with ``weight_scale`` (scalar or per
+      output channel). Symmetric (weight zero point 0). From torch's (out, in/groups, KH, KW) layout:
+      ``w.permute(0, 2, 3, 1)``, or use :meth:`from_torch`.
+    bias: float (out_channels,) or None, in real units.
+    stride, dilation: an int or (h, w), >= 1. padding: an int, (h, w) or (top, bottom, left, right), >= 0;
+      padded positions hold the input zero point (real value 0).
+    groups: divides both channel counts; groups == in_channels is depthwise (out_channels a multiple of it).
+    input_scale, input_zero_point: the quantization of x (uint8 or int8, chosen per call by x's dtype; int8
+      activations are shifted by +128 internally, exactly, as in qgemm).
+    output_scale, output_zero_point, output_dtype, relu: as :class:`nnkern.QLinear`: uint8 / int8 output
+      is ``rint(clamp(acc * factor[o] + offset[o]))`` in float32 with factor = input_scale *
+      weight_scale[o] / output_scale and offset = bias[o] / output_scale + output_zero_point (ReLU is the
+      clamp at the output zero point); float32 output the real value ``acc * input_scale * weight_scale[o]
+      + bias[o]``; int32 the exact accumulator ``sum (x - input_zero_point) * wq`` over the window (no bias).
+    algorithm: "auto" or an entry of ``nnkern._C.algorithms("qconv2d")``:
+      "im2col" (each output pixel's window copied into a workspace row, then the packed INT8 GEMM; a 1x1,
+      stride-1, unpadded convolution runs as a plain GEMM on the input rows, no copy) and "indirect" (the
+      GEMM kernels' indirect form reading the window through an indirection buffer of input-row offsets,
+      built once per input shape and cached in the layer; padding taps read a shared row of the zero
+      point). auto: "im2col" for the 1x1 stride-1 unpadded case, "indirect" otherwise. Every algorithm
+      gives bit-identical results on every ISA and thread count.
+
+    residual_scale, residual_zero_point: with them, a call may pass ``residual=`` (uint8 or int8, the
+      output's shape, e.g. a ResNet shortcut) whose real value ``(r - residual_zero_point) * residual_scale`` is
+      added before the ReLU and the output quantization: with t = fma(float32(acc), factor[o], offset[o])
+      as above, y = t + float32(float32(r - residual_zero_point) * rf) (float32, one rounding each), rf =
+      float32(residual_scale / output_scale) (float32 output: residual_scale); then ReLU, clamp, round half to
+      even as without it. It runs as a second pass over a float32 copy of t. Not for int32 output.
+    Calling the layer on x (N, H, W, in_channels), uint8 or int8 (non-contiguous x is copied), returns
+    (N, OH, OW, out_channels) of output_dtype, OH = (H + top + bottom - dilation_h * (KH - 1) - 1) //
+    stride_h + 1 (likewise OW); ``out=`` a C-contiguous array of that shape and dtype, not overlapping x.
+    The window's K = KH * KW * in_channels // groups must satisfy K <= qgemm_max_k(x.dtype, zero point)
+    (ValueError otherwise). Thread-safe; pickles (the int8 weights and parameters, repacked on load).
+    """
+
+    def __init__(self, weight: ArrayIn, bias: ArrayIn | None = None, *, weight_scale: float | ArrayIn | None = None,
+                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, ...] = 0,
+                 dilation: int | tuple[int, int] = 1, groups: int = 1, input_scale: float, input_zero_point: int,
+                 output_scale: float | None = None, output_zero_point: int = 0,
+                 output_dtype: npt.DTypeLike = np.uint8, relu: bool = False, algorithm: str = "auto",
+                 residual_scale: float | None = None, residual_zero_point: int = 0) -> None:
+        relu = as_bool(relu, "relu")
+        self._algorithm = _algorithm(algorithm)
+        weight = as_array(weight, "weight")
+        if weight.ndim != 4:
+            raise ValueError(f"weight must be 4-D (out_channels, KH, KW, in_channels // groups), got shape "
+                             f"{weight.shape}")
+        if 0 in weight.shape:
+            raise ValueError(f"weight must have no zero-size dimension, got shape {weight.shape}")
+        OC, KH, KW, ICg = weight.shape
+        groups = _positive_int(groups, "groups")
+        if OC % groups:
+            raise ValueError(f"groups = {groups} must divide out_channels = {OC}")
+        sh, sw = _pair(stride, "stride")
+        dh, dw = _pair(dilation, "dilation")
+        pt, pb, pl, pr = _padding(padding)
+        wq, ws = _quantized_weights(weight, weight_scale)
+        sx = float(_positive_scale(input_scale, "input_scale"))
+        zx = _int_scalar(input_zero_point, "input_zero_point")
+        if not -128 <= zx <= 255:
+            raise ValueError(f"input_zero_point must be in [-128, 255], got {zx}")
+        try:
+            odt = np.dtype(output_dtype)
+        except TypeError:
+            odt = None
+        if odt not in _OUT_KIND:
+            raise TypeError(f"output_dtype must be uint8, int8, float32 or int32, got {output_dtype!r}")
+        bias, factor, offset, lo, hi = _output_stage(ws, bias, sx, output_scale, output_zero_point, odt, relu)
+        self._residual_scale, self._residual_zero_point, self._residual_factor = None, 0, None
+        if residual_scale is not None:
+            if odt == np.dtype(np.int32):
+                raise ValueError("int32 output is the exact accumulator: no residual")
+            sr = float(_positive_scale(residual_scale, "residual_scale"))
+            zr = _int_scalar(residual_zero_point, "residual_zero_point")
+            if not -128 <= zr <= 255:
+                raise ValueError(f"residual_zero_point must be in [-128, 255], got {zr}")
+            # in the output's units: real / output_scale for uint8 / int8, real for float32
+            rf = np.float32(sr / float(output_scale) if odt != np.dtype(np.float32) else sr)
+            if not np.isfinite(rf) or rf == 0:
+                raise ValueError("residual_scale / output_scale is not a finite nonzero float32")
+            self._residual_scale, self._residual_zero_point, self._residual_factor = sr, zr, float(rf)
+        elif _int_scalar(residual_zero_point, "residual_zero_point") != 0:
+            raise ValueError("residual_zero_point without residual_scale")
+        self._geometry = (OC, ICg * groups, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr)
+        self._output_dtype = odt
+        self._relu = relu
+        self._input_scale, self._input_zero_point = sx, zx
+        self._output_scale = None if output_scale is None else float(output_scale)
+        self._output_zero_point = output_zero_point
+        self._bias = None if bias is None else read_only_copy(bias)
+        self._weight_q = read_only_copy(np.asarray(wq, np.int8))  # (OC, KH, KW, ICg)
+        self._weight_scale = read_only_copy(np.asarray(ws, np.float32))
+        self._factor, self._offset = factor, offset
+        self._lo, self._hi = float(lo), float(hi)
+        self._checked = set()  # input dtypes whose zero-point range and K bound were checked
+        # Per group, the GEMM's K x N weights: row (kh * KW + kw) * ICg + c, column o of the group.
+        OCg = OC // groups
+        w_gemm = self._weight_q.reshape(groups, OCg, KH * KW * ICg).transpose(0, 2, 1)
+        self._packed = _C.PackedQConv2d(np.ascontiguousarray(w_gemm), list(self._geometry), _OUT_KIND[odt],
+                                        factor, offset, relu, float(lo), float(hi), zx)
+
+    @classmethod
+    def from_torch(cls, module: Any, input_scale: float, input_zero_point: int, output_scale: float | None = None,
+                   output_zero_point: int = 0, **kwargs: Any) -> QConv2d:
+        """A QConv2d from a float32 ``torch.nn.Conv2d`` (padding_mode "zeros"): its weight permuted to
+        (out, KH, KW, in/groups) and quantized per output channel, its bias kept in real units, its stride,
+        padding ("valid", "same" or numbers), dilation and groups; ``kwargs``: output_dtype, relu, algorithm."""
+        try:
+            import torch
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise TypeError("QConv2d.from_torch needs torch") from e
+        if not isinstance(module, torch.nn.Conv2d):
+            raise TypeError(f"QConv2d.from_torch takes a torch.nn.Conv2d, got {type(module).__name__}")
+        if module.padding_mode != "zeros":
+            raise ValueError(f"QConv2d.from_torch: padding_mode {module.padding_mode!r} is not supported (zeros only)")
+        if module.weight.dtype != torch.float32:
+            raise TypeError(f"QConv2d.from_torch needs a float32 module, got {module.weight.dtype}")
+        w = module.weight.detach().cpu().permute(0, 2, 3, 1).contiguous().numpy()
+        b = None if module.bias is None else module.bias.detach().cpu().numpy().copy()
+        KH, KW = w.shape[1], w.shape[2]
+        dil = tuple(module.dilation)
+        pad = module.padding
+        if pad == "valid":
+            pad = 0
+        elif pad == "same":  # torch: total d (k - 1), the extra one at the end
+            th, tw = dil[0] * (KH - 1), dil[1] * (KW - 1)
+            pad = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
+        return cls(w, b, stride=tuple(module.stride), padding=pad, dilation=dil, groups=module.groups,
+                   input_scale=input_scale, input_zero_point=input_zero_point, output_scale=output_scale,
+                   output_zero_point=output_zero_point, **kwargs)
+
+    in_channels = property(lambda self: self._geometry[1], doc="input channels (all groups)")
+    out_channels = property(lambda self: self._geometry[0], doc="output channels (all groups)")
+    kernel_size = property(lambda self: self._geometry[2:4], doc="(KH, KW)")
+    groups = property(lambda self: self._geometry[4], doc="channel groups (in_channels: depthwise)")
+    stride = property(lambda self: self._geometry[5:7], doc="(stride_h, stride_w)")
+    dilation = property(lambda self: self._geometry[7:9], doc="(dilation_h, dilation_w)")
+    padding = property(lambda self: self._geometry[9:13], doc="(top, bottom, left, right)")
+    algorithm = property(lambda self: self._algorithm, doc="the algorithm calls use (\"auto\" by default)")
+    output_dtype = property(lambda self: self._output_dtype, doc="uint8, int8, float32 or int32")
+    relu = property(lambda self: self._relu, doc="whether ReLU is fused")
+    input_scale = property(lambda self: self._input_scale, doc="the scale of the quantized input")
+    input_zero_point = property(lambda self: self._input_zero_point, doc="the zero point of the quantized input")
+    weight = property(lambda self: self._weight_q, doc="the int8 weights (out, KH, KW, in // groups), read-only")
+    weight_scale = property(lambda self: self._weight_scale, doc="per output channel float32 scales, read-only")
+    bias = property(lambda self: self._bias, doc="the bias as given (real units), read-only, or None")
+    factor = property(lambda self: self._factor, doc="float32 per-channel requantization factor (None: int32)")
+    offset = property(lambda self: self._offset, doc="float32 per-channel requantization offset (None: int32)")
+
+    @property
+    def kernel(self) -> str:
+        """The micro-kernel the weights were packed for at construction."""
+        return self._packed.kernel_name
+
+    def output_shape(self, input_shape: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        """(N, OH, OW, out_channels) for an NHWC input shape; ValueError if the kernel does not fit."""
+        N, H, W, C = input_shape
+        OC, IC, KH, KW, _, sh, sw, dh, dw, pt, pb, pl, pr = self._geometry
+        if C != IC:
+            raise ValueError(f"x has {C} channels, this QConv2d expects {IC} (NHWC input)")
+        if H < 1 or W < 1:
+            raise ValueError(f"x must have H, W >= 1, got shape {tuple(input_shape)}")
+        span_h, span_w = dh * (KH - 1) + 1, dw * (KW - 1) + 1
+        if H + pt + pb < span_h or W + pl + pr < span_w:
+            raise ValueError(f"the (dilated) kernel {span_h}x{span_w} is larger than the padded input "
+                             f"{H + pt + pb}x{W + pl + pr}")
+        return N, (H + pt + pb - span_h) // sh + 1, (W + pl + pr - span_w) // sw + 1, OC
+
+    residual_scale = property(lambda self: self._residual_scale, doc="the scale of residual inputs (None: none)")
+    residual_zero_point = property(lambda self: self._residual_zero_point, doc="the zero point of residual inputs")
+
+    def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, residual: ArrayIn | None = None) -> np.ndarray:
+        return self._run(x, out, self._algorithm, "", residual)
+
+    def _run(self, x, out, algorithm, kernel, residual=None):
+        """The call with an explicit algorithm and micro-kernel name ("" = dispatched; a test hook)."""
+        algorithm = _algorithm(algorithm)
+        x = as_array(x, "x")
+        if x.dtype not in _A8:
+            raise TypeError(f"x must have dtype uint8 or int8, got {x.dtype}")
+        if x.ndim != 4:
+            raise ValueError(f"x must be 4-D NHWC (N, H, W, {self.in_channels}), got shape {x.shape}")
+        shape = self.output_shape(x.shape)
+        self._check_input(x.dtype)
+        odt = self._output_dtype
+        given = out
+        if out is None:
+            out = given = np.empty(shape, odt)
+        else:
+            out = as_output(out, "out")
+            if out.dtype != odt:
+                raise TypeError(f"out must have dtype {odt}, got {out.dtype}")
+            if out.shape != shape:
+                raise ValueError(f"out must have shape {shape}, got {out.shape}")
+            if not out.flags.c_contiguous or not out.flags.writeable:
+                raise ValueError("out must be a writeable C-contiguous array")
+            if np.may_share_memory(out, x):
+                check_no_overlap(out, "out", x=x)
+        if residual is not None:
+            residual = self._check_residual(residual, shape)
+            if np.may_share_memory(out, residual):
+                check_no_overlap(out, "out", residual=residual)
+        if out.size == 0:
+            return given
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        target = aligned_target(out)
+        if residual is None:
+            self._packed.run(x, target, algorithm, kernel)
+        else:
+            self._packed.run(x, target, algorithm, kernel, np.ascontiguousarray(residual), self._residual_zero_point,
+                             self._residual_factor)
+        if target is not out:
+            np.copyto(out, target)
+        return given
+
+    def _check_residual(self, r, shape):
+        r = as_array(r, "residual")
+        if self._residual_scale is None:
+            raise ValueError("this QConv2d was built without residual_scale: it takes no residual")
+        if r.dtype not in _A8:
+            raise TypeError(f"residual must have dtype uint8 or int8, got {r.dtype}")
+        if r.shape != shape:
+            raise ValueError(f"residual must have the output's shape {shape}, got {r.shape}")
+        lo, hi = _RANGE[r.dtype]
+        if not lo <= self._residual_zero_point <= hi:
+            raise ValueError(f"residual_zero_point {self._residual_zero_point} is outside the range of {r.dtype}")
+        return r
+
+    def _check_input(self, dtype):
+        if dtype in self._checked:
+            return
+        zx = self._input_zero_point
+        lo, hi = _RANGE[dtype]
+        if not lo <= zx <= hi:
+            raise ValueError(f"input_zero_point {zx} is outside the range of {dtype} input")
+        OC, IC, KH, KW, groups = self._geometry[:5]
+        K = KH * KW * (IC // groups)
+        kmax = qgemm_max_k(dtype, zx, 0)
+        if K > kmax:
+            raise ValueError(f"KH * KW * in_channels // groups = {K} exceeds {kmax}, the largest K whose "
+                             f"accumulators all fit int32 for {dtype} input with zero point {zx}")
+        self._checked.add(dtype)
+
+    def __getstate__(self):
+        # The int8 weights and the arguments as given: construction repeats the same float operations.
+        OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr = self._geometry
+        return {"weight": self._weight_q, "bias": self._bias, "weight_scale": self._weight_scale,
+                "stride": (sh, sw), "padding": (pt, pb, pl, pr), "dilation": (dh, dw), "groups": groups,
+                "input_scale": self._input_scale, "input_zero_point": self._input_zero_point,
+                "output_scale": self._output_scale, "output_zero_point": self._output_zero_point,
+                "output_dtype": self._output_dtype, "relu": self._relu, "algorithm": self._algorithm,
+                "residual_scale": self._residual_scale, "residual_zero_point": self._residual_zero_point}
+
+    def __setstate__(self, state):
+        state = dict(state)
+        self.__init__(state.pop("weight"), state.pop("bias"), **state)
+
+    def __repr__(self):
+        OC, IC, KH, KW, groups = self._geometry[:5]
+        return (f"QConv2d(in_channels={IC}, out_channels={OC}, kernel_size=({KH}, {KW}), stride={self.stride}, "
+                f"padding={self.padding}, dilation={self.dilation}, groups={groups}, "
+                f"output_dtype={self.output_dtype.name}, relu={self.relu}, algorithm={self.algorithm!r}, "
+                f"kernel={self.kernel!r})")
