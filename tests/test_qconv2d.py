@@ -21,6 +21,7 @@ from qhelpers import QGEMM_KERNELS, epilogue_ref, why_cannot_run
 from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture of the dispatched path)
 
 ALGORITHMS = _C.algorithms("qconv2d")
+QDWCONV_KERNELS = _C.kernel_list("qdwconv")
 KERNEL_SHAPES = [(1, 1), (3, 3), (5, 5), (7, 7), (1, 7), (7, 1)]
 OUT_KIND = {np.dtype(np.float32): "f32", np.dtype(np.uint8): "u8", np.dtype(np.int8): "s8"}
 
@@ -64,6 +65,11 @@ def unfused(layer, acc):
     return y.T.reshape(acc.shape)
 
 
+def algorithms_for(layer):
+    """The table's entries that apply to the layer: "depthwise" only where groups == in_channels."""
+    return [a for a in ALGORITHMS if a != "depthwise" or layer.weight.shape[3] == 1]
+
+
 def rand_x(rng, dtype, shape, extreme=None):
     info = np.iinfo(dtype)
     if extreme == "max":
@@ -88,13 +94,13 @@ def make_layer(rng, OC, KH, KW, ICg, output_dtype=np.int32, relu=False, **kw):
     return nnkern.QConv2d(w, b, **args)
 
 
-def random_config(rng):
+def random_config(rng, kinds=("plain", "plain", "groups", "dw1", "dw2"), shapes=KERNEL_SHAPES):
     """One seeded convolution of the sweep (sizes kept small enough for the scalar kernels)."""
-    KH, KW = KERNEL_SHAPES[rng.integers(len(KERNEL_SHAPES))]
+    KH, KW = shapes[rng.integers(len(shapes))]
     stride = tuple(int(v) for v in rng.integers(1, 4, 2))
     dilation = tuple(int(v) for v in rng.integers(1, 3, 2))
     padding = tuple(int(v) for v in rng.integers(0, 4, 4))
-    kind = rng.choice(["plain", "plain", "groups", "dw1", "dw2"])
+    kind = rng.choice(list(kinds))
     if kind == "plain":
         groups, IC, OC = 1, int(rng.integers(1, 71)), int(rng.integers(1, 71))
     elif kind == "groups":
@@ -126,11 +132,11 @@ def qkernel(request):
 N_CONFIGS = 16 if QUICK else 200
 
 
-def test_sweep_bit_exact_every_kernel_and_algorithm(qkernel):
-    rng = np.random.default_rng(11)  # the same sweep for every kernel
+def sweep(rng, n_configs, **config_kw):
+    """The seeded sweep: (description, layer, x, the reference output) per configuration."""
     out_dtypes = [np.int32, np.uint8, np.int8, np.float32]
-    for i in range(N_CONFIGS):
-        c = random_config(rng)
+    for i in range(n_configs):
+        c = random_config(rng, **config_kw)
         if i % 8 == 0:  # pointwise: im2col runs the plain GEMM on the input rows (groups too)
             c.update(KH=1, KW=1, stride=(1, 1), padding=(0, 0, 0, 0))
         xdt = (np.uint8, np.int8)[i % 2]
@@ -142,21 +148,69 @@ def test_sweep_bit_exact_every_kernel_and_algorithm(qkernel):
                            input_zero_point=zx, stride=c["stride"], padding=c["padding"], dilation=c["dilation"],
                            groups=c["groups"])
         x = rand_x(rng, xdt, (c["N"], c["H"], c["W"], c["IC"]), extreme=[None, None, "max", "min"][i % 4])
-        acc = ref_layer(layer, x)
-        want = unfused(layer, acc)
-        for alg in ALGORITHMS:
+        want = unfused(layer, ref_layer(layer, x))
+        yield f"{c} {xdt.__name__} zx={zx} {odt.__name__} relu={relu}", layer, x, want
+
+
+def test_sweep_bit_exact_every_kernel_and_algorithm(qkernel):
+    for desc, layer, x, want in sweep(np.random.default_rng(11), N_CONFIGS):  # the same sweep for every kernel
+        for alg in algorithms_for(layer):
             got = layer._run(x, None, alg, qkernel)
-            assert got.dtype == odt
-            assert np.array_equal(got, want), f"{qkernel} {alg} {c} {xdt.__name__} zx={zx} {odt.__name__} relu={relu}"
+            assert got.dtype == want.dtype
+            assert np.array_equal(got, want), f"{qkernel} {alg} {desc}"
+
+
+@pytest.fixture(params=QDWCONV_KERNELS, ids=[k["name"] for k in QDWCONV_KERNELS])
+def dwkernel(request):
+    """Each depthwise micro-kernel of the list (skipped, naming the ISA, where the CPU lacks it)."""
+    k = request.param
+    if why_cannot_run(k):
+        pytest.skip(why_cannot_run(k))
+    return k["name"]
+
+
+def test_sweep_depthwise_every_dwconv_kernel(dwkernel):
+    """The sweep restricted to depthwise layers (multiplier 1 and 2; 1x1 .. 7x7, 3x1, 1x5; channels 1..70, so
+    every tail of the vector width) on each qdwconv kernel, "auto" picking "depthwise" for all of them."""
+    shapes = KERNEL_SHAPES + [(3, 1), (1, 5), (2, 2), (4, 6)]
+    for desc, layer, x, want in sweep(np.random.default_rng(12), N_CONFIGS, kinds=("dw1", "dw2"), shapes=shapes):
+        assert layer._packed.auto_algorithm(*x.shape[:3]) == "depthwise"
+        got = layer._run(x, None, "depthwise", dwkernel)
+        assert got.dtype == want.dtype and np.array_equal(got, want), f"{dwkernel} {desc}"
+
+
+@pytest.mark.parametrize("C", [1, 7, 8, 9, 15, 16, 17, 31, 33, 70])
+@pytest.mark.parametrize("m", [1, 2])
+def test_depthwise_channel_tails(dwkernel, C, m, rng):
+    """Every channel count around the vector width and block (8, 16), both input dtypes and every output."""
+    for odt, xdt in [(np.int32, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8), (np.float32, np.int8)]:
+        layer = make_layer(rng, C * m, 3, 3, 1, odt, relu=odt != np.int32, groups=C, padding=(1, 2, 0, 1),
+                           input_zero_point=int(np.iinfo(xdt).min + 3))
+        x = rand_x(rng, xdt, (2, 6, 5, C))
+        assert np.array_equal(layer._run(x, None, "depthwise", dwkernel), unfused(layer, ref_layer(layer, x)))
+
+
+@pytest.mark.parametrize("xdt,zx,extreme", [(np.uint8, 0, "max"), (np.uint8, 255, "min"), (np.int8, -128, "max"),
+                                            (np.int8, 127, "min")])
+def test_depthwise_extremes(dwkernel, xdt, zx, extreme):
+    """|x - zx| and |w| at their maxima, padding taps included, multiplier 2, a 7x7 window."""
+    for wv in (-128, 127):
+        w = np.full((140, 7, 7, 1), wv, np.int8)
+        layer = nnkern.QConv2d(w, weight_scale=1.0, padding=(3, 2, 0, 3), stride=(1, 2), groups=70, input_scale=1.0,
+                               input_zero_point=zx, output_dtype=np.int32)
+        x = rand_x(None, xdt, (2, 8, 9, 70), extreme=extreme)
+        assert np.array_equal(layer._run(x, None, "depthwise", dwkernel), ref_layer(layer, x)), wv
 
 
 def test_dispatched_path_every_isa(qisa, rng):
     """layer(x) under each ISA cap (the dispatched kernel, auto and every algorithm) for every output dtype."""
     for KH, KW, stride, padding, groups in [(3, 3, 1, 1, 1), (1, 1, 1, 0, 1), (3, 3, 2, (0, 1, 1, 0), 8),
-                                            (1, 7, 1, (0, 0, 3, 3), 2), (1, 1, 2, 0, 1)]:
-        IC, OC = 16, 24
+                                            (1, 7, 1, (0, 0, 3, 3), 2), (1, 1, 2, 0, 1), (3, 3, 1, 1, 16)]:
+        IC, OC = 16, 24 if groups < 16 else 32
         for odt in (np.int32, np.uint8, np.int8, np.float32):
             for alg in ("auto", *ALGORITHMS):
+                if alg == "depthwise" and groups != IC:
+                    continue
                 layer = make_layer(rng, OC, KH, KW, IC // groups, odt, relu=odt != np.int32, stride=stride,
                                    padding=padding, groups=groups, algorithm=alg)
                 x = rand_x(rng, np.uint8, (2, 9, 10, IC))
@@ -173,7 +227,7 @@ def test_extremes(qkernel, xdt, zx, extreme):
                                input_zero_point=zx, output_dtype=np.int32)
         x = rand_x(None, xdt, (2, 5, 6, 70), extreme=extreme)
         want = ref_layer(layer, x)
-        for alg in ALGORITHMS:
+        for alg in algorithms_for(layer):
             assert np.array_equal(layer._run(x, None, alg, qkernel), want), (qkernel, alg, wv)
 
 
@@ -188,7 +242,7 @@ def test_fused_equals_unfused(rng, odt, relu):
     x = rand_x(rng, np.uint8, (3, 17, 12, 20))
     acc = i32(x)
     assert np.array_equal(acc, ref_layer(i32, x))
-    for alg in ALGORITHMS:
+    for alg in algorithms_for(layer):
         assert np.array_equal(layer._run(x, None, alg, ""), unfused(layer, acc)), alg
     if odt == np.float32:  # the real value, as the float64 formula
         y = acc * (layer.input_scale * layer.weight_scale.astype(np.float64)) + layer.bias
@@ -201,7 +255,7 @@ def test_threads_bit_identical(rng):
               make_layer(rng, 48, 5, 5, 1, np.float32, groups=24, padding=2)]
     x = rand_x(rng, np.uint8, (2, 23, 19, 24))
     for layer in layers:
-        for alg in ALGORITHMS:
+        for alg in algorithms_for(layer):
             nnkern.set_num_threads(1)
             one = layer._run(x, None, alg, "")
             for t in (2, 3, 5):
@@ -241,7 +295,13 @@ def test_indirection_cache_addresses_shapes_threads(rng):
 
 
 def test_auto_rule_and_algorithm_argument(rng):
-    assert ALGORITHMS == ["im2col", "indirect"]
+    assert ALGORITHMS == ["depthwise", "im2col", "indirect"]
+    for ks, kw in ((3, {}), (1, {}), (5, dict(stride=2, padding=2))):  # depthwise: always, pointwise too
+        dw = make_layer(rng, 16, ks, ks, 1, groups=8, **kw)
+        assert dw._packed.auto_algorithm(1, 9, 9) == "depthwise"
+        assert dw._run(rand_x(rng, np.uint8, (1, 9, 9, 8)), None, "auto", "").shape[-1] == 16
+    with pytest.raises(ValueError, match="does not apply"):  # groups < in_channels: no depthwise
+        make_layer(rng, 8, 3, 3, 2, groups=4)._run(rand_x(rng, np.uint8, (1, 4, 4, 8)), None, "depthwise", "")
     pw = make_layer(rng, 8, 1, 1, 8)
     assert pw._packed.auto_algorithm(1, 4, 4) == "im2col"
     for kw in (dict(stride=2), dict(padding=1)):
@@ -370,24 +430,27 @@ def test_bad_inputs(rng):
 @pytest.mark.parametrize("odt", [np.uint8, np.int8, np.float32])
 @pytest.mark.parametrize("relu", [False, True])
 @pytest.mark.parametrize("rdt,zr", [(np.uint8, 131), (np.int8, -7)])
-def test_residual_equals_unfused(rng, odt, relu, rdt, zr):
-    """residual=: t = the float32 pre-activation, + float32((r - zr) * rf), then ReLU / clamp / rint."""
-    kw = dict(padding=(1, 0, 2, 1), stride=(1, 2), input_zero_point=5)
-    layer = make_layer(np.random.default_rng(3), 24, 3, 3, 16, odt, relu, residual_scale=0.07,
+@pytest.mark.parametrize("groups", [1, 16])
+def test_residual_equals_unfused(rng, odt, relu, rdt, zr, groups):
+    """residual=: t = the float32 pre-activation, + float32((r - zr) * rf), then ReLU / clamp / rint; groups=16:
+    a depthwise layer (multiplier 2: 32 channels) through every algorithm, "depthwise" included."""
+    kw = dict(padding=(1, 0, 2, 1), stride=(1, 2), input_zero_point=5, groups=groups)
+    OC = 24 if groups == 1 else 32
+    layer = make_layer(np.random.default_rng(3), OC, 3, 3, 16 // groups, odt, relu, residual_scale=0.07,
                        residual_zero_point=zr, **kw)
     i32 = nnkern.QConv2d(layer.weight, weight_scale=layer.weight_scale, output_dtype=np.int32,
                          input_scale=layer.input_scale, **kw)
     x = rand_x(rng, np.uint8, (2, 13, 14, 16))
     acc = i32(x)
     r = rand_x(rng, rdt, acc.shape)
-    t = epilogue_ref(acc.reshape(-1, 24).T, "f32", scale=layer.factor, bias=layer.offset).T.reshape(acc.shape)
+    t = epilogue_ref(acc.reshape(-1, OC).T, "f32", scale=layer.factor, bias=layer.offset).T.reshape(acc.shape)
     y = t + (r.astype(np.float32) - np.float32(zr)) * np.float32(layer._residual_factor)
     assert y.dtype == np.float32
     if odt == np.float32:
         want = np.maximum(y, np.float32(0)) if relu else y
     else:
         want = np.rint(np.clip(y, np.float32(layer._lo), np.float32(layer._hi))).astype(odt)
-    for alg in ALGORITHMS:
+    for alg in algorithms_for(layer):
         got = layer._run(x, None, alg, "", r)
         assert got.dtype == odt and np.array_equal(got, want), alg
     out = np.empty_like(want)

@@ -17,9 +17,12 @@ namespace {
 constexpr size_t kIndirectionCacheEntries = 8;
 
 const AlgorithmTable<QConvCall>& qconv_algorithms() {
-  // auto: im2col for the pointwise case (a plain GEMM over the input rows, no copy), indirect otherwise
-  // (no KH*KW-fold copy of the input).
+  // auto: depthwise for every depthwise layer (groups == IC: a per-group GEMM would be 1 x ks x m), then
+  // im2col for the pointwise case (a plain GEMM over the input rows, no copy), indirect otherwise (no
+  // KH*KW-fold copy of the input).
   static const AlgorithmTable<QConvCall> table("qconv2d", {
+      {"depthwise", [](const QConvCall& c) { return c.L.geometry().depthwise(); }, nullptr,
+       &qconv_depthwise_workspace, [](const QConvCall& c, const Workspace& ws) { qconv_depthwise_run(c, ws.data()); }},
       {"im2col", [](const QConvCall&) { return true; },
        [](const QConvCall& c) { return c.L.geometry().pointwise(); }, &qconv_im2col_workspace,
        [](const QConvCall& c, const Workspace& ws) { qconv_im2col_run(c, ws.data()); }},
@@ -80,12 +83,26 @@ const QConvWeights& PackedQConv2d::weights(const QGemmKernel& k) const {
   return *packed_.back();
 }
 
-std::shared_ptr<const QConvIndirection> PackedQConv2d::indirection(size_t N, size_t H, size_t W, const QGemmKernel& k,
+const QConvDwWeights& PackedQConv2d::dw_weights() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!dw_) {
+    std::vector<float> f, o;  // OC-contiguous, from the per-group padded copies
+    if (factor_.size())
+      for (size_t oc = 0; oc < geo_.OC; ++oc) {
+        f.push_back(factor_.data()[oc / geo_.ocg() * pad_ + oc % geo_.ocg()]);
+        o.push_back(offset_.data()[oc / geo_.ocg() * pad_ + oc % geo_.ocg()]);
+      }
+    dw_ = qconv_pack_depthwise(geo_, raw_.data(), f.empty() ? nullptr : f.data(), o.empty() ? nullptr : o.data());
+  }
+  return *dw_;
+}
+
+std::shared_ptr<const QConvIndirection> PackedQConv2d::indirection(size_t N, size_t H, size_t W, const QGemmKernel* k,
                                                                    QType x_type, int32_t za_eff) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < indirect_.size(); ++i) {
     const auto e = indirect_[i];
-    if (e->N == N && e->H == H && e->W == W && e->kern == &k && e->x_type == x_type) {
+    if (e->N == N && e->H == H && e->W == W && e->kern == k && e->x_type == x_type) {
       indirect_.erase(indirect_.begin() + ptrdiff_t(i));  // most recently used last
       indirect_.push_back(e);
       return e;
@@ -105,10 +122,11 @@ size_t PackedQConv2d::indirection_builds() const {
 }
 
 const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
-                               const std::string& algorithm, const QGemmKernel* kern) const {
+                               const std::string& algorithm, const QGemmKernel* kern,
+                               const QDwconvKernel* dw) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
-  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8), N, H, W, OH, OW, x_type, x, o};
+  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8), N, H, W, OH, OW, x_type, x, o, dw};
   const Algorithm<QConvCall>& a = qconv_algorithms().select(call, algorithm);  // errors before any work
   if (N == 0) return a.name;
   if (!o.residual) {
@@ -124,7 +142,7 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
   QConvOutput pre;
   pre.out = QOut::f32;
   pre.c = tmp.data();
-  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre};
+  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre, dw};
   {
     Workspace ws(a.workspace_bytes ? a.workspace_bytes(pre_call) : 0);
     a.run(pre_call, ws);

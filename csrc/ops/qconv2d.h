@@ -6,7 +6,9 @@
 //             rows in place (a plain GEMM, no copy).
 //   indirect  the kernels' indirect form (kernels/qgemm.h): ks = KH*KW taps of input-row pointers from a
 //             cached indirection buffer, a shared zero row for padding taps.
-// Groups (depthwise included) are a loop over per-group GEMMs on the IC/groups slice of each row.
+//   depthwise (groups == IC only) the depthwise kernels (kernels/qdwconv.h): channels in vector lanes, taps in
+//             the loop, one output row per call, through a pixel-major indirection buffer (ops/qconv2d_depthwise.cc).
+// Other groups are a loop over per-group GEMMs on the IC/groups slice of each row.
 // Exact: sum over taps and channels of (x - zx) w in int32, which the caller has bounded (K limit).
 #pragma once
 #include <cstddef>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "kernels/qdwconv.h"
 #include "kernels/qgemm.h"
 #include "ops/qgemm.h"
 
@@ -38,6 +41,7 @@ struct QConvGeometry {
   }
   size_t OH(size_t H) const { return out_size(H, pt, pb, KH, sh, dh); }
   size_t OW(size_t W) const { return out_size(W, pl, pr, KW, sw, dw); }
+  bool depthwise() const { return icg() == 1; }  // one input channel per group (multiplier ocg())
   bool pointwise() const {  // a plain GEMM over the input rows
     return KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pb == 0 && pl == 0 && pr == 0;
   }
@@ -55,8 +59,10 @@ struct QConvWeights {
 };
 
 // An indirection buffer for one input shape and kernel: for output pixel p = tile * NR + j (all images of
-// the batch) and tap t, entry [(tile * ks + t) * NR + j] is a nominal base plus the byte offset of its input
-// row in the prepared input, as a pointer, or the zero row's address for a padding tap. Immutable once built.
+// the batch) and tap t, entry [(tile * ks + t) * NR + j] is a nominal base (kQConvNominalBase) plus the byte
+// offset of its input row in the prepared input, as a pointer, or the zero row's address for a padding tap.
+// Immutable once built. kern == null: the depthwise layout (NR = 1, rows of OC bytes, the zero row OC bytes
+// of the uint8 zero point; ops/qconv2d_depthwise.cc).
 struct QConvIndirection {
   size_t N = 0, H = 0, W = 0;
   const QGemmKernel* kern = nullptr;
@@ -80,17 +86,33 @@ struct QConvOutput {
   float residual_factor = 0.0f;
 };
 
+// The weights packed for the depthwise kernels (kernels/qdwconv.h), shared by all of them: int32 [ks][cpad]
+// (output channel oc = g * m + j at column oc), the per-channel weight sums that fold the input zero point,
+// and the factor / offset contiguous over OC (the GEMM paths keep them per group). Padding is zero.
+struct QConvDwWeights {
+  size_t cpad = 0;
+  AlignedBuffer<int32_t> w, wsum;
+  AlignedBuffer<float> factor, offset;  // empty for int32 output
+};
+
+// Where the indirection buffers point: entries are offsets from this nominal base rather than from null, so
+// no pointer a kernel forms is a non-zero offset applied to a null pointer (undefined behaviour, flagged by
+// UBSan); a call's b_offset = its input's address - kQConvNominalBase.
+constexpr size_t kQConvNominalBase = 4096;
+
 class PackedQConv2d {
  public:
   // w: groups x kg x ocg int8 (row (kh * KW + kw) * icg + c, column o: weight of output channel
   // g * ocg + o); factor / offset: OC floats or null (int32 output).
   PackedQConv2d(const QConvGeometry& geo, const int8_t* w, const float* factor, const float* offset, int32_t x_zero);
 
-  // out = conv(x) through the algorithm `algorithm` ("auto", "im2col", "indirect"; std::invalid_argument if
-  // unknown or not applicable) on the micro-kernel `kern` (null: the dispatched 8-bit one). x: N x H x W x IC.
+  // out = conv(x) through the algorithm `algorithm` ("auto", "im2col", "indirect", "depthwise";
+  // std::invalid_argument if unknown or not applicable) on the micro-kernel `kern` (null: the dispatched 8-bit
+  // one) or, for "depthwise", `dw` (null: the dispatched one). x: N x H x W x IC.
   // Returns the name of the algorithm that ran.
   const char* run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
-                  const std::string& algorithm, const QGemmKernel* kern = nullptr) const;
+                  const std::string& algorithm, const QGemmKernel* kern = nullptr,
+                  const QDwconvKernel* dw = nullptr) const;
   // The algorithm "auto" picks for an input of this size.
   const char* auto_algorithm(size_t N, size_t H, size_t W) const;
 
@@ -100,8 +122,10 @@ class PackedQConv2d {
 
   // Used by the algorithms (ops/qconv2d_*.cc).
   const QConvWeights& weights(const QGemmKernel& k) const;  // packed on first use for k, then kept
-  std::shared_ptr<const QConvIndirection> indirection(size_t N, size_t H, size_t W, const QGemmKernel& k, QType x_type,
+  // k == null: the depthwise layout (see QConvIndirection).
+  std::shared_ptr<const QConvIndirection> indirection(size_t N, size_t H, size_t W, const QGemmKernel* k, QType x_type,
                                                       int32_t za_eff) const;
+  const QConvDwWeights& dw_weights() const;  // depthwise layers: packed on first use, then kept
   const float* factor(size_t g) const { return factor_.size() ? factor_.data() + g * pad_ : nullptr; }
   const float* offset(size_t g) const { return offset_.size() ? offset_.data() + g * pad_ : nullptr; }
   int32_t x_zero() const { return x_zero_; }
@@ -115,6 +139,7 @@ class PackedQConv2d {
   AlignedBuffer<float> factor_, offset_;    // [groups][pad_]
   mutable std::mutex mu_;                   // guards the two caches below
   mutable std::vector<std::unique_ptr<QConvWeights>> packed_;  // one per kernel used, never dropped
+  mutable std::unique_ptr<QConvDwWeights> dw_;
   mutable std::vector<std::shared_ptr<const QConvIndirection>> indirect_;  // most recent last
   mutable size_t builds_ = 0;
 };
@@ -127,6 +152,7 @@ struct QConvCall {
   QType x_type;
   const void* x;
   const QConvOutput& o;
+  const QDwconvKernel* dw = nullptr;  // "depthwise": the kernel asked for (null: the dispatched one)
   size_t M() const { return N * OH * OW; }
 };
 
@@ -151,9 +177,15 @@ void qconv_indirect_run(const QConvCall& c, void* workspace);
 // The residual stage: out (count elements of o.out, at o.c) from the float32 pre-activation t (same layout)
 // and o.residual, as QConvOutput says.
 void qconv_add_residual(const float* t, size_t count, const QConvOutput& o);
-// Builds the indirection buffer of one input shape (ops/qconv2d_indirect.cc).
+size_t qconv_depthwise_workspace(const QConvCall& c);
+void qconv_depthwise_run(const QConvCall& c, void* workspace);
+// Packs a depthwise layer's weights (ops/qconv2d_depthwise.cc): w as PackedQConv2d takes it, factor / offset
+// OC floats or null.
+std::unique_ptr<QConvDwWeights> qconv_pack_depthwise(const QConvGeometry& geo, const int8_t* w, const float* factor,
+                                                     const float* offset);
+// Builds the indirection buffer of one input shape (ops/qconv2d_indirect.cc); k == null: the depthwise layout.
 std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeometry& geo, size_t N, size_t H,
-                                                                size_t W, const QGemmKernel& k, QType x_type,
+                                                                size_t W, const QGemmKernel* k, QType x_type,
                                                                 int32_t za_eff);
 // The zero row: n elements of za_eff in k's operand domain (int16 for the s16 kernels, else one byte).
 void qconv_fill_zero_row(const QGemmKernel& k, int32_t za_eff, size_t n, uint8_t* dst);

@@ -12,10 +12,6 @@
 namespace nnkern {
 namespace {
 
-// Entries are offsets from this nominal base rather than from null, so no pointer the kernel forms is a
-// non-zero offset applied to a null pointer (undefined behaviour, flagged by UBSan); b_offset = base - it.
-constexpr size_t kNominalBase = 4096;
-
 // Pixel tiles per task: enough work per task to amortize its set-up, small enough to balance.
 constexpr size_t kTilesPerTask = 16;
 
@@ -24,19 +20,22 @@ size_t c_elem_size(QOut out) { return out == QOut::i32 || out == QOut::f32 ? 4 :
 }  // namespace
 
 std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeometry& geo, size_t N, size_t H,
-                                                                size_t W, const QGemmKernel& k, QType x_type,
+                                                                size_t W, const QGemmKernel* k, QType x_type,
                                                                 int32_t za_eff) {
   auto e = std::make_shared<QConvIndirection>();
-  e->N = N, e->H = H, e->W = W, e->kern = &k, e->x_type = x_type;
-  const size_t esz = qgemm_a_elem_size(k), NR = size_t(k.nr), ks = geo.ks();
+  e->N = N, e->H = H, e->W = W, e->kern = k, e->x_type = x_type;
+  // Depthwise (k null): one pixel per "tile", rows of OC uint8 (the input, channels repeated m times).
+  const size_t esz = k ? qgemm_a_elem_size(*k) : 1, NR = k ? size_t(k->nr) : 1, ks = geo.ks();
   const size_t OH = geo.OH(H), OW = geo.OW(W), M = N * OH * OW, tiles = qgemm_ceil_div(M, NR);
-  e->zero.resize(std::max<size_t>(geo.icg() * esz, 1));
-  qconv_fill_zero_row(k, za_eff, geo.icg(), e->zero.data());
+  const size_t zero_n = k ? geo.icg() : geo.OC;
+  e->zero.resize(std::max<size_t>(zero_n * esz, 1));
+  if (k) qconv_fill_zero_row(*k, za_eff, zero_n, e->zero.data());
+  else std::fill(e->zero.data(), e->zero.data() + zero_n, uint8_t(za_eff));
   const void* zero = e->zero.data();
   e->ptrs.resize(std::max<size_t>(tiles * ks * NR, 1));
   const void** ptrs = e->ptrs.data();
-  const size_t row_bytes = geo.IC * esz;
-  // Entries lie below kNominalBase + the input's size, the zero row is a heap address: they never coincide.
+  const size_t row_bytes = k ? geo.IC * esz : geo.OC;
+  // Entries lie below kQConvNominalBase + the input's size, the zero row is a heap address: they never coincide.
   parallel_for(tiles, [&](size_t tile) {
     for (size_t j = 0; j < NR; ++j) {
       const size_t p = tile * NR + j;
@@ -53,7 +52,7 @@ std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeome
           const bool inside = oh * geo.sh + kh * geo.dh >= geo.pt && ih < H && ow * geo.sw + kw * geo.dw >= geo.pl &&
                               iw < W;
           col[(kh * geo.KW + kw) * NR] =
-              inside ? reinterpret_cast<const void*>(kNominalBase + ((n * H + ih) * W + iw) * row_bytes) : zero;
+              inside ? reinterpret_cast<const void*>(kQConvNominalBase + ((n * H + ih) * W + iw) * row_bytes) : zero;
         }
     }
   });
@@ -67,7 +66,7 @@ void qconv_indirect_run(const QConvCall& c, void* workspace) {
   const QConvGeometry& geo = c.L.geometry();
   const QConvInput in = qconv_prepare_input(c, static_cast<uint8_t*>(workspace));
   const QConvWeights& w = c.L.weights(k);
-  const std::shared_ptr<const QConvIndirection> ind = c.L.indirection(c.N, c.H, c.W, k, c.x_type, in.za);
+  const std::shared_ptr<const QConvIndirection> ind = c.L.indirection(c.N, c.H, c.W, &k, c.x_type, in.za);
   const size_t MR = size_t(k.mr), NR = size_t(k.nr), esz = qgemm_a_elem_size(k), ks = geo.ks();
   const size_t icg = geo.icg(), ocg = geo.ocg(), OC = geo.OC, M = c.M(), tiles = qgemm_ceil_div(M, NR);
   const size_t blocks = qgemm_ceil_div(tiles, kTilesPerTask), panel_bytes = qgemm_panel_bytes(k, icg, ks);
@@ -90,7 +89,7 @@ void qconv_indirect_run(const QConvCall& c, void* workspace) {
     ep.lo = c.o.lo;
     ep.hi = c.o.hi;
     const uint8_t* a = w.taps.data() + g * w.taps_group_bytes + panel * panel_bytes;
-    const size_t b_offset = reinterpret_cast<size_t>(in.base) + g * icg * esz - kNominalBase;
+    const size_t b_offset = reinterpret_cast<size_t>(in.base) + g * icg * esz - kQConvNominalBase;
     uint8_t* out = static_cast<uint8_t*>(c.o.c);
     const size_t t1 = std::min(tiles, (block + 1) * kTilesPerTask);
     for (size_t tile = block * kTilesPerTask; tile < t1; ++tile) {

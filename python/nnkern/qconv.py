@@ -83,7 +83,9 @@ class QConv2d:
       stride-1, unpadded convolution runs as a plain GEMM on the input rows, no copy) and "indirect" (the
       GEMM kernels' indirect form reading the window through an indirection buffer of input-row offsets,
       built once per input shape and cached in the layer; padding taps read a shared row of the zero
-      point). auto: "im2col" for the 1x1 stride-1 unpadded case, "indirect" otherwise. Every algorithm
+      point) and "depthwise" (groups == in_channels only: the depthwise micro-kernels, channels in vector
+      lanes, taps in the loop). auto: "depthwise" for depthwise layers, else "im2col" for the 1x1 stride-1
+      unpadded case, else "indirect". Every algorithm
       gives bit-identical results on every ISA and thread count.
 
     residual_scale, residual_zero_point: with them, a call may pass ``residual=`` (uint8 or int8, the

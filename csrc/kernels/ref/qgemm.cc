@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/qepilogue_ref.h"
 #include "kernels/qgemm_list.h"
 
 namespace nnkern {
@@ -34,25 +35,7 @@ void ref_run(size_t m, size_t n, size_t k, size_t ks, const void* a_, const void
       }
       if (ep->col_comp) acc += uint32_t(ep->col_comp[i]);
       if (ep->b_zero) acc -= uint32_t(ep->b_zero[i]) * uint32_t(ep->row_sum[j]);
-      const int32_t v = int32_t(acc);
-      switch (ep->out) {
-        case QOut::i32:
-          reinterpret_cast<int32_t*>(cj)[i] = ep->relu && v < 0 ? 0 : v;
-          break;
-        case QOut::f32: {
-          float y = std::fma(float(v), ep->scale[i], ep->bias ? ep->bias[i] : 0.0f);
-          if (ep->relu && !(y >= 0.0f)) y = 0.0f;
-          reinterpret_cast<float*>(cj)[i] = y;
-          break;
-        }
-        default: {
-          float y = std::fma(float(v), ep->scale[i], ep->bias ? ep->bias[i] : 0.0f);
-          y = std::fmin(std::fmax(y, ep->lo), ep->hi);
-          const int32_t q = int32_t(std::nearbyint(y));  // default rounding mode: ties to even
-          cj[i] = uint8_t(q);
-          break;
-        }
-      }
+      qepilogue_store_ref(ep, int32_t(acc), i, cj);
     }
   }
   if (ep->hook) ep->hook(ep->hook_ctx, QTile{ep->tile_i, ep->tile_j, m, n, ep->out, c, ldc, ep->c_rows});

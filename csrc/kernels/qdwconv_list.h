@@ -1,0 +1,20 @@
+// The depthwise convolution kernels (kernels/qdwconv.h) and their levels (core/kernel_list.h): registered as
+// the family "qdwconv" (ops/qdwconv_kernels.cc). The scalar kernel is the oracle and the fallback.
+#pragma once
+#include "core/kernel_list.h"
+#include "kernels/qdwconv.h"
+
+#define NNKERN_QDWCONV_LIST(X)   \
+  X(u8s8_dwconv_1c__scalar, scalar) \
+  NNKERN_AVX2(X(u8s8_dwconv_16c__avx2, avx2))
+
+namespace nnkern {
+
+#define NNKERN_QDWCONV_DECLARE_(name, level) extern const QDwconvKernel name;
+NNKERN_QDWCONV_LIST(NNKERN_QDWCONV_DECLARE_)
+#undef NNKERN_QDWCONV_DECLARE_
+
+const KernelList<QDwconvKernel>& qdwconv_kernel_list();
+const QDwconvKernel& qdwconv_kernel();  // the dispatched one (ISA cap honoured)
+
+}  // namespace nnkern
