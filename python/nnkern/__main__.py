@@ -6,7 +6,8 @@ info          just the CPU and the chosen kernels.
 check         just the self-check.
 bench         the fuller SGEMM table against every installed comparison library, 1 and 2 threads
               (--op qgemm / qlinear / int8: the INT8 GEMM tables instead, % of the int8 peak;
-              --op lstm: nnkern.LSTM per activation method vs torch.nn.LSTM, 1 thread).
+              --op lstm: nnkern.LSTM per activation method vs torch.nn.LSTM, 1 thread;
+              --op qconv: QConv2d per algorithm vs torch / onnxruntime on ResNet-50 and MobileNet-v2 layers).
 """
 from __future__ import annotations
 
@@ -148,6 +149,32 @@ def bench_int8(args, threads) -> int:
     return 0
 
 
+def bench_qconv(args, threads) -> int:
+    """QConv2d per algorithm vs torch quantized conv2d and onnxruntime QLinearConv, per network layer."""
+    from nnkern.bench import conv, harness
+    import nnkern
+    layers = conv.select(args.shapes, args.quick)
+    isa = args.isa.split(",")[-1] if args.isa else harness.bench_isas("u8s8_gemm")[-1]
+    print_info()
+    print(harness.peaks_line("int8", "GOP/s", [isa]))
+    t0 = time.perf_counter()
+    results, notes = conv.run(layers, threads, isa=isa, repeats=args.repeats, libraries=_libraries(args),
+                              progress=lambda s: print(s, flush=True))
+    print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
+    for t in threads:
+        print(conv.markdown_table(results, t, notes))
+        print()
+    for t in threads[1:]:
+        print(conv.scaling_table(results, t, threads[0]) + "\n")
+    _plot(args, lambda plot: conv.charts(results, threads))
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump([r.as_dict() for r in results], f, indent=1)
+        print(f"results written to {args.json}")
+    return 0
+
+
 def _libraries(args):
     """--libraries: None (all installed), [] for 'none', else the names given."""
     if not args.libraries:
@@ -185,6 +212,8 @@ def bench(args) -> int:
     if args.op == "lstm":
         return bench_lstm(args)
     threads = [int(t) for t in (args.threads or "1,2").split(",") if t.strip()]
+    if args.op == "qconv":
+        return bench_qconv(args, threads)
     if args.op != "sgemm":
         return bench_int8(args, threads)
     if args.shapes:
@@ -224,10 +253,11 @@ def main(argv=None) -> int:
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
-                   choices=["sgemm", "qgemm", "qlinear", "int8", "sigmoid", "tanh", "topk", "lstm"],
+                   choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "sigmoid", "tanh", "topk", "lstm"],
                    help="sgemm (default); qgemm (int8, B packed per call), qlinear (prepacked, fused "
                         "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
-                        "lstm (--shapes = hidden,batch; seq 50)")
+                        "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
+                        "batch 1; --shapes = parts of layer names, e.g. rn50.s2 dw)")
     b.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; lstm: 1)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")

@@ -1,0 +1,430 @@
+"""``python -m nnkern bench --op qconv``: nnkern.QConv2d per algorithm against torch's quantized conv2d
+(x86 engine, channels_last) and onnxruntime's QLinearConv (NCHW), on ResNet-50 and MobileNet-v2 layers at
+batch 1.
+
+Every library computes the same layer on the same data: uint8 activations (scale, zero point), int8
+weights quantized per output channel (zero point 0), an int32-representable bias, uint8 output.  The
+activations stay in [0, 127] (7 bits, as torch's x86 qconfig ``reduce_range``): the AVX2 u8 x s8 kernels
+of fbgemm and MLAS pair products in the saturating vpmaddubsw, so full-range data would make them compute
+something else (nnkern is exact either way).  Once per layer each library's output is compared with
+nnkern's (max |difference| in quantization steps: the requantization roundings differ by at most 1).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import anchors as _anchors
+from . import harness
+from . import ops as _ops  # registers the int8 peak
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """One convolution at NHWC: square kernel, the same stride and padding on both axes."""
+    name: str
+    N: int
+    H: int
+    W: int
+    IC: int
+    OC: int
+    KH: int
+    KW: int
+    stride: int
+    pad: int
+    groups: int
+
+    @property
+    def out_hw(self) -> Tuple[int, int]:
+        return ((self.H + 2 * self.pad - self.KH) // self.stride + 1,
+                (self.W + 2 * self.pad - self.KW) // self.stride + 1)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The numbers of the layer (harness.Result.shape)."""
+        return dataclasses.astuple(self)[1:]
+
+    def describe(self) -> str:
+        """'56x56 64->64 3x3/1 p1' (+ ' dw' for depthwise, ' g<groups>' otherwise)."""
+        g = "" if self.groups == 1 else " dw" if self.groups == self.IC else f" g{self.groups}"
+        return (f"{self.H}x{self.W} {self.IC}->{self.OC} {self.KH}x{self.KW}/{self.stride} p{self.pad}{g}"
+                + (f" N{self.N}" if self.N != 1 else ""))
+
+
+def conv_ops(layer: Layer) -> float:
+    """Operations of one call: 2 per multiply-add, 2 * N * OH * OW * OC * KH * KW * IC / groups."""
+    OH, OW = layer.out_hw
+    return 2.0 * layer.N * OH * OW * layer.OC * layer.KH * layer.KW * layer.IC / layer.groups
+
+
+def _L(name, H, IC, OC, k, stride=1, groups=1):
+    # "same" padding (k // 2) as in both networks, batch 1, square inputs
+    return Layer(name, 1, H, H, IC, OC, k, k, stride, k // 2, groups)
+
+
+#: ResNet-50 (torchvision, stride on the 3x3): the stem and per stage the bottleneck's 1x1 reduce, 3x3
+#: and 1x1 expand ("b1": the first block's reduce, whose input is the previous stage's output).
+RESNET50: List[Layer] = [
+    _L("rn50.stem", 224, 3, 64, 7, stride=2),
+    _L("rn50.s2.reduce.b1", 56, 64, 64, 1),
+    _L("rn50.s2.3x3", 56, 64, 64, 3),
+    _L("rn50.s2.expand", 56, 64, 256, 1),
+    _L("rn50.s2.reduce", 56, 256, 64, 1),
+    _L("rn50.s3.reduce.b1", 56, 256, 128, 1),
+    _L("rn50.s3.3x3/2", 56, 128, 128, 3, stride=2),
+    _L("rn50.s3.3x3", 28, 128, 128, 3),
+    _L("rn50.s3.expand", 28, 128, 512, 1),
+    _L("rn50.s3.reduce", 28, 512, 128, 1),
+    _L("rn50.s4.3x3", 14, 256, 256, 3),
+    _L("rn50.s4.expand", 14, 256, 1024, 1),
+    _L("rn50.s4.reduce", 14, 1024, 256, 1),
+    _L("rn50.s5.3x3", 7, 512, 512, 3),
+    _L("rn50.s5.expand", 7, 512, 2048, 1),
+    _L("rn50.s5.reduce", 7, 2048, 512, 1),
+]
+
+#: MobileNet-v2: an expand and a project 1x1 and the depthwise 3x3 (stride 1 and 2) of several stages.
+MOBILENET_V2: List[Layer] = [
+    _L("mbv2.expand", 56, 24, 144, 1),
+    _L("mbv2.dw.112x32", 112, 32, 32, 3, groups=32),
+    _L("mbv2.dw/2.112x96", 112, 96, 96, 3, stride=2, groups=96),
+    _L("mbv2.dw.14x384", 14, 384, 384, 3, groups=384),
+    _L("mbv2.project", 56, 144, 24, 1),
+]
+
+SUITE: List[Layer] = RESNET50 + MOBILENET_V2
+#: --quick: a 3x3, a 1x1 (the plain-GEMM path of im2col) and a depthwise layer.
+QUICK: List[Layer] = [l for l in SUITE if l.name in ("rn50.s2.3x3", "rn50.s2.expand", "mbv2.dw.14x384")]
+
+
+def select(names: Optional[Sequence[str]], quick: bool = False) -> List[Layer]:
+    """The layers whose name contains one of ``names`` (all, or QUICK, when none given)."""
+    if not names:
+        return list(QUICK if quick else SUITE)
+    chosen = [l for l in SUITE if any(n in l.name for n in names)]
+    if not chosen:
+        raise SystemExit(f"no qconv layer matches {list(names)}; layers: {', '.join(l.name for l in SUITE)}")
+    return chosen
+
+
+# --- the data every library gets ---------------------------------------------------------------------
+
+@dataclasses.dataclass
+class ConvData:
+    x: np.ndarray  # uint8 NHWC
+    w: np.ndarray  # int8 (OC, KH, KW, IC / groups)
+    w_scale: np.ndarray  # float32 (OC,)
+    bias_q: np.ndarray  # int32 (OC,), in units of x_scale * w_scale[o]
+    x_scale: float = 0.02
+    x_zero_point: int = 64
+    y_scale: float = 1.0
+    y_zero_point: int = 128
+
+    @property
+    def bias(self) -> np.ndarray:
+        """The bias in real units (what nnkern and torch take)."""
+        return (self.bias_q.astype(np.float64) * self.x_scale * self.w_scale).astype(np.float32)
+
+
+def make_data(layer: Layer) -> ConvData:
+    rng = np.random.default_rng(_anchors.SEED)
+    x = rng.integers(0, 128, (layer.N, layer.H, layer.W, layer.IC), dtype=np.uint8)  # 7 bits: see the top
+    w = rng.integers(-127, 128, (layer.OC, layer.KH, layer.KW, layer.IC // layer.groups), dtype=np.int8)
+    w_scale = (0.01 * (1 + (np.arange(layer.OC) % 7) / 7)).astype(np.float32)
+    K = layer.KH * layer.KW * layer.IC // layer.groups
+    sigma = np.sqrt(K) * 37.0 * 73.0  # accumulator std: (x - zp) ~ U[-64, 63], w ~ U[-127, 127]
+    bias_q = rng.integers(-int(sigma), int(sigma) + 1, layer.OC).astype(np.int32)
+    d = ConvData(x, w, w_scale, bias_q)
+    d.y_scale = float(4 * sigma * d.x_scale * w_scale.mean() / 127)  # +-4 sigma fill the uint8 range
+    return d
+
+
+# --- nnkern --------------------------------------------------------------------------------------------
+
+def algorithms() -> List[str]:
+    from .. import _C
+    return list(_C.algorithms("qconv2d")) + ["auto"]
+
+
+def nnkern_layer(layer: Layer, d: ConvData, algorithm: str):
+    import nnkern
+    return nnkern.QConv2d(d.w, d.bias, weight_scale=d.w_scale, stride=layer.stride, padding=layer.pad,
+                          groups=layer.groups, input_scale=d.x_scale, input_zero_point=d.x_zero_point,
+                          output_scale=d.y_scale, output_zero_point=d.y_zero_point, output_dtype=np.uint8,
+                          algorithm=algorithm)
+
+
+def nnkern_call(layer: Layer, d: ConvData, algorithm: str) -> Callable:
+    """conv(x, out=y), weights prepacked; ``call.out`` is y, ``call.workspace`` the workspace bytes of
+    one call (read right after it: the C++ reports the last call's)."""
+    from .. import _C
+    conv = nnkern_layer(layer, d, algorithm)
+    y = np.empty(conv.output_shape(d.x.shape), np.uint8)
+    x = d.x
+
+    def call():
+        conv(x, out=y)
+    call()
+    call.out = y
+    call.ran = conv._packed.auto_algorithm(*x.shape[:3]) if algorithm == "auto" else algorithm
+    call.workspace = int(_C.workspace_last_bytes())
+    return call
+
+
+# --- torch (x86 engine, channels_last) -----------------------------------------------------------------
+
+def torch_call(layer: Layer, d: ConvData, threads: int) -> Callable:
+    """torch.ops.quantized.conv2d on a channels_last quint8 input; ``call.out()`` the NHWC uint8 result."""
+    import torch
+    _anchors.set_threads(threads)
+    torch.backends.quantized.engine = "x86" if "x86" in torch.backends.quantized.supported_engines else "fbgemm"
+    with warnings.catch_warnings():  # torch 2.13 warns that quantized tensors are deprecated
+        warnings.simplefilter("ignore")
+        x_nchw = torch.from_numpy(np.ascontiguousarray(d.x.transpose(0, 3, 1, 2)))
+        qx = torch._make_per_tensor_quantized_tensor(x_nchw, d.x_scale, d.x_zero_point)
+        qx = qx.contiguous(memory_format=torch.channels_last)
+        w_oihw = torch.from_numpy(np.ascontiguousarray(d.w.transpose(0, 3, 1, 2)))
+        qw = torch._make_per_channel_quantized_tensor(w_oihw, torch.from_numpy(d.w_scale.astype(np.float64)),
+                                                      torch.zeros(layer.OC, dtype=torch.int64), 0)
+        s, p = [layer.stride] * 2, [layer.pad] * 2
+        packed = torch.ops.quantized.conv2d_prepack(qw, torch.from_numpy(d.bias), s, p, [1, 1], layer.groups)
+    op = torch.ops.quantized.conv2d
+    last = {}
+
+    def call():
+        last["y"] = op(qx, packed, d.y_scale, d.y_zero_point)
+    call.out = lambda: last["y"].int_repr().permute(0, 2, 3, 1).numpy()
+    return call
+
+
+# --- onnxruntime QLinearConv (NCHW) ---------------------------------------------------------------------
+
+def ort_call(layer: Layer, d: ConvData, threads: int) -> Callable:
+    """A one-node QLinearConv model (weights, scales, bias as initializers) run with I/O binding on
+    preallocated NCHW input and output; ``call.out()`` the NHWC uint8 result."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    OH, OW = layer.out_hw
+    x_nchw = np.ascontiguousarray(d.x.transpose(0, 3, 1, 2))
+    y = np.empty((layer.N, layer.OC, OH, OW), np.uint8)
+    inits = [numpy_helper.from_array(np.array(d.x_scale, np.float32), "xs"),
+             numpy_helper.from_array(np.array(d.x_zero_point, np.uint8), "xz"),
+             numpy_helper.from_array(np.ascontiguousarray(d.w.transpose(0, 3, 1, 2)), "w"),
+             numpy_helper.from_array(d.w_scale, "ws"),
+             numpy_helper.from_array(np.zeros(layer.OC, np.int8), "wz"),
+             numpy_helper.from_array(np.array(d.y_scale, np.float32), "ys"),
+             numpy_helper.from_array(np.array(d.y_zero_point, np.uint8), "yz"),
+             numpy_helper.from_array(d.bias_q, "b")]
+    node = helper.make_node("QLinearConv", ["A", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["Y"],
+                            kernel_shape=[layer.KH, layer.KW], strides=[layer.stride] * 2,
+                            pads=[layer.pad] * 4, group=layer.groups)
+    graph = helper.make_graph([node], "qconv", [helper.make_tensor_value_info("A", TensorProto.UINT8, list(x_nchw.shape))],
+                              [helper.make_tensor_value_info("Y", TensorProto.UINT8, list(y.shape))], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8  # old enough for any recent onnxruntime
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    call = _anchors._ort_call(sess, x_nchw, y)
+    call.out = lambda: y.transpose(0, 2, 3, 1)
+    return call
+
+
+LIBRARIES: Dict[str, Callable] = {"torch": torch_call, "onnxruntime": ort_call}
+
+
+def library_calls(layer: Layer, d: ConvData, threads: int,
+                  libraries: Optional[Sequence[str]] = None) -> Tuple[Dict[str, Callable], Dict[str, str]]:
+    """({name: call} of the installed libraries that run the layer, {name: why it was skipped})."""
+    calls, notes = {}, {}
+    for name, make in LIBRARIES.items():
+        if libraries is not None and name not in libraries:
+            continue
+        try:
+            fn = make(layer, d, threads)
+            fn()  # warm-up, and proof the library takes the layer
+            calls[name] = fn
+        except ImportError as e:
+            notes[name] = f"not installed ({e.name})"
+        except Exception as e:  # the library refuses the layer: a note, not a failed benchmark
+            notes[name] = f"refused {layer.name}: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    return calls, notes
+
+
+# --- measuring ------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class ConvResult(harness.Result):
+    layer: str = ""
+    algorithm: str = ""  # nnkern's algorithm= ("auto" too); "" for the other libraries
+    ran: str = ""  # for "auto": the algorithm it picked (same workspace as that one)
+    workspace_bytes: Optional[int] = None  # nnkern: _C.workspace_last_bytes() after a call
+    max_diff: Optional[int] = None  # other libraries: max |output - nnkern's| in uint8 steps (checked once)
+
+    @property
+    def label(self) -> str:
+        return f"nnkern/{self.algorithm}" if self.library == "nnkern" else self.library
+
+
+def check(layer: Layer, nn: Dict[str, Callable], libs: Dict[str, Callable]) -> Dict[str, int]:
+    """Run every callable once: nnkern's algorithms must agree bit for bit (AssertionError otherwise);
+    returns each other library's max |difference| to nnkern in quantization steps."""
+    for f in list(nn.values()) + list(libs.values()):
+        f()
+    ref = next(iter(nn.values())).out
+    for alg, f in nn.items():
+        if not np.array_equal(f.out, ref):
+            raise AssertionError(f"{layer.name}: nnkern {alg} differs from {next(iter(nn))}")
+    return {name: int(np.abs(f.out().astype(np.int16) - ref).max()) for name, f in libs.items()}
+
+
+def measure_layer(layer: Layer, threads: int, *, isa: str, repeats: int = 7,
+                  libraries: Optional[Sequence[str]] = None, checked: Optional[Dict[str, Dict]] = None,
+                  notes: Optional[Dict[str, str]] = None, min_time: float = 0.02) -> List[ConvResult]:
+    """One layer at one thread count: nnkern per algorithm and each library, interleaved.
+    checked: {layer name: max diffs} shared across thread counts, so the check runs once per layer."""
+    d = make_data(layer)
+    ctx = harness.nnkern_context(isa, threads)
+    with ctx():
+        nn = {alg: nnkern_call(layer, d, alg) for alg in algorithms()}
+    libs, why = library_calls(layer, d, threads, libraries)
+    if notes is not None:
+        for name, msg in why.items():
+            notes.setdefault(name, msg)
+    diffs = (checked or {}).get(layer.name)
+    if diffs is None:
+        with ctx():
+            diffs = check(layer, nn, libs)
+        if checked is not None:
+            checked[layer.name] = diffs
+    fns = {f"nnkern/{alg}": f for alg, f in nn.items()}
+    fns.update(libs)
+    ctxs = {k: ctx for k in fns if k.startswith("nnkern/")}
+    timings = harness.interleaved(fns, repeats=repeats, min_time=min_time, contexts=ctxs,
+                                  pause_after=_ops._pauses(threads))
+    _anchors.set_threads(1)
+    work = conv_ops(layer)
+    out = []
+    for name, t in timings.items():
+        lib, _, alg = name.partition("/")
+        f = fns[name]
+        out.append(ConvResult("qconv", layer.shape, lib, isa if lib == "nnkern" else "", threads, t.median, t.best,
+                              work / t.median / 1e9, "GOP/s", layer=layer.name, algorithm=alg,
+                              ran=getattr(f, "ran", "") if alg == "auto" else "",
+                              workspace_bytes=getattr(f, "workspace", None), max_diff=diffs.get(lib)))
+    harness.annotate(out, "int8")
+    return out
+
+
+def run(layers: Sequence[Layer], threads_list: Sequence[int], *, isa: str, repeats: int = 7,
+        libraries: Optional[Sequence[str]] = None, progress: Optional[Callable[[str], None]] = print
+        ) -> Tuple[List[ConvResult], Dict[str, str]]:
+    """Every layer at every thread count; returns the results and the skipped libraries' notes."""
+    results, checked, notes = [], {}, {}
+    for t in threads_list:
+        for i, layer in enumerate(layers):
+            t0 = time.perf_counter()
+            res = measure_layer(layer, t, isa=isa, repeats=repeats, libraries=libraries, checked=checked,
+                                notes=notes)
+            results += res
+            if progress:
+                progress(f"[qconv t={t} {i + 1}/{len(layers)}] {layer.name:>18}  "
+                         + "  ".join(f"{r.label} {r.rate:.1f}" for r in res)
+                         + f"  ({time.perf_counter() - t0:.1f} s)")
+    return results, notes
+
+
+# --- table and charts -------------------------------------------------------------------------------------
+
+def _bytes(n: Optional[int]) -> str:
+    if n is None:
+        return "-"
+    return f"{n / 1048576:.1f} MiB" if n >= 1048576 else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} B"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:.0f}"
+
+
+def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[Dict[str, str]] = None) -> str:
+    """A row per layer: GOP/s per nnkern algorithm (ratio to the best other library, % of the int8 peak
+    x threads) and per library, the best of each side, the workspace of each algorithm, the check."""
+    rs = [r for r in results if r.threads == threads]
+    if not rs:
+        return ""
+    algs = list(dict.fromkeys(r.algorithm for r in rs if r.library == "nnkern"))
+    libs = list(dict.fromkeys(r.library for r in rs if r.library != "nnkern"))
+    layers = list(dict.fromkeys(r.layer for r in rs))
+    head = (["layer", "geometry", "MOP"] + [f"nnkern {a}" for a in algs] + libs
+            + ["best other", "nnkern best / other"] + [f"ws {a}" for a in algs if a != "auto"]
+            + [f"max diff {l}" for l in libs])
+    isa = next((r.isa for r in rs if r.library == "nnkern"), "")
+    lines = [f"**qconv GOP/s, {threads} thread(s)** - median; nnkern ({isa}) cells: GOP/s (ratio to the best "
+             f"other library, % of the measured int8 peak x threads); auto: (-> the algorithm it ran)", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    by_name = {l.name: l for l in SUITE}
+    for name in layers:
+        cell = {r.label: r for r in rs if r.layer == name}
+        first = next(iter(cell.values()))
+        layer = by_name.get(name) or Layer(name, *first.shape)
+        row = [name, layer.describe(), _fmt(conv_ops(layer) / 1e6)]
+        for a in algs:
+            r = cell.get(f"nnkern/{a}")
+            if r is None:
+                row.append("-")
+                continue
+            extra = [f"{r.ratio:.2f}x" if r.ratio is not None else "",
+                     f"{r.pct_peak:.0f}%" if r.pct_peak is not None else "", f"-> {r.ran}" if r.ran else ""]
+            extra = [e for e in extra if e]
+            row.append(_fmt(r.rate) + (f" ({', '.join(extra)})" if extra else ""))
+        row += [_fmt(cell[l].rate) if l in cell else "-" for l in libs]
+        others = [r for r in cell.values() if r.library != "nnkern"]
+        mine = [r for r in cell.values() if r.library == "nnkern"]
+        bo = max(others, key=lambda r: r.rate) if others else None
+        bm = max(mine, key=lambda r: r.rate) if mine else None
+        row.append(f"{bo.label} {_fmt(bo.rate)}" if bo else "-")
+        row.append(f"{bm.ratio:.2f}x ({bm.algorithm})" if bo and bm and bm.ratio is not None else "-")
+        row += [_bytes(cell[f"nnkern/{a}"].workspace_bytes) if f"nnkern/{a}" in cell else "-"
+                for a in algs if a != "auto"]
+        row += [str(cell[l].max_diff) if l in cell and cell[l].max_diff is not None else "-" for l in libs]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", NOTES]
+    for name, msg in (notes or {}).items():
+        lines.append(f"- {name} skipped: {msg}")
+    return "\n".join(lines)
+
+
+NOTES = ("Notes: batch 1; nnkern on NHWC uint8, torch (quantized conv2d, x86 engine) on channels_last quint8, "
+         "onnxruntime (QLinearConv) on NCHW as ORT requires; all with int8 per-channel weights, the same data "
+         "and uint8 output, activations in [0, 127] (no vpmaddubsw saturation in any library). MOP = 2 * N * OH "
+         "* OW * OC * KH * KW * IC / groups. ws: nnkern's workspace bytes per call (workspace_last_bytes). "
+         "max diff: max |library - nnkern| in uint8 steps (requantization roundings; <= 1 is the same "
+         "computation). The host is shared: only ratios within one run mean anything.")
+
+
+def scaling_table(results: Sequence[ConvResult], threads: int, base: int) -> str:
+    """harness.scaling_table with a row per layer name instead of the layer's numbers."""
+    named = [dataclasses.replace(r, shape=(r.layer,)) for r in results]
+    return harness.scaling_table(named, threads, base, op="qconv").replace("| M,N,K |", "| layer |", 1)
+
+
+def charts(results: Sequence[ConvResult], threads_list: Sequence[int]):
+    """plot.Chart per thread count: a group of bars per layer, one per column of the table."""
+    from . import plot
+    out = []
+    for t in threads_list:
+        rs = [r for r in results if r.threads == t]
+        if not rs:
+            continue
+        cats = list(dict.fromkeys(r.layer for r in rs))
+        series: Dict[str, List[Optional[float]]] = {}
+        for r in rs:
+            series.setdefault(r.label, [None] * len(cats))[cats.index(r.layer)] = r.rate
+        out.append(plot.Chart(f"qconv, {t} thread(s) (layer)", "GOP/s", True, cats, series))
+    return out
