@@ -46,6 +46,8 @@ def pytest_generate_tests(metafunc):
 
 @pytest.mark.parametrize("algorithm", conv.algorithms())
 def test_qconv_nnkern(benchmark, layer, threads, algorithm, layer_anchors):
+    if algorithm not in conv.algorithms(layer):
+        pytest.skip(f"{algorithm} does not apply to {layer.name}")
     d = conv.make_data(layer)
     ctx = harness.nnkern_context(ISA, threads)
     with ctx():

@@ -145,9 +145,14 @@ def make_data(layer: Layer) -> ConvData:
 
 # --- nnkern --------------------------------------------------------------------------------------------
 
-def algorithms() -> List[str]:
+def algorithms(layer: Optional["Layer"] = None) -> List[str]:
+    """The qconv2d algorithms and "auto"; for a layer, those that apply to it ("depthwise" needs
+    groups == IC)."""
     from .. import _C
-    return list(_C.algorithms("qconv2d")) + ["auto"]
+    names = list(_C.algorithms("qconv2d")) + ["auto"]
+    if layer is not None and layer.groups != layer.IC:
+        names = [a for a in names if a != "depthwise"]
+    return names
 
 
 def nnkern_layer(layer: Layer, d: ConvData, algorithm: str):
@@ -292,7 +297,7 @@ def measure_layer(layer: Layer, threads: int, *, isa: str, repeats: int = 7,
     d = make_data(layer)
     ctx = harness.nnkern_context(isa, threads)
     with ctx():
-        nn = {alg: nnkern_call(layer, d, alg) for alg in algorithms()}
+        nn = {alg: nnkern_call(layer, d, alg) for alg in algorithms(layer)}
     libs, why = library_calls(layer, d, threads, libraries)
     if notes is not None:
         for name, msg in why.items():
