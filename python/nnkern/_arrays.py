@@ -103,6 +103,26 @@ def check_no_overlap(out: np.ndarray, out_name: str, **inputs) -> None:
             raise ValueError(f"{out_name} overlaps {name}: pass a separate output array")
 
 
+def checked_output(out, shape: tuple, dtype, **inputs) -> tuple[np.ndarray, object]:
+    """A call's ``out=``: a new array when None, else the caller's (any :func:`as_output` kind) checked for
+    dtype, shape, C-contiguity and overlap with ``inputs``. Returns (the array to write, the object to
+    return: the caller's own when given)."""
+    if out is None:
+        out = np.empty(shape, dtype)
+        return out, out
+    given = out
+    out = as_output(out, "out")
+    if out.dtype != dtype:
+        raise TypeError(f"out must have dtype {np.dtype(dtype)}, got {out.dtype}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"out must have shape {tuple(shape)}, got {out.shape}")
+    if not out.flags.c_contiguous:
+        raise ValueError("out must be a writeable C-contiguous array")
+    if inputs:
+        check_no_overlap(out, "out", **inputs)
+    return out, given
+
+
 def is_real_scalar(v) -> bool:
     """A real number: int, float, numpy integer/floating or a 0-d array of them; never a bool or a str."""
     if isinstance(v, (bool, np.bool_)):

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _C
-from ._arrays import (F32, ArrayIn, F32Array, aligned_target, as_array, as_bool, as_float_scalar, as_output,
+from ._arrays import (F32, ArrayIn, F32Array, aligned_target, as_bool, as_float_scalar, as_output, checked_output,
                       c_aligned, check_no_overlap, read_only_copy, require_array, require_ndim)
 
 __all__ = ["sgemm", "matmul", "Linear"]
@@ -193,16 +193,7 @@ class Linear:
             raise ValueError(f"x must have shape (..., {K}), got {x.shape}")
         lead = x.shape[:-1]
         shape = lead + (N,)
-        given = out
-        if out is None:
-            out = given = np.empty(shape, F32)
-        else:
-            out = require_array(as_output(out, "out"), "out", F32)
-            if out.shape != shape:
-                raise ValueError(f"out must have shape {shape}, got {out.shape}")
-            if not out.flags.c_contiguous or not out.flags.writeable:
-                raise ValueError("out must be a writeable C-contiguous array")
-            check_no_overlap(out, "out", x=x)
+        out, given = checked_output(out, shape, F32, x=x)
         if out.size == 0:
             return given
         rows = math.prod(lead)

@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _C
-from ._arrays import ArrayIn, aligned_target, as_array, as_bool, as_output, check_no_overlap, read_only_copy
+from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, check_no_overlap, checked_output, read_only_copy)
 from .qgemm import (_A8, _OUT_KIND, _RANGE, _int_scalar, _output_stage, _positive_scale, _quantized_weights,
                     qgemm_max_k)
 
@@ -250,20 +250,7 @@ class QConv2d:
             raise ValueError(f"x must be 4-D NHWC (N, H, W, {self.in_channels}), got shape {x.shape}")
         shape = self.output_shape(x.shape)
         self._check_input(x.dtype)
-        odt = self._output_dtype
-        given = out
-        if out is None:
-            out = given = np.empty(shape, odt)
-        else:
-            out = as_output(out, "out")
-            if out.dtype != odt:
-                raise TypeError(f"out must have dtype {odt}, got {out.dtype}")
-            if out.shape != shape:
-                raise ValueError(f"out must have shape {shape}, got {out.shape}")
-            if not out.flags.c_contiguous or not out.flags.writeable:
-                raise ValueError("out must be a writeable C-contiguous array")
-            if np.may_share_memory(out, x):
-                check_no_overlap(out, "out", x=x)
+        out, given = checked_output(out, shape, self._output_dtype, x=x)
         if residual is not None:
             residual = self._check_residual(residual, shape)
             if np.may_share_memory(out, residual):

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _C
-from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, as_output, c_aligned, check_no_overlap,
+from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, c_aligned, check_no_overlap, checked_output,
                       is_real_scalar, read_only_copy)
 
 __all__ = ["qgemm", "qgemm16", "QLinear", "qgemm_max_k"]
@@ -95,16 +95,7 @@ def qgemm_max_k(a_dtype: npt.DTypeLike, a_zero_point: int = 0, b_zero_point: int
 
 
 def _output(out, M, N):
-    if out is None:
-        return np.empty((M, N), np.int32)
-    out = as_output(out, "out")
-    if out.dtype != np.int32:
-        raise TypeError(f"out must have dtype int32, got {out.dtype}")
-    if out.shape != (M, N):
-        raise ValueError(f"out must have shape {(M, N)}, got {out.shape}")
-    if not out.flags.c_contiguous or not out.flags.writeable:
-        raise ValueError("out must be a writeable C-contiguous array")
-    return out
+    return checked_output(out, (M, N), np.int32)[0]
 
 
 def _algorithm(v):
@@ -418,20 +409,7 @@ class QLinear:
             self._check_static_input(x.dtype)
         lead = x.shape[:-1]
         shape = lead + (N,)
-        odt = self._output_dtype
-        given = out
-        if out is None:
-            out = given = np.empty(shape, odt)
-        else:
-            out = as_output(out, "out")
-            if out.dtype != odt:
-                raise TypeError(f"out must have dtype {odt}, got {out.dtype}")
-            if out.shape != shape:
-                raise ValueError(f"out must have shape {shape}, got {out.shape}")
-            if not out.flags.c_contiguous or not out.flags.writeable:
-                raise ValueError("out must be a writeable C-contiguous array")
-            if np.may_share_memory(out, x):
-                check_no_overlap(out, "out", x=x)
+        out, given = checked_output(out, shape, self._output_dtype, x=x)
         if out.size == 0:
             return given
         rows = math.prod(lead)
