@@ -123,6 +123,16 @@ def checked_output(out, shape: tuple, dtype, **inputs) -> tuple[np.ndarray, obje
     return out, given
 
 
+def check_algorithm(v, op: str) -> str:
+    """``algorithm=`` of an op with an algorithm table: "auto" or one of ``_C.algorithms(op)``."""
+    names = ["auto", *_C.algorithms(op)]
+    if not isinstance(v, str):
+        raise TypeError(f"algorithm must be a str, one of {names}, got {type(v).__name__}")
+    if v not in names:
+        raise ValueError(f"algorithm must be one of {names}, got {v!r}")
+    return v
+
+
 def is_real_scalar(v) -> bool:
     """A real number: int, float, numpy integer/floating or a 0-d array of them; never a bool or a str."""
     if isinstance(v, (bool, np.bool_)):

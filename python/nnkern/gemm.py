@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from . import _C
-from ._arrays import (F32, ArrayIn, F32Array, aligned_target, as_bool, as_float_scalar, as_output, checked_output,
-                      c_aligned, check_no_overlap, read_only_copy, require_array, require_ndim)
+from ._arrays import (ArrayIn, F32, F32Array, aligned_target, as_bool, as_float_scalar, as_output, c_aligned,
+                      check_algorithm, check_no_overlap, checked_output, read_only_copy, require_array, require_ndim)
 
 __all__ = ["sgemm", "matmul", "Linear"]
 
@@ -63,12 +63,7 @@ def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = Fals
 
 
 def _algorithm(v):
-    names = ["auto", *_C.algorithms("sgemm")]
-    if not isinstance(v, str):
-        raise TypeError(f"algorithm must be a str, one of {names}, got {type(v).__name__}")
-    if v not in names:
-        raise ValueError(f"algorithm must be one of {names}, got {v!r}")
-    return v
+    return check_algorithm(v, "sgemm")
 
 
 def _check_matrix(x, name):

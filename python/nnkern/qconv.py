@@ -8,7 +8,8 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _C
-from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, check_no_overlap, checked_output, read_only_copy)
+from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, check_algorithm, check_no_overlap, checked_output,
+                      read_only_copy)
 from .qgemm import (_A8, _OUT_KIND, _RANGE, _int_scalar, _output_stage, _positive_scale, _quantized_weights,
                     qgemm_max_k)
 
@@ -52,12 +53,7 @@ def _padding(v):
 
 
 def _algorithm(v):
-    names = ["auto", *_C.algorithms("qconv2d")]
-    if not isinstance(v, str):
-        raise TypeError(f"algorithm must be a str, one of {names}, got {type(v).__name__}")
-    if v not in names:
-        raise ValueError(f"algorithm must be one of {names}, got {v!r}")
-    return v
+    return check_algorithm(v, "qconv2d")
 
 
 class QConv2d:

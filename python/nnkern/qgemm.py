@@ -10,8 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _C
-from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, c_aligned, check_no_overlap, checked_output,
-                      is_real_scalar, read_only_copy)
+from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, c_aligned, check_algorithm, check_no_overlap,
+                      checked_output, is_real_scalar, read_only_copy)
 
 __all__ = ["qgemm", "qgemm16", "QLinear", "qgemm_max_k"]
 
@@ -99,12 +99,7 @@ def _output(out, M, N):
 
 
 def _algorithm(v):
-    names = ["auto", *_C.algorithms("qgemm")]
-    if not isinstance(v, str):
-        raise TypeError(f"algorithm must be a str, one of {names}, got {type(v).__name__}")
-    if v not in names:
-        raise ValueError(f"algorithm must be one of {names}, got {v!r}")
-    return v
+    return check_algorithm(v, "qgemm")
 
 
 def qgemm(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int | ArrayIn = 0,
