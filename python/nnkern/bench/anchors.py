@@ -86,8 +86,6 @@ def _i8_inputs(M, N, K):
 
 def _ort_session(op, A_type, B, out_type, M, threads):
     """InferenceSession for Y = op(A, B) with B an initializer (so ORT prepacks it)."""
-    import onnx
-    import onnxruntime as ort
     from onnx import helper, numpy_helper
     K, N = B.shape
     graph = helper.make_graph(
@@ -95,13 +93,25 @@ def _ort_session(op, A_type, B, out_type, M, threads):
         [helper.make_tensor_value_info("A", A_type, [M, K])],
         [helper.make_tensor_value_info("Y", out_type, [M, N])],
         [numpy_helper.from_array(B, "B")])
+    return ort_session(onnx_model_bytes(graph), threads)
+
+
+def onnx_model_bytes(graph) -> bytes:
+    """An onnx GraphProto as a serialized model: opset 13, IR version 8 (old enough for any recent onnxruntime)."""
+    from onnx import helper
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8  # old enough for any recent onnxruntime
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def ort_session(model: bytes, threads: int):
+    """A CPU InferenceSession of a serialized model on ``threads`` intra-op threads, run sequentially."""
+    import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
 def _ort_call(sess, A, C):

@@ -211,7 +211,6 @@ def torch_call(layer: Layer, d: ConvData, threads: int) -> Callable:
 def ort_call(layer: Layer, d: ConvData, threads: int) -> Callable:
     """A one-node QLinearConv model (weights, scales, bias as initializers) run with I/O binding on
     preallocated NCHW input and output; ``call.out()`` the NHWC uint8 result."""
-    import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
     OH, OW = layer.out_hw
     x_nchw = np.ascontiguousarray(d.x.transpose(0, 3, 1, 2))
@@ -229,13 +228,7 @@ def ort_call(layer: Layer, d: ConvData, threads: int) -> Callable:
                             pads=[layer.pad] * 4, group=layer.groups)
     graph = helper.make_graph([node], "qconv", [helper.make_tensor_value_info("A", TensorProto.UINT8, list(x_nchw.shape))],
                               [helper.make_tensor_value_info("Y", TensorProto.UINT8, list(y.shape))], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8  # old enough for any recent onnxruntime
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = _anchors.ort_session(_anchors.onnx_model_bytes(graph), threads)
     call = _anchors._ort_call(sess, x_nchw, y)
     call.out = lambda: y.transpose(0, 2, 3, 1)
     return call

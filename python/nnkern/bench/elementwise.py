@@ -31,10 +31,7 @@ def _onnx_unary_model(op: str, n: int) -> bytes:
     else:
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])
         y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])
-        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g", [x], [y])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-        model.ir_version = 8
-        return model.SerializeToString()
+        return _anchors.onnx_model_bytes(helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g", [x], [y]))
 
     def varint(v):
         out = bytearray()
@@ -64,10 +61,7 @@ def _ort_unary(op: str, x: np.ndarray, y: np.ndarray, threads: int):
     ort = _anchors._import("onnxruntime")
     if ort is None:
         return None
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(_onnx_unary_model(op, x.size), so, providers=["CPUExecutionProvider"])
+    sess = _anchors.ort_session(_onnx_unary_model(op, x.size), threads)
     io = sess.io_binding()
     io.bind_cpu_input("x", x)
     io.bind_output("y", "cpu", 0, np.float32, [x.size], y.ctypes.data)

@@ -301,26 +301,22 @@ def run(op: Op, shapes: Sequence[Shape], threads_list: Sequence[int] = (1,), *,
         progress: Optional[Callable[[str], None]] = print, **kw) -> List[Result]:
     """measure_shape over ``threads_list`` x ``shapes``, one progress line per shape. nnkern alone
     (libraries=[]) at several thread counts: the counts of a shape are interleaved (measure_shape_threads)."""
-    out = []
     if kw.get("libraries") == [] and len(threads_list) > 1:
         kw.pop("libraries")
+        jobs = [("threads " + ",".join(map(str, threads_list)),
+                 lambda shape: measure_shape_threads(op, shape, threads_list, **kw), lambda r: f"{r.label}@{r.threads}")]
+    else:
+        jobs = [(f"t={t}", lambda shape, t=t: measure_shape(op, shape, t, **kw), lambda r: r.label)
+                for t in threads_list]
+    out = []
+    for tag, measure, label in jobs:
         for i, shape in enumerate(shapes):
             t0 = time.perf_counter()
-            res = measure_shape_threads(op, shape, threads_list, **kw)
+            res = measure(shape)
             out += res
             if progress:
-                progress(f"[{op.name} threads {','.join(map(str, threads_list))} {i + 1}/{len(shapes)}] "
-                         f"{shape_id(shape):>16}  " + "  ".join(f"{r.label}@{r.threads} {r.rate:.1f}" for r in res)
-                         + f"  ({time.perf_counter() - t0:.1f} s)")
-        return out
-    for threads in threads_list:
-        for i, shape in enumerate(shapes):
-            t0 = time.perf_counter()
-            res = measure_shape(op, shape, threads, **kw)
-            out += res
-            if progress:
-                progress(f"[{op.name} t={threads} {i + 1}/{len(shapes)}] {shape_id(shape):>16}  "
-                         + "  ".join(f"{r.label} {r.rate:.1f}" for r in res)
+                progress(f"[{op.name} {tag} {i + 1}/{len(shapes)}] {shape_id(shape):>16}  "
+                         + "  ".join(f"{label(r)} {r.rate:.1f}" for r in res)
                          + f"  ({time.perf_counter() - t0:.1f} s)")
     return out
 
