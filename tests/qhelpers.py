@@ -3,6 +3,7 @@ so no pytest here): the int64 reference, the packed-panel layout, the kernel-lev
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import nnkern
 from nnkern import _C
@@ -36,6 +37,14 @@ def kernel_traits(name):
 def why_cannot_run(kernel):
     """The skip reason for a kernel this CPU cannot run (None if it can), naming the ISA."""
     return None if kernel["supported"] else f"CPU lacks {kernel['level']}: cannot run {kernel['name']}"
+
+
+def runnable(kernel):
+    """The kernel's name; the test skips (naming the ISA) where this CPU cannot run it."""
+    reason = why_cannot_run(kernel)
+    if reason:
+        pytest.skip(reason)
+    return kernel["name"]
 
 
 def first_kernel(level, kinds):

@@ -17,7 +17,7 @@ import pytest
 import nnkern
 from nnkern import _C
 from helpers import QUICK, run_concurrently
-from qhelpers import QGEMM_KERNELS, epilogue_ref, why_cannot_run
+from qhelpers import QGEMM_KERNELS, epilogue_ref, runnable
 from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture of the dispatched path)
 
 ALGORITHMS = _C.algorithms("qconv2d")
@@ -123,10 +123,7 @@ def random_config(rng, kinds=("plain", "plain", "groups", "dw1", "dw2"), shapes=
 @pytest.fixture(params=QGEMM_KERNELS, ids=[k["name"] for k in QGEMM_KERNELS])
 def qkernel(request):
     """Each integer GEMM micro-kernel of the list, run through the layer's test hook."""
-    k = request.param
-    if why_cannot_run(k):
-        pytest.skip(why_cannot_run(k))
-    return k["name"]
+    return runnable(request.param)
 
 
 N_CONFIGS = 16 if QUICK else 200
@@ -163,10 +160,7 @@ def test_sweep_bit_exact_every_kernel_and_algorithm(qkernel):
 @pytest.fixture(params=QDWCONV_KERNELS, ids=[k["name"] for k in QDWCONV_KERNELS])
 def dwkernel(request):
     """Each depthwise micro-kernel of the list (skipped, naming the ISA, where the CPU lacks it)."""
-    k = request.param
-    if why_cannot_run(k):
-        pytest.skip(why_cannot_run(k))
-    return k["name"]
+    return runnable(request.param)
 
 
 def test_sweep_depthwise_every_dwconv_kernel(dwkernel):

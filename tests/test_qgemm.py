@@ -20,7 +20,7 @@ import nnkern
 from nnkern import _C
 from helpers import QUICK, describe_process, run_python_isolated
 from qhelpers import (KIND_DTYPES, OUT_KINDS, QGEMM_KERNELS, QGEMM_LEVELS, epilogue_ref, first_kernel, kernel_traits,
-                      pack_a, pack_taps, ref_qgemm, why_cannot_run)
+                      pack_a, pack_taps, ref_qgemm, runnable)
 
 GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qgemm_guard_check.py")
 
@@ -55,9 +55,7 @@ def rand_int(rng, dtype, shape, lo=None, hi=None):
 def qkernel(request):
     """Each integer GEMM kernel of the list: (name, MR, NR, G, kind, k step, zero points in kernel)."""
     k = request.param
-    if why_cannot_run(k):
-        pytest.skip(why_cannot_run(k))
-    kind, step, zp = kernel_traits(k["name"])
+    kind, step, zp = kernel_traits(runnable(k))
     return k["name"], k["mr"], k["nr"], k["kgroup"], kind, step, zp
 
 
