@@ -10,6 +10,7 @@
 
 #include "core/isa.h"
 #include "kernels/f32_activation.h"
+#include "kernels/qgemm.h"
 
 namespace nnkern {
 struct QGemmKernel;
@@ -64,6 +65,23 @@ template <typename T>
 T* checked_out(py::array& a, const char* what, std::initializer_list<ssize_t> dims) {
   check_layout(a, what, dims, py::isinstance<py::array_t<T>>(a), alignof(T), true);
   return static_cast<T*>(a.mutable_data());
+}
+
+// uint8 or int8 activations (the Python layer picks the dtype per call): the data, checked as checked_in.
+inline const void* checked_a8_in(const py::array& a, const char* what, std::initializer_list<ssize_t> dims) {
+  if (py::isinstance<py::array_t<uint8_t>>(a)) return checked_in<uint8_t>(a, what, dims);
+  return checked_in<int8_t>(a, what, dims);
+}
+
+// The output of an integer layer, of the element type its QOut kind stores, checked as checked_out.
+inline void* checked_q_out(py::array& a, QOut kind, const char* what, std::initializer_list<ssize_t> dims) {
+  switch (kind) {
+    case QOut::i32: return checked_out<int32_t>(a, what, dims);
+    case QOut::f32: return checked_out<float>(a, what, dims);
+    case QOut::u8: return checked_out<uint8_t>(a, what, dims);
+    case QOut::s8: break;
+  }
+  return checked_out<int8_t>(a, what, dims);
 }
 
 // A 2-D float32 array as the kernels read it: row-major (ld = row stride) or column-major (the

@@ -50,29 +50,21 @@ class QConv2dBinding {
                   const py::object& residual, int residual_zero, float residual_factor) const {
     const QConvGeometry& geo = packed_->geometry();
     const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
-    const std::initializer_list<ssize_t> xd = {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)};
-    const void* xp = u8 ? static_cast<const void*>(checked_in<uint8_t>(x, "x", xd)) : checked_in<int8_t>(x, "x", xd);
+    const void* xp = checked_a8_in(x, "x", {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)});
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
     if (!H || !W || !geo.OH(H) || !geo.OW(W))
       throw py::value_error("x: the kernel does not fit the padded input");
     const std::initializer_list<ssize_t> od = {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)};
     QConvOutput o;
     o.out = out_;
-    switch (out_) {
-      case QOut::i32: o.c = checked_out<int32_t>(out, "out", od); break;
-      case QOut::f32: o.c = checked_out<float>(out, "out", od); break;
-      case QOut::u8: o.c = checked_out<uint8_t>(out, "out", od); break;
-      case QOut::s8: o.c = checked_out<int8_t>(out, "out", od); break;
-    }
+    o.c = checked_q_out(out, out_, "out", od);
     o.relu = relu_;
     o.lo = lo_;
     o.hi = hi_;
     if (!residual.is_none()) {
       const py::array r = residual.cast<py::array>();
-      const bool ru8 = py::isinstance<py::array_t<uint8_t>>(r);
-      o.residual = ru8 ? static_cast<const void*>(checked_in<uint8_t>(r, "residual", od))
-                       : checked_in<int8_t>(r, "residual", od);
-      o.residual_type = ru8 ? QType::u8 : QType::s8;
+      o.residual = checked_a8_in(r, "residual", od);
+      o.residual_type = py::isinstance<py::array_t<uint8_t>>(r) ? QType::u8 : QType::s8;
       o.residual_zero = residual_zero;
       o.residual_factor = residual_factor;
     }

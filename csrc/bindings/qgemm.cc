@@ -193,17 +193,10 @@ class QLinearPacked {
  private:
   void run_with(const py::array& x, py::array& out, int x_zero, const float* factor) const {
     const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
-    const void* xp = u8 ? static_cast<const void*>(checked_in<uint8_t>(x, "x", {kAnyDim, ssize_t(packed_.K())}))
-                        : checked_in<int8_t>(x, "x", {kAnyDim, ssize_t(packed_.K())});
-    const std::initializer_list<ssize_t> dims = {x.shape(0), ssize_t(packed_.N())};
+    const void* xp = checked_a8_in(x, "x", {kAnyDim, ssize_t(packed_.K())});
     QOutput o;
     o.out = out_;
-    switch (out_) {
-      case QOut::i32: o.c = checked_out<int32_t>(out, "out", dims); break;
-      case QOut::f32: o.c = checked_out<float>(out, "out", dims); break;
-      case QOut::u8: o.c = checked_out<uint8_t>(out, "out", dims); break;
-      case QOut::s8: o.c = checked_out<int8_t>(out, "out", dims); break;
-    }
+    o.c = checked_q_out(out, out_, "out", {x.shape(0), ssize_t(packed_.N())});
     o.ldc = packed_.N();
     o.scale = factor ? factor : factor_.size() ? factor_.data() : nullptr;
     o.bias = offset_.size() ? offset_.data() : nullptr;
