@@ -47,6 +47,8 @@
 namespace nnkern {
 
 enum class QOut : int { i32 = 0, f32 = 1, u8 = 2, s8 = 3 };
+// Bytes per output element of each kind.
+constexpr size_t qout_elem_size(QOut o) { return o == QOut::i32 || o == QOut::f32 ? 4 : 1; }
 
 // Applied as the tile is stored, in registers (seed I12). With acc the raw sum of A(i,p) B(p,j)
 // (plus c_in(i, j) when given):

@@ -91,7 +91,7 @@ void qconv_depthwise_run(const QConvCall& c, void* workspace) {
   ep.lo = c.o.lo;
   ep.hi = c.o.hi;
   const size_t b_offset = reinterpret_cast<size_t>(base) - kQConvNominalBase;
-  const size_t c_elem = c.o.out == QOut::i32 || c.o.out == QOut::f32 ? 4 : 1;
+  const size_t c_elem = qout_elem_size(c.o.out);
   uint8_t* out = static_cast<uint8_t*>(c.o.c);
   parallel_for_2d(c.N, OH, [&](size_t n, size_t oh) {
     const size_t p0 = (n * OH + oh) * OW;

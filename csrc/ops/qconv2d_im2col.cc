@@ -95,7 +95,7 @@ void qconv_im2col_run(const QConvCall& c, void* workspace) {
       P.colsum = w.colsum.data() + g * w.panels * size_t(k.mr);
       P.b_type = QType::s8;
       P.out = c.o.out;
-      P.c_elem = c.o.out == QOut::i32 || c.o.out == QOut::f32 ? 4 : 1;
+      P.c_elem = qout_elem_size(c.o.out);
       P.c = static_cast<uint8_t*>(c.o.c) + (r0 * geo.OC + g * ocg) * P.c_elem;
       P.ldc = geo.OC;
       P.scale = c.L.factor(g);

@@ -15,8 +15,6 @@ namespace {
 // Pixel tiles per task: enough work per task to amortize its set-up, small enough to balance.
 constexpr size_t kTilesPerTask = 16;
 
-size_t c_elem_size(QOut out) { return out == QOut::i32 || out == QOut::f32 ? 4 : 1; }
-
 }  // namespace
 
 std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeometry& geo, size_t N, size_t H,
@@ -70,7 +68,7 @@ void qconv_indirect_run(const QConvCall& c, void* workspace) {
   const size_t MR = size_t(k.mr), NR = size_t(k.nr), esz = qgemm_a_elem_size(k), ks = geo.ks();
   const size_t icg = geo.icg(), ocg = geo.ocg(), OC = geo.OC, M = c.M(), tiles = qgemm_ceil_div(M, NR);
   const size_t blocks = qgemm_ceil_div(tiles, kTilesPerTask), panel_bytes = qgemm_panel_bytes(k, icg, ks);
-  const size_t c_elem = c_elem_size(c.o.out);
+  const size_t c_elem = qout_elem_size(c.o.out);
   const bool compensate = in.za != 0 && !k.zero_points_in_kernel;
   parallel_for_3d(geo.groups, w.panels, blocks, [&](size_t g, size_t panel, size_t block) {
     const size_t i = panel * MR, mi = std::min(MR, ocg - i);

@@ -168,7 +168,7 @@ void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t
   P.out = o.out;
   P.c = o.c;
   P.ldc = o.ldc;
-  P.c_elem = o.out == QOut::i32 || o.out == QOut::f32 ? 4 : 1;
+  P.c_elem = qout_elem_size(o.out);
   P.scale = o.scale;
   P.bias = o.bias;
   P.relu = o.relu;

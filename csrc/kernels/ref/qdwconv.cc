@@ -11,7 +11,7 @@ namespace {
 
 void ref_dwconv(size_t channels, size_t pixels, size_t ks, const void* const* b, const void* zero, size_t b_offset,
                 const int32_t* w, size_t cpad, void* c, size_t ldc, const QEpilogue* ep) {
-  const size_t esz = ep->out == QOut::i32 || ep->out == QOut::f32 ? 4 : 1;
+  const size_t esz = qout_elem_size(ep->out);
   for (size_t p = 0; p < pixels; ++p, b += ks) {
     uint8_t* cp = static_cast<uint8_t*>(c) + p * ldc * esz;
     for (size_t ch = 0; ch < channels; ++ch) {

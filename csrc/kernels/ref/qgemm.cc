@@ -20,7 +20,7 @@ void ref_run(size_t m, size_t n, size_t k, size_t ks, const void* a_, const void
              size_t b_offset, void* c, size_t ldc, const QEpilogue* ep) {
   const AElem* a = static_cast<const AElem*>(a_);
   const size_t kg = (k + G - 1) / G;  // groups per tap
-  const size_t esz = ep->out == QOut::i32 || ep->out == QOut::f32 ? 4 : 1;
+  const size_t esz = qout_elem_size(ep->out);
   for (size_t j = 0; j < n; ++j) {
     uint8_t* cj = ep->c_rows ? static_cast<uint8_t*>(ep->c_rows[j]) : static_cast<uint8_t*>(c) + j * ldc * esz;
     for (size_t i = 0; i < m; ++i) {
