@@ -376,6 +376,9 @@ def test_bad_inputs(rng):
         (ValueError, dict(padding=(1, 2, 3))),
         (TypeError, dict(padding="same")),
         (ValueError, dict(dilation=(0, 1))),
+        (ValueError, dict(stride=2**64)),                             # would overflow the C++ size
+        (ValueError, dict(padding=(2**31, 0))),
+        (ValueError, dict(dilation=2**40)),
         (ValueError, dict(input_scale=0.0)),
         (ValueError, dict(input_scale=float("nan"))),
         (ValueError, dict(input_zero_point=256)),

@@ -23,8 +23,13 @@ def _positive_int(v, name):
     return v
 
 
+#: Strides, paddings and dilations above this are refused: far beyond any image, and a bigger value would
+#: reach the C++ geometry as an overflowing size.
+_GEOMETRY_MAX = 2**31 - 1
+
+
 def _ints(v, name, lengths, minimum):
-    """An int or a tuple/list of ints of one of `lengths`, each >= minimum: returns a tuple."""
+    """An int or a tuple/list of ints of one of `lengths`, each in [minimum, _GEOMETRY_MAX]: returns a tuple."""
     if isinstance(v, (tuple, list)):
         if len(v) not in lengths:
             raise ValueError(f"{name} must be an int or a sequence of {' or '.join(map(str, lengths))} ints, "
@@ -32,8 +37,8 @@ def _ints(v, name, lengths, minimum):
         vals = tuple(_int_scalar(x, name) for x in v)
     else:
         vals = (_int_scalar(v, name),)
-    if any(x < minimum for x in vals):
-        raise ValueError(f"{name} values must be >= {minimum}, got {v!r}")
+    if any(x < minimum or x > _GEOMETRY_MAX for x in vals):
+        raise ValueError(f"{name} values must be in [{minimum}, {_GEOMETRY_MAX}], got {v!r}")
     return vals
 
 
