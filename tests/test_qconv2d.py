@@ -8,6 +8,8 @@ thread counts, the indirection cache (addresses, shapes, threads), pickling, fro
 """
 from __future__ import annotations
 
+import os
+
 import copy
 import pickle
 
@@ -16,12 +18,13 @@ import pytest
 
 import nnkern
 from nnkern import _C
-from helpers import QUICK, run_concurrently
+from helpers import QUICK, describe_process, run_concurrently, run_python_isolated
 from qhelpers import QGEMM_KERNELS, epilogue_ref, runnable
 from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture of the dispatched path)
 
 ALGORITHMS = _C.algorithms("qconv2d")
 QDWCONV_KERNELS = _C.kernel_list("qdwconv")
+DW_GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qdwconv_guard_check.py")
 KERNEL_SHAPES = [(1, 1), (3, 3), (5, 5), (7, 7), (1, 7), (7, 1)]
 OUT_KIND = {np.dtype(np.float32): "f32", np.dtype(np.uint8): "u8", np.dtype(np.int8): "s8"}
 
@@ -161,6 +164,14 @@ def test_sweep_bit_exact_every_kernel_and_algorithm(qkernel):
 def dwkernel(request):
     """Each depthwise micro-kernel of the list (skipped, naming the ISA, where the CPU lacks it)."""
     return runnable(request.param)
+
+
+def test_depthwise_no_access_past_guard_page(dwkernel):
+    """Every channel tail of the depthwise kernel with input and output ending at an unmapped page; in a
+    subprocess (tests/qdwconv_guard_check.py), so a fault fails this test only."""
+    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{DW_GUARD_SCRIPT!r}, {dwkernel!r}]; "
+                               f"runpy.run_path({DW_GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 
 def test_sweep_depthwise_every_dwconv_kernel(dwkernel):

@@ -1,0 +1,55 @@
+"""Guard-page check of the depthwise kernels, run as a subprocess by test_qconv2d.py.
+
+    python qdwconv_guard_check.py KERNEL
+
+KERNEL: a name of nnkern._C.kernel_list("qdwconv"). QConv2d's "depthwise" algorithm through that kernel on a
+uint8 input with channel multiplier 1 (read in place, no copy) for every channel count 1..33 (each tail of
+the vector width) and every output dtype, with the input and the output each ending right before an
+unmapped page (nnkern._C.GuardedBuffer): the channel tail may read no byte past the last channel of the last
+pixel, nor write past the last output. Results are checked against the numpy int64 convolution.
+Prints "OK" and exits 0 on success; exits 1 on a wrong result; a fault is a signal.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nnkern  # noqa: E402
+from nnkern import _C  # noqa: E402
+from test_qconv2d import make_layer, ref_layer, unfused  # noqa: E402
+
+
+def guarded(shape, dtype):
+    """A C-contiguous array of ``shape`` whose last byte is right before an unmapped page."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    buf = _C.GuardedBuffer(max(nbytes, 1))
+    raw = np.frombuffer(buf, np.uint8)
+    arr = raw[raw.size - nbytes:].view(dtype).reshape(shape)
+    arr.flags.writeable = True
+    return arr, buf
+
+
+def main(kernel: str) -> int:
+    rng = np.random.default_rng(5)
+    for C in range(1, 34):
+        for odt in (np.int32, np.uint8, np.int8, np.float32):
+            layer = make_layer(rng, C, 3, 3, 1, odt, bool(C % 2), groups=C, padding=(1, 1, 1, 1), stride=(1, 1),
+                               dilation=(1, 1), input_zero_point=int(rng.integers(0, 256)))
+            x, xbuf = guarded((1, 3, 5, C), np.uint8)
+            x[...] = rng.integers(0, 256, x.shape, dtype=np.uint8)
+            out, obuf = guarded(layer.output_shape(x.shape), odt)
+            got = layer._run(x, out, "depthwise", kernel)
+            want = unfused(layer, ref_layer(layer, x))
+            if not np.array_equal(got, want):
+                print(f"{kernel}: C={C} {np.dtype(odt).name}: wrong result")
+                return 1
+            del xbuf, obuf
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
