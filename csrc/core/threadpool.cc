@@ -57,21 +57,26 @@ class Pool {
 
   int size() const { return size_.load(std::memory_order_relaxed); }
 
+  // Shrinking parks the extra workers (asleep, taking no jobs) instead of joining them, so that a
+  // count toggled per call (threadpool_limits, a benchmark alternating 1 and 2) does not create a
+  // thread each time: a new thread starts on its creator's CPU and shares it for milliseconds.
   void resize(int n) {
     if (t_in_pool) throw std::logic_error("set_num_threads called from inside a parallel_for task");
     std::lock_guard<std::mutex> call(call_mutex_);
-    const int before = int(workers_.size());
-    if (n - 1 < before) {
-      stop_workers_from(n - 1);
+    const int before = int(workers_.size()), active_before = active_.load(std::memory_order_relaxed);
+    if (n - 1 <= before) {
+      active_.store(n - 1, std::memory_order_release);
     } else {
       try {
         start_workers(n - 1);
       } catch (const std::system_error& e) {
         stop_workers_from(before);  // back to exactly the previous workers
+        active_.store(active_before, std::memory_order_release);
         throw std::runtime_error("could not start " + std::to_string(n) + " threads (" + e.what() +
                                  "); still using " + std::to_string(size()));
       }
     }
+    wake_sleepers();  // a reactivated worker may be asleep
     started_ = true;
     size_.store(n, std::memory_order_relaxed);
   }
@@ -95,7 +100,7 @@ class Pool {
       return;
     }
     const size_t stride = workspace_align(bytes);
-    Workspace ws(stride * (workers_.size() + 1));
+    Workspace ws(stride * (size_t(active_.load(std::memory_order_relaxed)) + 1));
     char* base = ws.as<char>();
     dispatch(n_tasks, [&](size_t t) { fn(t, base + stride * size_t(t_slot)); });
   }
@@ -106,7 +111,7 @@ class Pool {
     std::unique_lock<std::mutex> call;
     if (n_tasks > 1 && size() > 1 && !t_in_pool) call = std::unique_lock<std::mutex>(call_mutex_, std::try_to_lock);
     if (call.owns_lock() && !started_) start_lazily();
-    if (call.owns_lock() && workers_.empty()) call.unlock();
+    if (call.owns_lock() && active_.load(std::memory_order_relaxed) == 0) call.unlock();
     return call;
   }
 
@@ -152,11 +157,13 @@ class Pool {
     }
   }
 
-  // Waits until a job numbered other than *seen is published (*seen becomes its number; true) or
-  // this worker is told to exit (false). Polls first, then sleeps.
+  // Waits until a job numbered other than *seen is published while this worker is active (*seen
+  // becomes its number; true) or this worker is told to exit (false). Polls first, then sleeps.
   bool wait_for_job(int id, uint64_t* seen) {
     auto ready = [&] {
-      return id >= live_.load(std::memory_order_acquire) || seq_of(state_.load(std::memory_order_acquire)) != *seen;
+      return id >= live_.load(std::memory_order_acquire) ||
+             (id < active_.load(std::memory_order_acquire) &&
+              seq_of(state_.load(std::memory_order_acquire)) != *seen);
     };
     if (!spin_until(ready)) {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -208,6 +215,7 @@ class Pool {
   // propagates (the caller decides what to keep).
   void start_workers(int n) {
     live_.store(n, std::memory_order_release);
+    active_.store(n, std::memory_order_release);
     const uint64_t seq = seq_of(state_.load(std::memory_order_relaxed));  // fixed while call_mutex_ is held
     while (int(workers_.size()) < n) {
       const int id = int(workers_.size());
@@ -218,6 +226,7 @@ class Pool {
   // With call_mutex_ held: workers n and up exit and are joined.
   void stop_workers_from(int n) {
     live_.store(n, std::memory_order_release);
+    active_.store(std::min(n, active_.load(std::memory_order_relaxed)), std::memory_order_release);
     wake_sleepers();
     for (size_t i = size_t(n); i < workers_.size(); ++i) workers_[i].join();
     workers_.resize(size_t(n));
@@ -238,7 +247,8 @@ class Pool {
   std::vector<std::thread> workers_;
   bool started_ = false;
   std::atomic<int> size_;
-  std::atomic<int> live_{0};  // workers with a smaller id keep running
+  std::atomic<int> live_{0};    // workers with a smaller id keep running
+  std::atomic<int> active_{0};  // workers with a smaller id take jobs (<= live_; the rest are parked)
 
   std::atomic<uint64_t> state_{kClosed};  // job 0, closed: nothing to join before the first call
   const std::function<void(size_t)>* fn_ = nullptr;

@@ -2,6 +2,7 @@
 // nested calls run inline, the first exception reaches the caller and the pool survives it,
 // concurrent callers and resizes, fork() children, and idle workers that sleep.
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -233,6 +235,31 @@ double process_cpu_seconds() {
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
+// Shrinking parks workers rather than joining them: growing back starts no thread (the same kernel
+// thread ids serve), a parked worker takes no task, and the active ones all do.
+void test_shrink_parks_workers() {
+  const pid_t caller = pid_t(syscall(SYS_gettid));
+  std::vector<pid_t> first_three;
+  for (int n : {3, 1, 2, 3, 1, 3}) {
+    set_num_threads(n);
+    std::mutex m;
+    std::vector<pid_t> ids;
+    parallel_for(400, [&](size_t) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      const pid_t me = pid_t(syscall(SYS_gettid));
+      std::lock_guard<std::mutex> lock(m);
+      if (std::find(ids.begin(), ids.end(), me) == ids.end()) ids.push_back(me);
+    });
+    std::sort(ids.begin(), ids.end());
+    const bool caller_ran = std::find(ids.begin(), ids.end(), caller) != ids.end();
+    check(int(ids.size()) <= n && caller_ran && (n == 1 || ids.size() >= 2),
+          "%d thread(s): tasks ran on %zu threads (caller included: %d)", n, ids.size(), int(caller_ran));
+    if (n == 3 && first_three.empty()) first_three = ids;
+    else if (n == 3 && ids.size() == 3 && first_three.size() == 3)
+      check(ids == first_three, "3 threads again after 1 and 2: the same worker threads serve");
+  }
+}
+
 void test_idle_workers_sleep() {
   set_num_threads(3);
   for (int i = 0; i < 100; ++i) parallel_for(64, [](size_t) {});
@@ -277,6 +304,7 @@ int main() {
   test_exceptions();
   test_validation();
   test_concurrent_callers();
+  test_shrink_parks_workers();
   test_fork();
   test_idle_workers_sleep();
   return nnkern_test::finish();
