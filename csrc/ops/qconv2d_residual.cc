@@ -1,6 +1,6 @@
 // The residual stage of QConv2d (ops/qconv2d.h QConvOutput): a second pass over the float32 pre-activation
 // that adds the dequantized residual, then ReLU / requantizes. Plain float32 operations, one rounding each
-// (no contraction: ISO C++ mode), so numpy reproduces them bit for bit.
+// (no contraction: -ffp-contract=off), so numpy reproduces them bit for bit.
 #include <algorithm>
 #include <cmath>
 
