@@ -198,6 +198,12 @@ def same_result(set_threads=False):
 print("plain", in_child(same_result))
 print("set_num_threads", in_child(lambda: same_result(True)))
 # Fork while another thread keeps the pool busy: its locks may be held at the moment of the fork.
+# Not under the sanitizer build: GCC 12's libasan has no fork() interceptor (no lock of its allocator or
+# thread registry around the fork), so a child forked while another thread is inside malloc can hang in
+# ASan itself, whatever nnkern does.
+if os.environ.get("NNKERN_SANITIZED"):
+    print("busy skipped")
+    sys.exit(0)
 stop = False
 def busy():
     while not stop:
@@ -215,7 +221,8 @@ print("busy", *sorted(map(str, codes)))
 def test_fork_child_gets_a_fresh_pool():
     proc = run_python_isolated(FORK, env=QUIET_ENV, timeout=240)
     assert proc.returncode == 0, describe_process(proc)
-    assert proc.stdout.split("\n")[:3] == ["plain 0", "set_num_threads 0", "busy 0"], describe_process(proc)
+    busy = "busy skipped" if os.environ.get("NNKERN_SANITIZED") else "busy 0"
+    assert proc.stdout.split("\n")[:3] == ["plain 0", "set_num_threads 0", busy], describe_process(proc)
 
 
 def default_threads(env_update, affinity=None):
