@@ -522,6 +522,67 @@ def test_matmul_2d_matches_sgemm_bitwise(isa, rng):
 
 
 # ---------------------------------------------------------------------------------------------------
+# The fast path: sgemm / matmul with the defaults and float32 2-D ndarrays skip the Python checks
+# (_C.sgemm_new). It must give what the checked path gives, and hand everything else to that path.
+
+def fast_path_layouts(rng, rows, cols):
+    x = rand(rng, rows, cols)
+    wide = rand(rng, rows, cols + 3)[:, 1:cols + 1]          # row stride > cols, unaligned start
+    yield x
+    yield np.asfortranarray(x)
+    yield wide
+    yield rand(rng, 2 * rows, cols)[::2]                     # every other row: rows not unit-strided
+    yield rand(rng, rows, 2 * cols)[:, ::2]                  # neither stride unit: copied
+    yield x[::-1]                                            # negative stride: copied
+
+
+@pytest.mark.parametrize("trans_a, trans_b", TRANSPOSES, ids=TRANS_IDS)
+@pytest.mark.parametrize("M, N, K", [(17, 13, 9), (1, 40, 7), (33, 1, 70), (5, 6, 0), (0, 4, 3), (40, 0, 2)])
+def test_fast_path_matches_the_checked_path(isa, rng, trans_a, trans_b, M, N, K):
+    for a in fast_path_layouts(rng, *((K, M) if trans_a else (M, K))):
+        for b in fast_path_layouts(rng, *((N, K) if trans_b else (K, N))):
+            fast = _C.sgemm_new(a, b, trans_a, trans_b)
+            assert fast is not None and fast.shape == (M, N) and fast.dtype == np.float32
+            assert fast.flags.c_contiguous and fast.flags.owndata
+            checked = nnkern.sgemm(a, b, trans_a=trans_a, trans_b=trans_b, alpha=1)  # int alpha: the checked path
+            np.testing.assert_array_equal(fast, checked)
+            np.testing.assert_array_equal(nnkern.sgemm(a, b, trans_a=trans_a, trans_b=trans_b), checked)
+            if K == 0:
+                assert not fast.any()  # zeros, never the new array's uninitialized memory
+            if not (trans_a or trans_b):
+                np.testing.assert_array_equal(nnkern.matmul(a, b), checked)
+
+
+class F32Subclass(np.ndarray):
+    pass
+
+
+@pytest.mark.parametrize("a, b", [
+    (np.ones((3, 4), np.float64), np.ones((4, 2), np.float32)),
+    (np.ones((3, 4), np.float32), np.ones((4, 2), ">f4")),
+    (np.ones((3, 4), np.float32), np.ones((5, 2), np.float32)),
+    (np.ones(4, np.float32), np.ones((4, 2), np.float32)),
+    (np.ones((2, 3, 4), np.float32), np.ones((4, 2), np.float32)),
+    (np.ones((3, 4), np.float32).view(F32Subclass), np.ones((4, 2), np.float32)),
+    ([[1.0, 2.0]], np.ones((2, 2), np.float32)),
+    (None, np.ones((2, 2), np.float32)),
+], ids=["float64", "big-endian", "misaligned-K", "1-D", "3-D", "subclass", "list", "None"])
+def test_fast_path_declines_what_it_does_not_handle(a, b):
+    assert _C.sgemm_new(a, b) is None and _C.sgemm_new(b, a) is None
+
+
+def test_fast_path_skips_only_when_the_defaults_are_given(rng):
+    a, b = rand(rng, 4, 3), rand(rng, 3, 5)
+    with pytest.raises(ValueError, match="beta"):
+        nnkern.sgemm(a, b, beta=1e39)  # checked even without c
+    with pytest.raises(TypeError):
+        nnkern.sgemm(a, b, trans_a=1)
+    with pytest.raises(ValueError):
+        nnkern.sgemm(a, b, algorithm="nonsense")
+    np.testing.assert_array_equal(nnkern.sgemm(a, b, alpha=2.0), 2 * nnkern.sgemm(a, b))
+
+
+# ---------------------------------------------------------------------------------------------------
 # Linear
 
 def linear_ref(x, w, bias, relu):

@@ -53,6 +53,41 @@ void sgemm_binding(const py::array& a, bool trans_a, const py::array& b, bool tr
   if (!in_place) c.attr("__setitem__")(py::ellipsis(), tmp);
 }
 
+// The common call, op(a) @ op(b) into a new array, without the Python layer's checks (their cost is
+// several times a small GEMM's): a and b exactly float32 2-D ndarrays with matching inner dimensions.
+// Anything else returns None, and the caller takes the general path, which explains what is wrong.
+py::object sgemm_new(const py::handle& a_in, const py::handle& b_in, bool trans_a, bool trans_b) {
+  // The native float32 descriptor is a singleton: `x.dtype is float32` in Python, byte-swapped ones excluded.
+  static PyObject* const float32 = py::dtype::of<float>().release().ptr();
+  const auto f32 = [](const py::handle& h) {
+    if (Py_TYPE(h.ptr()) != py::detail::npy_api::get().PyArray_Type_) return false;  // exactly ndarray
+    const auto* x = py::detail::array_proxy(h.ptr());
+    return x->nd == 2 && x->descr == float32;
+  };
+  if (!f32(a_in) || !f32(b_in)) return py::none();
+  const auto a = py::reinterpret_borrow<py::array>(a_in), b = py::reinterpret_borrow<py::array>(b_in);
+  SgemmArgs g;
+  g.M = size_t(a.shape(trans_a ? 1 : 0));
+  g.K = size_t(a.shape(trans_a ? 0 : 1));
+  g.N = size_t(b.shape(trans_b ? 0 : 1));
+  if (size_t(b.shape(trans_b ? 1 : 0)) != g.K) return py::none();
+  py::array_t<float> c({ssize_t(g.M), ssize_t(g.N)});
+  if (g.M == 0 || g.N == 0) return std::move(c);
+  const MatrixView va = matrix_view(a), vb = matrix_view(b);
+  g.a = va.data; g.lda = va.ld; g.trans_a = trans_a != va.transposed;
+  g.b = vb.data; g.ldb = vb.ld; g.trans_b = trans_b != vb.transposed;
+  g.c = c.mutable_data();
+  g.ldc = g.N;
+  // Releasing the GIL costs about as much as a 16 x 16 x 16 product: only larger ones let other threads run.
+  if (g.M * g.N * g.K >= (size_t(1) << 15)) {
+    py::gil_scoped_release release;
+    nnkern::sgemm(g);
+  } else {
+    nnkern::sgemm(g);
+  }
+  return std::move(c);
+}
+
 // The kernel named `which` (a kernel name of the f32_gemm list, or an ISA level: that level's kernel),
 // refusing one this CPU cannot run.
 const F32GemmKernel& kernel_arg(const std::string& which) {
@@ -209,6 +244,8 @@ void bind_f32_gemm(py::module_& m) {
   });
   m.def("sgemm", &sgemm_binding, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"), py::arg("c"),
         py::arg("alpha"), py::arg("beta"), py::arg("bias"), py::arg("relu"), py::arg("algorithm") = "auto");
+  m.def("sgemm_new", &sgemm_new, py::arg("a"), py::arg("b"), py::arg("trans_a") = false,
+        py::arg("trans_b") = false);
   m.def("f32_gemm_ukernel", &f32_gemm_ukernel, py::arg("kernel"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("a"),
         py::arg("a_offset"), py::arg("a_stride"), py::arg("a_copy"), py::arg("b"), py::arg("b_offsets"),
         py::arg("b_stride"), py::arg("c"), py::arg("c_offset"), py::arg("ldc"), py::arg("alpha"), py::arg("beta"),

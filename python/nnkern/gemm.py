@@ -18,8 +18,14 @@ __all__ = ["sgemm", "matmul", "Linear"]
 GEMM_ERROR_FACTOR = 2.0
 
 
-def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = False, alpha: float = 1.0,
-          beta: float = 0.0, c: ArrayIn | None = None, algorithm: str = "auto") -> F32Array:
+# The defaults, by identity: a call that leaves them takes the C++ fast path (_C.sgemm_new).
+_ONE = 1.0
+_ZERO = 0.0
+_AUTO = "auto"
+
+
+def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = False, alpha: float = _ONE,
+          beta: float = _ZERO, c: ArrayIn | None = None, algorithm: str = _AUTO) -> F32Array:
     """C = alpha * op(A) @ op(B) + beta * C, in float32, with BLAS semantics.
 
     a, b: 2-D float32 arrays (any other dtype raises TypeError: convert with ``.astype(np.float32)``).
@@ -36,6 +42,11 @@ def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = Fals
     Error bound per element: |C - exact| <= (2 K + 2) eps |alpha| (|op(A)| @ |op(B)|) + 2 eps |beta C|,
     eps = 2**-24.
     """
+    if c is None and alpha is _ONE and beta is _ZERO and algorithm is _AUTO and (trans_a is False or trans_a is True) and \
+            (trans_b is False or trans_b is True):
+        fast = _C.sgemm_new(a, b, trans_a, trans_b)  # None unless a, b are float32 2-D ndarrays that align
+        if fast is not None:
+            return fast
     a = _check_matrix(a, "a")
     b = _check_matrix(b, "b")
     trans_a, trans_b = as_bool(trans_a, "trans_a"), as_bool(trans_b, "trans_b")
@@ -96,6 +107,10 @@ def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None) -> F32Array:
     a or b) is written and returned. When b has no batch dimensions, a's batch is one GEMM; otherwise
     one GEMM per batch entry.
     """
+    if out is None:
+        fast = _C.sgemm_new(a, b)  # None unless a, b are float32 2-D ndarrays that align
+        if fast is not None:
+            return fast
     for x, name in ((a, "a"), (b, "b")):
         if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim == 0:
             x = require_array(x, name, F32)
