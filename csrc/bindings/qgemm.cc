@@ -34,6 +34,54 @@ void qgemm_binding(const py::array& a, int a_type, int a_zero, const py::array& 
   qgemm(g, algorithm);
 }
 
+// The common call without the Python layer's checks: a uint8/int8 and b int8, C-contiguous 2-D ndarrays,
+// scalar zero points in their dtypes' ranges, K within qgemm_max_k. Anything else returns None and the
+// caller takes the checked path, which explains what is wrong.
+py::object qgemm_new(const py::handle& a_in, const py::handle& b_in, int a_zero, int b_zero) {
+  const auto& api = py::detail::npy_api::get();
+  const auto matrix = [&](const py::handle& h) -> const py::detail::PyArray_Proxy* {
+    if (Py_TYPE(h.ptr()) != api.PyArray_Type_) return nullptr;  // exactly ndarray
+    const auto* x = py::detail::array_proxy(h.ptr());
+    return x->nd == 2 && (x->flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) ? x : nullptr;
+  };
+  const auto type_num = [](const py::detail::PyArray_Proxy* x) {
+    const auto* d = reinterpret_cast<const py::detail::PyArrayDescr_Proxy*>(x->descr);
+    return d->type_num;
+  };
+  const auto *a = matrix(a_in), *b = matrix(b_in);
+  if (!a || !b || type_num(b) != py::detail::npy_api::NPY_BYTE_) return py::none();
+  const int ta = type_num(a);
+  if (ta != py::detail::npy_api::NPY_UBYTE_ && ta != py::detail::npy_api::NPY_BYTE_) return py::none();
+  const bool u8 = ta == py::detail::npy_api::NPY_UBYTE_;
+  const int alo = u8 ? 0 : -128, ahi = u8 ? 255 : 127;
+  if (a_zero < alo || a_zero > ahi || b_zero < -128 || b_zero > 127) return py::none();
+  QgemmArgs g;
+  g.M = size_t(a->dimensions[0]);
+  g.K = size_t(a->dimensions[1]);
+  g.N = size_t(b->dimensions[1]);
+  const int64_t da = std::max(a_zero - alo, ahi - a_zero), db = std::max(b_zero + 128, 127 - b_zero);
+  if (size_t(b->dimensions[0]) != g.K || int64_t(g.K) > INT32_MAX / (da * db)) return py::none();
+  py::array_t<int32_t> c({ssize_t(g.M), ssize_t(g.N)});
+  if (g.M == 0 || g.N == 0) return std::move(c);
+  g.a_type = u8 ? QType::u8 : QType::s8;
+  g.a = a->data;
+  g.lda = g.K;
+  g.a_zero = a_zero;
+  g.b_type = QType::s8;
+  g.b = b->data;
+  g.ldb = g.N;
+  g.b_zero_scalar = b_zero;
+  g.c = c.mutable_data();
+  g.ldc = g.N;
+  if (g.M * g.N * g.K >= (size_t(1) << 16)) {  // the GIL's release costs about a 16 x 16 x 32 product
+    py::gil_scoped_release release;
+    qgemm(g);
+  } else {
+    qgemm(g);
+  }
+  return std::move(c);
+}
+
 const char* kind_name(QKind kind) {
   switch (kind) {
     case QKind::u8s8: return "u8s8";
@@ -227,6 +275,7 @@ class QLinearPacked {
 void bind_qgemm(py::module_& m) {
   m.def("qgemm", &qgemm_binding, py::arg("a"), py::arg("a_type"), py::arg("a_zero"), py::arg("b"), py::arg("b_type"),
         py::arg("b_zero"), py::arg("b_zero_scalar"), py::arg("c"), py::arg("algorithm") = "auto");
+  m.def("qgemm_new", &qgemm_new, py::arg("a"), py::arg("b"), py::arg("a_zero") = 0, py::arg("b_zero") = 0);
   m.def("qgemm_ukernel", &qgemm_ukernel, py::arg("name"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("a"),
         py::arg("a_offset_bytes"), py::arg("b"), py::arg("b_offsets_bytes"), py::arg("c"), py::arg("c_offset_bytes"),
         py::arg("ldc"), py::arg("out"), py::arg("col_comp"), py::arg("b_zero"), py::arg("row_sum"), py::arg("scale"),
