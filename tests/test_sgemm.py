@@ -655,6 +655,25 @@ def test_linear_out_argument(isa, rng):
         layer(xa, out=buf.reshape(3, 5, 40))
 
 
+def test_linear_fast_path_matches_the_checked_path(isa, rng):
+    """A plain float32 ndarray and no out skip the Python checks (PackedLinear.run_new); out= takes the
+    checked path. Bitwise the same, leading dimensions and empty inputs included."""
+    w, bias = rand(rng, 37, 70), rand(rng, 37)
+    for layer in (nnkern.Linear(w, bias, activation="relu"), nnkern.Linear(w)):
+        for shape in [(1, 70), (9, 70), (2, 3, 70), (70,), (0, 70)]:
+            x = rng.standard_normal(shape).astype(np.float32)
+            fast = layer._packed.run_new(x)
+            assert fast is not None and fast.dtype == np.float32 and fast.shape == shape[:-1] + (37,)
+            out = np.empty_like(fast)
+            assert layer(x, out=out) is out
+            np.testing.assert_array_equal(fast, out)
+        x = rand(rng, 4, 70)
+        for declined in (x[:, :69], x.repeat(2, axis=1)[:, ::2], x.astype(np.float64), x.astype(">f4"), x.tolist()):
+            assert layer._packed.run_new(declined) is None
+        strided = rand(rng, 4, 140)[:, ::2]  # declined by the fast path, copied by the checked one
+        np.testing.assert_array_equal(layer(strided), layer(np.ascontiguousarray(strided)))
+
+
 def test_linear_bad_arguments():
     w = np.ones((4, 3), np.float32)
     with pytest.raises(ValueError, match="bias"):

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "core/isa.h"
 #include "kernels/f32_activation.h"
@@ -83,6 +84,45 @@ inline void* checked_q_out(py::array& a, QOut kind, const char* what, std::initi
   }
   return checked_out<int8_t>(a, what, dims);
 }
+
+// The fast paths: a common call (new output, the defaults) taken without the Python layer's checks, whose
+// cost is several times a small product's. They accept exactly an ndarray (no subclass, no other array
+// type) and return None for anything else, which the caller then hands to the checked path.
+using NdProxy = py::detail::PyArray_Proxy;
+inline const NdProxy* plain_ndarray(const py::handle& h) {
+  return Py_TYPE(h.ptr()) == py::detail::npy_api::get().PyArray_Type_ ? py::detail::array_proxy(h.ptr()) : nullptr;
+}
+inline int type_num(const NdProxy* x) {
+  return reinterpret_cast<const py::detail::PyArrayDescr_Proxy*>(x->descr)->type_num;
+}
+// Native-order float32: its descriptor is a singleton (`x.dtype is numpy.float32` in Python).
+inline bool is_native_float32(const NdProxy* x) {
+  static PyObject* const float32 = py::dtype::of<float>().release().ptr();
+  return x->descr == float32;
+}
+inline bool is_c_contiguous_aligned(const NdProxy* x) {
+  constexpr int want = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+  return (x->flags & want) == want;
+}
+// A layer's input: C-contiguous, aligned, at least 1-D, with k elements per row (the last dimension).
+inline bool is_layer_input(const NdProxy* x, size_t k) {
+  return x && x->nd >= 1 && size_t(x->dimensions[x->nd - 1]) == k && is_c_contiguous_aligned(x);
+}
+// The rows of such an input (the product of its leading dimensions), and a new output of its shape with
+// n elements per row.
+inline size_t layer_rows(const NdProxy* x) {
+  size_t rows = 1;
+  for (int d = 0; d + 1 < x->nd; ++d) rows *= size_t(x->dimensions[d]);
+  return rows;
+}
+template <typename T>
+py::array_t<T> layer_output(const NdProxy* x, size_t n) {
+  std::vector<ssize_t> shape(x->dimensions, x->dimensions + x->nd);
+  shape.back() = ssize_t(n);
+  return py::array_t<T>(shape);
+}
+// Releasing the GIL costs about as much as a 32 x 32 x 32 int8 product: smaller ones keep it.
+inline bool worth_releasing_gil(size_t m, size_t n, size_t k) { return m * n * k >= (size_t(1) << 15); }
 
 // A 2-D float32 array as the kernels read it: row-major (ld = row stride) or column-major (the
 // transpose of a row-major array). Other layouts (negative or non-unit strides, misaligned data)

@@ -53,33 +53,25 @@ void sgemm_binding(const py::array& a, bool trans_a, const py::array& b, bool tr
   if (!in_place) c.attr("__setitem__")(py::ellipsis(), tmp);
 }
 
-// The common call, op(a) @ op(b) into a new array, without the Python layer's checks (their cost is
-// several times a small GEMM's): a and b exactly float32 2-D ndarrays with matching inner dimensions.
-// Anything else returns None, and the caller takes the general path, which explains what is wrong.
+// The fast path (bindings/common.h) of sgemm and matmul: op(a) @ op(b) into a new array, a and b native
+// float32 2-D ndarrays with matching inner dimensions (any strides: matrix_view copies what it cannot view).
 py::object sgemm_new(const py::handle& a_in, const py::handle& b_in, bool trans_a, bool trans_b) {
-  // The native float32 descriptor is a singleton: `x.dtype is float32` in Python, byte-swapped ones excluded.
-  static PyObject* const float32 = py::dtype::of<float>().release().ptr();
-  const auto f32 = [](const py::handle& h) {
-    if (Py_TYPE(h.ptr()) != py::detail::npy_api::get().PyArray_Type_) return false;  // exactly ndarray
-    const auto* x = py::detail::array_proxy(h.ptr());
-    return x->nd == 2 && x->descr == float32;
-  };
-  if (!f32(a_in) || !f32(b_in)) return py::none();
-  const auto a = py::reinterpret_borrow<py::array>(a_in), b = py::reinterpret_borrow<py::array>(b_in);
+  const NdProxy *pa = plain_ndarray(a_in), *pb = plain_ndarray(b_in);
+  if (!pa || !pb || pa->nd != 2 || pb->nd != 2 || !is_native_float32(pa) || !is_native_float32(pb)) return py::none();
   SgemmArgs g;
-  g.M = size_t(a.shape(trans_a ? 1 : 0));
-  g.K = size_t(a.shape(trans_a ? 0 : 1));
-  g.N = size_t(b.shape(trans_b ? 0 : 1));
-  if (size_t(b.shape(trans_b ? 1 : 0)) != g.K) return py::none();
+  g.M = size_t(pa->dimensions[trans_a ? 1 : 0]);
+  g.K = size_t(pa->dimensions[trans_a ? 0 : 1]);
+  g.N = size_t(pb->dimensions[trans_b ? 0 : 1]);
+  if (size_t(pb->dimensions[trans_b ? 1 : 0]) != g.K) return py::none();
   py::array_t<float> c({ssize_t(g.M), ssize_t(g.N)});
   if (g.M == 0 || g.N == 0) return std::move(c);
-  const MatrixView va = matrix_view(a), vb = matrix_view(b);
+  const MatrixView va = matrix_view(py::reinterpret_borrow<py::array>(a_in));
+  const MatrixView vb = matrix_view(py::reinterpret_borrow<py::array>(b_in));
   g.a = va.data; g.lda = va.ld; g.trans_a = trans_a != va.transposed;
   g.b = vb.data; g.ldb = vb.ld; g.trans_b = trans_b != vb.transposed;
   g.c = c.mutable_data();
   g.ldc = g.N;
-  // Releasing the GIL costs about as much as a 16 x 16 x 16 product: only larger ones let other threads run.
-  if (g.M * g.N * g.K >= (size_t(1) << 15)) {
+  if (worth_releasing_gil(g.M, g.N, g.K)) {
     py::gil_scoped_release release;
     nnkern::sgemm(g);
   } else {
@@ -213,6 +205,24 @@ class Linear {
     py::gil_scoped_release release;
     packed_.run(M, xp, packed_.K(), op, packed_.N(), ep);
   }
+  // The fast path (bindings/common.h): a new output for a native float32 ndarray x (..., K), else None.
+  py::object run_new(const py::handle& x_in) const {
+    const NdProxy* x = plain_ndarray(x_in);
+    if (!is_layer_input(x, packed_.K()) || !is_native_float32(x)) return py::none();
+    const size_t M = layer_rows(x), N = packed_.N(), K = packed_.K();
+    py::array_t<float> out = layer_output<float>(x, N);
+    if (M == 0 || N == 0) return std::move(out);
+    F32Epilogue ep = epilogue(1.0f, 0.0f, py::none(), relu_);
+    ep.bias = has_bias_ ? bias_.data() : nullptr;
+    const float* xp = reinterpret_cast<const float*>(x->data);
+    if (worth_releasing_gil(M, N, K)) {
+      py::gil_scoped_release release;
+      packed_.run(M, xp, K, out.mutable_data(), N, ep);
+    } else {
+      packed_.run(M, xp, K, out.mutable_data(), N, ep);
+    }
+    return std::move(out);
+  }
   std::string kernel_name() const { return packed_.kernel_name(); }
   size_t in_features() const { return packed_.K(); }
   size_t out_features() const { return packed_.N(); }
@@ -264,6 +274,7 @@ void bind_f32_gemm(py::module_& m) {
   py::class_<Linear>(m, "PackedLinear")
       .def(py::init<const py::array&, const py::object&, bool>())
       .def("run", &Linear::run)
+      .def("run_new", &Linear::run_new)
       .def_property_readonly("kernel_name", &Linear::kernel_name)
       .def_property_readonly("in_features", &Linear::in_features)
       .def_property_readonly("out_features", &Linear::out_features)

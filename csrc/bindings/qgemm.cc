@@ -34,33 +34,29 @@ void qgemm_binding(const py::array& a, int a_type, int a_zero, const py::array& 
   qgemm(g, algorithm);
 }
 
-// The common call without the Python layer's checks: a uint8/int8 and b int8, C-contiguous 2-D ndarrays,
-// scalar zero points in their dtypes' ranges, K within qgemm_max_k. Anything else returns None and the
-// caller takes the checked path, which explains what is wrong.
+// The largest K whose products sum_k (a - a_zero)(b - b_zero) all fit int32, for a in [alo, ahi] and int8 b
+// (nnkern.qgemm_max_k).
+int64_t max_exact_k(int alo, int ahi, int a_zero, int b_zero) {
+  const int64_t da = std::max(a_zero - alo, ahi - a_zero), db = std::max(b_zero + 128, 127 - b_zero);
+  return INT32_MAX / (da * db);
+}
+
+// The fast path (bindings/common.h) of qgemm: a uint8/int8 and b int8 C-contiguous 2-D ndarrays, scalar
+// zero points in their dtypes' ranges, K within qgemm_max_k.
 py::object qgemm_new(const py::handle& a_in, const py::handle& b_in, int a_zero, int b_zero) {
-  const auto& api = py::detail::npy_api::get();
-  const auto matrix = [&](const py::handle& h) -> const py::detail::PyArray_Proxy* {
-    if (Py_TYPE(h.ptr()) != api.PyArray_Type_) return nullptr;  // exactly ndarray
-    const auto* x = py::detail::array_proxy(h.ptr());
-    return x->nd == 2 && (x->flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) ? x : nullptr;
-  };
-  const auto type_num = [](const py::detail::PyArray_Proxy* x) {
-    const auto* d = reinterpret_cast<const py::detail::PyArrayDescr_Proxy*>(x->descr);
-    return d->type_num;
-  };
-  const auto *a = matrix(a_in), *b = matrix(b_in);
-  if (!a || !b || type_num(b) != py::detail::npy_api::NPY_BYTE_) return py::none();
-  const int ta = type_num(a);
-  if (ta != py::detail::npy_api::NPY_UBYTE_ && ta != py::detail::npy_api::NPY_BYTE_) return py::none();
-  const bool u8 = ta == py::detail::npy_api::NPY_UBYTE_;
+  constexpr int kU8 = py::detail::npy_api::NPY_UBYTE_, kS8 = py::detail::npy_api::NPY_BYTE_;
+  const NdProxy *a = plain_ndarray(a_in), *b = plain_ndarray(b_in);
+  if (!a || !b || a->nd != 2 || b->nd != 2 || !is_c_contiguous_aligned(a) || !is_c_contiguous_aligned(b) ||
+      type_num(b) != kS8 || (type_num(a) != kU8 && type_num(a) != kS8))
+    return py::none();
+  const bool u8 = type_num(a) == kU8;
   const int alo = u8 ? 0 : -128, ahi = u8 ? 255 : 127;
   if (a_zero < alo || a_zero > ahi || b_zero < -128 || b_zero > 127) return py::none();
   QgemmArgs g;
   g.M = size_t(a->dimensions[0]);
   g.K = size_t(a->dimensions[1]);
   g.N = size_t(b->dimensions[1]);
-  const int64_t da = std::max(a_zero - alo, ahi - a_zero), db = std::max(b_zero + 128, 127 - b_zero);
-  if (size_t(b->dimensions[0]) != g.K || int64_t(g.K) > INT32_MAX / (da * db)) return py::none();
+  if (size_t(b->dimensions[0]) != g.K || int64_t(g.K) > max_exact_k(alo, ahi, a_zero, b_zero)) return py::none();
   py::array_t<int32_t> c({ssize_t(g.M), ssize_t(g.N)});
   if (g.M == 0 || g.N == 0) return std::move(c);
   g.a_type = u8 ? QType::u8 : QType::s8;
@@ -73,7 +69,7 @@ py::object qgemm_new(const py::handle& a_in, const py::handle& b_in, int a_zero,
   g.b_zero_scalar = b_zero;
   g.c = c.mutable_data();
   g.ldc = g.N;
-  if (g.M * g.N * g.K >= (size_t(1) << 16)) {  // the GIL's release costs about a 16 x 16 x 32 product
+  if (worth_releasing_gil(g.M, g.N, g.K)) {
     py::gil_scoped_release release;
     qgemm(g);
   } else {
@@ -228,6 +224,24 @@ class QLinearPacked {
   }
   // out (M, N) = output(x (M, K) uint8 or int8, minus the input zero point, times W).
   void run(const py::array& x, py::array& out) const { run_with(x, out, x_zero_, nullptr); }
+  // The fast path (bindings/common.h) of a static layer: a new output for a uint8/int8 ndarray x (..., K)
+  // whose zero point and K the layer can take exactly, else None.
+  py::object run_new(const py::handle& x_in) const {
+    const NdProxy* x = plain_ndarray(x_in);
+    if (!is_layer_input(x, packed_.K())) return py::none();
+    const int t = type_num(x);
+    const bool u8 = t == py::detail::npy_api::NPY_UBYTE_;
+    if (!u8 && t != py::detail::npy_api::NPY_BYTE_) return py::none();
+    const int alo = u8 ? 0 : -128, ahi = u8 ? 255 : 127;
+    if (x_zero_ < alo || x_zero_ > ahi || int64_t(packed_.K()) > max_exact_k(alo, ahi, x_zero_, 0)) return py::none();
+    switch (out_) {
+      case QOut::i32: return run_into<int32_t>(x, u8);
+      case QOut::f32: return run_into<float>(x, u8);
+      case QOut::u8: return run_into<uint8_t>(x, u8);
+      case QOut::s8: break;
+    }
+    return run_into<int8_t>(x, u8);
+  }
   // Dynamic quantization (float32 output only): this call's input zero point, and factor[n] * input_scale
   // (one float32 product, as onnxruntime's Mul of the two scales) as the per-column factor.
   void run_dynamic(const py::array& x, py::array& out, int x_zero, float input_scale) const {
@@ -239,18 +253,37 @@ class QLinearPacked {
   }
 
  private:
-  void run_with(const py::array& x, py::array& out, int x_zero, const float* factor) const {
-    const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
-    const void* xp = checked_a8_in(x, "x", {kAnyDim, ssize_t(packed_.K())});
+  template <typename T>
+  py::object run_into(const NdProxy* x, bool u8) const {
+    const size_t M = layer_rows(x), N = packed_.N(), K = packed_.K();
+    py::array_t<T> out = layer_output<T>(x, N);
+    if (M == 0 || N == 0) return std::move(out);
+    const QOutput o = output(out.mutable_data(), nullptr);
+    if (worth_releasing_gil(M, N, K)) {
+      py::gil_scoped_release release;
+      packed_.run(M, u8 ? QType::u8 : QType::s8, x->data, K, x_zero_, o);
+    } else {
+      packed_.run(M, u8 ? QType::u8 : QType::s8, x->data, K, x_zero_, o);
+    }
+    return std::move(out);
+  }
+  // The output stage into c (M x N, row-major), with these per-column factors or the layer's own.
+  QOutput output(void* c, const float* factor) const {
     QOutput o;
     o.out = out_;
-    o.c = checked_q_out(out, out_, "out", {x.shape(0), ssize_t(packed_.N())});
+    o.c = c;
     o.ldc = packed_.N();
     o.scale = factor ? factor : factor_.size() ? factor_.data() : nullptr;
     o.bias = offset_.size() ? offset_.data() : nullptr;
     o.relu = relu_;
     o.lo = lo_;
     o.hi = hi_;
+    return o;
+  }
+  void run_with(const py::array& x, py::array& out, int x_zero, const float* factor) const {
+    const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
+    const void* xp = checked_a8_in(x, "x", {kAnyDim, ssize_t(packed_.K())});
+    const QOutput o = output(checked_q_out(out, out_, "out", {x.shape(0), ssize_t(packed_.N())}), factor);
     const size_t M = size_t(x.shape(0));
     py::gil_scoped_release release;
     packed_.run(M, u8 ? QType::u8 : QType::s8, xp, packed_.K(), x_zero, o);
@@ -294,6 +327,7 @@ void bind_qgemm(py::module_& m) {
   py::class_<QLinearPacked>(m, "PackedQLinear")
       .def(py::init<const py::array&, int, const py::object&, const py::object&, bool, float, float, int>())
       .def("run", &QLinearPacked::run)
+      .def("run_new", &QLinearPacked::run_new)
       .def("run_dynamic", &QLinearPacked::run_dynamic)
       .def_property_readonly("kernel_name", &QLinearPacked::kernel_name)
       .def_property_readonly("in_features", &QLinearPacked::in_features)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import numpy
 import typing
-__all__: list[str] = ['GuardedBuffer', 'Lstm', 'MAX_NUM_THREADS', 'PackedLinear', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'qgemm', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'sgemm', 'topk', 'topk_kernel_name', 'workspace_last_bytes', 'workspace_retained_bytes']
+__all__: list[str] = ['GuardedBuffer', 'Lstm', 'MAX_NUM_THREADS', 'PackedLinear', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'qgemm', 'qgemm_kernel_traits', 'qgemm_new', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'sgemm', 'sgemm_new', 'topk', 'topk_kernel_name', 'workspace_last_bytes', 'workspace_retained_bytes']
 class GuardedBuffer:
     def __init__(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
@@ -13,6 +13,8 @@ class PackedLinear:
     def __init__(self, arg0: numpy.ndarray, arg1: typing.Any, arg2: bool) -> None:
         ...
     def run(self, arg0: numpy.ndarray, arg1: numpy.ndarray) -> None:
+        ...
+    def run_new(self, arg0: typing.Any) -> typing.Any:
         ...
     @property
     def bias(self) -> typing.Any:
@@ -54,6 +56,8 @@ class PackedQLinear:
     def run(self, arg0: numpy.ndarray, arg1: numpy.ndarray) -> None:
         ...
     def run_dynamic(self, arg0: numpy.ndarray, arg1: numpy.ndarray, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
+    def run_new(self, arg0: typing.Any) -> typing.Any:
         ...
     @property
     def in_features(self) -> int:
@@ -155,6 +159,8 @@ def qgemm_kernel_traits(arg0: str) -> tuple[str, int, bool]:
     """
     (kind, k step of the inner loop, zero points subtracted in the kernel) of a qgemm kernel.
     """
+def qgemm_new(a: typing.Any, b: typing.Any, a_zero: typing.SupportsInt | typing.SupportsIndex = 0, b_zero: typing.SupportsInt | typing.SupportsIndex = 0) -> typing.Any:
+    ...
 def qgemm_padded_n(arg0: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...
 def qgemm_ukernel(name: str, m: typing.SupportsInt | typing.SupportsIndex, n: typing.SupportsInt | typing.SupportsIndex, k: typing.SupportsInt | typing.SupportsIndex, a: numpy.ndarray, a_offset_bytes: typing.SupportsInt | typing.SupportsIndex, b: numpy.ndarray, b_offsets_bytes: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex | None], c: numpy.ndarray, c_offset_bytes: typing.SupportsInt | typing.SupportsIndex, ldc: typing.SupportsInt | typing.SupportsIndex, out: typing.SupportsInt | typing.SupportsIndex, col_comp: typing.Any, b_zero: typing.Any, row_sum: typing.Any, scale: typing.Any, bias: typing.Any, relu: bool, lo: typing.SupportsFloat | typing.SupportsIndex, hi: typing.SupportsFloat | typing.SupportsIndex, c_in: typing.Any = None, x_zero: typing.SupportsInt | typing.SupportsIndex = 0, w_zero: typing.Any = None, ks: typing.SupportsInt | typing.SupportsIndex = 1, zero: typing.Any = None, zero_offset_bytes: typing.SupportsInt | typing.SupportsIndex = 0, b_offset: typing.SupportsInt | typing.SupportsIndex = 0, c_rows: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex] | None = None, hook: bool = False, tile_i: typing.SupportsInt | typing.SupportsIndex = 0, tile_j: typing.SupportsInt | typing.SupportsIndex = 0) -> list:
@@ -172,6 +178,8 @@ def set_num_threads(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
 def set_qgemm_kc(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
 def sgemm(a: numpy.ndarray, trans_a: bool, b: numpy.ndarray, trans_b: bool, c: numpy.ndarray, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, bias: typing.Any, relu: bool, algorithm: str = 'auto') -> None:
+    ...
+def sgemm_new(a: typing.Any, b: typing.Any, trans_a: bool = False, trans_b: bool = False) -> typing.Any:
     ...
 def topk(arg0: numpy.ndarray, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: numpy.ndarray, arg3: numpy.ndarray) -> None:
     ...
