@@ -492,30 +492,39 @@ def test_out_and_layouts(rng):
 @pytest.mark.parametrize("adt", [np.uint8, np.int8])
 @pytest.mark.parametrize("M, N, K", [(17, 13, 9), (1, 70, 40), (33, 1, 140), (5, 6, 0), (0, 4, 3), (40, 0, 2)])
 def test_fast_path_is_exact_and_matches_the_checked_path(qisa, rng, adt, M, N, K):
-    """qgemm with scalar int zero points and no out/algorithm skips the Python checks (_C.qgemm_new)."""
+    """qgemm with scalar int zero points and no out/algorithm skips the Python checks (_C.qgemm_fast)."""
     a, b = rand_int(rng, adt, (M, K)), rand_int(rng, np.int8, (K, N))
     for za, zb in [(0, 0), (int(np.iinfo(adt).max), -128), (int(np.iinfo(adt).min), 127), (3, -5)]:
-        fast = _C.qgemm_new(a, b, za, zb)
+        fast = _C.qgemm_fast(a, b, za, zb)
         assert fast is not None and fast.dtype == np.int32 and fast.shape == (M, N) and fast.flags.owndata
         assert np.array_equal(fast, ref_qgemm(a, b, za, zb))
         checked = nnkern.qgemm(a, b, a_zero_point=np.int64(za), b_zero_point=np.int64(zb))  # the checked path
         assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=za, b_zero_point=zb), checked)
+        out = np.full((M, N), -7, np.int32)
+        assert _C.qgemm_fast(a, b, za, zb, out) is out and np.array_equal(out, checked)
 
 
 def test_fast_path_declines_what_it_does_not_handle():
     a, b = np.zeros((4, 8), np.uint8), np.zeros((8, 5), np.int8)
     for x, y in [(a.astype(np.int16), b), (a, b.astype(np.uint8)), (a[:, ::2], b[:4]), (a, b[::2]), (a[0], b),
                  (a.tolist(), b), (a, b[:7]), (a[None], b)]:
-        assert _C.qgemm_new(x, y) is None
+        assert _C.qgemm_fast(x, y) is None
     for za, zb in [(256, 0), (-1, 0), (0, 128), (0, -129)]:
-        assert _C.qgemm_new(a, b, za, zb) is None
-    assert _C.qgemm_new(a.view(np.int8), b, 128, 0) is None and _C.qgemm_new(a.view(np.int8), b, -129, 0) is None
+        assert _C.qgemm_fast(a, b, za, zb) is None
+    assert _C.qgemm_fast(a.view(np.int8), b, 128, 0) is None and _C.qgemm_fast(a.view(np.int8), b, -129, 0) is None
+    buf = np.zeros(64, np.int32)
+    ro = np.zeros((4, 5), np.int32)
+    ro.flags.writeable = False
+    for out in (np.zeros((4, 5), np.int64), np.zeros((5, 4), np.int32), np.zeros((4, 5), np.int32, order="F"),
+                buf.view(np.uint8)[2:82].view(np.int32).reshape(4, 5), ro, [[0] * 5] * 4):
+        assert _C.qgemm_fast(a, b, 0, 0, out) is None
+    assert _C.qgemm_fast(buf.view(np.uint8)[:32].reshape(4, 8), b, 0, 0, buf[:20].reshape(4, 5)) is None  # overlap
     # K past qgemm_max_k: the checked path's ValueError, not a wrapped int32 result
     big_k = nnkern.qgemm_max_k(np.uint8) + 1
-    assert _C.qgemm_new(np.zeros((1, big_k), np.uint8), np.zeros((big_k, 1), np.int8)) is None
+    assert _C.qgemm_fast(np.zeros((1, big_k), np.uint8), np.zeros((big_k, 1), np.int8)) is None
     with pytest.raises(ValueError, match="exceeds"):
         nnkern.qgemm(np.zeros((1, big_k), np.uint8), np.zeros((big_k, 1), np.int8))
-    assert _C.qgemm_new(np.zeros((1, big_k - 1), np.uint8), np.zeros((big_k - 1, 1), np.int8)) is not None
+    assert _C.qgemm_fast(np.zeros((1, big_k - 1), np.uint8), np.zeros((big_k - 1, 1), np.int8)) is not None
 
 
 def test_bad_inputs():

@@ -111,35 +111,53 @@ def test_threads_same_results(rng):
     run_concurrently(work)
 
 
+class Subclass(np.ndarray):
+    pass
+
+
 @pytest.mark.parametrize("odt", [np.uint8, np.int8, np.float32, np.int32])
 def test_fast_path_matches_the_checked_path(qisa, rng, odt):
-    """A call with a plain ndarray and no out skips the Python checks (PackedQLinear.run_new); with out= it
-    takes the checked path. Both must agree bit for bit, leading dimensions and empty inputs included."""
+    """A plain ndarray, with out None or a plain C-contiguous output, skips the Python checks
+    (PackedQLinear.run_fast); an ndarray subclass as out takes the checked path. Both agree bit for bit, leading
+    dimensions and empty inputs included."""
     layer, _, _ = make_layer(rng, 37, 70, odt, bias=odt != np.int32, input_zero_point=5)
     for xdt in (np.uint8, np.int8):
         info = np.iinfo(xdt)
         for shape in [(1, 70), (9, 70), (2, 3, 70), (70,), (0, 70), (2, 0, 70)]:
             x = rng.integers(info.min, info.max + 1, shape, dtype=xdt)
-            fast = layer._packed.run_new(x)
+            fast = layer._packed.run_fast(x)
             assert fast is not None and fast.dtype == odt and fast.shape == shape[:-1] + (37,)
-            out = np.empty_like(fast)
-            assert layer(x, out=out) is out and np.array_equal(fast, out)
+            sub = np.zeros(shape[:-1] + (37,), odt).view(Subclass)  # declined: the checked path writes it
+            assert layer._packed.run_fast(x, sub) is None
+            assert layer(x, out=sub) is sub and np.array_equal(fast, sub)
+            out = np.zeros_like(fast)
+            assert layer._packed.run_fast(x, out) is out and np.array_equal(out, fast)
             assert np.array_equal(layer(x), fast)
     x = rng.integers(0, 256, (4, 70), dtype=np.uint8)
-    for declined in (x[:, :69], x.repeat(2, axis=1)[:, ::2], x.astype(np.int16), x.astype(np.float32), x.tolist(),
-                     x[:0, :3]):
-        assert layer._packed.run_new(declined) is None
+    for declined in (x[:, :69], x.repeat(2, axis=1)[:, ::2], x.astype(np.int16), x.astype(np.float32), x.tolist()):
+        assert layer._packed.run_fast(declined) is None
+    ro = np.zeros((4, 37), odt)
+    ro.flags.writeable = False
+    other = np.int16 if odt != np.int8 else np.uint8
+    for out in (np.zeros((4, 36), odt), np.zeros((37, 4), odt).T, ro, np.zeros((4, 37), other), [[0] * 37] * 4,
+                np.zeros((4, 37), np.dtype(odt).newbyteorder()) if odt in (np.float32, np.int32) else ro):
+        assert layer._packed.run_fast(x, out) is None
+    buf = np.zeros(4 * 70 + 4 * 37 * 4, np.uint8)  # out overlapping x: declined, then refused by the checks
+    xs, outs = buf[:280].reshape(4, 70), buf[200:200 + 4 * 37 * np.dtype(odt).itemsize].view(odt).reshape(4, 37)
+    assert layer._packed.run_fast(xs, outs) is None
+    with pytest.raises(ValueError, match="overlap"):
+        layer(xs, out=outs)
 
 
 def test_fast_path_declines_a_k_past_the_exact_bound(rng):
     K = nnkern.qgemm_max_k(np.uint8, 0) + 1  # int8 input (bound 131071) is still exact
     layer = nnkern.QLinear(np.ones((1, K), np.int8), weight_scale=1.0, input_scale=1.0, input_zero_point=0,
                            output_dtype=np.int32)
-    assert layer._packed.run_new(np.zeros((1, K), np.uint8)) is None
+    assert layer._packed.run_fast(np.zeros((1, K), np.uint8)) is None
     with pytest.raises(ValueError, match="exceeds"):
         layer(np.zeros((1, K), np.uint8))
     x = np.full((1, K), -128, np.int8)
-    assert layer._packed.run_new(x) is not None and layer(x)[0, 0] == -128 * K
+    assert layer._packed.run_fast(x) is not None and layer(x)[0, 0] == -128 * K
 
 
 def test_bad_inputs(rng):

@@ -523,7 +523,7 @@ def test_matmul_2d_matches_sgemm_bitwise(isa, rng):
 
 # ---------------------------------------------------------------------------------------------------
 # The fast path: sgemm / matmul with the defaults and float32 2-D ndarrays skip the Python checks
-# (_C.sgemm_new). It must give what the checked path gives, and hand everything else to that path.
+# (_C.sgemm_fast). It must give what the checked path gives, and hand everything else to that path.
 
 def fast_path_layouts(rng, rows, cols):
     x = rand(rng, rows, cols)
@@ -541,7 +541,7 @@ def fast_path_layouts(rng, rows, cols):
 def test_fast_path_matches_the_checked_path(isa, rng, trans_a, trans_b, M, N, K):
     for a in fast_path_layouts(rng, *((K, M) if trans_a else (M, K))):
         for b in fast_path_layouts(rng, *((N, K) if trans_b else (K, N))):
-            fast = _C.sgemm_new(a, b, trans_a, trans_b)
+            fast = _C.sgemm_fast(a, b, trans_a, trans_b)
             assert fast is not None and fast.shape == (M, N) and fast.dtype == np.float32
             assert fast.flags.c_contiguous and fast.flags.owndata
             checked = nnkern.sgemm(a, b, trans_a=trans_a, trans_b=trans_b, alpha=1)  # int alpha: the checked path
@@ -551,6 +551,9 @@ def test_fast_path_matches_the_checked_path(isa, rng, trans_a, trans_b, M, N, K)
                 assert not fast.any()  # zeros, never the new array's uninitialized memory
             if not (trans_a or trans_b):
                 np.testing.assert_array_equal(nnkern.matmul(a, b), checked)
+            c = np.full((M, N), np.nan, np.float32)  # beta = 0: c's contents ignored, NaN included
+            assert _C.sgemm_fast(a, b, trans_a, trans_b, c) is c
+            np.testing.assert_array_equal(c, checked)
 
 
 class F32Subclass(np.ndarray):
@@ -568,7 +571,31 @@ class F32Subclass(np.ndarray):
     (None, np.ones((2, 2), np.float32)),
 ], ids=["float64", "big-endian", "misaligned-K", "1-D", "3-D", "subclass", "list", "None"])
 def test_fast_path_declines_what_it_does_not_handle(a, b):
-    assert _C.sgemm_new(a, b) is None and _C.sgemm_new(b, a) is None
+    assert _C.sgemm_fast(a, b) is None and _C.sgemm_fast(b, a) is None
+
+
+def test_fast_path_declines_outputs_it_cannot_write_in_place(rng):
+    a, b = rand(rng, 4, 3), rand(rng, 3, 5)
+    buf = np.zeros(64, np.float32)
+    overlapping = np.zeros(40, np.float32)
+    a_in = overlapping[:12].reshape(4, 3)
+    a_in[...] = a
+    for c in (np.zeros((4, 5), np.float64), np.zeros((5, 4), np.float32), np.zeros((4, 5), np.float32, order="F"),
+              np.zeros((4, 10), np.float32)[:, ::2], buf.view(np.uint8)[2:82].view(np.float32).reshape(4, 5),
+              np.zeros((4, 5), np.float32).view(F32Subclass), np.zeros((4, 5), ">f4"), [[0.0] * 5] * 4):
+        assert _C.sgemm_fast(a, b, False, False, c) is None
+    ro = np.zeros((4, 5), np.float32)
+    ro.flags.writeable = False
+    assert _C.sgemm_fast(a, b, False, False, ro) is None
+    assert _C.sgemm_fast(a_in, b, False, False, overlapping[10:30].reshape(4, 5)) is None
+    assert _C.sgemm_fast(a, a_in.T, False, False, overlapping[8:24].reshape(4, 4)) is None
+    with pytest.raises(ValueError, match="read-only"):
+        nnkern.sgemm(a, b, c=ro)
+    with pytest.raises(ValueError, match="overlap"):
+        nnkern.sgemm(a_in, b, c=overlapping[10:30].reshape(4, 5))
+    f_order = np.zeros((4, 5), np.float32, order="F")
+    assert nnkern.sgemm(a, b, c=f_order) is f_order and nnkern.matmul(a, b, out=f_order) is f_order
+    np.testing.assert_array_equal(f_order, nnkern.sgemm(a, b))
 
 
 def test_fast_path_skips_only_when_the_defaults_are_given(rng):
@@ -656,20 +683,34 @@ def test_linear_out_argument(isa, rng):
 
 
 def test_linear_fast_path_matches_the_checked_path(isa, rng):
-    """A plain float32 ndarray and no out skip the Python checks (PackedLinear.run_new); out= takes the
-    checked path. Bitwise the same, leading dimensions and empty inputs included."""
+    """A plain float32 ndarray, with out None or a plain C-contiguous output, skips the Python checks
+    (PackedLinear.run_fast); an ndarray subclass as out takes the checked path. Bitwise the same, leading dimensions and
+    empty inputs included."""
     w, bias = rand(rng, 37, 70), rand(rng, 37)
     for layer in (nnkern.Linear(w, bias, activation="relu"), nnkern.Linear(w)):
         for shape in [(1, 70), (9, 70), (2, 3, 70), (70,), (0, 70)]:
             x = rng.standard_normal(shape).astype(np.float32)
-            fast = layer._packed.run_new(x)
+            fast = layer._packed.run_fast(x)
             assert fast is not None and fast.dtype == np.float32 and fast.shape == shape[:-1] + (37,)
-            out = np.empty_like(fast)
-            assert layer(x, out=out) is out
-            np.testing.assert_array_equal(fast, out)
+            sub = np.zeros(shape[:-1] + (37,), np.float32).view(F32Subclass)  # declined: the checked path writes it
+            assert layer._packed.run_fast(x, sub) is None
+            assert layer(x, out=sub) is sub
+            np.testing.assert_array_equal(fast, sub)
+            out = np.full_like(fast, np.nan)
+            assert layer._packed.run_fast(x, out) is out
+            np.testing.assert_array_equal(out, fast)
         x = rand(rng, 4, 70)
         for declined in (x[:, :69], x.repeat(2, axis=1)[:, ::2], x.astype(np.float64), x.astype(">f4"), x.tolist()):
-            assert layer._packed.run_new(declined) is None
+            assert layer._packed.run_fast(declined) is None
+        ro = np.zeros((4, 37), np.float32)
+        ro.flags.writeable = False
+        for out in (np.zeros((4, 36), np.float32), np.zeros((37, 4), np.float32).T, ro, np.zeros((4, 37), ">f4"),
+                    np.zeros((4, 37)), [[0.0] * 37] * 4):
+            assert layer._packed.run_fast(x, out) is None
+        buf = np.zeros(4 * 70 + 4 * 37, np.float32)
+        assert layer._packed.run_fast(buf[:280].reshape(4, 70), buf[200:348].reshape(4, 37)) is None
+        with pytest.raises(ValueError, match="overlap"):
+            layer(buf[:280].reshape(4, 70), out=buf[200:348].reshape(4, 37))
         strided = rand(rng, 4, 140)[:, ::2]  # declined by the fast path, copied by the checked one
         np.testing.assert_array_equal(layer(strided), layer(np.ascontiguousarray(strided)))
 

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -95,6 +96,13 @@ inline const NdProxy* plain_ndarray(const py::handle& h) {
 inline int type_num(const NdProxy* x) {
   return reinterpret_cast<const py::detail::PyArrayDescr_Proxy*>(x->descr)->type_num;
 }
+// Element type `num` (py::dtype::of<T>().num()) in native byte order: a byte-swapped array has the same
+// type number.
+inline bool has_type(const NdProxy* x, int num) {
+  const auto* d = reinterpret_cast<const py::detail::PyArrayDescr_Proxy*>(x->descr);
+  constexpr char swapped = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? '>' : '<';
+  return d->type_num == num && d->byteorder != swapped;
+}
 // Native-order float32: its descriptor is a singleton (`x.dtype is numpy.float32` in Python).
 inline bool is_native_float32(const NdProxy* x) {
   static PyObject* const float32 = py::dtype::of<float>().release().ptr();
@@ -108,18 +116,32 @@ inline bool is_c_contiguous_aligned(const NdProxy* x) {
 inline bool is_layer_input(const NdProxy* x, size_t k) {
   return x && x->nd >= 1 && size_t(x->dimensions[x->nd - 1]) == k && is_c_contiguous_aligned(x);
 }
-// The rows of such an input (the product of its leading dimensions), and a new output of its shape with
-// n elements per row.
+// The rows of such an input (the product of its leading dimensions), and the shape of its output, with n
+// elements per row.
 inline size_t layer_rows(const NdProxy* x) {
   size_t rows = 1;
   for (int d = 0; d + 1 < x->nd; ++d) rows *= size_t(x->dimensions[d]);
   return rows;
 }
-template <typename T>
-py::array_t<T> layer_output(const NdProxy* x, size_t n) {
+inline std::vector<ssize_t> layer_output_shape(const NdProxy* x, size_t n) {
   std::vector<ssize_t> shape(x->dimensions, x->dimensions + x->nd);
   shape.back() = ssize_t(n);
-  return py::array_t<T>(shape);
+  return shape;
+}
+// Whether the byte ranges of two arrays intersect (numpy.may_share_memory, without its overhead).
+bool may_overlap(const py::array& x, const py::array& y);
+// An output given to a fast path, written in place: an ndarray (its dtype checked by the caller) of this
+// shape, C-contiguous, aligned, writeable, sharing no byte with the inputs.
+inline bool is_fast_output(const py::handle& c_in, const NdProxy* c, const std::vector<ssize_t>& shape,
+                           std::initializer_list<py::handle> inputs) {
+  constexpr int writeable = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  if (!c || size_t(c->nd) != shape.size() || !std::equal(shape.begin(), shape.end(), c->dimensions) ||
+      !is_c_contiguous_aligned(c) || (c->flags & writeable) != writeable)
+    return false;
+  const auto arr = [](const py::handle& h) { return py::reinterpret_borrow<py::array>(h); };
+  for (const py::handle& in : inputs)
+    if (may_overlap(arr(c_in), arr(in))) return false;
+  return true;
 }
 // Releasing the GIL costs about as much as a 32 x 32 x 32 int8 product: smaller ones keep it.
 inline bool worth_releasing_gil(size_t m, size_t n, size_t k) { return m * n * k >= (size_t(1) << 15); }

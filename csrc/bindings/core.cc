@@ -55,6 +55,16 @@ MatrixView matrix_view(const py::array& a) {
 
 
 namespace {
+std::pair<uintptr_t, uintptr_t> byte_extent(const py::array& a);
+}  // namespace
+
+bool may_overlap(const py::array& x, const py::array& y) {
+  auto [xl, xh] = byte_extent(x);
+  auto [yl, yh] = byte_extent(y);
+  return xl < xh && yl < yh && xl < yh && yl < xh;
+}
+
+namespace {
 
 // Byte range [lo, hi) an array can touch; empty for a zero-size array.
 std::pair<uintptr_t, uintptr_t> byte_extent(const py::array& a) {
@@ -65,13 +75,6 @@ std::pair<uintptr_t, uintptr_t> byte_extent(const py::array& a) {
     (span < 0 ? lo : hi) += span;  // unsigned wrap-around adds a negative span
   }
   return {lo, hi + uintptr_t(a.itemsize())};
-}
-
-// Whether the byte ranges of two arrays intersect (numpy.may_share_memory, without its overhead).
-bool may_overlap(const py::array& x, const py::array& y) {
-  auto [xl, xh] = byte_extent(x);
-  auto [yl, yh] = byte_extent(y);
-  return xl < xh && yl < yh && xl < yh && yl < xh;
 }
 
 py::dict cpu_info() {

@@ -53,9 +53,11 @@ void sgemm_binding(const py::array& a, bool trans_a, const py::array& b, bool tr
   if (!in_place) c.attr("__setitem__")(py::ellipsis(), tmp);
 }
 
-// The fast path (bindings/common.h) of sgemm and matmul: op(a) @ op(b) into a new array, a and b native
-// float32 2-D ndarrays with matching inner dimensions (any strides: matrix_view copies what it cannot view).
-py::object sgemm_new(const py::handle& a_in, const py::handle& b_in, bool trans_a, bool trans_b) {
+// The fast path (bindings/common.h) of sgemm and matmul: op(a) @ op(b) into c, or into a new array if c is
+// None; a and b native float32 2-D ndarrays with matching inner dimensions (any strides: matrix_view
+// copies what it cannot view), c as is_fast_output says.
+py::object sgemm_fast(const py::handle& a_in, const py::handle& b_in, bool trans_a, bool trans_b,
+                      const py::handle& c_in) {
   const NdProxy *pa = plain_ndarray(a_in), *pb = plain_ndarray(b_in);
   if (!pa || !pb || pa->nd != 2 || pb->nd != 2 || !is_native_float32(pa) || !is_native_float32(pb)) return py::none();
   SgemmArgs g;
@@ -63,13 +65,21 @@ py::object sgemm_new(const py::handle& a_in, const py::handle& b_in, bool trans_
   g.K = size_t(pa->dimensions[trans_a ? 0 : 1]);
   g.N = size_t(pb->dimensions[trans_b ? 0 : 1]);
   if (size_t(pb->dimensions[trans_b ? 1 : 0]) != g.K) return py::none();
-  py::array_t<float> c({ssize_t(g.M), ssize_t(g.N)});
+  py::array c;
+  if (c_in.is_none()) {
+    c = py::array_t<float>({ssize_t(g.M), ssize_t(g.N)});
+  } else {
+    const NdProxy* pc = plain_ndarray(c_in);
+    if (!pc || !is_native_float32(pc) || !is_fast_output(c_in, pc, {ssize_t(g.M), ssize_t(g.N)}, {a_in, b_in}))
+      return py::none();
+    c = py::reinterpret_borrow<py::array>(c_in);
+  }
   if (g.M == 0 || g.N == 0) return std::move(c);
   const MatrixView va = matrix_view(py::reinterpret_borrow<py::array>(a_in));
   const MatrixView vb = matrix_view(py::reinterpret_borrow<py::array>(b_in));
   g.a = va.data; g.lda = va.ld; g.trans_a = trans_a != va.transposed;
   g.b = vb.data; g.ldb = vb.ld; g.trans_b = trans_b != vb.transposed;
-  g.c = c.mutable_data();
+  g.c = static_cast<float*>(c.mutable_data());
   g.ldc = g.N;
   if (worth_releasing_gil(g.M, g.N, g.K)) {
     py::gil_scoped_release release;
@@ -205,21 +215,31 @@ class Linear {
     py::gil_scoped_release release;
     packed_.run(M, xp, packed_.K(), op, packed_.N(), ep);
   }
-  // The fast path (bindings/common.h): a new output for a native float32 ndarray x (..., K), else None.
-  py::object run_new(const py::handle& x_in) const {
+  // The fast path (bindings/common.h): x a native float32 ndarray (..., K), into out (as is_fast_output
+  // says) or, if out is None, a new array; None for anything else.
+  py::object run_fast(const py::handle& x_in, const py::handle& out_in) const {
     const NdProxy* x = plain_ndarray(x_in);
     if (!is_layer_input(x, packed_.K()) || !is_native_float32(x)) return py::none();
     const size_t M = layer_rows(x), N = packed_.N(), K = packed_.K();
-    py::array_t<float> out = layer_output<float>(x, N);
+    py::array out;
+    if (out_in.is_none()) {
+      out = py::array_t<float>(layer_output_shape(x, N));
+    } else {
+      const NdProxy* po = plain_ndarray(out_in);
+      if (!po || !is_native_float32(po) || !is_fast_output(out_in, po, layer_output_shape(x, N), {x_in}))
+        return py::none();
+      out = py::reinterpret_borrow<py::array>(out_in);
+    }
     if (M == 0 || N == 0) return std::move(out);
     F32Epilogue ep = epilogue(1.0f, 0.0f, py::none(), relu_);
     ep.bias = has_bias_ ? bias_.data() : nullptr;
     const float* xp = reinterpret_cast<const float*>(x->data);
+    float* op = static_cast<float*>(out.mutable_data());
     if (worth_releasing_gil(M, N, K)) {
       py::gil_scoped_release release;
-      packed_.run(M, xp, K, out.mutable_data(), N, ep);
+      packed_.run(M, xp, K, op, N, ep);
     } else {
-      packed_.run(M, xp, K, out.mutable_data(), N, ep);
+      packed_.run(M, xp, K, op, N, ep);
     }
     return std::move(out);
   }
@@ -254,8 +274,8 @@ void bind_f32_gemm(py::module_& m) {
   });
   m.def("sgemm", &sgemm_binding, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"), py::arg("c"),
         py::arg("alpha"), py::arg("beta"), py::arg("bias"), py::arg("relu"), py::arg("algorithm") = "auto");
-  m.def("sgemm_new", &sgemm_new, py::arg("a"), py::arg("b"), py::arg("trans_a") = false,
-        py::arg("trans_b") = false);
+  m.def("sgemm_fast", &sgemm_fast, py::arg("a"), py::arg("b"), py::arg("trans_a") = false,
+        py::arg("trans_b") = false, py::arg("c") = py::none());
   m.def("f32_gemm_ukernel", &f32_gemm_ukernel, py::arg("kernel"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("a"),
         py::arg("a_offset"), py::arg("a_stride"), py::arg("a_copy"), py::arg("b"), py::arg("b_offsets"),
         py::arg("b_stride"), py::arg("c"), py::arg("c_offset"), py::arg("ldc"), py::arg("alpha"), py::arg("beta"),
@@ -274,7 +294,7 @@ void bind_f32_gemm(py::module_& m) {
   py::class_<Linear>(m, "PackedLinear")
       .def(py::init<const py::array&, const py::object&, bool>())
       .def("run", &Linear::run)
-      .def("run_new", &Linear::run_new)
+      .def("run_fast", &Linear::run_fast, py::arg("x"), py::arg("out") = py::none())
       .def_property_readonly("kernel_name", &Linear::kernel_name)
       .def_property_readonly("in_features", &Linear::in_features)
       .def_property_readonly("out_features", &Linear::out_features)

@@ -42,8 +42,10 @@ int64_t max_exact_k(int alo, int ahi, int a_zero, int b_zero) {
 }
 
 // The fast path (bindings/common.h) of qgemm: a uint8/int8 and b int8 C-contiguous 2-D ndarrays, scalar
-// zero points in their dtypes' ranges, K within qgemm_max_k.
-py::object qgemm_new(const py::handle& a_in, const py::handle& b_in, int a_zero, int b_zero) {
+// zero points in their dtypes' ranges, K within qgemm_max_k; into out (int32, as is_fast_output says) or,
+// if out is None, a new array.
+py::object qgemm_fast(const py::handle& a_in, const py::handle& b_in, int a_zero, int b_zero,
+                      const py::handle& out_in) {
   constexpr int kU8 = py::detail::npy_api::NPY_UBYTE_, kS8 = py::detail::npy_api::NPY_BYTE_;
   const NdProxy *a = plain_ndarray(a_in), *b = plain_ndarray(b_in);
   if (!a || !b || a->nd != 2 || b->nd != 2 || !is_c_contiguous_aligned(a) || !is_c_contiguous_aligned(b) ||
@@ -57,7 +59,16 @@ py::object qgemm_new(const py::handle& a_in, const py::handle& b_in, int a_zero,
   g.K = size_t(a->dimensions[1]);
   g.N = size_t(b->dimensions[1]);
   if (size_t(b->dimensions[0]) != g.K || int64_t(g.K) > max_exact_k(alo, ahi, a_zero, b_zero)) return py::none();
-  py::array_t<int32_t> c({ssize_t(g.M), ssize_t(g.N)});
+  py::array c;
+  if (out_in.is_none()) {
+    c = py::array_t<int32_t>({ssize_t(g.M), ssize_t(g.N)});
+  } else {
+    const NdProxy* pc = plain_ndarray(out_in);
+    if (!pc || !has_type(pc, py::dtype::of<int32_t>().num()) ||
+        !is_fast_output(out_in, pc, {ssize_t(g.M), ssize_t(g.N)}, {a_in, b_in}))
+      return py::none();
+    c = py::reinterpret_borrow<py::array>(out_in);
+  }
   if (g.M == 0 || g.N == 0) return std::move(c);
   g.a_type = u8 ? QType::u8 : QType::s8;
   g.a = a->data;
@@ -67,7 +78,7 @@ py::object qgemm_new(const py::handle& a_in, const py::handle& b_in, int a_zero,
   g.b = b->data;
   g.ldb = g.N;
   g.b_zero_scalar = b_zero;
-  g.c = c.mutable_data();
+  g.c = static_cast<int32_t*>(c.mutable_data());
   g.ldc = g.N;
   if (worth_releasing_gil(g.M, g.N, g.K)) {
     py::gil_scoped_release release;
@@ -224,9 +235,10 @@ class QLinearPacked {
   }
   // out (M, N) = output(x (M, K) uint8 or int8, minus the input zero point, times W).
   void run(const py::array& x, py::array& out) const { run_with(x, out, x_zero_, nullptr); }
-  // The fast path (bindings/common.h) of a static layer: a new output for a uint8/int8 ndarray x (..., K)
-  // whose zero point and K the layer can take exactly, else None.
-  py::object run_new(const py::handle& x_in) const {
+  // The fast path (bindings/common.h) of a static layer: x a uint8/int8 ndarray (..., K) whose zero point
+  // and K the layer takes exactly, into out (as is_fast_output says) or, if out is None, a new array; None
+  // for anything else.
+  py::object run_fast(const py::handle& x_in, const py::handle& out_in) const {
     const NdProxy* x = plain_ndarray(x_in);
     if (!is_layer_input(x, packed_.K())) return py::none();
     const int t = type_num(x);
@@ -235,12 +247,12 @@ class QLinearPacked {
     const int alo = u8 ? 0 : -128, ahi = u8 ? 255 : 127;
     if (x_zero_ < alo || x_zero_ > ahi || int64_t(packed_.K()) > max_exact_k(alo, ahi, x_zero_, 0)) return py::none();
     switch (out_) {
-      case QOut::i32: return run_into<int32_t>(x, u8);
-      case QOut::f32: return run_into<float>(x, u8);
-      case QOut::u8: return run_into<uint8_t>(x, u8);
+      case QOut::i32: return run_into<int32_t>(x_in, x, u8, out_in);
+      case QOut::f32: return run_into<float>(x_in, x, u8, out_in);
+      case QOut::u8: return run_into<uint8_t>(x_in, x, u8, out_in);
       case QOut::s8: break;
     }
-    return run_into<int8_t>(x, u8);
+    return run_into<int8_t>(x_in, x, u8, out_in);
   }
   // Dynamic quantization (float32 output only): this call's input zero point, and factor[n] * input_scale
   // (one float32 product, as onnxruntime's Mul of the two scales) as the per-column factor.
@@ -254,9 +266,18 @@ class QLinearPacked {
 
  private:
   template <typename T>
-  py::object run_into(const NdProxy* x, bool u8) const {
+  py::object run_into(const py::handle& x_in, const NdProxy* x, bool u8, const py::handle& out_in) const {
     const size_t M = layer_rows(x), N = packed_.N(), K = packed_.K();
-    py::array_t<T> out = layer_output<T>(x, N);
+    py::array out;
+    if (out_in.is_none()) {
+      out = py::array_t<T>(layer_output_shape(x, N));
+    } else {
+      const NdProxy* po = plain_ndarray(out_in);
+      if (!po || !has_type(po, py::dtype::of<T>().num()) ||
+          !is_fast_output(out_in, po, layer_output_shape(x, N), {x_in}))
+        return py::none();
+      out = py::reinterpret_borrow<py::array>(out_in);
+    }
     if (M == 0 || N == 0) return std::move(out);
     const QOutput o = output(out.mutable_data(), nullptr);
     if (worth_releasing_gil(M, N, K)) {
@@ -308,7 +329,8 @@ class QLinearPacked {
 void bind_qgemm(py::module_& m) {
   m.def("qgemm", &qgemm_binding, py::arg("a"), py::arg("a_type"), py::arg("a_zero"), py::arg("b"), py::arg("b_type"),
         py::arg("b_zero"), py::arg("b_zero_scalar"), py::arg("c"), py::arg("algorithm") = "auto");
-  m.def("qgemm_new", &qgemm_new, py::arg("a"), py::arg("b"), py::arg("a_zero") = 0, py::arg("b_zero") = 0);
+  m.def("qgemm_fast", &qgemm_fast, py::arg("a"), py::arg("b"), py::arg("a_zero") = 0, py::arg("b_zero") = 0,
+        py::arg("out") = py::none());
   m.def("qgemm_ukernel", &qgemm_ukernel, py::arg("name"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("a"),
         py::arg("a_offset_bytes"), py::arg("b"), py::arg("b_offsets_bytes"), py::arg("c"), py::arg("c_offset_bytes"),
         py::arg("ldc"), py::arg("out"), py::arg("col_comp"), py::arg("b_zero"), py::arg("row_sum"), py::arg("scale"),
@@ -327,7 +349,7 @@ void bind_qgemm(py::module_& m) {
   py::class_<QLinearPacked>(m, "PackedQLinear")
       .def(py::init<const py::array&, int, const py::object&, const py::object&, bool, float, float, int>())
       .def("run", &QLinearPacked::run)
-      .def("run_new", &QLinearPacked::run_new)
+      .def("run_fast", &QLinearPacked::run_fast, py::arg("x"), py::arg("out") = py::none())
       .def("run_dynamic", &QLinearPacked::run_dynamic)
       .def_property_readonly("kernel_name", &QLinearPacked::kernel_name)
       .def_property_readonly("in_features", &QLinearPacked::in_features)

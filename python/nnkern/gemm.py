@@ -18,7 +18,7 @@ __all__ = ["sgemm", "matmul", "Linear"]
 GEMM_ERROR_FACTOR = 2.0
 
 
-# The defaults, by identity: a call that leaves them takes the C++ fast path (_C.sgemm_new).
+# The defaults, by identity: a call that leaves them may take the C++ fast path (_C.sgemm_fast).
 _ONE = 1.0
 _ZERO = 0.0
 _AUTO = "auto"
@@ -42,9 +42,9 @@ def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = Fals
     Error bound per element: |C - exact| <= (2 K + 2) eps |alpha| (|op(A)| @ |op(B)|) + 2 eps |beta C|,
     eps = 2**-24.
     """
-    if c is None and alpha is _ONE and beta is _ZERO and algorithm is _AUTO and (trans_a is False or trans_a is True) and \
+    if alpha is _ONE and beta is _ZERO and algorithm is _AUTO and (trans_a is False or trans_a is True) and \
             (trans_b is False or trans_b is True):
-        fast = _C.sgemm_new(a, b, trans_a, trans_b)  # None unless a, b are float32 2-D ndarrays that align
+        fast = _C.sgemm_fast(a, b, trans_a, trans_b, c)  # None unless every check below would pass
         if fast is not None:
             return fast
     a = _check_matrix(a, "a")
@@ -107,10 +107,9 @@ def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None) -> F32Array:
     a or b) is written and returned. When b has no batch dimensions, a's batch is one GEMM; otherwise
     one GEMM per batch entry.
     """
-    if out is None:
-        fast = _C.sgemm_new(a, b)  # None unless a, b are float32 2-D ndarrays that align
-        if fast is not None:
-            return fast
+    fast = _C.sgemm_fast(a, b, False, False, out)  # None unless a, b (and out) are 2-D and pass every check
+    if fast is not None:
+        return fast
     for x, name in ((a, "a"), (b, "b")):
         if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim == 0:
             x = require_array(x, name, F32)
@@ -197,10 +196,9 @@ class Linear:
         return self._packed.kernel_name
 
     def __call__(self, x: ArrayIn, out: ArrayIn | None = None) -> F32Array:
-        if out is None:
-            y = self._packed.run_new(x)  # None unless x is a float32 ndarray the layer takes as it is
-            if y is not None:
-                return y
+        y = self._packed.run_fast(x, out)  # None unless x (and out) pass every check below as they are
+        if y is not None:
+            return y
         x = require_array(x, "x", F32)
         K, N = self.in_features, self.out_features
         if x.ndim < 1 or x.shape[-1] != K:

@@ -102,7 +102,7 @@ def _algorithm(v):
     return check_algorithm(v, "qgemm")
 
 
-_AUTO = "auto"  # the default, by identity: a call that leaves it may take the C++ fast path (_C.qgemm_new)
+_AUTO = "auto"  # the default, by identity: a call that leaves it may take the C++ fast path (_C.qgemm_fast)
 
 
 def qgemm(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int | ArrayIn = 0,
@@ -123,9 +123,9 @@ def qgemm(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int | 
     auto's choice while B's rows fit a page), "pack_all" (all of B packed first). Every path gives the same
     exact result; a path that does not apply raises ValueError.
     """
-    if out is None and algorithm is _AUTO and type(a_zero_point) is int and type(b_zero_point) is int and \
+    if algorithm is _AUTO and type(a_zero_point) is int and type(b_zero_point) is int and \
             -256 < a_zero_point < 256 and -256 < b_zero_point < 256:
-        fast = _C.qgemm_new(a, b, a_zero_point, b_zero_point)  # None unless every check would pass
+        fast = _C.qgemm_fast(a, b, a_zero_point, b_zero_point, out)  # None unless every check below would pass
         if fast is not None:
             return fast
     algorithm = _algorithm(algorithm)
@@ -398,8 +398,8 @@ class QLinear:
         return self._packed.kernel_name
 
     def __call__(self, x: ArrayIn, out: ArrayIn | None = None) -> np.ndarray:
-        if out is None and not self._dynamic:
-            y = self._packed.run_new(x)  # None unless x is an ndarray the layer takes as it is
+        if not self._dynamic:
+            y = self._packed.run_fast(x, out)  # None unless x (and out) pass every check below as they are
             if y is not None:
                 return y
         x = as_array(x, "x")
