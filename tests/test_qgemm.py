@@ -605,8 +605,54 @@ def test_every_algorithm_is_exact_where_it_applies(rng):
             assert np.array_equal(got, want), f"{name} {M}x{N}x{K}"
             ran.add(name)
     assert {"pack_per_panel", "pack_all"} <= ran
-    if "avx512vnni" in nnkern.supported_isas():
+    if QGEMV_KERNELS and any(k["level"] in nnkern.supported_isas() for k in QGEMV_KERNELS):
         assert "gemv" in ran
+
+
+QGEMV_KERNELS = _C.kernel_list("qgemv")
+
+
+@pytest.fixture(params=[k["name"] for k in QGEMV_KERNELS])
+def qgemv_level(request):
+    """Each GEMV kernel of the build, with the cap at its level (where auto dispatches it for M <= 4)."""
+    k = next(k for k in QGEMV_KERNELS if k["name"] == request.param)
+    if k["level"] not in nnkern.supported_isas():
+        pytest.skip(f"CPU lacks {k['level']}: cannot run {k['name']}")
+    with nnkern.max_isa(k["level"]):
+        assert nnkern.cpu_info()["kernels"]["u8s8_gemv"] == k["name"]
+        yield k["level"]
+
+
+def test_gemv_every_tail(qgemv_level, rng):
+    """The small-M path (algorithm "gemv"): M 1..4, every channel tail of 16 and 64, K odd and even across the
+    kernels' K chunks, uint8 and int8 activations, scalar and per-column zero points; bit-exact."""
+    Ns = range(1, 70) if not QUICK else (1, 5, 15, 16, 17, 33, 63, 64, 65)
+    Ks = (0, 1, 2, 3, 7, 8, 9, 17, 511, 512, 513, 1025)
+    for M in range(1, 5):
+        for i, N in enumerate(Ns):
+            K = Ks[(i + M) % len(Ks)]
+            for adt in (np.uint8, np.int8):
+                a, b = rand_int(rng, adt, (M, K)), rand_int(rng, np.int8, (K, N))
+                info = np.iinfo(adt)
+                for za, zb in ((0, 0), (int(info.max), -128), (int(info.min), rng.integers(-128, 128, N))):
+                    got = nnkern.qgemm(a, b, a_zero_point=za, b_zero_point=zb, algorithm="gemv")
+                    assert np.array_equal(got, ref_qgemm(a, b, za, zb)), (qgemv_level, M, N, K, adt, za)
+    # extremes at the largest exact K: every product at its maximum magnitude
+    K = nnkern.qgemm_max_k(np.uint8, 0, -128)
+    a, b = np.full((4, K), 255, np.uint8), np.full((K, 20), -128, np.int8)
+    assert np.array_equal(nnkern.qgemm(a, b, algorithm="gemv"), ref_qgemm(a, b))
+
+
+def test_gemv_is_auto_for_small_m(rng):
+    """Where the cap has a GEMV kernel (its own or one of a level it implies), auto runs it for M <= 4."""
+    a, b = rand_int(rng, np.uint8, (3, 40)), rand_int(rng, np.int8, (40, 9))
+    for level in nnkern.supported_isas():
+        with nnkern.max_isa(level):
+            has = not nnkern.cpu_info()["kernels"]["u8s8_gemv"].startswith("none")
+            nnkern.qgemm(a, b)
+            assert (_C.last_algorithm("qgemm") == "gemv") == has, level
+            nnkern.qgemm(rand_int(rng, np.uint8, (5, 40)), b)
+            assert _C.last_algorithm("qgemm") != "gemv"
 
 
 def test_algorithm_argument():

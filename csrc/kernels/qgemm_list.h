@@ -23,8 +23,11 @@
   NNKERN_NEONDOT(X(s8s8_gemm_8x8c4__neondot, neondot))                                                  \
   NNKERN_NEONI8MM(X(u8s8_gemm_8x8c8__neoni8mm, neoni8mm))
 
-// The small-M path of qgemm (kernels/qgemm.h, QGemvKernel): reads B unpacked, so no cG.
-#define NNKERN_QGEMV_LIST(X) NNKERN_AVX512VNNI(X(u8s8_gemv_4x64__avx512vnni, avx512vnni))
+// The small-M path of qgemm (kernels/qgemm.h, QGemvKernel): reads B unpacked, so no cG. A level without one
+// uses the best one below it.
+#define NNKERN_QGEMV_LIST(X)                                                                            \
+  NNKERN_AVX2(X(u8s8_gemv_4x16__avx2, avx2))                                                            \
+  NNKERN_AVX512VNNI(X(u8s8_gemv_4x64__avx512vnni, avx512vnni))
 
 namespace nnkern {
 

@@ -10,6 +10,7 @@
 
 #include "core/algorithm.h"
 #include "core/workspace.h"
+#include "kernels/qgemm_list.h"
 #include "ops/qgemm_driver.h"
 #include "ops/qgemm_gemv.h"
 #include "ops/qgemm_pack.h"
@@ -59,6 +60,10 @@ void prepare(const QgemmCall& c, const CommonScratch& cs, const Workspace& ws, Q
   P.c_elem = 4;
 }
 
+// The call as the GEMV path prepares it: activations as a u8s8 kernel without in-kernel zero points reads
+// them (the preparation depends on that alone, so the scalar one stands for all).
+QgemmCall gemv_call(const QgemmCall& c) { return {c.g, u8s8_gemm_8x4c4__scalar, c.any_zb}; }
+
 size_t all_panels_bytes(const QgemmCall& c) {
   const size_t panels = qgemm_ceil_div(c.g.N, size_t(c.k.mr));
   return workspace_align(panels * qgemm_panel_bytes(c.k, c.g.K)) + panels * size_t(c.k.mr) * sizeof(int32_t);
@@ -66,17 +71,19 @@ size_t all_panels_bytes(const QgemmCall& c) {
 
 const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
   static const AlgorithmTable<QgemmCall> table("qgemm", {
-      // Small M (u8 x s8 with a GEMV kernel): B read once, unpacked, the zero-point terms added after.
+      // Small M (8-bit x int8 with a GEMV kernel): B read once, unpacked, the zero-point terms added after.
+      // The activations are prepared as for a u8s8 kernel (int8 shifted to uint8), whatever GEMM kernel the
+      // level has (avx2's is s16).
       {"gemv",
        [](const QgemmCall& c) {
-         return qgemm_kernels().gemv && c.g.b_type == QType::s8 && c.k.kind == QKind::u8s8 && c.k.kgroup == 4 &&
-                c.g.M <= kQGemvMaxM;
+         return qgemm_kernels().gemv && c.g.b_type == QType::s8 && c.g.M <= kQGemvMaxM;
        },
-       nullptr, [](const QgemmCall& c) { return CommonScratch(c).l.bytes; },
+       nullptr, [](const QgemmCall& c) { return CommonScratch(gemv_call(c)).l.bytes; },
        [](const QgemmCall& c, const Workspace& ws) {
+         const QgemmCall u = gemv_call(c);
          QPlan P{};
-         prepare(c, CommonScratch(c), ws, P);
-         qgemm_gemv(*qgemm_kernels().gemv, c.g, P);
+         prepare(u, CommonScratch(u), ws, P);
+         qgemm_gemv(*qgemm_kernels().gemv, u.g, P);
        }},
       // Each task packs the panel of B it is about to use (a column strip: K lines on at most K pages while
       // B's rows fit a page), so the packed panel is read from L1.

@@ -67,6 +67,11 @@ const QGemmKernels* qgemm_kernels_for(Isa isa) {
       e.i8 = at_level(level, false);
       e.s16 = at_level(level, true);
       e.gemv = qgemv_kernel_list().at(level);
+      // None of its own (avx512, avxvnni): the one of the highest level it implies, if any. isa_levels()
+      // runs lowest first, so the last match is the highest.
+      for (Isa lower : isa_levels())
+        if (!qgemv_kernel_list().at(level) && isa_within(lower, level) && qgemv_kernel_list().at(lower))
+          e.gemv = qgemv_kernel_list().at(lower);
       // No s16 kernel of its own (neondot, neoni8mm): the best one of the levels it implies.
       for (Isa lower : isa_levels())
         if (!at_level(level, true) && lower != level && isa_within(lower, level) && at_level(lower, true)) e.s16 = at_level(lower, true);
