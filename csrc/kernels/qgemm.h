@@ -123,17 +123,17 @@ struct QGemmKernel {
 };
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where
-// packing B would cost as much as the product): for m < M <= kQGemvMaxM and n < nn,
+// packing B would cost as much as the product): for m < M <= max_m and n < nn,
 //   c[m * ldc + n] = sum_k a[m * lda + k] * b[k * ldb + n]          (int32, modulo 2^32)
 // and, if colsum != null, colsum[n] = sum_k b[k * ldb + n]; with accumulate, both are added to the values
 // already in c / colsum (the driver walks K in slices that stay in L2). Reads exactly a[m][0..K-1] and
 // b[k][0..nn-1].
-constexpr size_t kQGemvMaxM = 4;
 using QGemvUkernel = void (*)(size_t M, size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b,
                               size_t ldb, int32_t* c, size_t ldc, int32_t* colsum, bool accumulate);
 struct QGemvKernel {
   const char* name;
   QGemvUkernel run;
+  size_t max_m;  // the largest M it takes (the driver packs B for more rows)
 };
 // The kernels themselves are declared by their list, kernels/qgemm_list.h (baseline code only: it brings in
 // the STL). The kernel files, which must stay STL-free, define them `extern const` instead of including it.

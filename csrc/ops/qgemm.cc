@@ -76,7 +76,7 @@ const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
       // level has (avx2's is s16).
       {"gemv",
        [](const QgemmCall& c) {
-         return qgemm_kernels().gemv && c.g.b_type == QType::s8 && c.g.M <= kQGemvMaxM;
+         return qgemm_kernels().gemv && c.g.b_type == QType::s8 && c.g.M <= qgemm_kernels().gemv->max_m;
        },
        nullptr, [](const QgemmCall& c) { return CommonScratch(gemv_call(c)).l.bytes; },
        [](const QgemmCall& c, const Workspace& ws) {

@@ -25,7 +25,7 @@ inline size_t qgemm_padded_n(size_t n) { return (n + kQPadN - 1) / kQPadN * kQPa
 struct QGemmKernels {
   const QGemmKernel* i8;
   const QGemmKernel* s16;
-  const QGemvKernel* gemv = nullptr;  // u8 x s8 for M <= kQGemvMaxM straight from an unpacked B, if any
+  const QGemvKernel* gemv = nullptr;  // u8 x s8 for M <= gemv->max_m straight from an unpacked B, if any
 };
 const QGemmKernels* qgemm_kernels_for(Isa isa);  // nullptr if the level has none in this build
 const QGemmKernels& qgemm_kernels();              // dispatched now

@@ -1,4 +1,4 @@
-// The small-M path of qgemm (M <= kQGemvMaxM, uint8 activations on a u8s8 G = 4 level with a GEMV kernel):
+// The small-M path of qgemm (M <= the GEMV kernel's max_m, 8-bit activations prepared as uint8):
 // B read once straight from memory, since packing it would cost as much as the product.
 #pragma once
 #include "kernels/qgemm.h"

@@ -134,6 +134,6 @@ void gemv_run(size_t M, size_t nn, size_t K, const uint8_t* a, size_t lda, const
 
 }  // namespace
 
-extern const QGemvKernel u8s8_gemv_4x16__avx2 = {"u8s8_gemv_4x16__avx2", gemv_run};
+extern const QGemvKernel u8s8_gemv_4x16__avx2 = {"u8s8_gemv_4x16__avx2", gemv_run, 4};
 
 }  // namespace nnkern
