@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,18 +131,23 @@ inline std::vector<ssize_t> layer_output_shape(const NdProxy* x, size_t n) {
 }
 // Whether the byte ranges of two arrays intersect (numpy.may_share_memory, without its overhead).
 bool may_overlap(const py::array& x, const py::array& y);
-// An output given to a fast path, written in place: an ndarray (its dtype checked by the caller) of this
-// shape, C-contiguous, aligned, writeable, sharing no byte with the inputs.
-inline bool is_fast_output(const py::handle& c_in, const NdProxy* c, const std::vector<ssize_t>& shape,
-                           std::initializer_list<py::handle> inputs) {
+// The array a fast path writes: a new T array of this shape when out_in is None, else out_in itself if it
+// is an ndarray of T (native byte order) and this shape, C-contiguous, aligned, writeable and sharing no
+// byte with the inputs; nothing (the caller returns None) otherwise.
+template <typename T>
+std::optional<py::array> fast_output(const py::handle& out_in, const std::vector<ssize_t>& shape,
+                                     std::initializer_list<py::handle> inputs) {
+  if (out_in.is_none()) return py::array_t<T>(shape);
   constexpr int writeable = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  if (!c || size_t(c->nd) != shape.size() || !std::equal(shape.begin(), shape.end(), c->dimensions) ||
-      !is_c_contiguous_aligned(c) || (c->flags & writeable) != writeable)
-    return false;
-  const auto arr = [](const py::handle& h) { return py::reinterpret_borrow<py::array>(h); };
+  const NdProxy* c = plain_ndarray(out_in);
+  if (!c || !has_type(c, py::dtype::of<T>().num()) || size_t(c->nd) != shape.size() ||
+      !std::equal(shape.begin(), shape.end(), c->dimensions) || !is_c_contiguous_aligned(c) ||
+      (c->flags & writeable) != writeable)
+    return std::nullopt;
+  const auto out = py::reinterpret_borrow<py::array>(out_in);
   for (const py::handle& in : inputs)
-    if (may_overlap(arr(c_in), arr(in))) return false;
-  return true;
+    if (may_overlap(out, py::reinterpret_borrow<py::array>(in))) return std::nullopt;
+  return out;
 }
 // Releasing the GIL costs about as much as a 32 x 32 x 32 int8 product: smaller ones keep it.
 inline bool worth_releasing_gil(size_t m, size_t n, size_t k) { return m * n * k >= (size_t(1) << 15); }

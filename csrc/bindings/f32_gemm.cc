@@ -55,7 +55,7 @@ void sgemm_binding(const py::array& a, bool trans_a, const py::array& b, bool tr
 
 // The fast path (bindings/common.h) of sgemm and matmul: op(a) @ op(b) into c, or into a new array if c is
 // None; a and b native float32 2-D ndarrays with matching inner dimensions (any strides: matrix_view
-// copies what it cannot view), c as is_fast_output says.
+// copies what it cannot view), c as fast_output says.
 py::object sgemm_fast(const py::handle& a_in, const py::handle& b_in, bool trans_a, bool trans_b,
                       const py::handle& c_in) {
   const NdProxy *pa = plain_ndarray(a_in), *pb = plain_ndarray(b_in);
@@ -65,15 +65,9 @@ py::object sgemm_fast(const py::handle& a_in, const py::handle& b_in, bool trans
   g.K = size_t(pa->dimensions[trans_a ? 0 : 1]);
   g.N = size_t(pb->dimensions[trans_b ? 0 : 1]);
   if (size_t(pb->dimensions[trans_b ? 1 : 0]) != g.K) return py::none();
-  py::array c;
-  if (c_in.is_none()) {
-    c = py::array_t<float>({ssize_t(g.M), ssize_t(g.N)});
-  } else {
-    const NdProxy* pc = plain_ndarray(c_in);
-    if (!pc || !is_native_float32(pc) || !is_fast_output(c_in, pc, {ssize_t(g.M), ssize_t(g.N)}, {a_in, b_in}))
-      return py::none();
-    c = py::reinterpret_borrow<py::array>(c_in);
-  }
+  const std::optional<py::array> out = fast_output<float>(c_in, {ssize_t(g.M), ssize_t(g.N)}, {a_in, b_in});
+  if (!out) return py::none();
+  py::array c = *out;
   if (g.M == 0 || g.N == 0) return std::move(c);
   const MatrixView va = matrix_view(py::reinterpret_borrow<py::array>(a_in));
   const MatrixView vb = matrix_view(py::reinterpret_borrow<py::array>(b_in));
@@ -215,21 +209,15 @@ class Linear {
     py::gil_scoped_release release;
     packed_.run(M, xp, packed_.K(), op, packed_.N(), ep);
   }
-  // The fast path (bindings/common.h): x a native float32 ndarray (..., K), into out (as is_fast_output
-  // says) or, if out is None, a new array; None for anything else.
+  // The fast path (bindings/common.h): x a native float32 ndarray (..., K), into out (as fast_output says);
+  // None for anything else.
   py::object run_fast(const py::handle& x_in, const py::handle& out_in) const {
     const NdProxy* x = plain_ndarray(x_in);
     if (!is_layer_input(x, packed_.K()) || !is_native_float32(x)) return py::none();
     const size_t M = layer_rows(x), N = packed_.N(), K = packed_.K();
-    py::array out;
-    if (out_in.is_none()) {
-      out = py::array_t<float>(layer_output_shape(x, N));
-    } else {
-      const NdProxy* po = plain_ndarray(out_in);
-      if (!po || !is_native_float32(po) || !is_fast_output(out_in, po, layer_output_shape(x, N), {x_in}))
-        return py::none();
-      out = py::reinterpret_borrow<py::array>(out_in);
-    }
+    const std::optional<py::array> given = fast_output<float>(out_in, layer_output_shape(x, N), {x_in});
+    if (!given) return py::none();
+    py::array out = *given;
     if (M == 0 || N == 0) return std::move(out);
     F32Epilogue ep = epilogue(1.0f, 0.0f, py::none(), relu_);
     ep.bias = has_bias_ ? bias_.data() : nullptr;

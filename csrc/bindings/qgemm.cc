@@ -42,8 +42,7 @@ int64_t max_exact_k(int alo, int ahi, int a_zero, int b_zero) {
 }
 
 // The fast path (bindings/common.h) of qgemm: a uint8/int8 and b int8 C-contiguous 2-D ndarrays, scalar
-// zero points in their dtypes' ranges, K within qgemm_max_k; into out (int32, as is_fast_output says) or,
-// if out is None, a new array.
+// zero points in their dtypes' ranges, K within qgemm_max_k; into out (as fast_output says).
 py::object qgemm_fast(const py::handle& a_in, const py::handle& b_in, int a_zero, int b_zero,
                       const py::handle& out_in) {
   constexpr int kU8 = py::detail::npy_api::NPY_UBYTE_, kS8 = py::detail::npy_api::NPY_BYTE_;
@@ -59,16 +58,9 @@ py::object qgemm_fast(const py::handle& a_in, const py::handle& b_in, int a_zero
   g.K = size_t(a->dimensions[1]);
   g.N = size_t(b->dimensions[1]);
   if (size_t(b->dimensions[0]) != g.K || int64_t(g.K) > max_exact_k(alo, ahi, a_zero, b_zero)) return py::none();
-  py::array c;
-  if (out_in.is_none()) {
-    c = py::array_t<int32_t>({ssize_t(g.M), ssize_t(g.N)});
-  } else {
-    const NdProxy* pc = plain_ndarray(out_in);
-    if (!pc || !has_type(pc, py::dtype::of<int32_t>().num()) ||
-        !is_fast_output(out_in, pc, {ssize_t(g.M), ssize_t(g.N)}, {a_in, b_in}))
-      return py::none();
-    c = py::reinterpret_borrow<py::array>(out_in);
-  }
+  const std::optional<py::array> out = fast_output<int32_t>(out_in, {ssize_t(g.M), ssize_t(g.N)}, {a_in, b_in});
+  if (!out) return py::none();
+  py::array c = *out;
   if (g.M == 0 || g.N == 0) return std::move(c);
   g.a_type = u8 ? QType::u8 : QType::s8;
   g.a = a->data;
@@ -236,8 +228,7 @@ class QLinearPacked {
   // out (M, N) = output(x (M, K) uint8 or int8, minus the input zero point, times W).
   void run(const py::array& x, py::array& out) const { run_with(x, out, x_zero_, nullptr); }
   // The fast path (bindings/common.h) of a static layer: x a uint8/int8 ndarray (..., K) whose zero point
-  // and K the layer takes exactly, into out (as is_fast_output says) or, if out is None, a new array; None
-  // for anything else.
+  // and K the layer takes exactly, into out (as fast_output says); None for anything else.
   py::object run_fast(const py::handle& x_in, const py::handle& out_in) const {
     const NdProxy* x = plain_ndarray(x_in);
     if (!is_layer_input(x, packed_.K())) return py::none();
@@ -268,16 +259,9 @@ class QLinearPacked {
   template <typename T>
   py::object run_into(const py::handle& x_in, const NdProxy* x, bool u8, const py::handle& out_in) const {
     const size_t M = layer_rows(x), N = packed_.N(), K = packed_.K();
-    py::array out;
-    if (out_in.is_none()) {
-      out = py::array_t<T>(layer_output_shape(x, N));
-    } else {
-      const NdProxy* po = plain_ndarray(out_in);
-      if (!po || !has_type(po, py::dtype::of<T>().num()) ||
-          !is_fast_output(out_in, po, layer_output_shape(x, N), {x_in}))
-        return py::none();
-      out = py::reinterpret_borrow<py::array>(out_in);
-    }
+    const std::optional<py::array> given = fast_output<T>(out_in, layer_output_shape(x, N), {x_in});
+    if (!given) return py::none();
+    py::array out = *given;
     if (M == 0 || N == 0) return std::move(out);
     const QOutput o = output(out.mutable_data(), nullptr);
     if (worth_releasing_gil(M, N, K)) {

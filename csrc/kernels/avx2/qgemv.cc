@@ -121,16 +121,7 @@ void gemv_m(size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b, 
   } while (k0 < K);
 }
 
-void gemv_run(size_t M, size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b, size_t ldb, int32_t* c,
-              size_t ldc, int32_t* colsum, bool accumulate) {
-  switch (M) {
-    case 1: gemv_m<1>(nn, K, a, lda, b, ldb, c, ldc, colsum, accumulate); break;
-    case 2: gemv_m<2>(nn, K, a, lda, b, ldb, c, ldc, colsum, accumulate); break;
-    case 3: gemv_m<3>(nn, K, a, lda, b, ldb, c, ldc, colsum, accumulate); break;
-    case 4: gemv_m<4>(nn, K, a, lda, b, ldb, c, ldc, colsum, accumulate); break;
-    default: break;
-  }
-}
+#include "kernels/qgemv_run.inc"
 
 }  // namespace
 
