@@ -28,9 +28,13 @@ struct Loops {
     const size_t r = this->r(), W = s.w, H = s.h;
     const size_t i = unit % r, h = unit / r % H, nc = unit / r / H;  // nc = n*C + c
     T* out = y + (nc * H * r + h * r + i) * W * r;
-    for (size_t j = 0; j < r; ++j) {
-      const T* in = x + ((nc * r * r + i * r + j) * H + h) * W;
-      for (size_t w = 0; w < W; ++w) out[w * r + j] = in[w];
+    const T* in = x + ((nc * r * r + i * r) * H + h) * W;  // row j is at in + j*H*W
+    if constexpr (R != 0) {  // j innermost and unrolled: R contiguous reads interleaved into contiguous writes
+      for (size_t w = 0; w < W; ++w)
+        for (size_t j = 0; j < R; ++j) out[w * R + j] = in[j * H * W + w];
+    } else {
+      for (size_t j = 0; j < r; ++j)
+        for (size_t w = 0; w < W; ++w) out[w * r + j] = in[j * H * W + w];
     }
   }
   // NCHW unshuffle, unit (n, c, h, i): input row h*r+i of channel c is split into the r output rows
@@ -39,9 +43,13 @@ struct Loops {
     const size_t r = this->r(), W = s.w, H = s.h;
     const size_t i = unit % r, h = unit / r % H, nc = unit / r / H;
     const T* in = x + (nc * H * r + h * r + i) * W * r;
-    for (size_t j = 0; j < r; ++j) {
-      T* out = y + ((nc * r * r + i * r + j) * H + h) * W;
-      for (size_t w = 0; w < W; ++w) out[w] = in[w * r + j];
+    T* out = y + ((nc * r * r + i * r) * H + h) * W;  // row j is at out + j*H*W
+    if constexpr (R != 0) {  // a contiguous read de-interleaved into R contiguous writes
+      for (size_t w = 0; w < W; ++w)
+        for (size_t j = 0; j < R; ++j) out[j * H * W + w] = in[w * R + j];
+    } else {
+      for (size_t j = 0; j < r; ++j)
+        for (size_t w = 0; w < W; ++w) out[j * H * W + w] = in[w * r + j];
     }
   }
   // NHWC shuffle, unit (n, h, i): output row h*r+i. Output pixel w*r+j takes channels i*r+j, r*r+i*r+j,
