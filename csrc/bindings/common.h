@@ -176,5 +176,6 @@ void bind_f32_lstm(py::module_& m);
 void bind_qgemm(py::module_& m);
 void bind_qconv2d(py::module_& m);
 void bind_quantize(py::module_& m);
+void bind_pixel_shuffle(py::module_& m);
 
 }  // namespace nnkern::bindings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import numpy
 import typing
-__all__: list[str] = ['GuardedBuffer', 'Lstm', 'MAX_NUM_THREADS', 'PackedLinear', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'qgemm', 'qgemm_fast', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'sgemm', 'sgemm_fast', 'topk', 'topk_kernel_name', 'workspace_last_bytes', 'workspace_retained_bytes']
+__all__: list[str] = ['GuardedBuffer', 'Lstm', 'MAX_NUM_THREADS', 'PackedLinear', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'qgemm', 'qgemm_fast', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'sgemm', 'sgemm_fast', 'topk', 'topk_kernel_name', 'workspace_last_bytes', 'workspace_retained_bytes']
 class GuardedBuffer:
     def __init__(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
@@ -153,6 +153,14 @@ def may_overlap(arg0: numpy.ndarray, arg1: numpy.ndarray) -> bool:
     ...
 def minmax(arg0: numpy.ndarray) -> tuple[float, float]:
     ...
+def pixel_shuffle(x: numpy.ndarray, out: numpy.ndarray, r: typing.SupportsInt | typing.SupportsIndex, nhwc: bool) -> None:
+    """
+    x (N, C*r*r, H, W) -> out (N, C, H*r, W*r), or NHWC (N, H, W, C*r*r) -> (N, H*r, W*r, C). Internal: use nnkern.pixel_shuffle.
+    """
+def pixel_unshuffle(x: numpy.ndarray, out: numpy.ndarray, r: typing.SupportsInt | typing.SupportsIndex, nhwc: bool) -> None:
+    """
+    The inverse of pixel_shuffle. Internal: use nnkern.pixel_unshuffle.
+    """
 def qgemm(a: numpy.ndarray, a_type: typing.SupportsInt | typing.SupportsIndex, a_zero: typing.SupportsInt | typing.SupportsIndex, b: numpy.ndarray, b_type: typing.SupportsInt | typing.SupportsIndex, b_zero: typing.Any, b_zero_scalar: typing.SupportsInt | typing.SupportsIndex, c: numpy.ndarray, algorithm: str = 'auto') -> None:
     ...
 def qgemm_fast(a: typing.Any, b: typing.Any, a_zero: typing.SupportsInt | typing.SupportsIndex = 0, b_zero: typing.SupportsInt | typing.SupportsIndex = 0, out: typing.Any = None) -> typing.Any:

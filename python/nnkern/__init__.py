@@ -14,6 +14,7 @@ from .activations import sigmoid, tanh
 from .gemm import Linear, matmul, sgemm
 from .lstm import LSTM, LSTMOutput
 from .topk import topk
+from .shuffle import pixel_shuffle, pixel_unshuffle
 from .qgemm import QLinear, qgemm, qgemm16, qgemm_max_k
 from .qconv import QConv2d
 from .quantize import dequantize, dynamic_quantization_params, quantize, quantize_dynamic, quantize_weights
@@ -30,7 +31,7 @@ __all__ = [
     "ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas",
     "get_num_threads", "set_num_threads",
     "sgemm", "matmul", "Linear", "LSTM", "LSTMOutput",
-    "sigmoid", "tanh", "topk",
+    "sigmoid", "tanh", "topk", "pixel_shuffle", "pixel_unshuffle",
     "qgemm", "qgemm16", "qgemm_max_k", "QLinear", "QConv2d", "quantize", "dequantize", "quantize_weights",
     "quantize_dynamic", "dynamic_quantization_params",
 ]
