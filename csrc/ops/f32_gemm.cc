@@ -21,8 +21,12 @@ namespace nnkern {
 namespace {
 
 constexpr size_t kMaxNR = 32;
-// Seed O6: below this many broadcast columns a copied A panel would not be reused enough to pay.
+// Seed O6: below this many broadcast columns a copied A panel would not be reused enough to pay; except
+// when the in-place panel steps a page or more per k (every step a new page and TLB entry): then a second
+// column group reading it in place costs a whole pass over B again (8x1024x1024 on Zen 3, one thread:
+// 6 + 2 columns in place 23-44 GFLOP/s, copied 49; 16 rows 33 -> 59).
 constexpr size_t kCopyPanelMinN = 18;
+constexpr size_t kCopyPanelMinStride = 4096;  // bytes
 constexpr double kMinFlopsPerThread = 2e6;
 constexpr size_t kPackBMinPanels = 16;
 
@@ -106,7 +110,7 @@ void run_tile_block(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, 
       case PanelKind::col_major:
         a = P.a + pc * P.lda + i;
         a_stride = P.lda;
-        copy_first = P.n > kCopyPanelMinN && j1 - j0 > nr;
+        copy_first = j1 - j0 > nr && (P.n > kCopyPanelMinN || P.lda * sizeof(float) >= kCopyPanelMinStride);
         break;
       case PanelKind::row_major:
       default:
