@@ -780,18 +780,22 @@ def test_every_algorithm_within_the_bound_where_it_applies(rng):
     names = nnkern._C.algorithms("sgemm")
     assert names == ["dot", "rows", "tiles"]
     ran = set()
-    for M, N, K in [(1, 300, 40), (1, 5, 17), (7, 3, 50), (33, 70, 20), (1, 1, 0)]:
+    for M, N, K in [(1, 300, 40), (1, 5, 17), (2, 1100, 30), (3, 70, 9), (4, 40, 5), (7, 3, 50), (33, 70, 20),
+                    (1, 1, 0), (3, 4, 1)]:
         for ta, tb in [(False, False), (True, False), (False, True), (True, True)]:
             a, b = rand(rng, M, K), rand(rng, K, N)
             sa, sb = (a.T.copy() if ta else a), (b.T.copy() if tb else b)
             for name in names:
-                applies = {"dot": not ta or M == 1, "rows": M == 1 and not tb, "tiles": True}[name]
+                applies = {"dot": not ta or M == 1, "rows": M <= 3 and not tb, "tiles": True}[name]
                 if not applies:
                     with pytest.raises(ValueError, match="does not apply"):
                         nnkern.sgemm(sa, sb, trans_a=ta, trans_b=tb, algorithm=name)
                     continue
                 got = nnkern.sgemm(sa, sb, trans_a=ta, trans_b=tb, alpha=0.5, algorithm=name)
                 assert_gemm_close(got, a, b, alpha=0.5, what=f"{name} {M}x{N}x{K} ta={ta} tb={tb}")
+                c0 = rand(rng, M, N)
+                c = nnkern.sgemm(sa, sb, trans_a=ta, trans_b=tb, beta=-2.0, c=c0.copy(), algorithm=name)
+                assert_gemm_close(c, a, b, beta=-2.0, c0=c0, what=f"{name} {M}x{N}x{K} beta")
                 ran.add(name)
     assert ran == set(names)
     with pytest.raises(ValueError, match="algorithm"):

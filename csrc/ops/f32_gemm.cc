@@ -272,7 +272,7 @@ void sgemm_run_tiles(const SgemmArgs& g) {
 const AlgorithmTable<SgemmArgs>& sgemm_algorithms() {
   static const AlgorithmTable<SgemmArgs> table("sgemm", {
       {"dot", sgemm_dot_applies, sgemm_dot_preferred, sgemm_dot_workspace_bytes, sgemm_run_dot},
-      {"rows", sgemm_rows_applies, nullptr, nullptr, [](const SgemmArgs& g, const Workspace&) { sgemm_run_rows(g); }},
+      {"rows", sgemm_rows_applies, sgemm_rows_preferred, nullptr, [](const SgemmArgs& g, const Workspace&) { sgemm_run_rows(g); }},
       {"tiles", [](const SgemmArgs&) { return true; }, nullptr, nullptr,
        [](const SgemmArgs& g, const Workspace&) { sgemm_run_tiles(g); }},
   });

@@ -42,7 +42,7 @@ BlockingMode blocking_mode();
 GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K);
 
 // algorithm: "auto" or an entry of the op's algorithm table (`_C.algorithms("sgemm")`): "dot" (small N, or
-// M == 1 with B^T), "rows" (M == 1), "tiles" (any shape); std::invalid_argument if unknown or not applicable.
+// M == 1 with B^T), "rows" (M <= 3), "tiles" (any shape); std::invalid_argument if unknown or not applicable.
 void sgemm(const SgemmArgs& args, const std::string& algorithm = "auto");
 
 // B packed once into the micro-kernel's panel layout (the weights of a Linear layer).

@@ -4,7 +4,8 @@
 //   dot  path: N <= dot_threshold and K >= kDotMinK, with A rows contiguous (trans_a == false, or M == 1,
 //              where the strided x is copied); B^T is packed once per call (N x K, tiny) unless trans_b
 //              already stores it so.   Also M == 1 with trans_b, any N (y[j] = x . B^T[j]).
-//   rows path: M == 1, trans_b == false, any other N (y = x B streaming B's rows).
+//   rows path: M <= 3, trans_b == false, any other N (each row y = x B streaming B's rows); taken for
+//              M > 1 only where B's rows are a page or more apart (see kRowsMaxM).
 // Results never depend on the thread count: tasks only split independent output elements, and each
 // kernel call sums an element in a fixed order (kernels/f32_gemv.h).
 #include "ops/f32_gemv.h"
@@ -23,6 +24,12 @@ namespace {
 
 // A GEMV is memory bound and short: a thread pays for itself on far less work than a GEMM tile block.
 constexpr double kMinFlopsPerThread = 2e5;
+// The rows path takes up to this many rows, each streaming B once. With so few rows the register tile runs
+// mostly empty (16x6 on 2 rows), and where B's rows are a page or more apart it also walks a new page per
+// k: there auto prefers the rows (one Zen 3 core, 2x1024x1024: 11 -> 24 GFLOP/s, 3x4096x1024: 14 -> 22);
+// with shorter rows the tile stays ahead (2x1000x300: rows 23, tiles 31).
+constexpr size_t kRowsMaxM = 3;
+constexpr size_t kRowsPreferredStride = 4096;  // bytes
 constexpr size_t kRowsChunk = 4096;  // columns per rows-path task: a 16 KiB accumulator strip; one row segment
                                      // per K step is then 16 KiB contiguous (1x4096x4096: 10 -> 13 GB/s)
 constexpr size_t kDotMinK = 16;      // below this, vectors along K are mostly masked: the tile driver wins
@@ -61,17 +68,20 @@ void run_dot(const F32GemvKernel& gk, size_t M, size_t N, size_t K, const float*
 }
 
 // y[N] = epilogue(x B), x[p] = x[p * incx], B(p, j) = b[p * ldb + j].
-void run_rows(const F32GemvKernel& gk, size_t N, size_t K, const float* x, size_t incx, const float* b, size_t ldb,
-              float* y, const F32Epilogue& ep) {
-  const size_t threads = useful_threads(2.0 * double(N) * double(K));
+// Rows m < M of y = x B: x row m at x + m * x_row (elements incx apart), y row m at y + m * ldy.
+void run_rows(const F32GemvKernel& gk, size_t M, size_t N, size_t K, const float* x, size_t x_row, size_t incx,
+              const float* b, size_t ldb, float* y, size_t ldy, const F32Epilogue& ep) {
+  const size_t threads = useful_threads(2.0 * double(M) * double(N) * double(K));
   const size_t chunk = std::min(kRowsChunk, round_up(ceil_div(N, threads), 16));
   parallel_for(ceil_div(N, chunk), [&](size_t t) {
     const size_t j0 = t * chunk, nj = std::min(chunk, N - j0);
-    alignas(64) float acc[kRowsChunk];
-    std::memset(acc, 0, nj * sizeof(float));
-    gk.rows(nj, K, x, incx, b + j0, ldb, acc);
     const F32Epilogue e = offset_bias(ep, j0);
-    gk.store(nj, acc, y + j0, &e);
+    alignas(64) float acc[kRowsChunk];
+    for (size_t m = 0; m < M; ++m) {
+      std::memset(acc, 0, nj * sizeof(float));
+      gk.rows(nj, K, x + m * x_row, incx, b + j0, ldb, acc);
+      gk.store(nj, acc, y + m * ldy + j0, &e);
+    }
   });
 }
 
@@ -132,12 +142,16 @@ void sgemm_run_dot(const SgemmArgs& g, const Workspace& ws) {
   run_dot(f32_gemv_kernel(), g.M, g.N, g.K, a, lda, bt, ldbt, g.c, g.ldc, ep);
 }
 
-bool sgemm_rows_applies(const SgemmArgs& g) { return g.M == 1 && !g.trans_b; }
+bool sgemm_rows_applies(const SgemmArgs& g) { return g.M <= kRowsMaxM && !g.trans_b; }
+
+bool sgemm_rows_preferred(const SgemmArgs& g) { return g.M == 1 || g.ldb * sizeof(float) >= kRowsPreferredStride; }
 
 void sgemm_run_rows(const SgemmArgs& g) {
   F32Epilogue ep = g.ep;
   if (g.K == 0) ep.alpha = 0.0f;
-  run_rows(f32_gemv_kernel(), g.N, g.K, g.a, g.trans_a ? g.lda : 1, g.b, g.ldb, g.c, ep);
+  // Row m of op(A): at a + m * lda (elements 1 apart), or, transposed, at a + m (elements lda apart).
+  run_rows(f32_gemv_kernel(), g.M, g.N, g.K, g.a, g.trans_a ? 1 : g.lda, g.trans_a ? g.lda : 1, g.b, g.ldb, g.c,
+           g.ldc, ep);
 }
 
 void gemv_packed_panels(const float* packed, size_t mr, size_t kc, size_t m_padded, size_t N, size_t K,

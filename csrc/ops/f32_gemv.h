@@ -15,12 +15,14 @@ const F32GemvKernel* f32_gemv_kernel_for(Isa isa);
 const F32GemvKernel& f32_gemv_kernel();
 
 // The skinny paths of sgemm, entries of its algorithm table (ops/f32_gemm.cc; routing in f32_gemv.cc):
-// "dot" (C = A Bt^T with B^T packed once; A rows contiguous) and "rows" (M == 1, y = x B streaming B).
+// "dot" (C = A Bt^T with B^T packed once; A rows contiguous) and "rows" (M <= 3, each row y = x B streaming
+// B; auto's choice for M == 1, and for M <= 3 where B's rows are a page or more apart).
 bool sgemm_dot_applies(const SgemmArgs& g);
 bool sgemm_dot_preferred(const SgemmArgs& g);
 size_t sgemm_dot_workspace_bytes(const SgemmArgs& g);
 void sgemm_run_dot(const SgemmArgs& g, const Workspace& ws);
 bool sgemm_rows_applies(const SgemmArgs& g);
+bool sgemm_rows_preferred(const SgemmArgs& g);
 void sgemm_run_rows(const SgemmArgs& g);
 
 // y[N] = epilogue(x[K] W^T) with W in PackedF32Gemm's panel layout: K block pc (kb = min(kc, K - pc)

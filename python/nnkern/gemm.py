@@ -37,8 +37,9 @@ def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = Fals
       (NaN included); with c=None a new array is returned. c must not overlap a or b.
     K == 0 gives beta * C. NaN and Inf propagate as in numpy.
     algorithm: "auto", or one path of ``nnkern._C.algorithms("sgemm")``: "dot" (small N, or M == 1 with
-      trans_b; auto's choice there), "rows" (M == 1), "tiles" (the register-tile driver, any shape). All
-      keep the error bound below; a path that does not apply raises ValueError.
+      trans_b; auto's choice there), "rows" (M <= 3, each row streaming B; auto's choice for M == 1 and
+      where B's rows are 4 KiB or more apart), "tiles" (the register-tile driver, any shape). All keep the
+      error bound below; a path that does not apply raises ValueError.
     Error bound per element: |C - exact| <= (2 K + 2) eps |alpha| (|op(A)| @ |op(B)|) + 2 eps |beta C|,
     eps = 2**-24.
     """
