@@ -527,7 +527,7 @@ def test_matmul_2d_matches_sgemm_bitwise(isa, rng):
 
 def fast_path_layouts(rng, rows, cols):
     x = rand(rng, rows, cols)
-    wide = rand(rng, rows, cols + 3)[:, 1:cols + 1]          # row stride > cols, unaligned start
+    wide = rand(rng, rows, cols + 3)[:, 1:cols + 1]          # row stride > cols, start one float in
     yield x
     yield np.asfortranarray(x)
     yield wide

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import numbers
 from typing import Any, Protocol, Tuple, Union
 
@@ -158,6 +159,16 @@ def as_bool(v, name: str) -> bool:
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
     raise TypeError(f"{name} must be a bool, got {type(v).__name__}")
+
+
+def as_int(v, name: str) -> int:
+    """A Python or NumPy integer (anything with __index__); a bool is an error, not 0 or 1."""
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got bool")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(v).__name__}") from None
 
 
 def c_aligned(x: np.ndarray) -> np.ndarray:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-import operator
 import sys
 import warnings
 
 from . import _C
+from ._arrays import as_int
 
 #: set_num_threads rejects more threads than this (far above any core count: a bigger value is a mistake).
 MAX_NUM_THREADS: int = _C.MAX_NUM_THREADS
@@ -35,12 +35,7 @@ def set_num_threads(n: int) -> None:
     ``1 <= n <= MAX_NUM_THREADS`` (4096), RuntimeError if the threads cannot be started. The thread
     count is unchanged when it raises. Waits for an op running on the pool to finish.
     """
-    if isinstance(n, bool):
-        raise TypeError("num_threads must be an integer, got bool")
-    try:
-        n = operator.index(n)
-    except TypeError:
-        raise TypeError(f"num_threads must be an integer, got {type(n).__name__}") from None
+    n = as_int(n, "num_threads")
     if not 1 <= n <= MAX_NUM_THREADS:
         raise ValueError(f"num_threads must be in [1, {MAX_NUM_THREADS}], got {n}")
     _C.set_num_threads(n)

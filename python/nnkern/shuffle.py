@@ -2,14 +2,13 @@
 as torch.nn.functional.pixel_shuffle / pixel_unshuffle, in NCHW or NHWC."""
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _C
-from ._arrays import ArrayIn, aligned_target, as_array, c_aligned, checked_output, require_ndim
+from ._arrays import ArrayIn, aligned_target, as_array, as_int, c_aligned, checked_output, require_ndim
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle"]
 
@@ -60,12 +59,7 @@ def _shuffle(x, r, layout, out, *, inverse: bool):
     if x.dtype.itemsize not in (1, 2, 4, 8):
         raise TypeError(f"{op}: x's dtype must have 1, 2, 4 or 8 bytes per element, got {x.dtype} "
                         f"({x.dtype.itemsize} bytes)")
-    if isinstance(r, (bool, np.bool_)):
-        raise TypeError("r must be an integer, got bool")
-    try:
-        r = operator.index(r)
-    except TypeError:
-        raise TypeError(f"r must be an integer, got {type(r).__name__}") from None
+    r = as_int(r, "r")
     if r < 1:
         raise ValueError(f"r must be positive, got {r}")
     if not isinstance(layout, str):

@@ -1,13 +1,12 @@
 """Top-k along an axis (seed I21): the k largest values and their indices, sorted descending."""
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _C
-from ._arrays import ArrayIn, F32Array, F32, as_bool, c_aligned, require_array
+from ._arrays import ArrayIn, F32Array, F32, as_bool, as_int, c_aligned, require_array
 
 __all__ = ["topk"]
 
@@ -37,22 +36,12 @@ def topk(x: ArrayIn, k: int, axis: int | None = None, *, dim: int | None = None,
     x = require_array(x, "x", F32)
     if x.ndim == 0:
         raise ValueError("x must have at least one dimension")
-    if isinstance(k, (bool, np.bool_)):
-        raise TypeError("k must be an integer, got bool")
-    try:
-        k = operator.index(k)
-    except TypeError:
-        raise TypeError(f"k must be an integer, got {type(k).__name__}") from None
+    k = as_int(k, "k")
     if dim is not None and axis is not None:
         raise TypeError("pass axis= or dim= (its torch name), not both")
     name = "dim" if dim is not None else "axis"
     axis = dim if dim is not None else (-1 if axis is None else axis)
-    if isinstance(axis, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, got bool")
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(axis).__name__}") from None
+    axis = as_int(axis, name)
     largest = as_bool(largest, "largest")
     if not -x.ndim <= axis < x.ndim:
         raise ValueError(f"{name} {axis} is out of range for a {x.ndim}-D array")
