@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nnkern  # noqa: E402
 from nnkern import _C  # noqa: E402
 from helpers import QUICK  # noqa: E402
-from qhelpers import KIND_DTYPES, QGEMM_KERNELS, epilogue_ref, kernel_traits, pack_a, pack_taps, ref_qgemm  # noqa: E402
+from qhelpers import (KIND_DTYPES, QGEMM_KERNELS, epilogue_ref, kernel_traits, pack_a, pack_taps, ref_qgemm,  # noqa: E402
+                      tile_grid)
 
 
 def guarded(dtype, count):
@@ -34,6 +35,18 @@ def guarded(dtype, count):
     buf = _C.GuardedBuffer(max(count, 1) * item)
     arr = np.frombuffer(buf, dtype=dtype)
     return arr[arr.size - count:], buf
+
+
+def sizes(MR, NR, axis):
+    """Every m (axis 0) or n (axis 1) of the tile; a large tile's edge sizes (qhelpers.tile_grid)."""
+    return sorted({mn[axis] for mn in tile_grid(MR, NR)})
+
+
+def step_edges(name):
+    """k on both sides of an inner step longer than the K group (AMX's 64): the in-place loads of whole
+    steps end at the guard page too."""
+    G, S = next(k["kgroup"] for k in QGEMM_KERNELS if k["name"] == name), kernel_traits(name)[1]
+    return [S - 1, S, S + 1, 2 * S + 3] if S > G else []
 
 
 def kernel_info(name):
@@ -46,17 +59,18 @@ def ukernel_guard(isa):
     if True:
         MR, NR, G, kind = kernel_info(isa)
         adt, bdt = KIND_DTYPES[kind]
-        ks = range(0, 3 * G + 1) if not QUICK else (0, 1, G, G + 1, 2 * G + G - 1)
+        ks = list(range(0, 3 * G + 1)) if not QUICK else [0, 1, G, G + 1, 2 * G + G - 1]
+        ks += step_edges(isa)
         for k in ks:
             W = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max + 1, (MR, k), dtype=adt)
             X = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max + 1, (NR, k), dtype=bdt)
-            for m in range(1, MR + 1):
+            for m in sizes(MR, NR, 0):
                 panel = pack_a(W[:m], MR, G)
                 # The kernel may read whole vectors of the panel, up to ceil(m / lanes) lanes of each group:
                 # the guard sits right after the full panel (the packed layout's own end).
                 a, abuf = guarded(adt, panel.size)
                 a[...] = panel
-                for n in range(1, NR + 1):
+                for n in sizes(MR, NR, 1):
                     # B: the n columns back to back, the last one ending at the guard page.
                     flat, fb = guarded(bdt, n * k)
                     for j in range(n):
@@ -97,14 +111,14 @@ def indirect_guard(name):
     ks, b_offset = 3, 4096 + 8
     pad = -(-MR // 64) * 64
     scale = np.full(pad, 1e-3, np.float32)
-    ks_range = range(1, 3 * G + 2) if not QUICK else (1, G, G + 1)
-    for k in ks_range:
+    ks_range = list(range(1, 3 * G + 2)) if not QUICK else [1, G, G + 1]
+    for k in ks_range + step_edges(name):
         W = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max + 1, (MR, ks * k), dtype=adt)
-        for m in range(1, MR + 1):
+        for m in sizes(MR, NR, 0):
             panel = pack_taps(W[:m], MR, G, ks)
             a, abuf = guarded(adt, panel.size)
             a[...] = panel
-            for n in range(1, NR + 1):
+            for n in sizes(MR, NR, 1):
                 mask = rng.random((ks, n)) < 0.4
                 zero, zbuf = guarded(bdt, k)
                 zero[...] = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max + 1, k)

@@ -27,6 +27,23 @@ QGEMM_KERNELS = _C.kernel_list("qgemm")
 QGEMM_LEVELS = list(dict.fromkeys(k["level"] for k in QGEMM_KERNELS))
 
 
+LARGE_TILE = 512  # m x n entries past which the tile sweeps sample (AMX's 32 x 32: 1024 tiles, k to 255)
+
+
+def edge_sizes(r):
+    """The tile sizes where a kernel's code changes, for tiles too large to sweep whole: 1, 2 and both sides
+    of each half (AMX's 16-row / 16-channel tiles; the lanes of a 512-bit vector of int32)."""
+    return sorted({1, 2, r // 2 - 1, r // 2, r // 2 + 1, r - 1, r} & set(range(1, r + 1)))
+
+
+def tile_grid(MR, NR):
+    """Every (m, n) of an MR x NR tile, or for a large tile (> LARGE_TILE entries) the products of its
+    edge sizes; the tests then also run every (m, n) once (see their docstrings)."""
+    if MR * NR <= LARGE_TILE:
+        return [(m, n) for m in range(1, MR + 1) for n in range(1, NR + 1)]
+    return [(m, n) for m in edge_sizes(MR) for n in edge_sizes(NR)]
+
+
 def kernel_traits(name):
     """(kind, k step of the kernel's inner loop: the tests sweep k past it, True for the QNNPACK-style kernels
     that subtract x_zero / w_zero themselves)."""

@@ -23,6 +23,7 @@ def best_within(cap: str, with_f32_kernel: bool = False) -> str:
         "avxvnni": {"scalar", "avx2", "avxvnni"},
         "avx512": {"scalar", "avx2", "avx512"},
         "avx512vnni": {"scalar", "avx2", "avxvnni", "avx512", "avx512vnni"},
+        "amx": {"scalar", "avx2", "avxvnni", "avx512", "avx512vnni", "amx"},
         "neon": {"scalar", "neon"},
         "neondot": {"scalar", "neon", "neondot"},
         "neoni8mm": {"scalar", "neon", "neondot", "neoni8mm"},
@@ -47,7 +48,7 @@ def test_isa_levels_are_known_names():
     assert nnkern.ISA_LEVELS[0] == "scalar"
     assert len(set(nnkern.ISA_LEVELS)) == len(nnkern.ISA_LEVELS)
     if nnkern.cpu_info()["arch"] == "x86_64":
-        assert nnkern.ISA_LEVELS == ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni")
+        assert nnkern.ISA_LEVELS == ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni", "amx")
     supported = nnkern.supported_isas()
     assert supported[0] == "scalar"
     assert set(supported) <= set(nnkern.ISA_LEVELS)
@@ -178,6 +179,11 @@ def test_x86_features_are_consistent_with_supported_levels():
         assert "avx512" in sup and f["avx512_vnni"]
     if "avxvnni" in sup:
         assert "avx2" in sup and f["avx_vnni"]
+    # amx: CPUID, the OS's XCR0 and Linux's per-process permission, all three.
+    assert ("amx" in sup) == ("avx512vnni" in sup and f["amx_tile"] and f["amx_int8"] and f["os_amx"]
+                              and f["amx_permitted"])
+    if f["amx_permitted"]:
+        assert f["amx_tile"] and f["os_amx"]
 
 
 def test_set_num_threads_roundtrip_and_reported():
@@ -209,3 +215,71 @@ def test_blocking_mode_validation_and_blocks():
         kc, mc, nc = _C.gemm_blocking(K)
         assert kc >= 1 and mc >= 1 and nc >= 1
         assert kc % 8 == 0  # whole K unrolls
+
+
+# --- AMX: CPUID, XCR0 and Linux's per-process permission --------------------------------------------
+
+AMX_PROBE = r"""
+import ctypes, ctypes.util, json, sys
+libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+if sys.argv[1] == "small-sigaltstack":
+    # Linux refuses the AMX permission while any thread's alternate signal stack is too small for the
+    # larger signal frame (about 11 KiB of tile data): the refusal a process meets in the wild.
+    class StackT(ctypes.Structure):
+        _fields_ = [("ss_sp", ctypes.c_void_p), ("ss_flags", ctypes.c_int), ("ss_size", ctypes.c_size_t)]
+    buf = ctypes.create_string_buffer(8192)
+    assert libc.sigaltstack(ctypes.byref(StackT(ctypes.cast(buf, ctypes.c_void_p), 0, 8192)), None) == 0
+import numpy as np
+import nnkern
+a = np.arange(35 * 70, dtype=np.int64).reshape(35, 70) % 256
+b = (np.arange(70 * 33, dtype=np.int64).reshape(70, 33) * 7) % 256 - 128
+exact = bool((nnkern.qgemm(a.astype(np.uint8), b.astype(np.int8)) == a @ b).all())
+mask = ctypes.c_ulong(0)
+libc.syscall.restype = ctypes.c_long
+libc.syscall(158, 0x1022, ctypes.byref(mask))  # SYS_arch_prctl, ARCH_GET_XCOMP_PERM
+info = nnkern.cpu_info()
+print(json.dumps(dict(supported=nnkern.supported_isas(), kernel=info["kernels"]["u8s8_gemm"], exact=exact,
+                      granted=bool(mask.value >> 18 & 1), permitted=info["features"]["amx_permitted"])))
+"""
+
+
+def amx_probe(case, env_cap=None):
+    import json
+    env = dict(os.environ)
+    env.pop("NNKERN_MAX_ISA", None)
+    if env_cap:
+        env["NNKERN_MAX_ISA"] = env_cap
+    proc = subprocess.run(python_command("-c", AMX_PROBE, case), capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def amx_hardware():
+    f = nnkern.cpu_info()["features"]
+    if nnkern.cpu_info()["arch"] != "x86_64":
+        pytest.skip("x86-64 only")
+    if not (f["amx_tile"] and f["amx_int8"] and f["os_amx"]):
+        pytest.skip("CPU lacks amx (AMX-TILE, AMX-INT8 and the OS's XTILEDATA state)")
+
+
+def test_amx_refused_by_the_os_is_never_dispatched():
+    amx_hardware()
+    got = amx_probe("small-sigaltstack")
+    assert not got["permitted"] and not got["granted"] and "amx" not in got["supported"]
+    assert got["kernel"] == "u8s8_gemm_64x6c4__avx512vnni" and got["exact"]
+
+
+def test_amx_granted_and_dispatched():
+    amx_hardware()
+    got = amx_probe("plain")
+    assert got["permitted"] and got["granted"] and "amx" in got["supported"]
+    assert got["kernel"] == "u8s8_gemm_32x32c4__amx" and got["exact"]
+
+
+def test_lower_cap_at_start_never_asks_for_amx():
+    """NNKERN_MAX_ISA below amx: the permission (which makes Linux refuse small sigaltstacks for the rest of
+    the process) is never requested, and the VNNI kernel runs."""
+    amx_hardware()
+    got = amx_probe("plain", env_cap="avx512vnni")
+    assert not got["granted"] and "amx" not in got["supported"]
+    assert got["kernel"] == "u8s8_gemm_64x6c4__avx512vnni" and got["exact"]

@@ -19,8 +19,8 @@ import pytest
 import nnkern
 from nnkern import _C
 from helpers import QUICK, describe_process, run_python_isolated
-from qhelpers import (KIND_DTYPES, OUT_KINDS, QGEMM_KERNELS, QGEMM_LEVELS, epilogue_ref, first_kernel, kernel_traits,
-                      pack_a, pack_taps, ref_qgemm, runnable)
+from qhelpers import (KIND_DTYPES, LARGE_TILE, OUT_KINDS, QGEMM_KERNELS, QGEMM_LEVELS, epilogue_ref, first_kernel,
+                      kernel_traits, pack_a, pack_taps, ref_qgemm, runnable, tile_grid)
 
 GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qgemm_guard_check.py")
 
@@ -71,9 +71,13 @@ def check_stored_tile(c, ldc, want, sentinel, what):
 
 
 def test_ukernel_every_tile(qkernel, rng):
+    """Every tile m <= MR, n <= NR, every k to three inner steps deep, each epilogue. A large tile (AMX's
+    32 x 32, k steps of 64) runs its edge sizes (qhelpers.tile_grid) for every k to two steps deep with the
+    epilogue cycling, then every (m, n) at one k past a step."""
     isa, MR, NR, G, kind, S, _ = qkernel  # every remainder of the inner loop's k step, three steps deep
     adt, bdt = KIND_DTYPES[kind]
-    kmax = 3 * S + S - 1 if not QUICK else 2 * S + 1
+    large = MR * NR > LARGE_TILE
+    kmax = (2 * S + 1 if large else 3 * S + S - 1) if not QUICK else 2 * S + 1
     W = rand_int(rng, adt, (MR, kmax))
     X = rand_int(rng, bdt, (NR, kmax))  # column j of B = X[j]
     ldc = MR + 3
@@ -91,28 +95,38 @@ def test_ukernel_every_tile(qkernel, rng):
     c_in_full = rng.integers(-2 ** 31, 2 ** 31, NR * ldc + 5).astype(np.int32)
     b_flat = np.ascontiguousarray(X)
     item = np.dtype(bdt).itemsize
+
+    def check(m, n, k, out, kw, acc_full):
+        a = pack_a(W[:m, :k], MR, G)
+        odt = {"i32": np.int32, "f32": np.float32, "u8": np.uint8, "s8": np.int8}[out]
+        sentinel = odt(77)
+        c = np.full(n * ldc + 5, sentinel, odt)
+        args = dict(col_comp=None, b_zero=None, row_sum=None, scale=None, bias=None, relu=False, lo=0.0, hi=0.0)
+        args.update(kw)
+        c_in = args.pop("c_in", None)
+        c_in = c_in_full[:n * ldc] if c_in else None  # read only inside the m x n tile
+        _C.qgemm_ukernel(isa, m, n, k, a, 0, b_flat, [j * kmax * item for j in range(n)], c, 0, ldc, OUT_KINDS[out],
+                         args["col_comp"], args["b_zero"], args["row_sum"], args["scale"], args["bias"], args["relu"],
+                         args["lo"], args["hi"], c_in)
+        acc = acc_full[:m, :n]
+        if c_in is not None:
+            acc = acc + np.stack([c_in[j * ldc:j * ldc + m] for j in range(n)], axis=1)
+        want = epilogue_ref(acc, out, **args)
+        check_stored_tile(c, ldc, want, sentinel, f"{isa} {kind} m={m} n={n} k={k} out={out} {sorted(kw)}")
+
     for k in range(0, kmax + 1):
         acc_full = W[:, :k].astype(np.int64) @ X[:, :k].astype(np.int64).T
+        for m, n in tile_grid(MR, NR):
+            for ci, (out, kw) in enumerate(cases):
+                if not large or ci == (m + n + k) % len(cases):
+                    check(m, n, k, out, kw, acc_full)
+    if large:
+        k = S + 5
+        acc_full = W[:, :k].astype(np.int64) @ X[:, :k].astype(np.int64).T
         for m in range(1, MR + 1):
-            a = pack_a(W[:m, :k], MR, G)
             for n in range(1, NR + 1):
-                for out, kw in cases:
-                    odt = {"i32": np.int32, "f32": np.float32, "u8": np.uint8, "s8": np.int8}[out]
-                    sentinel = odt(77)
-                    c = np.full(n * ldc + 5, sentinel, odt)
-                    args = dict(col_comp=None, b_zero=None, row_sum=None, scale=None, bias=None, relu=False,
-                                lo=0.0, hi=0.0)
-                    args.update(kw)
-                    c_in = args.pop("c_in", None)
-                    c_in = c_in_full[:n * ldc] if c_in else None  # read only inside the m x n tile
-                    _C.qgemm_ukernel(isa, m, n, k, a, 0, b_flat, [j * kmax * item for j in range(n)], c, 0,
-                                     ldc, OUT_KINDS[out], args["col_comp"], args["b_zero"], args["row_sum"],
-                                     args["scale"], args["bias"], args["relu"], args["lo"], args["hi"], c_in)
-                    acc = acc_full[:m, :n]
-                    if c_in is not None:
-                        acc = acc + np.stack([c_in[j * ldc:j * ldc + m] for j in range(n)], axis=1)
-                    want = epilogue_ref(acc, out, **args)
-                    check_stored_tile(c, ldc, want, sentinel, f"{isa} {kind} m={m} n={n} k={k} out={out} {sorted(kw)}")
+                out, kw = cases[(m + 3 * n) % len(cases)]
+                check(m, n, k, out, kw, acc_full)
 
 
 def test_ukernel_zero_points_in_kernel(qkernel, rng):
@@ -269,13 +283,14 @@ def test_indirect_every_tail(qkernel, rng):
     name, MR, NR, G, kind, S, zp = qkernel
     cases = epilogue_cases(rng, MR, NR)
     kmax = 2 * S + 1 if not QUICK else S + 1
-    for k in range(1, kmax + 1):
-        for m in range(1, MR + 1):
-            for n in range(1, NR + 1):
-                ks = 1 + (m + 2 * n + k) % 9
-                mask = rng.random((ks, n)) < [0.0, 0.3, 1.0][(m + k) % 3]
-                out, kw = cases[(m + 3 * n + k) % len(cases)]
-                run_indirect(qkernel, rng, m, n, k, ks, mask, out, b_offset=[0, 4096, 2 ** 20 + 6][(n + k) % 3], **kw)
+    grid = [(k, m, n) for k in range(1, kmax + 1) for m, n in tile_grid(MR, NR)]
+    if MR * NR > LARGE_TILE:  # sampled above: every (m, n) once more, at k = S + 3
+        grid += [(S + 3, m, n) for m in range(1, MR + 1) for n in range(1, NR + 1)]
+    for k, m, n in grid:
+        ks = 1 + (m + 2 * n + k) % 9
+        mask = rng.random((ks, n)) < [0.0, 0.3, 1.0][(m + k) % 3]
+        out, kw = cases[(m + 3 * n + k) % len(cases)]
+        run_indirect(qkernel, rng, m, n, k, ks, mask, out, b_offset=[0, 4096, 2 ** 20 + 6][(n + k) % 3], **kw)
 
 
 @pytest.mark.parametrize("ks", range(1, 10))

@@ -13,6 +13,9 @@
 #include <sys/auxv.h>
 #endif
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 
 namespace nnkern {
 namespace {
@@ -68,6 +71,7 @@ void detect_x86(CpuFeatures& f) {
     uint64_t xcr0 = xgetbv0();
     f.os_ymm = (xcr0 & 0x6) == 0x6;            // XMM and YMM state
     f.os_zmm = f.os_ymm && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
+    f.os_amx = (xcr0 & 0x60000) == 0x60000;        // XTILECFG, XTILEDATA
   }
   if (max_leaf >= 7) {
     Regs r7 = cpuid(7, 0);
@@ -77,6 +81,9 @@ void detect_x86(CpuFeatures& f) {
     f.avx512bw = r7.b & (1u << 30);
     f.avx512vl = r7.b & (1u << 31);
     f.avx512vnni = r7.c & (1u << 11);
+    f.amx_bf16 = r7.d & (1u << 22);
+    f.amx_tile = r7.d & (1u << 24);
+    f.amx_int8 = r7.d & (1u << 25);
     if (r7.a >= 1) {
       Regs r71 = cpuid(7, 1);
       f.avxvnni = r71.a & (1u << 4);
@@ -143,6 +150,29 @@ CpuFeatures detect() {
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = detect();
   return f;
+}
+
+bool amx_permitted() {
+  static const bool permitted = [] {
+    const CpuFeatures& f = cpu_features();
+    if (!f.amx_tile || !f.os_amx) return false;
+    // A process started with a lower cap never asks: once granted, Linux refuses any later sigaltstack
+    // too small for the larger signal frame, which could break other code in the process.
+    const char* env = std::getenv("NNKERN_MAX_ISA");
+    Isa cap;
+    if (env && *env && isa_from_name(env, &cap) && cap != Isa::amx) return false;
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__linux__)
+    // The raw syscall: glibc has no wrapper. Granting is per process and sticky; the state is then
+    // allocated per thread on first use (the kernel's XFD trap), so every pool thread may run AMX.
+    constexpr long kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+    unsigned long mask = 0;
+    return syscall(SYS_arch_prctl, kArchGetXcompPerm, &mask) == 0 && (mask & (1ul << kXfeatureXtiledata));
+#else
+    return false;
+#endif
+  }();
+  return permitted;
 }
 
 }  // namespace nnkern

@@ -10,7 +10,8 @@ namespace {
 struct IsaName { Isa isa; const char* name; };
 constexpr IsaName kNames[] = {
     {Isa::scalar, "scalar"},   {Isa::avx2, "avx2"},       {Isa::avxvnni, "avxvnni"},
-    {Isa::avx512, "avx512"},   {Isa::avx512vnni, "avx512vnni"}, {Isa::neon, "neon"},
+    {Isa::avx512, "avx512"},   {Isa::avx512vnni, "avx512vnni"}, {Isa::amx, "amx"},
+    {Isa::neon, "neon"},
     {Isa::neondot, "neondot"}, {Isa::neoni8mm, "neoni8mm"},
 };
 
@@ -53,7 +54,7 @@ std::vector<Isa> isa_levels() {
 #if defined(__aarch64__)
   return {Isa::scalar, Isa::neon, Isa::neondot, Isa::neoni8mm};
 #elif defined(__x86_64__) || defined(_M_X64)
-  return {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::avx512vnni};
+  return {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::avx512vnni, Isa::amx};
 #else
   return {Isa::scalar};
 #endif
@@ -69,6 +70,7 @@ bool isa_supported(Isa isa) {
     case Isa::avxvnni: return avx2 && f.avxvnni;
     case Isa::avx512: return avx512;
     case Isa::avx512vnni: return avx512 && f.avx512vnni;
+    case Isa::amx: return avx512 && f.avx512vnni && f.amx_tile && f.amx_int8 && f.os_amx && amx_permitted();
     case Isa::neon: return f.asimd;
     case Isa::neondot: return f.asimd && f.asimddp;
     case Isa::neoni8mm: return f.asimd && f.asimddp && f.i8mm;
@@ -83,6 +85,7 @@ bool isa_within(Isa isa, Isa cap) {
     case Isa::avxvnni: return isa == Isa::avx2;
     case Isa::avx512: return isa == Isa::avx2;
     case Isa::avx512vnni: return isa == Isa::avx2 || isa == Isa::avxvnni || isa == Isa::avx512;
+    case Isa::amx: return isa == Isa::avx2 || isa == Isa::avxvnni || isa == Isa::avx512 || isa == Isa::avx512vnni;
     case Isa::neon: return false;
     case Isa::neondot: return isa == Isa::neon;
     case Isa::neoni8mm: return isa == Isa::neon || isa == Isa::neondot;

@@ -14,6 +14,7 @@ enum class Isa : int {
   avxvnni,     // avx2 + AVX-VNNI (VEX vpdpbusd)
   avx512,      // AVX-512 F, BW, DQ, VL
   avx512vnni,  // avx512 + AVX512_VNNI
+  amx,         // avx512vnni + AMX-TILE + AMX-INT8, with the OS's permission to use the tile data (Linux)
   neon,
   neondot,
   neoni8mm,
@@ -27,7 +28,9 @@ struct CpuFeatures {
   bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false;
   bool avx512vnni = false, avxvnni = false;
+  bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
   bool os_ymm = false, os_zmm = false;  // xgetbv: the OS saves YMM / ZMM state
+  bool os_amx = false;                  // xgetbv: the OS saves XTILECFG / XTILEDATA state
   // aarch64
   bool asimd = false, asimddp = false, i8mm = false;
   // caches in bytes (0 if unknown), per core for L1/L2
@@ -36,6 +39,11 @@ struct CpuFeatures {
 
 const CpuFeatures& cpu_features();
 
+// Linux grants a process the AMX tile data only on request (arch_prctl ARCH_REQ_XCOMP_PERM, kernel >= 5.16).
+// Asked once, on the first call, and only if the CPU and the OS's XCR0 have AMX and NNKERN_MAX_ISA (read at
+// start-up) does not name a lower level; false wherever it is refused or not asked.
+bool amx_permitted();
+
 const char* isa_name(Isa isa);
 bool isa_from_name(const std::string& name, Isa* out);
 // All names valid on this build's architecture, lowest first.
@@ -43,7 +51,7 @@ std::vector<Isa> isa_levels();
 // True if the CPU (and OS) can run code compiled for `isa`. An op may have no kernel at a level;
 // the dispatcher then uses its best kernel below it.
 bool isa_supported(Isa isa);
-// True if `isa` <= `cap` in the partial order (avxvnni <= avx512vnni, avxvnni !<= avx512).
+// True if `isa` <= `cap` in the partial order (avxvnni <= avx512vnni <= amx, avxvnni !<= avx512).
 bool isa_within(Isa isa, Isa cap);
 
 // The cap: the best level the dispatcher may pick. Initialized from NNKERN_MAX_ISA.

@@ -39,6 +39,11 @@
 #else
 #define NNKERN_AVX512VNNI(...)
 #endif
+#if defined(NNKERN_HAVE_AMX)
+#define NNKERN_AMX(...) __VA_ARGS__
+#else
+#define NNKERN_AMX(...)
+#endif
 #if defined(NNKERN_HAVE_NEON)
 #define NNKERN_NEON(...) __VA_ARGS__
 #else

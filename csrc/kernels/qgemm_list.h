@@ -19,6 +19,7 @@
   NNKERN_AVXVNNI(X(u8s8_gemm_16x6c4__avxvnni, avxvnni) X(s16_gemm_16x6c2__avxvnni, avxvnni))            \
   NNKERN_AVX512(X(s16_gemm_64x6c2__avx512, avx512))                                                     \
   NNKERN_AVX512VNNI(X(u8s8_gemm_64x6c4__avx512vnni, avx512vnni) X(s16_gemm_64x6c2__avx512vnni, avx512vnni)) \
+  NNKERN_AMX(X(u8s8_gemm_32x32c4__amx, amx))                                                            \
   NNKERN_NEON(X(u8s8_gemm_8x8c1__neon, neon) X(s16_gemm_8x8c1__neon, neon))                             \
   NNKERN_NEONDOT(X(s8s8_gemm_8x8c4__neondot, neondot))                                                  \
   NNKERN_NEONI8MM(X(u8s8_gemm_8x8c8__neoni8mm, neoni8mm))

@@ -20,6 +20,9 @@ double i8_peak_ops(Isa isa, double seconds) {
 #ifdef NNKERN_HAVE_AVX512VNNI
   if (isa == Isa::avx512vnni) loop = i8_peak__avx512vnni;
 #endif
+#ifdef NNKERN_HAVE_AMX
+  if (isa == Isa::amx) loop = i8_peak__amx;
+#endif
   if (!loop || !isa_supported(isa)) return 0.0;
   return best_loop_rate(loop, 1 << 14, seconds);
 }

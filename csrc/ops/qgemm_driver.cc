@@ -22,7 +22,7 @@
 namespace nnkern {
 namespace {
 
-constexpr size_t kMaxNR = 16;
+constexpr size_t kMaxNR = 32;
 
 size_t ceil_div(size_t a, size_t b) { return qgemm_ceil_div(a, b); }
 size_t round_up(size_t x, size_t m) { return qgemm_round_up(x, m); }
@@ -125,9 +125,10 @@ std::atomic<size_t> g_kc_override{0};
 
 void set_qgemm_kc(size_t kc) { g_kc_override.store(kc); }
 
-// The K block: whole K while an MR x K panel fits half of L1d (seed Q3), else balanced blocks that do.
+// The K block: whole K while an MR x K panel fits half of L1d (seed Q3), else balanced blocks that do, in
+// whole steps of the kernel's inner loop (a 64-k AMX step: a block boundary elsewhere would cost a tail).
 size_t qgemm_choose_kc(const QGemmKernel& k, size_t K) {
-  const size_t G = size_t(k.kgroup), ov = g_kc_override.load();
+  const size_t G = size_t(std::max(k.kgroup, k.kstep)), ov = g_kc_override.load();
   if (ov) return round_up(ov, G);
   const CpuFeatures& f = cpu_features();
   const size_t l1 = f.l1d ? f.l1d : 32 * 1024;

@@ -139,7 +139,7 @@ def bench_int8(args, threads) -> int:
             print()
         _print_scaling(results, threads, name)
     print(harness.peaks_line("int8", "GOP/s", isas) + "  (avx2/avx512: the saturating vpmaddubsw sequence; "
-          "avxvnni/avx512vnni: vpdpbusd)")
+          "avxvnni/avx512vnni: vpdpbusd; amx: tdpbusd)")
     _plot(args, lambda plot: plot.from_results(results, threads, names))
     if args.json:
         import json
