@@ -198,6 +198,7 @@ py::list qgemm_ukernel(const std::string& name, size_t m, size_t n, size_t k, co
   ep.tile_j = tile_j;
   kern->run(m, n, k, ks, static_cast<const uint8_t*>(a.data()) + a_offset_bytes, bptr.data(), zp, b_offset,
             cp + c_offset_bytes, ldc, &ep);
+  if (kern->finish) kern->finish();
   return log.calls;
 }
 

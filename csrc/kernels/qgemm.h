@@ -120,6 +120,10 @@ struct QGemmKernel {
   QKind kind = QKind::u8s8;
   bool zero_points_in_kernel = false;  // subtracts QEpilogue::x_zero / w_zero itself (see there)
   int kstep = 0;  // k values per inner-loop iteration, if more than kgroup: the tests sweep k past it
+  // Kernels that keep per-thread state between calls (AMX's tile configuration): called by a driver on
+  // each thread once its loop of tiles ends, to drop that state. Null for the others. Correctness never
+  // depends on it (the AMX kernel checks its configuration on every call).
+  void (*finish)() = nullptr;
 };
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where

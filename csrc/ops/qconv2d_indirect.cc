@@ -95,6 +95,7 @@ void qconv_indirect_run(const QConvCall& c, void* workspace) {
       k.run(mi, nj, icg, ks, a, ind->ptrs.data() + tile * ks * NR, ind->zero.data(), b_offset,
             out + (p0 * OC + g * ocg + i) * c_elem, OC, &ep);
     }
+    if (k.finish) k.finish();
   });
 }
 

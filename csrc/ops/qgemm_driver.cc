@@ -117,6 +117,7 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
       k0 += kk;
     } while (k0 < P.K);
   }
+  if (k.finish) k.finish();
 }
 
 std::atomic<size_t> g_kc_override{0};

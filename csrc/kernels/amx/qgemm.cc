@@ -13,8 +13,9 @@
 // GEMM tile; a convolution's tile away from padding); otherwise each 64-byte chunk is gathered into a
 // buffer first. The last partial chunk of a tap (k % 64) is copied into zero-filled buffers on both sides,
 // so no load reads past a row's k bytes or past the panel. The accumulators go through memory once, at
-// the end, into the shared AVX-512 epilogue. Tiles are configured per call (rows by the tile's n) and
-// released at the end, so the thread carries no tile state between calls.
+// the end, into the shared AVX-512 epilogue (raw int32 sums of whole 16-channel halves, the driver's K
+// blocks, are stored and reloaded by the tiles directly). The tile configuration (rows by the tile's n)
+// is loaded only when the thread's current one differs; QGemmKernel::finish releases it.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -31,6 +32,7 @@ namespace {
 
 constexpr int kMR = 32, kNR = 32, kChunk = 64;  // k per tile step
 constexpr size_t kGroupRow = size_t(kMR) * 4;   // bytes of one packed group row (32 channels x 4 k)
+constexpr size_t kPrefetchChunks = 2;
 
 // Gathers `bytes` (<= 64) of each of n rows into dst[j * 64], zero-filled to 64.
 NNK_INLINE void gather_rows(uint8_t* dst, const uint8_t* const* rows, size_t n, size_t off, size_t bytes) {
@@ -50,6 +52,10 @@ NNK_INLINE void tap(const uint8_t* const* rows, size_t n, size_t k, const int8_t
   for (size_t c = 0; c < full; ++c, a += 16 * kGroupRow) {
     const size_t off = c * kChunk;
     if (even) {
+      // 16-32 rows a page or less apart, each advancing one line per chunk: more streams than the
+      // hardware prefetchers follow, so fetch the chunk after next ourselves (prefetches never fault).
+      if (c + kPrefetchChunks < full)
+        for (size_t j = 0; j < n; ++j) _mm_prefetch(reinterpret_cast<const char*>(rows[0] + j * s + off + kPrefetchChunks * kChunk), _MM_HINT_T0);
       _tile_loadd(4, rows[0] + off, s);
       if (kN2) _tile_loadd(5, rows[0] + 16 * s + off, s);
     } else {
@@ -86,9 +92,20 @@ NNK_INLINE void tap(const uint8_t* const* rows, size_t n, size_t k, const int8_t
   }
 }
 
+// Loads the configuration unless the thread already has it (sttilecfg is cheap, ldtilecfg is not: it
+// also zeroes all 8 KiB of tile data). Checked on every call, so other code using AMX on this thread in
+// between (another library) only costs a reload.
+NNK_INLINE void configure(const TileConfig& want) {
+  TileConfig now;
+  _tile_storeconfig(&now);
+  if (__builtin_memcmp(&now, &want, sizeof now) != 0) _tile_loadconfig(&want);
+}
+
+// Accumulates into the C tiles and leaves them there; c_in (whole 16-channel halves only) is loaded as
+// the starting value, else the tiles start at 0.
 template <bool kM2, bool kN2>
-__attribute__((noinline)) void tile(size_t m, size_t n, size_t k, size_t ks, const int8_t* a, const void* const* b,
-                                    const void* zero, size_t b_offset, int32_t* acc) {
+__attribute__((noinline)) void tile(size_t n, size_t k, size_t ks, const int8_t* a, const void* const* b,
+                                    const void* zero, size_t b_offset, const int32_t* c_in, size_t ld_in) {
   TileConfig cfg;
   const int n0 = int(n < 16 ? n : 16), n1 = int(n) - n0;
   cfg.set(0, n0, 64);
@@ -103,11 +120,19 @@ __attribute__((noinline)) void tile(size_t m, size_t n, size_t k, size_t ks, con
     cfg.set(5, n1, 64);
     if (kM2) cfg.set(3, n1, 64);
   }
-  _tile_loadconfig(&cfg);
-  _tile_zero(0);
-  if (kM2) _tile_zero(1);
-  if (kN2) _tile_zero(2);
-  if (kM2 && kN2) _tile_zero(3);
+  configure(cfg);
+  if (c_in) {
+    const size_t ld = ld_in * 4;
+    _tile_loadd(0, c_in, ld);
+    if (kM2) _tile_loadd(1, c_in + 16, ld);
+    if (kN2) _tile_loadd(2, c_in + 16 * ld_in, ld);
+    if (kM2 && kN2) _tile_loadd(3, c_in + 16 * ld_in + 16, ld);
+  } else {
+    _tile_zero(0);
+    if (kM2) _tile_zero(1);
+    if (kN2) _tile_zero(2);
+    if (kM2 && kN2) _tile_zero(3);
+  }
   alignas(64) uint8_t abuf[kNR * kChunk];
   alignas(64) uint8_t wbuf[16 * kGroupRow];
   const uint8_t* rows[kNR];
@@ -116,42 +141,64 @@ __attribute__((noinline)) void tile(size_t m, size_t n, size_t k, size_t ks, con
       rows[j] = static_cast<const uint8_t*>(b[j] == zero ? zero : static_cast<const char*>(b[j]) + b_offset);
     tap<kM2, kN2>(rows, n, k, a, abuf, wbuf);
   }
-  // acc[j * kMR + i]: row j, channel i.
-  _tile_stored(0, acc, kMR * 4);
-  if (kM2) _tile_stored(1, acc + 16, kMR * 4);
-  if (kN2) _tile_stored(2, acc + 16 * kMR, kMR * 4);
-  if (kM2 && kN2) _tile_stored(3, acc + 16 * kMR + 16, kMR * 4);
-  _tile_release();
 }
 
-// QEpilogue on the stored accumulators, one zmm of 16 channels at a time (the VNNI tile's math).
-void epilogue(size_t m, size_t n, const int32_t* acc, void* c, size_t ldc, const QEpilogue* ep) {
+// Stores the C tiles: row j, channel i at dst[j * ld + i] (int32).
+template <bool kM2, bool kN2>
+NNK_INLINE void store_tiles(int32_t* dst, size_t ld) {
+  _tile_stored(0, dst, ld * 4);
+  if (kM2) _tile_stored(1, dst + 16, ld * 4);
+  if (kN2) _tile_stored(2, dst + 16 * ld, ld * 4);
+  if (kM2 && kN2) _tile_stored(3, dst + 16 * ld + 16, ld * 4);
+}
+
+// QEpilogue on the stored accumulators acc[j * kMR + i], 16 channels at a time (the VNNI tile's math),
+// the per-channel vectors loaded once per 16 channels.
+template <QOut kOut>
+void epilogue(size_t m, size_t n, const int32_t* acc, bool add_c_in, void* c, size_t ldc, const QEpilogue* ep) {
   using T = ZmmOps;
-  const size_t esz = qout_elem_size(ep->out);
+  constexpr size_t esz = qout_elem_size(kOut);
   const __m512 lo = T::setf(ep->lo), hi = T::setf(ep->hi);
-  for (size_t j = 0; j < n; ++j) {
-    char* col = ep->c_rows ? static_cast<char*>(ep->c_rows[j]) : static_cast<char*>(c) + j * ldc * esz;
-    for (size_t i = 0; i < m; i += 16) {
-      const int cnt = m - i < 16 ? int(m - i) : 16;
-      __m512i x = _mm512_load_si512(acc + j * kMR + i);
-      if (ep->c_in) x = T::add(x, T::load_i32(ep->c_in + j * ep->ld_in + i, cnt));
-      if (ep->col_comp) x = T::add(x, T::load(ep->col_comp + i));
-      if (ep->b_zero) x = T::sub(x, T::mullo(T::load(ep->b_zero + i), T::set1(ep->row_sum[j])));
-      switch (ep->out) {
-        case QOut::i32:
-          T::store_i32(reinterpret_cast<int32_t*>(col) + i, ep->relu ? T::max0(x) : x, cnt);
-          break;
-        case QOut::f32: {
-          const __m512 bias = ep->bias ? T::loadf(ep->bias + i) : T::setf(0.0f);
-          T::store_f32(reinterpret_cast<float*>(col) + i, qepilogue_real<T>(x, T::loadf(ep->scale + i), bias, ep->relu), cnt);
-          break;
-        }
-        default: {
-          const __m512 bias = ep->bias ? T::loadf(ep->bias + i) : T::setf(0.0f);
-          T::store_b8(reinterpret_cast<uint8_t*>(col) + i, qepilogue_b8<T>(x, T::loadf(ep->scale + i), bias, lo, hi), cnt);
-          break;
-        }
-      }
+  for (size_t i = 0; i < m; i += 16) {
+    const int cnt = m - i < 16 ? int(m - i) : 16;
+    const __m512i cc = ep->col_comp ? T::load(ep->col_comp + i) : T::zero();
+    const __m512i zb = ep->b_zero ? T::load(ep->b_zero + i) : T::zero();
+    const __m512 scale = kOut == QOut::i32 ? T::setf(0.0f) : T::loadf(ep->scale + i);
+    const __m512 bias = ep->bias ? T::loadf(ep->bias + i) : T::setf(0.0f);
+    for (size_t j = 0; j < n; ++j) {
+      char* col = ep->c_rows ? static_cast<char*>(ep->c_rows[j]) : static_cast<char*>(c) + j * ldc * esz;
+      __m512i x = T::add(_mm512_load_si512(acc + j * kMR + i), cc);
+      if (add_c_in) x = T::add(x, T::load_i32(ep->c_in + j * ep->ld_in + i, cnt));
+      if (ep->b_zero) x = T::sub(x, T::mullo(zb, T::set1(ep->row_sum[j])));
+      if constexpr (kOut == QOut::i32)
+        T::store_i32(reinterpret_cast<int32_t*>(col) + i, ep->relu ? T::max0(x) : x, cnt);
+      else if constexpr (kOut == QOut::f32)
+        T::store_f32(reinterpret_cast<float*>(col) + i, qepilogue_real<T>(x, scale, bias, ep->relu), cnt);
+      else
+        T::store_b8(reinterpret_cast<uint8_t*>(col) + i, qepilogue_b8<T>(x, scale, bias, lo, hi), cnt);
+    }
+  }
+}
+
+template <bool kM2, bool kN2>
+void run_tile(size_t m, size_t n, size_t k, size_t ks, const int8_t* a, const void* const* b, const void* zero,
+              size_t b_offset, void* c, size_t ldc, const QEpilogue* ep) {
+  // Partial sums come in and raw sums go out through the tiles themselves where whole 16-channel halves
+  // allow (the driver's K blocks); anything else goes through acc and the epilogue.
+  const bool whole = m % 16 == 0;
+  const bool load_c_in = ep->c_in && whole;
+  tile<kM2, kN2>(n, k, ks, a, b, zero, b_offset, load_c_in ? ep->c_in : nullptr, ep->ld_in);
+  if (whole && ep->out == QOut::i32 && !ep->relu && !ep->col_comp && !ep->b_zero && !ep->c_rows) {
+    store_tiles<kM2, kN2>(static_cast<int32_t*>(c), ldc);
+  } else {
+    alignas(64) int32_t acc[kNR * kMR];
+    store_tiles<kM2, kN2>(acc, kMR);
+    const bool add_c_in = ep->c_in && !load_c_in;
+    switch (ep->out) {
+      case QOut::i32: epilogue<QOut::i32>(m, n, acc, add_c_in, c, ldc, ep); break;
+      case QOut::f32: epilogue<QOut::f32>(m, n, acc, add_c_in, c, ldc, ep); break;
+      case QOut::u8: epilogue<QOut::u8>(m, n, acc, add_c_in, c, ldc, ep); break;
+      case QOut::s8: epilogue<QOut::s8>(m, n, acc, add_c_in, c, ldc, ep); break;
     }
   }
   if (ep->hook) ep->hook(ep->hook_ctx, QTile{ep->tile_i, ep->tile_j, m, n, ep->out, c, ldc, ep->c_rows});
@@ -160,18 +207,19 @@ void epilogue(size_t m, size_t n, const int32_t* acc, void* c, size_t ldc, const
 void run(size_t m, size_t n, size_t k, size_t ks, const void* a, const void* const* b, const void* zero,
          size_t b_offset, void* c, size_t ldc, const QEpilogue* ep) {
   if (m == 0 || n == 0) return;
-  alignas(64) int32_t acc[kNR * kMR];
   const int8_t* w = static_cast<const int8_t*>(a);
-  const bool m2 = m > 16, n2 = n > 16;
-  if (m2 && n2) tile<true, true>(m, n, k, ks, w, b, zero, b_offset, acc);
-  else if (m2) tile<true, false>(m, n, k, ks, w, b, zero, b_offset, acc);
-  else if (n2) tile<false, true>(m, n, k, ks, w, b, zero, b_offset, acc);
-  else tile<false, false>(m, n, k, ks, w, b, zero, b_offset, acc);
-  epilogue(m, n, acc, c, ldc, ep);
+  if (m > 16 && n > 16) run_tile<true, true>(m, n, k, ks, w, b, zero, b_offset, c, ldc, ep);
+  else if (m > 16) run_tile<true, false>(m, n, k, ks, w, b, zero, b_offset, c, ldc, ep);
+  else if (n > 16) run_tile<false, true>(m, n, k, ks, w, b, zero, b_offset, c, ldc, ep);
+  else run_tile<false, false>(m, n, k, ks, w, b, zero, b_offset, c, ldc, ep);
 }
+
+// The tiles stay configured between calls (configure() above); the drivers release them when their tile
+// loop ends, so an idle thread carries no AMX state into context switches.
+void release() { _tile_release(); }
 
 }  // namespace
 
-extern const QGemmKernel u8s8_gemm_32x32c4__amx = {"u8s8_gemm_32x32c4__amx", 32, 32, 4, run, QKind::u8s8, false, 64};
+extern const QGemmKernel u8s8_gemm_32x32c4__amx = {"u8s8_gemm_32x32c4__amx", 32, 32, 4, run, QKind::u8s8, false, 64, release};
 
 }  // namespace nnkern
