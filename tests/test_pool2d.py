@@ -180,7 +180,7 @@ def test_requantized(level):
         si, so = float(rng.uniform(0.001, 0.1)), float(rng.uniform(0.001, 0.1))
         zi, zo = (int(v) for v in rng.integers(lo, hi + 1, 2))
         cm, cip = bool(rng.integers(2)), bool(rng.integers(2))
-        divisor = None if rng.random() < 0.7 else int(rng.integers(1, 60))
+        divisor = None if rng.random() < 0.7 else int(rng.choice([-1, 1]) * rng.integers(1, 60))
         got = nnkern.avg_pool2d(x, k, s, pads, ceil_mode=cm, count_include_pad=cip, divisor_override=divisor,
                                 input_scale=si, input_zero_point=zi, output_scale=so, output_zero_point=zo)
         want = ref_avg(x, k, s, pads, cm, cip, divisor, (si, so), zi, zo)
@@ -281,8 +281,9 @@ def test_float_matches_torch(ceil_mode):
         for cip in (True, False):
             got = nnkern.avg_pool2d(x, k, s, pads, ceil_mode=ceil_mode, count_include_pad=cip)
             assert np.array_equal(got, _back(F.avg_pool2d(t, k, s, p, ceil_mode=ceil_mode, count_include_pad=cip)))
-        got = nnkern.avg_pool2d(x, k, s, pads, ceil_mode=ceil_mode, divisor_override=3)
-        assert np.array_equal(got, _back(F.avg_pool2d(t, k, s, p, ceil_mode=ceil_mode, divisor_override=3)))
+        for divisor in (3, -7):
+            got = nnkern.avg_pool2d(x, k, s, pads, ceil_mode=ceil_mode, divisor_override=divisor)
+            assert np.array_equal(got, _back(F.avg_pool2d(t, k, s, p, ceil_mode=ceil_mode, divisor_override=divisor)))
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
@@ -312,9 +313,11 @@ def test_quantized_matches_torch(dtype, ceil_mode):
                                         input_zero_point=zp)
                 assert np.array_equal(got[..., :vec], want[..., :vec]), f"{k} {s} {p} c={c} zp={zp} cip={cip}"
                 assert np.abs(got.astype(int) - want).max() <= 1
-            want = _back(F.avg_pool2d(t, k, s, p, ceil_mode=ceil_mode, divisor_override=5).int_repr())
-            got = nnkern.avg_pool2d(x, k, s, pads, ceil_mode=ceil_mode, divisor_override=5, input_zero_point=zp)
-            assert np.array_equal(got[..., :vec], want[..., :vec]) and np.abs(got.astype(int) - want).max() <= 1
+            for divisor in (5, -3):  # torch takes any nonzero divisor
+                want = _back(F.avg_pool2d(t, k, s, p, ceil_mode=ceil_mode, divisor_override=divisor).int_repr())
+                got = nnkern.avg_pool2d(x, k, s, pads, ceil_mode=ceil_mode, divisor_override=divisor,
+                                        input_zero_point=zp)
+                assert np.array_equal(got[..., :vec], want[..., :vec]) and np.abs(got.astype(int) - want).max() <= 1
 
 
 def test_torch_leftover_channels_round_after_the_zero_point():

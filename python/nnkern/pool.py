@@ -53,7 +53,7 @@ def avg_pool2d(x: ArrayIn, kernel_size: int | tuple[int, int], stride: int | tup
     avg_pool2d on quint8 / qint8 channels-last tensors (uint8 / int8), bit for bit.
 
     Geometry, x, kernel_size, stride, padding, ceil_mode, layout and out as :func:`max_pool2d`. Each window's
-    divisor d is ``divisor_override`` when given (a nonzero integer), else its count of positions within
+    divisor d is ``divisor_override`` when given (a nonzero int32; negative too, as torch), else its count of positions within
     the padded input (count_include_pad=True; with ceil_mode a window can reach past the padding, and those
     positions do not count) or of input elements (count_include_pad=False).
 
