@@ -177,5 +177,6 @@ void bind_qgemm(py::module_& m);
 void bind_qconv2d(py::module_& m);
 void bind_quantize(py::module_& m);
 void bind_pixel_shuffle(py::module_& m);
+void bind_pool2d(py::module_& m);
 
 }  // namespace nnkern::bindings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import numpy
 import typing
-__all__: list[str] = ['GuardedBuffer', 'Lstm', 'MAX_NUM_THREADS', 'PackedLinear', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'qgemm', 'qgemm_fast', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'sgemm', 'sgemm_fast', 'topk', 'topk_kernel_name', 'workspace_last_bytes', 'workspace_retained_bytes']
+__all__: list[str] = ['GuardedBuffer', 'Lstm', 'MAX_NUM_THREADS', 'PackedLinear', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'pool2d', 'pool2d_output_size', 'qgemm', 'qgemm_fast', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'sgemm', 'sgemm_fast', 'topk', 'topk_kernel_name', 'workspace_last_bytes', 'workspace_retained_bytes']
 class GuardedBuffer:
     def __init__(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
@@ -160,6 +160,14 @@ def pixel_shuffle(x: numpy.ndarray, out: numpy.ndarray, r: typing.SupportsInt | 
 def pixel_unshuffle(x: numpy.ndarray, out: numpy.ndarray, r: typing.SupportsInt | typing.SupportsIndex, nhwc: bool) -> None:
     """
     The inverse of pixel_shuffle. Internal: use nnkern.pixel_unshuffle.
+    """
+def pool2d(x: numpy.ndarray, out: numpy.ndarray, average: bool, kernel: typing.Annotated[collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], "FixedSize(2)"], stride: typing.Annotated[collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], "FixedSize(2)"], padding: typing.Annotated[collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], "FixedSize(4)"], ceil_mode: bool, count_include_pad: bool, divisor: typing.SupportsInt | typing.SupportsIndex, scale_ratio: typing.SupportsFloat | typing.SupportsIndex, input_zero_point: typing.SupportsInt | typing.SupportsIndex, output_zero_point: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    x (N, H, W, C) uint8/int8/float32 -> out (N, OH, OW, C): max or average pooling; padding (top, bottom, left, right). Internal: use nnkern.max_pool2d / nnkern.avg_pool2d.
+    """
+def pool2d_output_size(size: typing.SupportsInt | typing.SupportsIndex, kernel: typing.SupportsInt | typing.SupportsIndex, stride: typing.SupportsInt | typing.SupportsIndex, pad0: typing.SupportsInt | typing.SupportsIndex, pad1: typing.SupportsInt | typing.SupportsIndex, ceil_mode: bool) -> int:
+    """
+    One dimension's output length (torch's pooling_output_shape with padding pad0 before, pad1 after).
     """
 def qgemm(a: numpy.ndarray, a_type: typing.SupportsInt | typing.SupportsIndex, a_zero: typing.SupportsInt | typing.SupportsIndex, b: numpy.ndarray, b_type: typing.SupportsInt | typing.SupportsIndex, b_zero: typing.Any, b_zero_scalar: typing.SupportsInt | typing.SupportsIndex, c: numpy.ndarray, algorithm: str = 'auto') -> None:
     ...

@@ -15,6 +15,7 @@ from .gemm import Linear, matmul, sgemm
 from .lstm import LSTM, LSTMOutput
 from .topk import topk
 from .shuffle import pixel_shuffle, pixel_unshuffle
+from .pool import avg_pool2d, max_pool2d
 from .qgemm import QLinear, qgemm, qgemm16, qgemm_max_k
 from .qconv import QConv2d
 from .quantize import dequantize, dynamic_quantization_params, quantize, quantize_dynamic, quantize_weights
@@ -31,7 +32,7 @@ __all__ = [
     "ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas",
     "get_num_threads", "set_num_threads",
     "sgemm", "matmul", "Linear", "LSTM", "LSTMOutput",
-    "sigmoid", "tanh", "topk", "pixel_shuffle", "pixel_unshuffle",
+    "sigmoid", "tanh", "topk", "pixel_shuffle", "pixel_unshuffle", "max_pool2d", "avg_pool2d",
     "qgemm", "qgemm16", "qgemm_max_k", "QLinear", "QConv2d", "quantize", "dequantize", "quantize_weights",
     "quantize_dynamic", "dynamic_quantization_params",
 ]
