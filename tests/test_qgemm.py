@@ -678,3 +678,27 @@ def test_algorithm_argument():
         nnkern.qgemm(a, b, algorithm=1)
     with pytest.raises(ValueError, match="does not apply"):
         nnkern.qgemm16(np.ones((2, 3), np.int16), np.ones((3, 4), np.int16), algorithm="gemv")
+
+
+def test_shallow_work_runs_the_level_below(rng):
+    """A kernel with measured limits (AMX: min_depth 128, min_k 24) hands shallower reductions to the best
+    8-bit kernel of the levels below: qgemm, QLinear and QConv2d all choose by their depth, and stay exact."""
+    if "amx" not in nnkern.supported_isas():
+        pytest.skip("CPU lacks amx (the only kernel with depth limits)")
+    with nnkern.max_isa("amx"):
+        amx, vnni = "u8s8_gemm_32x32c4__amx", "u8s8_gemm_64x6c4__avx512vnni"
+        assert _C.qgemm_kernel_for(127) == vnni and _C.qgemm_kernel_for(128) == amx
+        assert _C.qgemm_kernel_for(16, 9) == vnni and _C.qgemm_kernel_for(24, 9) == amx
+        assert _C.qgemm_kernel_for(23, 100) == vnni
+        for K, want in ((64, vnni), (128, amx)):
+            w = rng.standard_normal((40, K)).astype(np.float32)
+            assert nnkern.QLinear(w, input_scale=0.1, input_zero_point=3, output_dtype=np.int32).kernel == want
+            a = rand_int(rng, np.uint8, (33, K))
+            b = rand_int(rng, np.int8, (K, 35))
+            assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=7), ref_qgemm(a, b, 7))
+        for ic, want in ((16, vnni), (32, amx)):
+            conv = nnkern.QConv2d(rng.standard_normal((8, 3, 3, ic)).astype(np.float32), padding=1,
+                                  input_scale=0.1, input_zero_point=3, output_dtype=np.int32)
+            assert conv.kernel == want
+    with nnkern.max_isa("avx512vnni"):
+        assert _C.qgemm_kernel_for(10 ** 6) == vnni

@@ -328,6 +328,10 @@ void bind_qgemm(py::module_& m) {
     const QGemmKernel& k = kernel_named(name);
     return py::make_tuple(kind_name(k.kind), std::max(k.kstep, k.kgroup), k.zero_points_in_kernel);
   }, "(kind, k step of the inner loop, zero points subtracted in the kernel) of a qgemm kernel.");
+  m.def("qgemm_kernel_for", [](size_t k, size_t ks) { return std::string(qgemm_kernel(8, k, ks).name); },
+        py::arg("k"), py::arg("ks") = 1,
+        "The 8-bit kernel the dispatch runs now for a reduction of ks taps of k (below the level kernel's "
+        "min_depth / min_k: the best one of the levels below).");
   m.def("i8_peak_ops", [](const std::string& n, double seconds) { return i8_peak_ops(isa_arg(n), seconds); });
   m.def("set_qgemm_kc", [](size_t kc) { set_qgemm_kc(kc); });
   m.def("qgemm_padded_n", [](size_t n) { return qgemm_padded_n(n); });

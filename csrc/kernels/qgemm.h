@@ -124,6 +124,9 @@ struct QGemmKernel {
   // each thread once its loop of tiles ends, to drop that state. Null for the others. Correctness never
   // depends on it (the AMX kernel checks its configuration on every call).
   void (*finish)() = nullptr;
+  // Measured limits below which the best kernel of the levels below runs instead (the dispatch's choice,
+  // ops/qgemm.h qgemm_kernel): a reduction per tile (ks * k) under min_depth, or k per tap under min_k.
+  int min_depth = 0, min_k = 0;
 };
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where

@@ -38,7 +38,7 @@ const AlgorithmTable<QConvCall>& qconv_algorithms() {
 
 PackedQConv2d::PackedQConv2d(const QConvGeometry& geo, const int8_t* w, const float* factor, const float* offset,
                              int32_t x_zero)
-    : geo_(geo), kernel_(&qgemm_kernel(8)), x_zero_(x_zero), pad_(qgemm_padded_n(geo.ocg())) {
+    : geo_(geo), kernel_(&qgemm_kernel(8, geo.icg(), geo.ks())), x_zero_(x_zero), pad_(qgemm_padded_n(geo.ocg())) {
   if (geo.groups == 0 || geo.IC == 0 || geo.OC == 0 || geo.IC % geo.groups || geo.OC % geo.groups || !geo.KH ||
       !geo.KW || !geo.sh || !geo.sw || !geo.dh || !geo.dw)
     throw std::invalid_argument("qconv2d: bad geometry");
@@ -126,7 +126,7 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
                                const QDwconvKernel* dw) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
-  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8), N, H, W, OH, OW, x_type, x, o, dw};
+  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o, dw};
   const Algorithm<QConvCall>& a = qconv_algorithms().select(call, algorithm);  // errors before any work
   if (N == 0) return a.name;
   if (!o.residual) {

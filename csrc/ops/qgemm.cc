@@ -125,7 +125,7 @@ const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
 }  // namespace
 
 void qgemm(const QgemmArgs& g, const std::string& algorithm) {
-  const QGemmKernel& k = qgemm_kernel(g.b_type == QType::s16 ? 16 : 8);
+  const QGemmKernel& k = qgemm_kernel(g.b_type == QType::s16 ? 16 : 8, g.K);
   bool any_zb = g.b_zero ? false : g.b_zero_scalar != 0;
   if (g.b_zero)
     for (size_t n = 0; n < g.N && !any_zb; ++n) any_zb = g.b_zero[n] != 0;
@@ -137,7 +137,7 @@ void qgemm(const QgemmArgs& g, const std::string& algorithm) {
 }
 
 PackedQGemm::PackedQGemm(const int8_t* w, size_t K, size_t N, size_t ldw)
-    : kernel_(&qgemm_kernel(8)), K_(K), N_(N) {
+    : kernel_(&qgemm_kernel(8, K)), K_(K), N_(N) {
   raw_.resize(std::max<size_t>(K * N, 1));
   for (size_t p = 0; p < K; ++p) std::memcpy(raw_.data() + p * N, w + p * ldw, N);
   const QGemmKernel& k = *kernel_;
@@ -149,7 +149,7 @@ PackedQGemm::PackedQGemm(const int8_t* w, size_t K, size_t N, size_t ldw)
 
 void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t x_zero, const QOutput& o) const {
   if (M == 0 || N_ == 0) return;
-  const QGemmKernel& k = qgemm_kernel(8);
+  const QGemmKernel& k = qgemm_kernel(8, K_);
   QPlan P{};
   P.kern = &k;
   P.M = M; P.N = N_; P.K = K_;

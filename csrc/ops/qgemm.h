@@ -26,11 +26,13 @@ struct QGemmKernels {
   const QGemmKernel* i8;
   const QGemmKernel* s16;
   const QGemvKernel* gemv = nullptr;  // u8 x s8 for M <= gemv->max_m straight from an unpacked B, if any
+  const QGemmKernel* shallow = nullptr;  // the best 8-bit kernel below i8's level (i8's min_depth / min_k)
 };
 const QGemmKernels* qgemm_kernels_for(Isa isa);  // nullptr if the level has none in this build
 const QGemmKernels& qgemm_kernels();              // dispatched now
-// The micro-kernel that runs 8-bit (bits = 8) or 16-bit operands at this cap.
-const QGemmKernel& qgemm_kernel(int bits);
+// The micro-kernel that runs 8-bit (bits = 8) or 16-bit operands at this cap, for a reduction of ks taps of
+// k (the GEMM: ks = 1, k = K): the level's own kernel, or below its min_depth / min_k the shallow one.
+const QGemmKernel& qgemm_kernel(int bits, size_t k = SIZE_MAX, size_t ks = 1);
 
 // Test hook: force the K block of the packed GEMM (a multiple of the kernel's group; 0 = from the L1 size).
 void set_qgemm_kc(size_t kc);

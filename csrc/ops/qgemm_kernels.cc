@@ -72,6 +72,10 @@ const QGemmKernels* qgemm_kernels_for(Isa isa) {
       for (Isa lower : isa_levels())
         if (!qgemv_kernel_list().at(level) && isa_within(lower, level) && qgemv_kernel_list().at(lower))
           e.gemv = qgemv_kernel_list().at(lower);
+      // A kernel with measured limits: the best 8-bit kernel of the levels it implies for shallow work.
+      if (e.i8 && (e.i8->min_depth || e.i8->min_k))
+        for (Isa lower : isa_levels())
+          if (lower != level && isa_within(lower, level) && at_level(lower, false)) e.shallow = at_level(lower, false);
       // No s16 kernel of its own (neondot, neoni8mm): the best one of the levels it implies.
       for (Isa lower : isa_levels())
         if (!at_level(level, true) && lower != level && isa_within(lower, level) && at_level(lower, true)) e.s16 = at_level(lower, true);
@@ -87,9 +91,11 @@ const QGemmKernels& qgemm_kernels() {
   return table.get();
 }
 
-const QGemmKernel& qgemm_kernel(int bits) {
-  const QGemmKernels& ks = qgemm_kernels();
-  return bits == 8 && ks.i8 ? *ks.i8 : *ks.s16;
+const QGemmKernel& qgemm_kernel(int bits, size_t k, size_t ks) {
+  const QGemmKernels& e = qgemm_kernels();
+  if (bits != 8 || !e.i8) return *e.s16;
+  const bool shallow = k < size_t(e.i8->min_k) || (k < SIZE_MAX && k * ks < size_t(e.i8->min_depth));
+  return shallow && e.shallow ? *e.shallow : *e.i8;
 }
 
 namespace {

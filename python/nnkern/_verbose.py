@@ -66,8 +66,13 @@ def _describe(op, args, kwargs, result):
         kern = _kernel("f32_topk")
         alg = "register16" if "_16__" in kern and int(k) <= 16 else "select+sort"
         return kern, alg + ("" if kwargs.get("largest", True) else "/smallest"), ("x",)
-    if op in ("qgemm", "qgemm16"):
-        return _kernel("u8s8_gemm" if op == "qgemm" else "s16_gemm"), _table_algorithm(op), ("a", "b")
+    if op == "qgemm":
+        b = kwargs.get("b", args[1] if len(args) > 1 else None)
+        depth = np.shape(b)[0] if b is not None and np.ndim(b) == 2 else None
+        return (_C.qgemm_kernel_for(depth) if depth is not None else _kernel("u8s8_gemm"), _table_algorithm(op),
+                ("a", "b"))
+    if op == "qgemm16":
+        return _kernel("s16_gemm"), _table_algorithm(op), ("a", "b")
     if op in ("quantize", "dequantize"):
         axis = kwargs.get("axis", args[4 if op == "quantize" else 3] if len(args) > (4 if op == "quantize" else 3)
                           else None)
