@@ -702,3 +702,20 @@ def test_shallow_work_runs_the_level_below(rng):
             assert conv.kernel == want
     with nnkern.max_isa("avx512vnni"):
         assert _C.qgemm_kernel_for(10 ** 6) == vnni
+
+
+def test_amx_configuration_survives_other_tile_users(rng):
+    """The AMX kernel keeps its tile configuration between calls and checks it on each one: another user of
+    the tiles on the same thread in between (here the peak loop, which loads its own configuration and
+    releases the tiles) costs a reload, never a wrong result."""
+    if "amx" not in nnkern.supported_isas():
+        pytest.skip("CPU lacks amx")
+    nnkern.set_num_threads(1)  # the calling thread runs the tiles (the conftest fixture restores the count)
+    with nnkern.max_isa("amx"):
+        for M, N, K in ((33, 40, 200), (17, 33, 130), (40, 64, 512)):
+            a = rand_int(rng, np.uint8, (M, K))
+            b = rand_int(rng, np.int8, (K, N))
+            want = ref_qgemm(a, b, 5)
+            assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=5), want)
+            _C.i8_peak_ops("amx", 1e-4)
+            assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=5), want)
