@@ -8,8 +8,9 @@ shapes, 1 and 2 threads.
     python -m nnkern bench --op int8                                  # the same as a table
 
 extra_info: gops, anchor_<library> (GOP/s of each library in this run), best_anchor(_rate), ratio (to
-the best), pct_peak (of the ISA's measured int8 peak x threads: vpdpbusd for avxvnni / avx512vnni, the
-saturating vpmaddubsw + vpmaddwd + vpaddd sequence for avx2 / avx512). Nothing here asserts a timing.
+the best), pct_peak (of the ISA's measured int8 peak x threads: tdpbusd for amx, vpdpbusd for avxvnni /
+avx512vnni, the saturating vpmaddubsw + vpmaddwd + vpaddd sequence for avx2 / avx512). Nothing here asserts a
+timing.
 """
 import pytest
 

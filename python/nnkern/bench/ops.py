@@ -99,8 +99,8 @@ QGEMM_QUICK = [(64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (8, 1024, 1024
 
 
 def _i8_peak(isa: str) -> float:
-    """int8 ops/s of one core: vpdpbusd for the VNNI levels, the saturating vpmaddubsw + vpmaddwd + vpaddd
-    sequence for avx2 / avx512 (the reference of their exact kernels)."""
+    """int8 ops/s of one core: tdpbusd for amx, vpdpbusd for the VNNI levels, the saturating vpmaddubsw +
+    vpmaddwd + vpaddd sequence for avx2 / avx512 (the reference of their exact kernels)."""
     from .. import _C
     return float(_C.i8_peak_ops(isa, 0.1)) if hasattr(_C, "i8_peak_ops") else 0.0
 
