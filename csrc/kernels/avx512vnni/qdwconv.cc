@@ -2,7 +2,8 @@
 // with the multiply-add fused: vpdpwssd on the int16 pairs (x, 0) x (w, sign(w)) of the zero-extended uint8
 // input and the packed int32 weights (w within int16, the packer's are int8) adds x * w to the lane, exact
 // modulo 2^32 (the non-saturating form; vpdpwssds and VPMADDUBSW are never used): one uop per 16 channels
-// and tap instead of vpmaddwd + vpaddd.
+// and tap instead of vpmaddwd + vpaddd. Two pixels per block, as there (vpdpwssd's latency wants the two
+// independent chains: 112x112x32 19.1 -> 32.7 GOP/s on one Sapphire Rapids core).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -32,6 +33,6 @@ struct DwZmmVnni : ZmmOps {
 }  // namespace
 
 extern const QDwconvKernel u8s8_dwconv_64c__avx512vnni = {"u8s8_dwconv_64c__avx512vnni", 64,
-                                                          QDwconvTemplate<DwZmmVnni, 4>::run};
+                                                          QDwconvTemplate<DwZmmVnni, 4, 2>::run};
 
 }  // namespace nnkern
