@@ -6,8 +6,10 @@
 //   v(p, c) = sum over t < ks of x(p, t)[c] * w[t * cpad + c]   (+ ep->col_comp[c])   int32, modulo 2^32
 //   x(p, t) = b[p * ks + t] == zero ? zero : (const uint8_t*) b[p * ks + t] + b_offset
 // (the indirection rule of kernels/qgemm.h, pixel-major: one pixel's ks row pointers, then the next's).
-// x is uint8 (int8 activations arrive shifted by +128), w the packed int32 weights [ks][cpad]; both are
-// widened exactly before the multiply (no saturating vpmaddubsw). The input zero point is not subtracted in
+// x is uint8 (int8 activations arrive shifted by +128), w the packed int32 weights [ks][cpad], each within
+// int16 ([-32768, 32767]; the packer's are int8 weights): both are widened exactly before the multiply (no
+// saturating vpmaddubsw), and the AVX-512 kernels' vpmaddwd / vpdpwssd on the int32 lanes read w's low word
+// only (x's high word is 0). The input zero point is not subtracted in
 // the loop: the caller folds -za * sum_t w[t][c] into col_comp, and the zero row holds za, so a padding tap
 // adds exactly 0 to sum (x - za) w. The output stage is QEpilogue's (kernels/qgemm.h) with i the channel:
 // out / relu / scale[c] / bias[c] / lo / hi; b_zero, row_sum, c_in, c_rows, hook and in-kernel zero points
