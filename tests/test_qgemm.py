@@ -652,6 +652,14 @@ def test_gemv_every_tail(qgemv_level, rng):
                 for za, zb in ((0, 0), (int(info.max), -128), (int(info.min), rng.integers(-128, 128, N))):
                     got = nnkern.qgemm(a, b, a_zero_point=za, b_zero_point=zb, algorithm="gemv")
                     assert np.array_equal(got, ref_qgemm(a, b, za, zb)), (qgemv_level, M, N, K, adt, za)
+    # wide B: more channels than a kernel keeps accumulators for at once (the AVX-512 kernel's blocks of
+    # 24 KiB / (4 (M + 1)) channels: 1216 for M = 4 with column sums, 6144 for M = 1 without), with K past the
+    # driver's L2 slices (the kernel then accumulates onto c)
+    for M, N, K, za in ((4, 1300, 1025, 9), (1, 6200, 201, 0), (2, 4097, 700, 255), (3, 2100, 3, 1)):
+        a, b = rand_int(rng, np.uint8, (M, K)), rand_int(rng, np.int8, (K, N))
+        zb = rng.integers(-128, 128, N)
+        got = nnkern.qgemm(a, b, a_zero_point=za, b_zero_point=zb, algorithm="gemv")
+        assert np.array_equal(got, ref_qgemm(a, b, za, zb)), (qgemv_level, M, N, K, za)
     # extremes at the largest exact K: every product at its maximum magnitude
     K = nnkern.qgemm_max_k(np.uint8, 0, -128)
     a, b = np.full((4, K), 255, np.uint8), np.full((K, 20), -128, np.int8)
