@@ -627,9 +627,14 @@ def test_every_algorithm_is_exact_where_it_applies(rng):
 QGEMV_KERNELS = _C.kernel_list("qgemv")
 
 
+def gemv_max_m(name):
+    """The largest M a GEMV kernel takes: the M of its name (kind_gemv_MxN__isa)."""
+    return int(name.split("_gemv_")[1].split("x")[0])
+
+
 @pytest.fixture(params=[k["name"] for k in QGEMV_KERNELS])
 def qgemv_level(request):
-    """Each GEMV kernel of the build, with the cap at its level (where auto dispatches it for M <= 4)."""
+    """Each GEMV kernel of the build, with the cap at its level (where auto dispatches it for M <= its max_m)."""
     k = next(k for k in QGEMV_KERNELS if k["name"] == request.param)
     if k["level"] not in nnkern.supported_isas():
         pytest.skip(f"CPU lacks {k['level']}: cannot run {k['name']}")
@@ -639,11 +644,15 @@ def qgemv_level(request):
 
 
 def test_gemv_every_tail(qgemv_level, rng):
-    """The small-M path (algorithm "gemv"): M 1..4, every channel tail of 16 and 64, K odd and even across the
-    kernels' K chunks, uint8 and int8 activations, scalar and per-column zero points; bit-exact."""
+    """The small-M path (algorithm "gemv"): M 1..max_m, every channel tail of 16 and 64, K odd and even across
+    the kernels' K chunks, uint8 and int8 activations, scalar and per-column zero points; bit-exact; and M one
+    past max_m, which gemv refuses."""
     Ns = range(1, 70) if not QUICK else (1, 5, 15, 16, 17, 33, 63, 64, 65)
     Ks = (0, 1, 2, 3, 7, 8, 9, 17, 511, 512, 513, 1025)
-    for M in range(1, 5):
+    max_m = gemv_max_m(nnkern.cpu_info()["kernels"]["u8s8_gemv"])
+    with pytest.raises(ValueError, match="does not apply"):
+        nnkern.qgemm(np.ones((max_m + 1, 3), np.uint8), np.ones((3, 2), np.int8), algorithm="gemv")
+    for M in range(1, max_m + 1):
         for i, N in enumerate(Ns):
             K = Ks[(i + M) % len(Ks)]
             for adt in (np.uint8, np.int8):
@@ -655,7 +664,8 @@ def test_gemv_every_tail(qgemv_level, rng):
     # wide B: more channels than a kernel keeps accumulators for at once (the AVX-512 kernel's blocks of
     # 24 KiB / (4 (M + 1)) channels: 1216 for M = 4 with column sums, 6144 for M = 1 without), with K past the
     # driver's L2 slices (the kernel then accumulates onto c)
-    for M, N, K, za in ((4, 1300, 1025, 9), (1, 6200, 201, 0), (2, 4097, 700, 255), (3, 2100, 3, 1)):
+    for M, N, K, za in ((4, 1300, 1025, 9), (1, 6200, 201, 0), (2, 4097, 700, 255), (3, 2100, 3, 1),
+                        (max_m, 800, 90, 4)):
         a, b = rand_int(rng, np.uint8, (M, K)), rand_int(rng, np.int8, (K, N))
         zb = rng.integers(-128, 128, N)
         got = nnkern.qgemm(a, b, a_zero_point=za, b_zero_point=zb, algorithm="gemv")
@@ -667,14 +677,16 @@ def test_gemv_every_tail(qgemv_level, rng):
 
 
 def test_gemv_is_auto_for_small_m(rng):
-    """Where the cap has a GEMV kernel (its own or one of a level it implies), auto runs it for M <= 4."""
+    """Where the cap has a GEMV kernel (its own or one of a level it implies), auto runs it for M <= max_m."""
     a, b = rand_int(rng, np.uint8, (3, 40)), rand_int(rng, np.int8, (40, 9))
     for level in nnkern.supported_isas():
         with nnkern.max_isa(level):
-            has = not nnkern.cpu_info()["kernels"]["u8s8_gemv"].startswith("none")
+            gemv = nnkern.cpu_info()["kernels"]["u8s8_gemv"]
+            has = not gemv.startswith("none")
             nnkern.qgemm(a, b)
             assert (_C.last_algorithm("qgemm") == "gemv") == has, level
-            nnkern.qgemm(rand_int(rng, np.uint8, (5, 40)), b)
+            max_m = gemv_max_m(gemv) if has else 0
+            nnkern.qgemm(rand_int(rng, np.uint8, (max_m + 1, 40)), b)
             assert _C.last_algorithm("qgemm") != "gemv"
 
 

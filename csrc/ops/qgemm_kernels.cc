@@ -106,7 +106,7 @@ namespace {
 }), register_dispatched_op("s16_gemm", [] { return std::string(qgemm_kernel(16).name); }),
    register_dispatched_op("u8s8_gemv", [] {
      const QGemmKernels& ks = qgemm_kernels();
-     return ks.gemv ? std::string(ks.gemv->name) : std::string("none (M <= 4 runs the packed GEMM)");
+     return ks.gemv ? std::string(ks.gemv->name) : std::string("none (small M runs the packed GEMM)");
    }), true);
 }  // namespace
 

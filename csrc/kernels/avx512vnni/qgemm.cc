@@ -151,10 +151,11 @@ void gemv_m(size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b, 
   }
 }
 
+#define NNK_GEMV_MAX_M 8  // accumulators in L1, not registers: more rows cost only their vpdpbusd
 #include "kernels/qgemv_run.inc"
 
 }  // namespace
 
-extern const QGemvKernel u8s8_gemv_4x64__avx512vnni = {"u8s8_gemv_4x64__avx512vnni", gemv_run, 4};
+extern const QGemvKernel u8s8_gemv_8x64__avx512vnni = {"u8s8_gemv_8x64__avx512vnni", gemv_run, 8};
 
 }  // namespace nnkern
