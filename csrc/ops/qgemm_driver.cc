@@ -63,8 +63,7 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
       qgemm_pack_groups(k, P.b_type, panel_buf, P.b, P.ldb, P.K, i, mi, 0, ceil_div(P.K, G));
       panel = panel_buf;
       if (compensate) {
-        for (size_t ii = 0; ii < MR; ++ii) cs_local[ii] = 0;
-        qgemm_column_sums(P.b_type, cs_local, P.b, P.ldb, 0, P.K, i, mi);
+        qgemm_panel_column_sums(k, panel_buf, P.K, cs_local);
         cs = reinterpret_cast<const int32_t*>(cs_local);
       }
     }

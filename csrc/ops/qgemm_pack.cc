@@ -117,6 +117,35 @@ void qgemm_pack_groups(const QGemmKernel& k, QType b_type, void* dst, const void
   }
 }
 
+namespace {
+template <typename T, int G>
+void panel_sums_t(const T* panel, size_t groups, size_t MR, uint32_t* cs) {
+  for (size_t i = 0; i < MR; ++i) cs[i] = 0;
+  for (size_t g = 0; g < groups; ++g, panel += MR * G)
+    for (size_t i = 0; i < MR; ++i) {  // G adjacent weights per channel: vectorizes as widen + add
+      int32_t s = 0;
+      for (int r = 0; r < G; ++r) s += panel[i * G + r];
+      cs[i] += uint32_t(s);
+    }
+}
+}  // namespace
+
+void qgemm_panel_column_sums(const QGemmKernel& k, const void* panel, size_t K, uint32_t* cs) {
+  const size_t MR = size_t(k.mr), groups = ceil_div(K, size_t(k.kgroup));
+  const bool s16 = k.kind == QKind::s16;
+  switch (k.kgroup) {
+    case 1: return s16 ? panel_sums_t<int16_t, 1>(static_cast<const int16_t*>(panel), groups, MR, cs)
+                       : panel_sums_t<int8_t, 1>(static_cast<const int8_t*>(panel), groups, MR, cs);
+    case 2: return s16 ? panel_sums_t<int16_t, 2>(static_cast<const int16_t*>(panel), groups, MR, cs)
+                       : panel_sums_t<int8_t, 2>(static_cast<const int8_t*>(panel), groups, MR, cs);
+    case 4: return s16 ? panel_sums_t<int16_t, 4>(static_cast<const int16_t*>(panel), groups, MR, cs)
+                       : panel_sums_t<int8_t, 4>(static_cast<const int8_t*>(panel), groups, MR, cs);
+    case 8: return s16 ? panel_sums_t<int16_t, 8>(static_cast<const int16_t*>(panel), groups, MR, cs)
+                       : panel_sums_t<int8_t, 8>(static_cast<const int8_t*>(panel), groups, MR, cs);
+    default: throw std::logic_error(std::string("qgemm: no column sums for the group size of ") + k.name);
+  }
+}
+
 void qgemm_column_sums(QType b_type, uint32_t* cs, const void* b, size_t ldb, size_t p0, size_t p1, size_t n0,
                        size_t nn) {
   if (b_type == QType::s16) column_sums_t(cs, static_cast<const int16_t*>(b), ldb, p0, p1, n0, nn);

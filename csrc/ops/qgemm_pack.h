@@ -28,6 +28,11 @@ void qgemm_pack_groups(const QGemmKernel& k, QType b_type, void* dst, const void
 void qgemm_column_sums(QType b_type, uint32_t* cs, const void* b, size_t ldb, size_t p0, size_t p1, size_t n0,
                        size_t nn);
 
+// Column sums of one packed panel (qgemm_panel_bytes(k, K) bytes, ks = 1), all MR channels, into cs (set, not
+// added; padding sums to 0): the panel is contiguous and in L1 just after packing, where B's columns are a
+// row apart.
+void qgemm_panel_column_sums(const QGemmKernel& k, const void* panel, size_t K, uint32_t* cs);
+
 // All of B (K x N) into panels (qgemm_panel_bytes apart), with the column sums (colsum != null, padded to
 // the panels), in parallel row sweeps.
 void qgemm_pack_all(const QGemmKernel& k, QType b_type, const void* b, size_t ldb, size_t K, size_t N,
