@@ -40,7 +40,16 @@ const QGemmKernel& reference_of(QKind kind) {
   }
 }
 
-constexpr size_t NR_MAX = 16;  // the widest NR of any kernel
+constexpr size_t NR_MAX = 32;  // the widest NR of any kernel (AMX's 32 x 32)
+
+// The tile sizes swept along a side of R: all of them, or for a large tile (more than 512 entries: AMX's
+// 32 x 32, whose code changes at 16) 1, 2 and both sides of the half and of the end.
+std::vector<size_t> tile_sizes(size_t R, bool large) {
+  std::vector<size_t> v;
+  for (size_t x = 1; x <= R; ++x)
+    if (!large || x <= 2 || x + 1 >= R || (x + 1 >= R / 2 && x <= R / 2 + 1)) v.push_back(x);
+  return v;
+}
 
 size_t elem_bytes(QKind kind) { return kind == QKind::s16 ? 2 : 1; }
 
@@ -224,7 +233,8 @@ void check_tile(const QGemmKernel& kernel, size_t m, size_t n, size_t k, Fill fi
 void test_kernel(const QGemmKernel& kernel) {
   const size_t MR = size_t(kernel.mr), NR = size_t(kernel.nr);
   const size_t step = size_t(std::max(kernel.kstep, kernel.kgroup));
-  const size_t kmax = 4 * step + step - 1;
+  const bool large = MR * NR > 512;  // sampled: edge sizes to 2 steps deep, then every (m, n) at one k
+  const size_t kmax = large ? 2 * step + 1 : 4 * step + step - 1;
   std::printf("testing %s (%zux%zu, G = %d, k step %zu%s)\n", kernel.name, MR, NR, kernel.kgroup, step,
               kernel.zero_points_in_kernel ? ", zero points in kernel" : "");
   const long failed_before = nnkern_test::failed();
@@ -233,14 +243,17 @@ void test_kernel(const QGemmKernel& kernel) {
   for (auto& v : wz_rand) v = int32_t(next(seed) % 256) - 128;
   const size_t ncases = sizeof(kCases) / sizeof(kCases[0]);
   for (size_t k = 0; k <= kmax; ++k)
-    for (size_t m = 1; m <= MR; ++m)
-      for (size_t n = 1; n <= NR; ++n) {
+    for (size_t m : tile_sizes(MR, large))
+      for (size_t n : tile_sizes(NR, large)) {
         const EpilogueCase& ec = kCases[(m + 3 * n + k) % ncases];
         check_tile(kernel, m, n, k, Fill::random, ec, 0, nullptr, ++seed);
         if (kernel.zero_points_in_kernel)
           check_tile(kernel, m, n, k, Fill::random, kCases[(m + n + 2 * k) % ncases], int32_t(next(seed) % 256),
                      &wz_rand, ++seed);
       }
+  if (large)
+    for (size_t m = 1; m <= MR; ++m)
+      for (size_t n = 1; n <= NR; ++n) check_tile(kernel, m, n, step + 5, Fill::random, kCases[(m + 3 * n) % ncases], 0, nullptr, ++seed);
   // The extremes, every epilogue, full and partial tiles, long K (sums far beyond int16).
   for (size_t k : {kmax, size_t(1000), size_t(4 * step * 64 + 3)})
     for (const EpilogueCase& ec : kCases)
@@ -346,9 +359,10 @@ void test_indirect(const QGemmKernel& kernel) {
   uint32_t seed = 11;
   // Every tail (m, n, k past the step) with ks and the zero pattern cycling; then ks 1..9 with all / none /
   // random zero taps at the extremes.
+  const bool large = MR * NR > 512;
   for (size_t k = 1; k <= 2 * step + 1; ++k)
-    for (size_t m = 1; m <= MR; ++m)
-      for (size_t n = 1; n <= NR; ++n) {
+    for (size_t m : tile_sizes(MR, large))
+      for (size_t n : tile_sizes(NR, large)) {
         const size_t ks = 1 + (m + n + k) % 9;
         const uint32_t mask = (m + k) % 3 == 0 ? 0u : next(seed);
         check_indirect(kernel, m, n, k, ks, mask, Fill::random, kCases[(m + 3 * n + k) % ncases], int32_t(next(seed) % 256), ++seed);
