@@ -40,6 +40,20 @@ NNK_INLINE void gather_rows(uint8_t* dst, const uint8_t* const* rows, size_t n, 
   for (size_t j = 0; j < n; ++j) _mm512_store_si512(dst + j * 64, _mm512_maskz_loadu_epi8(mask, rows[j] + off));
 }
 
+// One 64-k step of the 2 x 2 tiles: activation rows at act, `stride` bytes apart (16 per tile), weight
+// group rows at w, kGroupRow apart (channels 0-15, then 16-31 at + 64).
+template <bool kM2, bool kN2>
+NNK_INLINE void step(const uint8_t* act, intptr_t stride, const int8_t* w) {
+  _tile_loadd(4, act, stride);
+  if (kN2) _tile_loadd(5, act + 16 * stride, stride);
+  _tile_loadd(6, w, kGroupRow);
+  if (kM2) _tile_loadd(7, w + 64, kGroupRow);
+  _tile_dpbusd(0, 4, 6);
+  if (kM2) _tile_dpbusd(1, 4, 7);
+  if (kN2) _tile_dpbusd(2, 5, 6);
+  if (kM2 && kN2) _tile_dpbusd(3, 5, 7);
+}
+
 // Accumulates tap rows x panel into the C tiles. kM2 / kN2: the second channel half / row half is used.
 template <bool kM2, bool kN2>
 NNK_INLINE void tap(const uint8_t* const* rows, size_t n, size_t k, const int8_t*& a, uint8_t* abuf, uint8_t* wbuf) {
@@ -56,19 +70,11 @@ NNK_INLINE void tap(const uint8_t* const* rows, size_t n, size_t k, const int8_t
       // hardware prefetchers follow, so fetch the chunk after next ourselves (prefetches never fault).
       if (c + kPrefetchChunks < full)
         for (size_t j = 0; j < n; ++j) _mm_prefetch(reinterpret_cast<const char*>(rows[0] + j * s + off + kPrefetchChunks * kChunk), _MM_HINT_T0);
-      _tile_loadd(4, rows[0] + off, s);
-      if (kN2) _tile_loadd(5, rows[0] + 16 * s + off, s);
+      step<kM2, kN2>(rows[0] + off, s, a);
     } else {
       gather_rows(abuf, rows, n, off, kChunk);
-      _tile_loadd(4, abuf, kChunk);
-      if (kN2) _tile_loadd(5, abuf + 16 * kChunk, kChunk);
+      step<kM2, kN2>(abuf, kChunk, a);
     }
-    _tile_loadd(6, a, kGroupRow);
-    if (kM2) _tile_loadd(7, a + 64, kGroupRow);
-    _tile_dpbusd(0, 4, 6);
-    if (kM2) _tile_dpbusd(1, 4, 7);
-    if (kN2) _tile_dpbusd(2, 5, 6);
-    if (kM2 && kN2) _tile_dpbusd(3, 5, 7);
   }
   if (tail) {
     // The packed tap holds ceil(tail / 4) more group rows (zero beyond k): copied, the rest of the
@@ -81,14 +87,7 @@ NNK_INLINE void tap(const uint8_t* const* rows, size_t n, size_t k, const int8_t
     }
     a += groups * kGroupRow;
     gather_rows(abuf, rows, n, full * kChunk, tail);
-    _tile_loadd(4, abuf, kChunk);
-    if (kN2) _tile_loadd(5, abuf + 16 * kChunk, kChunk);
-    _tile_loadd(6, wbuf, kGroupRow);
-    if (kM2) _tile_loadd(7, wbuf + 64, kGroupRow);
-    _tile_dpbusd(0, 4, 6);
-    if (kM2) _tile_dpbusd(1, 4, 7);
-    if (kN2) _tile_dpbusd(2, 5, 6);
-    if (kM2 && kN2) _tile_dpbusd(3, 5, 7);
+    step<kM2, kN2>(abuf, kChunk, reinterpret_cast<const int8_t*>(wbuf));
   }
 }
 

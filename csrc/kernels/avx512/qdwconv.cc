@@ -17,14 +17,9 @@ namespace {
 #define NNK_INLINE inline __attribute__((always_inline))
 #include "kernels/qgemm_zmm.inc"
 #include "kernels/qepilogue_vec.inc"
+#include "kernels/qdwconv_zmm.inc"
 
-struct DwZmm : ZmmOps {
-  static NNK_INLINE V load_u8(const uint8_t* p) {
-    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static NNK_INLINE V load_u8_part(const uint8_t* p, int n) {
-    return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(__mmask16((1u << n) - 1u), p));  // masked bytes never fault
-  }
+struct DwZmm : DwZmmLoads {
   // acc + x * w for x in [0, 255] (high word 0) and w in int16: the high words' product is 0 * sign.
   static NNK_INLINE V madd(V acc, V x, V w) { return _mm512_add_epi32(acc, _mm512_madd_epi16(x, w)); }
 };
