@@ -28,6 +28,8 @@ const AlgorithmTable<QConvCall>& qconv_algorithms() {
        [](const QConvCall& c, const Workspace& ws) { qconv_im2col_run(c, ws.data()); }},
       {"indirect", [](const QConvCall&) { return true; }, nullptr, &qconv_indirect_workspace,
        [](const QConvCall& c, const Workspace& ws) { qconv_indirect_run(c, ws.data()); }},
+      {"direct", &qconv_direct_applies, [](const QConvCall&) { return false; }, &qconv_direct_workspace,
+       [](const QConvCall& c, const Workspace& ws) { qconv_direct_run(c, ws.data()); }},
   });
   return table;
 }
@@ -97,6 +99,19 @@ const QConvDwWeights& PackedQConv2d::dw_weights() const {
   return *dw_;
 }
 
+const QConvDirectWeights& PackedQConv2d::direct_weights() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!direct_) {
+    std::vector<float> f, o;  // OC-contiguous (groups == 1: group 0's padded copy)
+    if (factor_.size()) {
+      f.assign(factor_.data(), factor_.data() + geo_.OC);
+      o.assign(offset_.data(), offset_.data() + geo_.OC);
+    }
+    direct_ = qconv_pack_direct(geo_, raw_.data(), f.empty() ? nullptr : f.data(), o.empty() ? nullptr : o.data());
+  }
+  return *direct_;
+}
+
 std::shared_ptr<const QConvIndirection> PackedQConv2d::indirection(size_t N, size_t H, size_t W, const QGemmKernel* k,
                                                                    QType x_type, int32_t za_eff) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -123,10 +138,10 @@ size_t PackedQConv2d::indirection_builds() const {
 
 const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
                                const std::string& algorithm, const QGemmKernel* kern,
-                               const QDwconvKernel* dw) const {
+                               const QDwconvKernel* dw, const QConvDirectKernel* direct) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
-  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o, dw};
+  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o, dw, direct};
   const Algorithm<QConvCall>& a = qconv_algorithms().select(call, algorithm);  // errors before any work
   if (N == 0) return a.name;
   if (!o.residual) {
@@ -142,7 +157,7 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
   QConvOutput pre;
   pre.out = QOut::f32;
   pre.c = tmp.data();
-  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre, dw};
+  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre, dw, direct};
   {
     Workspace ws(a.workspace_bytes ? a.workspace_bytes(pre_call) : 0);
     a.run(pre_call, ws);
