@@ -392,6 +392,15 @@ def test_auto_rule_and_algorithm_argument(rng):
     for kw in (dict(stride=2), dict(padding=1)):
         assert make_layer(rng, 8, 1, 1, 8, **kw)._packed.auto_algorithm(1, 4, 4) == "indirect"
     assert make_layer(rng, 8, 3, 3, 8)._packed.auto_algorithm(1, 4, 4) == "indirect"
+    # direct: >= 49 taps over 2-3 input channels (the 7x7 stems), where a direct kernel runs at the ISA cap
+    stem = make_layer(rng, 64, 7, 7, 3, stride=2, padding=3)
+    assert stem._packed.auto_algorithm(1, 16, 16) == ("direct" if direct_available() else "indirect")
+    for c, k in ((4, 7), (3, 5), (1, 7)):
+        assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) in ("indirect", "depthwise"), (c, k)
+    for isa in ("avx2", "avx512"):  # no direct kernel under these caps
+        if isa in _C.isa_levels():
+            with nnkern.max_isa(isa):
+                assert stem._packed.auto_algorithm(1, 16, 16) == "indirect"
     with pytest.raises(ValueError, match="algorithm"):
         make_layer(rng, 8, 3, 3, 8, algorithm="winograd")
     with pytest.raises(TypeError, match="algorithm"):

@@ -16,19 +16,32 @@ namespace {
 // Input shapes whose indirection buffers a layer keeps (a model calls a layer on a few shapes at most).
 constexpr size_t kIndirectionCacheEntries = 8;
 
+// auto's one use of "direct": a large window over 2-3 input channels (the ResNet-50 / GoogLeNet 7x7 stems),
+// where the GEMM kernels' k = 2-3 per tap leaves most of each VNNI group's work to the k % 4 tail and the
+// direct kernels' padded copy makes every tap one group. Measured on one Sapphire Rapids core (Intel Xeon,
+// GOP/s direct vs indirect vs im2col): 224x224 3->64 7x7/2 amx 329 / 240 / 218, avx512vnni 335 / 256 / 227,
+// avxvnni 178 / 78 / 177; 112x112 3->64 7x7/1 amx 377 / 220 / 207; but 5x5/2 ties (225 / 220), 3x3 loses
+// (112x112 3->32 3x3/2: 66 / 114), and 4 or more channels lose (56x56 4->64 3x3: 229 / 313; 64->64 7x7 with
+// AMX: 748 / 1826).
+bool direct_preferred(const QConvCall& c) {
+  const QConvGeometry& g = c.L.geometry();
+  return g.groups == 1 && g.icg() >= 2 && g.icg() <= 3 && g.ks() >= 49 && qconv_direct_applies(c);
+}
+
 const AlgorithmTable<QConvCall>& qconv_algorithms() {
   // auto: depthwise for every depthwise layer (groups == IC: a per-group GEMM would be 1 x ks x m), then
-  // im2col for the pointwise case (a plain GEMM over the input rows, no copy), indirect otherwise (no
-  // KH*KW-fold copy of the input).
+  // im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 49
+  // taps over 2-3 input channels (direct_preferred), indirect otherwise (no KH*KW-fold copy of the input).
   static const AlgorithmTable<QConvCall> table("qconv2d", {
       {"depthwise", [](const QConvCall& c) { return c.L.geometry().depthwise(); }, nullptr,
        &qconv_depthwise_workspace, [](const QConvCall& c, const Workspace& ws) { qconv_depthwise_run(c, ws.data()); }},
       {"im2col", [](const QConvCall&) { return true; },
        [](const QConvCall& c) { return c.L.geometry().pointwise(); }, &qconv_im2col_workspace,
        [](const QConvCall& c, const Workspace& ws) { qconv_im2col_run(c, ws.data()); }},
-      {"indirect", [](const QConvCall&) { return true; }, nullptr, &qconv_indirect_workspace,
+      {"indirect", [](const QConvCall&) { return true; }, [](const QConvCall& c) { return !direct_preferred(c); },
+       &qconv_indirect_workspace,
        [](const QConvCall& c, const Workspace& ws) { qconv_indirect_run(c, ws.data()); }},
-      {"direct", &qconv_direct_applies, [](const QConvCall&) { return false; }, &qconv_direct_workspace,
+      {"direct", &qconv_direct_applies, &direct_preferred, &qconv_direct_workspace,
        [](const QConvCall& c, const Workspace& ws) { qconv_direct_run(c, ws.data()); }},
   });
   return table;
