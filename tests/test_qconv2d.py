@@ -24,6 +24,8 @@ from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture of the dispatche
 
 ALGORITHMS = _C.algorithms("qconv2d")
 QDWCONV_KERNELS = _C.kernel_list("qdwconv")
+QCONV_DIRECT_KERNELS = _C.kernel_list("qconv_direct")
+DIRECT_GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qconv_direct_guard_check.py")
 DW_GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qdwconv_guard_check.py")
 KERNEL_SHAPES = [(1, 1), (3, 3), (5, 5), (7, 7), (1, 7), (7, 1)]
 OUT_KIND = {np.dtype(np.float32): "f32", np.dtype(np.uint8): "u8", np.dtype(np.int8): "s8"}
@@ -68,9 +70,16 @@ def unfused(layer, acc):
     return y.T.reshape(acc.shape)
 
 
+def direct_available():
+    """Whether the ISA cap (and the CPU) has a direct kernel: VNNI levels only (kernels/qconv_direct_list.h)."""
+    return _C.cpu_info()["kernels"].get("u8s8_conv_direct", "none") != "none"
+
+
 def algorithms_for(layer):
-    """The table's entries that apply to the layer: "depthwise" only where groups == in_channels."""
-    return [a for a in ALGORITHMS if a != "depthwise" or layer.weight.shape[3] == 1]
+    """The table's entries that apply to the layer: "depthwise" only where groups == in_channels, "direct" only
+    with groups == 1 where the CPU and the ISA cap have a direct kernel (VNNI)."""
+    return [a for a in ALGORITHMS if (a != "depthwise" or layer.weight.shape[3] == 1)
+            and (a != "direct" or (layer.groups == 1 and direct_available()))]
 
 
 def rand_x(rng, dtype, shape, extreme=None):
@@ -208,6 +217,75 @@ def test_depthwise_extremes(dwkernel, xdt, zx, extreme):
         assert np.array_equal(layer._run(x, None, "depthwise", dwkernel), ref_layer(layer, x)), wv
 
 
+@pytest.fixture(params=QCONV_DIRECT_KERNELS, ids=[k["name"] for k in QCONV_DIRECT_KERNELS])
+def directkernel(request):
+    """Each direct convolution micro-kernel of the list (skipped, naming the ISA, where the CPU lacks it)."""
+    return runnable(request.param)
+
+
+def test_direct_kernels_listed():
+    """A direct kernel at each VNNI level of this build, none elsewhere (no scalar one: "direct" needs VNNI)."""
+    assert {k["level"] for k in QCONV_DIRECT_KERNELS} <= {"avxvnni", "avx512vnni"}
+    if not any(k["supported"] for k in QCONV_DIRECT_KERNELS):
+        pytest.skip("CPU lacks avxvnni and avx512vnni: no direct kernel runs here")
+
+
+def test_sweep_direct_every_direct_kernel(directkernel):
+    """The seeded sweep restricted to groups == 1 (1x1 .. 7x7, 1x7, 7x1, 2x2, 4x6; strides 1-3, padding 0-3
+    asymmetric, dilation 1-2, IC / OC 1..70, batch 1-3, uint8 / int8 with extreme zero points, every output)
+    through each direct kernel, bit-exact against the int64 reference."""
+    shapes = KERNEL_SHAPES + [(2, 2), (4, 6), (3, 1)]
+    for desc, layer, x, want in sweep(np.random.default_rng(13), N_CONFIGS, kinds=("plain",), shapes=shapes):
+        got = layer._run(x, None, "direct", directkernel)
+        assert got.dtype == want.dtype and np.array_equal(got, want), f"{directkernel} {desc}"
+
+
+@pytest.mark.parametrize("OC", [1, 15, 16, 17, 33, 48, 63, 64, 65, 70, 127, 129])
+@pytest.mark.parametrize("IC", [1, 3, 4, 5, 8, 67])
+def test_direct_channel_tails(directkernel, OC, IC, rng):
+    """Every output-channel count around the vector (8, 16) and the 64-channel block, input channels around the
+    group of 4, output widths around the 6 / 4 pixel block."""
+    for OW in (1, 5, 6, 7, 13):
+        odt, xdt = [(np.int32, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8), (np.float32, np.int8)][OW % 4]
+        layer = make_layer(rng, OC, 3, 3, IC, odt, relu=odt != np.int32, padding=(1, 2, 0, 1),
+                           input_zero_point=int(np.iinfo(xdt).min + 3))
+        x = rand_x(rng, xdt, (2, 4, OW + 1, IC))
+        assert np.array_equal(layer._run(x, None, "direct", directkernel), unfused(layer, ref_layer(layer, x)))
+
+
+@pytest.mark.parametrize("xdt,zx,extreme", [(np.uint8, 0, "max"), (np.uint8, 255, "min"), (np.int8, -128, "max"),
+                                            (np.int8, 127, "min")])
+def test_direct_extremes(directkernel, xdt, zx, extreme):
+    """|x - zx| and |w| at their maxima, padding taps included, a 7x7 window, 70 channels (tails everywhere)."""
+    for wv in (-128, 127):
+        w = np.full((70, 7, 7, 70), wv, np.int8)
+        layer = nnkern.QConv2d(w, weight_scale=1.0, padding=(3, 2, 0, 3), stride=(1, 2), input_scale=1.0,
+                               input_zero_point=zx, output_dtype=np.int32)
+        x = rand_x(None, xdt, (2, 8, 9, 70), extreme=extreme)
+        assert np.array_equal(layer._run(x, None, "direct", directkernel), ref_layer(layer, x)), wv
+
+
+def test_direct_no_access_past_guard_page(directkernel):
+    """Input, output tails at an unmapped page (tests/qconv_direct_guard_check.py, in a subprocess)."""
+    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{DIRECT_GUARD_SCRIPT!r}, {directkernel!r}]; "
+                               f"runpy.run_path({DIRECT_GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
+
+
+def test_direct_does_not_apply(rng):
+    """groups > 1, or an ISA cap without VNNI (avx2, avx512): "direct" raises "does not apply"."""
+    x = rand_x(rng, np.uint8, (1, 5, 5, 8))
+    with pytest.raises(ValueError, match="does not apply"):
+        make_layer(rng, 8, 3, 3, 4, groups=2)._run(x, None, "direct", "")
+    for isa in ("scalar", "avx2", "avx512"):
+        if isa not in _C.isa_levels():
+            continue
+        with nnkern.max_isa(isa):
+            assert not direct_available()
+            with pytest.raises(ValueError, match="does not apply"):
+                make_layer(rng, 8, 3, 3, 8)._run(x, None, "direct", "")
+
+
 def test_dispatched_path_every_isa(qisa, rng):
     """layer(x) under each ISA cap (the dispatched kernel, auto and every algorithm) for every output dtype."""
     for KH, KW, stride, padding, groups in [(3, 3, 1, 1, 1), (1, 1, 1, 0, 1), (3, 3, 2, (0, 1, 1, 0), 8),
@@ -215,7 +293,7 @@ def test_dispatched_path_every_isa(qisa, rng):
         IC, OC = 16, 24 if groups < 16 else 32
         for odt in (np.int32, np.uint8, np.int8, np.float32):
             for alg in ("auto", *ALGORITHMS):
-                if alg == "depthwise" and groups != IC:
+                if alg == "depthwise" and groups != IC or alg == "direct" and (groups != 1 or not direct_available()):
                     continue
                 layer = make_layer(rng, OC, KH, KW, IC // groups, odt, relu=odt != np.int32, stride=stride,
                                    padding=padding, groups=groups, algorithm=alg)
@@ -258,7 +336,8 @@ def test_fused_equals_unfused(rng, odt, relu):
 def test_threads_bit_identical(rng):
     layers = [make_layer(rng, 40, 3, 3, 24, np.uint8, True, padding=1),
               make_layer(rng, 48, 1, 1, 24, np.int8),
-              make_layer(rng, 48, 5, 5, 1, np.float32, groups=24, padding=2)]
+              make_layer(rng, 48, 5, 5, 1, np.float32, groups=24, padding=2),
+              make_layer(rng, 130, 3, 3, 24, np.int8, padding=(0, 1, 2, 0), stride=(2, 1))]  # 3 direct blocks
     x = rand_x(rng, np.uint8, (2, 23, 19, 24))
     for layer in layers:
         for alg in algorithms_for(layer):
@@ -301,7 +380,7 @@ def test_indirection_cache_addresses_shapes_threads(rng):
 
 
 def test_auto_rule_and_algorithm_argument(rng):
-    assert ALGORITHMS == ["depthwise", "im2col", "indirect"]
+    assert ALGORITHMS == ["depthwise", "im2col", "indirect", "direct"]
     for ks, kw in ((3, {}), (1, {}), (5, dict(stride=2, padding=2))):  # depthwise: always, pointwise too
         dw = make_layer(rng, 16, ks, ks, 1, groups=8, **kw)
         assert dw._packed.auto_algorithm(1, 9, 9) == "depthwise"
@@ -313,8 +392,17 @@ def test_auto_rule_and_algorithm_argument(rng):
     for kw in (dict(stride=2), dict(padding=1)):
         assert make_layer(rng, 8, 1, 1, 8, **kw)._packed.auto_algorithm(1, 4, 4) == "indirect"
     assert make_layer(rng, 8, 3, 3, 8)._packed.auto_algorithm(1, 4, 4) == "indirect"
+    # direct: >= 49 taps over 2-3 input channels (the 7x7 stems), where a direct kernel runs at the ISA cap
+    stem = make_layer(rng, 64, 7, 7, 3, stride=2, padding=3)
+    assert stem._packed.auto_algorithm(1, 16, 16) == ("direct" if direct_available() else "indirect")
+    for c, k in ((4, 7), (3, 5), (1, 7)):
+        assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) in ("indirect", "depthwise"), (c, k)
+    for isa in ("avx2", "avx512"):  # no direct kernel under these caps
+        if isa in _C.isa_levels():
+            with nnkern.max_isa(isa):
+                assert stem._packed.auto_algorithm(1, 16, 16) == "indirect"
     with pytest.raises(ValueError, match="algorithm"):
-        make_layer(rng, 8, 3, 3, 8, algorithm="direct")
+        make_layer(rng, 8, 3, 3, 8, algorithm="winograd")
     with pytest.raises(TypeError, match="algorithm"):
         make_layer(rng, 8, 3, 3, 8, algorithm=1)
 

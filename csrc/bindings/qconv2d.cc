@@ -1,6 +1,7 @@
 // Binding of the packed INT8 convolution (nnkern.QConv2d). The Python layer (nnkern/qconv.py) has checked
 // dtypes, shapes, parameters and the K bound; the object re-checks every array against its own sizes.
 #include "bindings/common.h"
+#include "kernels/qconv_direct_list.h"
 #include "kernels/qdwconv_list.h"
 #include "ops/qconv2d.h"
 #include "ops/qgemm.h"
@@ -11,6 +12,18 @@ namespace {
 // The depthwise kernel of that name, or null if `name` is no qdwconv kernel; ValueError if this CPU cannot run it.
 const QDwconvKernel* runnable_qdwconv_kernel(const std::string& name) {
   const KernelList<QDwconvKernel>& l = qdwconv_kernel_list();
+  for (size_t i = 0; i < l.kernels.size(); ++i) {
+    if (name != l.info[i].name) continue;
+    if (!isa_supported(l.info[i].level))
+      throw py::value_error(std::string("this CPU cannot run ") + name + " (no " + isa_name(l.info[i].level) + ")");
+    return l.kernels[i];
+  }
+  return nullptr;
+}
+
+// The direct kernel of that name, or null if `name` is no qconv_direct kernel; ValueError if this CPU cannot run it.
+const QConvDirectKernel* runnable_qconv_direct_kernel(const std::string& name) {
+  const KernelList<QConvDirectKernel>& l = qconv_direct_kernel_list();
   for (size_t i = 0; i < l.kernels.size(); ++i) {
     if (name != l.info[i].name) continue;
     if (!isa_supported(l.info[i].level))
@@ -44,7 +57,7 @@ class QConv2dBinding {
   }
 
   // out (N, OH, OW, OC) = conv(x (N, H, W, IC) uint8 or int8). kernel: "" (dispatched), a qgemm kernel's
-  // name or a qdwconv kernel's name (tests; the other family stays dispatched). Returns the algorithm that ran.
+  // name, a qdwconv or a qconv_direct kernel's name (tests; the other families stay dispatched). Returns the algorithm that ran.
   // residual: None or uint8 / int8 of out's shape, with its zero point and factor (ops/qconv2d.h QConvOutput).
   std::string run(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
                   const py::object& residual, int residual_zero, float residual_factor) const {
@@ -69,9 +82,10 @@ class QConv2dBinding {
       o.residual_factor = residual_factor;
     }
     const QDwconvKernel* dw = kernel.empty() ? nullptr : runnable_qdwconv_kernel(kernel);
-    const QGemmKernel* k = kernel.empty() || dw ? nullptr : &runnable_qgemm_kernel(kernel);
+    const QConvDirectKernel* direct = kernel.empty() || dw ? nullptr : runnable_qconv_direct_kernel(kernel);
+    const QGemmKernel* k = kernel.empty() || dw || direct ? nullptr : &runnable_qgemm_kernel(kernel);
     py::gil_scoped_release release;
-    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, xp, o, algorithm, k, dw);
+    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, xp, o, algorithm, k, dw, direct);
   }
 
   std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }

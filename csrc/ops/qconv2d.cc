@@ -16,18 +16,33 @@ namespace {
 // Input shapes whose indirection buffers a layer keeps (a model calls a layer on a few shapes at most).
 constexpr size_t kIndirectionCacheEntries = 8;
 
+// auto's one use of "direct": a large window over 2-3 input channels (the ResNet-50 / GoogLeNet 7x7 stems),
+// where the GEMM kernels' k = 2-3 per tap leaves most of each VNNI group's work to the k % 4 tail and the
+// direct kernels' padded copy makes every tap one group. Measured on one Sapphire Rapids core (Intel Xeon,
+// GOP/s direct vs indirect vs im2col): 224x224 3->64 7x7/2 amx 329 / 240 / 218, avx512vnni 335 / 256 / 227,
+// avxvnni 178 / 78 / 177; 112x112 3->64 7x7/1 amx 377 / 220 / 207; but 5x5/2 ties (225 / 220), 3x3 loses
+// (112x112 3->32 3x3/2: 66 / 114), and 4 or more channels lose (56x56 4->64 3x3: 229 / 313; 64->64 7x7 with
+// AMX: 748 / 1826).
+bool direct_preferred(const QConvCall& c) {
+  const QConvGeometry& g = c.L.geometry();
+  return g.groups == 1 && g.icg() >= 2 && g.icg() <= 3 && g.ks() >= 49 && qconv_direct_applies(c);
+}
+
 const AlgorithmTable<QConvCall>& qconv_algorithms() {
   // auto: depthwise for every depthwise layer (groups == IC: a per-group GEMM would be 1 x ks x m), then
-  // im2col for the pointwise case (a plain GEMM over the input rows, no copy), indirect otherwise (no
-  // KH*KW-fold copy of the input).
+  // im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 49
+  // taps over 2-3 input channels (direct_preferred), indirect otherwise (no KH*KW-fold copy of the input).
   static const AlgorithmTable<QConvCall> table("qconv2d", {
       {"depthwise", [](const QConvCall& c) { return c.L.geometry().depthwise(); }, nullptr,
        &qconv_depthwise_workspace, [](const QConvCall& c, const Workspace& ws) { qconv_depthwise_run(c, ws.data()); }},
       {"im2col", [](const QConvCall&) { return true; },
        [](const QConvCall& c) { return c.L.geometry().pointwise(); }, &qconv_im2col_workspace,
        [](const QConvCall& c, const Workspace& ws) { qconv_im2col_run(c, ws.data()); }},
-      {"indirect", [](const QConvCall&) { return true; }, nullptr, &qconv_indirect_workspace,
+      {"indirect", [](const QConvCall&) { return true; }, [](const QConvCall& c) { return !direct_preferred(c); },
+       &qconv_indirect_workspace,
        [](const QConvCall& c, const Workspace& ws) { qconv_indirect_run(c, ws.data()); }},
+      {"direct", &qconv_direct_applies, &direct_preferred, &qconv_direct_workspace,
+       [](const QConvCall& c, const Workspace& ws) { qconv_direct_run(c, ws.data()); }},
   });
   return table;
 }
@@ -97,6 +112,19 @@ const QConvDwWeights& PackedQConv2d::dw_weights() const {
   return *dw_;
 }
 
+const QConvDirectWeights& PackedQConv2d::direct_weights() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!direct_) {
+    std::vector<float> f, o;  // OC-contiguous (groups == 1: group 0's padded copy)
+    if (factor_.size()) {
+      f.assign(factor_.data(), factor_.data() + geo_.OC);
+      o.assign(offset_.data(), offset_.data() + geo_.OC);
+    }
+    direct_ = qconv_pack_direct(geo_, raw_.data(), f.empty() ? nullptr : f.data(), o.empty() ? nullptr : o.data());
+  }
+  return *direct_;
+}
+
 std::shared_ptr<const QConvIndirection> PackedQConv2d::indirection(size_t N, size_t H, size_t W, const QGemmKernel* k,
                                                                    QType x_type, int32_t za_eff) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -123,10 +151,10 @@ size_t PackedQConv2d::indirection_builds() const {
 
 const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
                                const std::string& algorithm, const QGemmKernel* kern,
-                               const QDwconvKernel* dw) const {
+                               const QDwconvKernel* dw, const QConvDirectKernel* direct) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
-  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o, dw};
+  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o, dw, direct};
   const Algorithm<QConvCall>& a = qconv_algorithms().select(call, algorithm);  // errors before any work
   if (N == 0) return a.name;
   if (!o.residual) {
@@ -142,7 +170,7 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
   QConvOutput pre;
   pre.out = QOut::f32;
   pre.c = tmp.data();
-  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre, dw};
+  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre, dw, direct};
   {
     Workspace ws(a.workspace_bytes ? a.workspace_bytes(pre_call) : 0);
     a.run(pre_call, ws);

@@ -8,6 +8,8 @@
 //             cached indirection buffer, a shared zero row for padding taps.
 //   depthwise (groups == IC only) the depthwise kernels (kernels/qdwconv.h): channels in vector lanes, taps in
 //             the loop, one output row per call, through a pixel-major indirection buffer (ops/qconv2d_depthwise.cc).
+//   direct    (groups == 1, VNNI levels only) the direct kernels (kernels/qconv_direct.h): a padded uint8 copy of
+//             the input walked with strides, pixels x output channels in registers (ops/qconv2d_direct.cc).
 // Other groups are a loop over per-group GEMMs on the IC/groups slice of each row.
 // Exact: sum over taps and channels of (x - zx) w in int32, which the caller has bounded (K limit).
 #pragma once
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "kernels/qconv_direct.h"
 #include "kernels/qdwconv.h"
 #include "kernels/qgemm.h"
 #include "ops/qgemm.h"
@@ -95,6 +98,16 @@ struct QConvDwWeights {
   AlignedBuffer<float> factor, offset;  // empty for int32 output
 };
 
+// The weights packed for the direct kernels (kernels/qconv_direct.h, ops/qconv2d_direct.cc): blocks of
+// kQConvDirectOcBlock output channels, block_bytes each (ks taps x icp / 4 groups x 64 lanes x 4 bytes), and the
+// column sums / factor / offset over blocks * kQConvDirectOcBlock channels, padding zero.
+struct QConvDirectWeights {
+  size_t blocks = 0, icp = 0, block_bytes = 0;
+  AlignedBuffer<int8_t> w;
+  AlignedBuffer<int32_t> colsum;
+  AlignedBuffer<float> factor, offset;  // empty for int32 output
+};
+
 // Where the indirection buffers point: entries are offsets from this nominal base rather than from null, so
 // no pointer a kernel forms is a non-zero offset applied to a null pointer (undefined behaviour, flagged by
 // UBSan); a call's b_offset = its input's address - kQConvNominalBase.
@@ -106,13 +119,13 @@ class PackedQConv2d {
   // g * ocg + o); factor / offset: OC floats or null (int32 output).
   PackedQConv2d(const QConvGeometry& geo, const int8_t* w, const float* factor, const float* offset, int32_t x_zero);
 
-  // out = conv(x) through the algorithm `algorithm` ("auto", "im2col", "indirect", "depthwise";
+  // out = conv(x) through the algorithm `algorithm` ("auto", "im2col", "indirect", "depthwise", "direct";
   // std::invalid_argument if unknown or not applicable) on the micro-kernel `kern` (null: the dispatched 8-bit
-  // one) or, for "depthwise", `dw` (null: the dispatched one). x: N x H x W x IC.
+  // one) or, for "depthwise", `dw` / for "direct", `direct` (null: the dispatched one). x: N x H x W x IC.
   // Returns the name of the algorithm that ran.
   const char* run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
                   const std::string& algorithm, const QGemmKernel* kern = nullptr,
-                  const QDwconvKernel* dw = nullptr) const;
+                  const QDwconvKernel* dw = nullptr, const QConvDirectKernel* direct = nullptr) const;
   // The algorithm "auto" picks for an input of this size.
   const char* auto_algorithm(size_t N, size_t H, size_t W) const;
 
@@ -126,6 +139,7 @@ class PackedQConv2d {
   std::shared_ptr<const QConvIndirection> indirection(size_t N, size_t H, size_t W, const QGemmKernel* k, QType x_type,
                                                       int32_t za_eff) const;
   const QConvDwWeights& dw_weights() const;  // depthwise layers: packed on first use, then kept
+  const QConvDirectWeights& direct_weights() const;  // groups == 1: packed on first "direct" call, then kept
   const float* factor(size_t g) const { return factor_.size() ? factor_.data() + g * pad_ : nullptr; }
   const float* offset(size_t g) const { return offset_.size() ? offset_.data() + g * pad_ : nullptr; }
   int32_t x_zero() const { return x_zero_; }
@@ -140,6 +154,7 @@ class PackedQConv2d {
   mutable std::mutex mu_;                   // guards the two caches below
   mutable std::vector<std::unique_ptr<QConvWeights>> packed_;  // one per kernel used, never dropped
   mutable std::unique_ptr<QConvDwWeights> dw_;
+  mutable std::unique_ptr<QConvDirectWeights> direct_;
   mutable std::vector<std::shared_ptr<const QConvIndirection>> indirect_;  // most recent last
   mutable size_t builds_ = 0;
 };
@@ -153,6 +168,7 @@ struct QConvCall {
   const void* x;
   const QConvOutput& o;
   const QDwconvKernel* dw = nullptr;  // "depthwise": the kernel asked for (null: the dispatched one)
+  const QConvDirectKernel* direct = nullptr;  // "direct": the kernel asked for (null: the dispatched one)
   size_t M() const { return N * OH * OW; }
 };
 
@@ -183,6 +199,13 @@ void qconv_depthwise_run(const QConvCall& c, void* workspace);
 // OC floats or null.
 std::unique_ptr<QConvDwWeights> qconv_pack_depthwise(const QConvGeometry& geo, const int8_t* w, const float* factor,
                                                      const float* offset);
+// The "direct" algorithm (ops/qconv2d_direct.cc): applies with groups == 1 where a direct kernel was asked for or
+// the ISA cap has one; and its weight packing (w, factor, offset as for qconv_pack_depthwise).
+bool qconv_direct_applies(const QConvCall& c);
+size_t qconv_direct_workspace(const QConvCall& c);
+void qconv_direct_run(const QConvCall& c, void* workspace);
+std::unique_ptr<QConvDirectWeights> qconv_pack_direct(const QConvGeometry& geo, const int8_t* w, const float* factor,
+                                                      const float* offset);
 // Builds the indirection buffer of one input shape (ops/qconv2d_indirect.cc); k == null: the depthwise layout.
 std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeometry& geo, size_t N, size_t H,
                                                                 size_t W, const QGemmKernel* k, QType x_type,

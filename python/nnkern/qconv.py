@@ -85,8 +85,13 @@ class QConv2d:
       GEMM kernels' indirect form reading the window through an indirection buffer of input-row offsets,
       built once per input shape and cached in the layer; padding taps read a shared row of the zero
       point) and "depthwise" (groups == in_channels only: the depthwise micro-kernels, channels in vector
-      lanes, taps in the loop). auto: "depthwise" for depthwise layers, else "im2col" for the 1x1 stride-1
-      unpadded case, else "indirect". Every algorithm
+      lanes, taps in the loop) and "direct" (groups == 1, AVX-VNNI / AVX-512 VNNI only, ValueError elsewhere:
+      one padded uint8 copy of the input walked with strides by kernels holding 6 output pixels x 64 output
+      channels in registers over the whole window, weights packed per 64 channels in groups of 4 input
+      channels). auto: "depthwise" for depthwise layers, else "im2col" for the 1x1 stride-1 unpadded case,
+      else "direct" for windows of >= 49 taps over 2-3 input channels where a direct kernel runs (the 7x7
+      stems: 224x224 3->64 7x7/2 on one Sapphire Rapids core, 335 vs 256 GOP/s for indirect), else
+      "indirect". Every algorithm
       gives bit-identical results on every ISA and thread count.
 
     residual_scale, residual_zero_point: with them, a call may pass ``residual=`` (uint8 or int8, the
