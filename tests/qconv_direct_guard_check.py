@@ -20,17 +20,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nnkern  # noqa: E402
 from nnkern import _C  # noqa: E402
+from qhelpers import guarded_array as guarded  # noqa: E402
 from test_qconv2d import ref_layer, unfused  # noqa: E402
-
-
-def guarded(shape, dtype):
-    """A C-contiguous array of ``shape`` whose last byte is right before an unmapped page."""
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    buf = _C.GuardedBuffer(max(nbytes, 1))
-    raw = np.frombuffer(buf, np.uint8)
-    arr = raw[raw.size - nbytes:].view(dtype).reshape(shape)
-    arr.flags.writeable = True
-    return arr, buf
 
 
 def main(kernel: str) -> int:

@@ -15,6 +15,17 @@ KINDS = tuple(KIND_DTYPES)
 OUT_KINDS = {"i32": 0, "f32": 1, "u8": 2, "s8": 3}
 
 
+def guarded_array(shape, dtype):
+    """A C-contiguous array of ``shape`` whose last byte is right before an unmapped page, and the buffer that
+    owns it (keep it alive as long as the array)."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    buf = _C.GuardedBuffer(max(nbytes, 1))
+    raw = np.frombuffer(buf, np.uint8)
+    arr = raw[raw.size - nbytes:].view(dtype).reshape(shape)
+    arr.flags.writeable = True
+    return arr, buf
+
+
 def ref_qgemm(a, b, za=0, zb=0):
     """sum_k (a - za)(b - zb) in int64 (zb scalar or per column)."""
     return (a.astype(np.int64) - int(za)) @ (b.astype(np.int64) - np.asarray(zb, np.int64))

@@ -9,21 +9,9 @@
 namespace nnkern::bindings {
 namespace {
 
-// The depthwise kernel of that name, or null if `name` is no qdwconv kernel; ValueError if this CPU cannot run it.
-const QDwconvKernel* runnable_qdwconv_kernel(const std::string& name) {
-  const KernelList<QDwconvKernel>& l = qdwconv_kernel_list();
-  for (size_t i = 0; i < l.kernels.size(); ++i) {
-    if (name != l.info[i].name) continue;
-    if (!isa_supported(l.info[i].level))
-      throw py::value_error(std::string("this CPU cannot run ") + name + " (no " + isa_name(l.info[i].level) + ")");
-    return l.kernels[i];
-  }
-  return nullptr;
-}
-
-// The direct kernel of that name, or null if `name` is no qconv_direct kernel; ValueError if this CPU cannot run it.
-const QConvDirectKernel* runnable_qconv_direct_kernel(const std::string& name) {
-  const KernelList<QConvDirectKernel>& l = qconv_direct_kernel_list();
+// The kernel of that name in list l, or null if `name` is none of its kernels; ValueError if this CPU cannot run it.
+template <typename Kernel>
+const Kernel* runnable_in(const KernelList<Kernel>& l, const std::string& name) {
   for (size_t i = 0; i < l.kernels.size(); ++i) {
     if (name != l.info[i].name) continue;
     if (!isa_supported(l.info[i].level))
@@ -81,8 +69,8 @@ class QConv2dBinding {
       o.residual_zero = residual_zero;
       o.residual_factor = residual_factor;
     }
-    const QDwconvKernel* dw = kernel.empty() ? nullptr : runnable_qdwconv_kernel(kernel);
-    const QConvDirectKernel* direct = kernel.empty() || dw ? nullptr : runnable_qconv_direct_kernel(kernel);
+    const QDwconvKernel* dw = kernel.empty() ? nullptr : runnable_in(qdwconv_kernel_list(), kernel);
+    const QConvDirectKernel* direct = kernel.empty() || dw ? nullptr : runnable_in(qconv_direct_kernel_list(), kernel);
     const QGemmKernel* k = kernel.empty() || dw || direct ? nullptr : &runnable_qgemm_kernel(kernel);
     py::gil_scoped_release release;
     return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, xp, o, algorithm, k, dw, direct);

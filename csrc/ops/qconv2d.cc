@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "core/algorithm.h"
 #include "core/workspace.h"
@@ -183,6 +184,16 @@ const char* PackedQConv2d::auto_algorithm(size_t N, size_t H, size_t W) const {
   const QConvOutput o;
   const QConvCall call{*this, *kernel_, N, H, W, geo_.OH(H), geo_.OW(W), QType::u8, nullptr, o};
   return qconv_algorithms().select(call, "auto").name;
+}
+
+void qconv_padded_factors(const float* factor, const float* offset, size_t OC, size_t cpad,
+                          AlignedBuffer<float>* dst_factor, AlignedBuffer<float>* dst_offset) {
+  if (!factor) return;
+  for (auto [src, dst] : {std::pair{factor, dst_factor}, std::pair{offset, dst_offset}}) {
+    dst->resize(cpad);
+    std::fill(dst->data(), dst->data() + cpad, 0.0f);
+    std::copy(src, src + OC, dst->data());
+  }
 }
 
 size_t qconv_input_bytes(const QConvCall& c) {

@@ -89,6 +89,11 @@ struct QConvOutput {
   float residual_factor = 0.0f;
 };
 
+// factor / offset (OC floats each, or null: int32 output) into dst_factor / dst_offset, padded with zeros to cpad;
+// both left empty for null. The per-layer copies of the depthwise and direct weights.
+void qconv_padded_factors(const float* factor, const float* offset, size_t OC, size_t cpad,
+                          AlignedBuffer<float>* dst_factor, AlignedBuffer<float>* dst_offset);
+
 // The weights packed for the depthwise kernels (kernels/qdwconv.h), shared by all of them: int32 [ks][cpad]
 // (output channel oc = g * m + j at column oc), the per-channel weight sums that fold the input zero point,
 // and the factor / offset contiguous over OC (the GEMM paths keep them per group). Padding is zero.

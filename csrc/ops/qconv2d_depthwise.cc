@@ -40,14 +40,7 @@ std::unique_ptr<QConvDwWeights> qconv_pack_depthwise(const QConvGeometry& geo, c
       p->w.data()[t * cpad + oc] = v;
       p->wsum.data()[oc] += v;
     }
-  if (factor) {
-    p->factor.resize(cpad);
-    p->offset.resize(cpad);
-    std::fill(p->factor.data(), p->factor.data() + cpad, 0.0f);
-    std::fill(p->offset.data(), p->offset.data() + cpad, 0.0f);
-    std::copy(factor, factor + OC, p->factor.data());
-    std::copy(offset, offset + OC, p->offset.data());
-  }
+  qconv_padded_factors(factor, offset, OC, cpad, &p->factor, &p->offset);
   return p;
 }
 

@@ -46,14 +46,7 @@ std::unique_ptr<QConvDirectWeights> qconv_pack_direct(const QConvGeometry& geo, 
         p->w.data()[(oc / B) * p->block_bytes + (t * icp + ic / 4 * 4) * B + (oc % B) * 4 + ic % 4] = v;
         p->colsum.data()[oc] += v;
       }
-  if (factor) {
-    p->factor.resize(cpad);
-    p->offset.resize(cpad);
-    std::fill(p->factor.data(), p->factor.data() + cpad, 0.0f);
-    std::fill(p->offset.data(), p->offset.data() + cpad, 0.0f);
-    std::copy(factor, factor + OC, p->factor.data());
-    std::copy(offset, offset + OC, p->offset.data());
-  }
+  qconv_padded_factors(factor, offset, OC, cpad, &p->factor, &p->offset);
   return p;
 }
 
