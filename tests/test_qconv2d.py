@@ -581,3 +581,40 @@ def test_im2col_row_blocks(qkernel, rng):
     layer = make_layer(rng, 5, 7, 7, 70, np.int32, padding=3, input_zero_point=77)
     x = rand_x(rng, np.uint8, (2, 30, 30, 70))
     assert np.array_equal(layer._run(x, None, "im2col", qkernel), ref_layer(layer, x))
+
+
+def test_nchw_layout_is_the_nhwc_call_transposed(rng):
+    """layout="NCHW": x, residual and out in torch's order; the values are the NHWC call's, transposed."""
+    layer = make_layer(rng, 10, 3, 3, 6, np.uint8, relu=True, padding=1, stride=(1, 2), residual_scale=0.05,
+                       residual_zero_point=3)
+    x = rand_x(rng, np.uint8, (2, 7, 9, 6))
+    r = rand_x(rng, np.uint8, layer.output_shape(x.shape))
+    want = layer(x, residual=r).transpose(0, 3, 1, 2)
+    x_nchw, r_nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2)), np.ascontiguousarray(r.transpose(0, 3, 1, 2))
+    got = layer(x_nchw, residual=r_nchw, layout="NCHW")
+    assert got.shape == want.shape and got.flags.c_contiguous and np.array_equal(got, want)
+    out = np.empty(want.shape, np.uint8)
+    assert layer(x_nchw, out, residual=r_nchw, layout="NCHW") is out and np.array_equal(out, want)
+    plain = make_layer(rng, 5, 1, 1, 6, np.int32)
+    assert np.array_equal(plain(x_nchw, layout="NCHW"), plain(x).transpose(0, 3, 1, 2))
+
+
+@pytest.mark.parametrize("bad, exc", [("nchw", ValueError), ("NHCW", ValueError), ("", ValueError), (None, TypeError),
+                                      (0, TypeError)])
+def test_layout_argument_is_checked(rng, bad, exc):
+    layer = make_layer(rng, 4, 1, 1, 3)
+    with pytest.raises(exc, match="layout"):
+        layer(np.zeros((1, 2, 2, 3), np.uint8), layout=bad)
+
+
+def test_nchw_shapes_are_checked(rng):
+    layer = make_layer(rng, 4, 3, 3, 3, np.uint8, padding=1, residual_scale=0.1)
+    with pytest.raises(ValueError, match="NCHW"):
+        layer(np.zeros((1, 5, 5, 3), np.uint8), layout="NCHW")  # NHWC data passed as NCHW: C = 5
+    with pytest.raises(ValueError, match="NCHW"):
+        layer(np.zeros((3, 5, 5), np.uint8), layout="NCHW")
+    x = np.zeros((1, 3, 5, 5), np.uint8)
+    with pytest.raises(ValueError, match="out must have shape"):
+        layer(x, np.empty((1, 5, 5, 4), np.uint8), layout="NCHW")
+    with pytest.raises(ValueError, match="residual"):
+        layer(x, residual=np.zeros((1, 5, 5, 4), np.uint8), layout="NCHW")

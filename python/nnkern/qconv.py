@@ -243,8 +243,31 @@ class QConv2d:
     residual_scale = property(lambda self: self._residual_scale, doc="the scale of residual inputs (None: none)")
     residual_zero_point = property(lambda self: self._residual_zero_point, doc="the zero point of residual inputs")
 
-    def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, residual: ArrayIn | None = None) -> np.ndarray:
-        return self._run(x, out, self._algorithm, "", residual)
+    def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, residual: ArrayIn | None = None,
+                 layout: str = "NHWC") -> np.ndarray:
+        """The layer on x (N, H, W, in_channels), uint8 or int8; returns (N, OH, OW, out_channels).
+
+        layout="NCHW": x, residual and out in torch's (N, C, H, W) order instead, for convenience: x (and the
+        residual) are copied to NHWC, the layer runs, and the result is copied back, so each call pays two or
+        three transposing copies that an NHWC model does not. The values are identical to the NHWC call's."""
+        if not isinstance(layout, str):
+            raise TypeError(f'layout must be "NHWC" or "NCHW", got {type(layout).__name__}')
+        if layout == "NHWC":
+            return self._run(x, out, self._algorithm, "", residual)
+        if layout != "NCHW":
+            raise ValueError(f'layout must be "NHWC" or "NCHW", got {layout!r}')
+        x = as_array(x, "x")
+        if x.ndim != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"x must be 4-D NCHW (N, {self.in_channels}, H, W), got shape {x.shape}")
+        if residual is not None:
+            residual = as_array(residual, "residual")
+            if residual.ndim != 4:
+                raise ValueError(f"residual must be 4-D NCHW, got shape {residual.shape}")
+            residual = residual.transpose(0, 2, 3, 1)
+        y = self._run(x.transpose(0, 2, 3, 1), None, self._algorithm, "", residual).transpose(0, 3, 1, 2)
+        out, given = checked_output(out, y.shape, self._output_dtype, x=x)
+        np.copyto(out, y)
+        return given
 
     def _run(self, x, out, algorithm, kernel, residual=None):
         """The call with an explicit algorithm and micro-kernel name ("" = dispatched; a test hook)."""
