@@ -127,6 +127,9 @@ struct QGemmKernel {
   // Measured limits below which the best kernel of the levels below runs instead (the dispatch's choice,
   // ops/qgemm.h qgemm_kernel): a reduction per tile (ks * k) under min_depth, or k per tap under min_k.
   int min_depth = 0, min_k = 0;
+  // The column sums of one packed panel of `groups` groups (ks = 1), all MR channels, into cs (set, modulo
+  // 2^32), where the kernel's ISA does it faster than the baseline loop (ops/qgemm_pack.h). Or null.
+  void (*panel_sums)(const void* panel, size_t groups, uint32_t* cs) = nullptr;
 };
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where

@@ -118,20 +118,25 @@ void qgemm_pack_groups(const QGemmKernel& k, QType b_type, void* dst, const void
 }
 
 namespace {
+// Element-wise sums down the panel's group rows (contiguous: widening adds the compiler vectorizes), then the
+// G lanes of each channel added once at the end.
 template <typename T, int G>
 void panel_sums_t(const T* panel, size_t groups, size_t MR, uint32_t* cs) {
-  for (size_t i = 0; i < MR; ++i) cs[i] = 0;
-  for (size_t g = 0; g < groups; ++g, panel += MR * G)
-    for (size_t i = 0; i < MR; ++i) {  // G adjacent weights per channel: vectorizes as widen + add
-      int32_t s = 0;
-      for (int r = 0; r < G; ++r) s += panel[i * G + r];
-      cs[i] += uint32_t(s);
-    }
+  uint32_t acc[64 * 8] = {};  // MR * G <= 64 * 8
+  const size_t row = MR * G;
+  for (size_t g = 0; g < groups; ++g, panel += row)
+    for (size_t e = 0; e < row; ++e) acc[e] += uint32_t(int32_t(panel[e]));
+  for (size_t i = 0; i < MR; ++i) {
+    uint32_t s = 0;
+    for (int r = 0; r < G; ++r) s += acc[i * G + r];
+    cs[i] = s;
+  }
 }
 }  // namespace
 
 void qgemm_panel_column_sums(const QGemmKernel& k, const void* panel, size_t K, uint32_t* cs) {
   const size_t MR = size_t(k.mr), groups = ceil_div(K, size_t(k.kgroup));
+  if (k.panel_sums) return k.panel_sums(panel, groups, cs);
   const bool s16 = k.kind == QKind::s16;
   switch (k.kgroup) {
     case 1: return s16 ? panel_sums_t<int16_t, 1>(static_cast<const int16_t*>(panel), groups, MR, cs)

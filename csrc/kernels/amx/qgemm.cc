@@ -29,6 +29,7 @@ namespace {
 #include "kernels/qepilogue_vec.inc"
 #include "kernels/qgemm_zmm.inc"
 #include "kernels/amx/tile_config.inc"
+#include "kernels/qgemm_panel_sums_zmm.inc"
 
 constexpr int kMR = 32, kNR = 32, kChunk = 64;  // k per tile step
 constexpr size_t kGroupRow = size_t(kMR) * 4;   // bytes of one packed group row (32 channels x 4 k)
@@ -223,6 +224,7 @@ void release() { _tile_release(); }
 // a partial 64-k step copied) outweighs tdpbusd: the VNNI kernel is faster there (one Sapphire Rapids
 // core: 3136 x 144 x 96 GEMM 428 vs 326 GOP/s; 3x3 convolution with 16 channels in 241 vs 170, with 32
 // channels in 287 vs 321).
-extern const QGemmKernel u8s8_gemm_32x32c4__amx = {"u8s8_gemm_32x32c4__amx", 32, 32, 4, run, QKind::u8s8, false, 64, release, 128, 24};
+extern const QGemmKernel u8s8_gemm_32x32c4__amx = {"u8s8_gemm_32x32c4__amx", 32, 32, 4, run, QKind::u8s8, false, 64, release, 128, 24,
+                                                    panel_sums_c4<32>};
 
 }  // namespace nnkern

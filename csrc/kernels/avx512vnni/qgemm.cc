@@ -19,6 +19,7 @@ namespace {
 
 #include "kernels/qgemm_tile.inc"
 #include "kernels/qgemm_zmm.inc"
+#include "kernels/qgemm_panel_sums_zmm.inc"
 
 struct U8S8 : ZmmOps {
   static constexpr int G = 4;
@@ -35,7 +36,8 @@ struct S16 : ZmmOps {
 
 }  // namespace
 
-extern const QGemmKernel u8s8_gemm_64x6c4__avx512vnni = {"u8s8_gemm_64x6c4__avx512vnni", 64, 6, 4, QGemmTemplate<U8S8, 64, 6>::run};
+extern const QGemmKernel u8s8_gemm_64x6c4__avx512vnni = {"u8s8_gemm_64x6c4__avx512vnni", 64, 6, 4, QGemmTemplate<U8S8, 64, 6>::run,
+                                                          QKind::u8s8, false, 0, nullptr, 0, 0, panel_sums_c4<64>};
 extern const QGemmKernel s16_gemm_64x6c2__avx512vnni = {"s16_gemm_64x6c2__avx512vnni", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run, QKind::s16};
 
 }  // namespace nnkern
