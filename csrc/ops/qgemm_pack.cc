@@ -137,6 +137,8 @@ void panel_sums_t(const T* panel, size_t groups, size_t MR, uint32_t* cs) {
 void qgemm_panel_column_sums(const QGemmKernel& k, const void* panel, size_t K, uint32_t* cs) {
   const size_t MR = size_t(k.mr), groups = ceil_div(K, size_t(k.kgroup));
   if (k.panel_sums) return k.panel_sums(panel, groups, cs);
+  if (MR * size_t(k.kgroup) > 64 * 8)  // panel_sums_t's accumulators
+    throw std::logic_error(std::string("qgemm: panel too wide for the column sums of ") + k.name);
   const bool s16 = k.kind == QKind::s16;
   switch (k.kgroup) {
     case 1: return s16 ? panel_sums_t<int16_t, 1>(static_cast<const int16_t*>(panel), groups, MR, cs)
