@@ -17,6 +17,7 @@
 
 namespace nnkern {
 struct QGemmKernel;
+struct F32GemmKernel;
 }
 
 namespace nnkern::bindings {
@@ -165,6 +166,8 @@ MatrixView matrix_view(const py::array& a);
 
 // A kernel of the "qgemm" list by name that this CPU can run (test hooks), else ValueError.
 const QGemmKernel& runnable_qgemm_kernel(const std::string& name);
+// A kernel of the "f32_gemm" list by name, or an ISA level's kernel, that this CPU can run, else ValueError.
+const F32GemmKernel& runnable_f32_gemm_kernel(const std::string& which);
 
 // One function per binding file, called from module.cc.
 void bind_core(py::module_& m);
@@ -175,6 +178,7 @@ void bind_f32_topk(py::module_& m);
 void bind_f32_lstm(py::module_& m);
 void bind_qgemm(py::module_& m);
 void bind_qconv2d(py::module_& m);
+void bind_conv2d(py::module_& m);
 void bind_quantize(py::module_& m);
 void bind_pixel_shuffle(py::module_& m);
 void bind_pool2d(py::module_& m);

@@ -84,21 +84,6 @@ py::object sgemm_fast(const py::handle& a_in, const py::handle& b_in, bool trans
   return std::move(c);
 }
 
-// The kernel named `which` (a kernel name of the f32_gemm list, or an ISA level: that level's kernel),
-// refusing one this CPU cannot run.
-const F32GemmKernel& kernel_arg(const std::string& which) {
-  const KernelList<F32GemmKernel>& list = f32_gemm_list();
-  for (size_t i = 0; i < list.kernels.size(); ++i) {
-    if (which != list.info[i].name) continue;
-    if (!isa_supported(list.info[i].level)) throw py::value_error("this CPU cannot run " + which);
-    return *list.kernels[i];
-  }
-  Isa isa = isa_arg(which);
-  if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + which);
-  const F32GemmKernel* kernel = f32_gemm_kernel_for(isa);
-  if (!kernel) throw py::value_error("no f32_gemm kernel for " + which);
-  return *kernel;
-}
 
 // The test hooks' epilogue extensions: c_rows (element offsets into c, one per column j < n, or None)
 // and the tile hook, which records each tile it is called with.
@@ -144,7 +129,7 @@ py::object f32_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t
                             size_t b_stride, py::array& c, size_t c_offset, size_t ldc, float alpha, float beta,
                             const py::object& bias, bool relu, const py::object& c_rows, bool hook, size_t tile_i,
                             size_t tile_j) {
-  const F32GemmKernel* kernel = &kernel_arg(which);
+  const F32GemmKernel* kernel = &runnable_f32_gemm_kernel(which);
   if (m > size_t(kernel->mr) || n > size_t(kernel->nr) || b_offsets.size() != n)
     throw py::value_error("tile larger than the kernel");
   std::vector<const float*> bptr;
@@ -168,7 +153,7 @@ py::object f32_igemm_ukernel(const std::string& which, size_t m, size_t n, size_
                              size_t zero_offset, size_t b_offset_bytes, py::array& c, size_t c_offset, size_t ldc,
                              float alpha, float beta, const py::object& bias, bool relu, const py::object& c_rows,
                              bool hook, size_t tile_i, size_t tile_j) {
-  const F32GemmKernel* kernel = &kernel_arg(which);
+  const F32GemmKernel* kernel = &runnable_f32_gemm_kernel(which);
   const size_t nr = size_t(kernel->nr);
   if (m > size_t(kernel->mr) || n > nr || b_offsets.size() != ks * nr)
     throw py::value_error("tile larger than the kernel, or not ks * NR pointers");
@@ -249,6 +234,22 @@ class Linear {
 
 }  // namespace
 
+// The kernel named `which` (a kernel name of the f32_gemm list, or an ISA level: that level's kernel),
+// refusing one this CPU cannot run.
+const F32GemmKernel& runnable_f32_gemm_kernel(const std::string& which) {
+  const KernelList<F32GemmKernel>& list = f32_gemm_list();
+  for (size_t i = 0; i < list.kernels.size(); ++i) {
+    if (which != list.info[i].name) continue;
+    if (!isa_supported(list.info[i].level)) throw py::value_error("this CPU cannot run " + which);
+    return *list.kernels[i];
+  }
+  Isa isa = isa_arg(which);
+  if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + which);
+  const F32GemmKernel* kernel = f32_gemm_kernel_for(isa);
+  if (!kernel) throw py::value_error("no f32_gemm kernel for " + which);
+  return *kernel;
+}
+
 void bind_f32_gemm(py::module_& m) {
   m.def("set_blocking_mode", [](const std::string& mode) {
     if (mode == "cache") set_blocking_mode(BlockingMode::cache);
@@ -275,7 +276,7 @@ void bind_f32_gemm(py::module_& m) {
         py::arg("alpha") = 1.0f, py::arg("beta") = 0.0f, py::arg("bias") = py::none(), py::arg("relu") = false,
         py::arg("c_rows") = py::none(), py::arg("hook") = false, py::arg("tile_i") = 0, py::arg("tile_j") = 0);
   m.def("f32_gemm_tile", [](const std::string& n) {  // a kernel name or an ISA level
-    const F32GemmKernel& k = kernel_arg(n);
+    const F32GemmKernel& k = runnable_f32_gemm_kernel(n);
     return py::make_tuple(std::string(k.name), k.mr, k.nr);
   });
 

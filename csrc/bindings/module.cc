@@ -12,6 +12,7 @@ PYBIND11_MODULE(_C, m) {
   nnkern::bindings::bind_f32_lstm(m);
   nnkern::bindings::bind_qgemm(m);
   nnkern::bindings::bind_qconv2d(m);
+  nnkern::bindings::bind_conv2d(m);
   nnkern::bindings::bind_quantize(m);
   nnkern::bindings::bind_pixel_shuffle(m);
   nnkern::bindings::bind_pool2d(m);

@@ -22,33 +22,14 @@
 
 #include "core/buffer.h"
 #include "kernels/qconv_direct.h"
+#include "ops/conv_geometry.h"
 #include "kernels/qdwconv.h"
 #include "kernels/qgemm.h"
 #include "ops/qgemm.h"
 
 namespace nnkern {
 
-// The layer's fixed geometry. Padding may be asymmetric (top, bottom, left, right).
-struct QConvGeometry {
-  size_t OC = 0, IC = 0, KH = 1, KW = 1, groups = 1;
-  size_t sh = 1, sw = 1, dh = 1, dw = 1;
-  size_t pt = 0, pb = 0, pl = 0, pr = 0;
-  size_t icg() const { return IC / groups; }
-  size_t ocg() const { return OC / groups; }
-  size_t ks() const { return KH * KW; }
-  size_t kg() const { return ks() * icg(); }  // the GEMM's K per group
-  // Output size along one axis; 0 when the dilated kernel does not fit the padded input.
-  static size_t out_size(size_t in, size_t pad0, size_t pad1, size_t k, size_t stride, size_t dil) {
-    const size_t span = dil * (k - 1) + 1, padded = in + pad0 + pad1;
-    return padded < span ? 0 : (padded - span) / stride + 1;
-  }
-  size_t OH(size_t H) const { return out_size(H, pt, pb, KH, sh, dh); }
-  size_t OW(size_t W) const { return out_size(W, pl, pr, KW, sw, dw); }
-  bool depthwise() const { return icg() == 1; }  // one input channel per group (multiplier ocg())
-  bool pointwise() const {  // a plain GEMM over the input rows
-    return KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pb == 0 && pl == 0 && pr == 0;
-  }
-};
+using QConvGeometry = ConvGeometry;
 
 // The weights packed for one micro-kernel, every group: the GEMM panels (K = kg rounded to the kernel's
 // group once) for im2col, the tap panels (each tap padded, kernels/qgemm.h) for indirect, and the column
@@ -113,10 +94,7 @@ struct QConvDirectWeights {
   AlignedBuffer<float> factor, offset;  // empty for int32 output
 };
 
-// Where the indirection buffers point: entries are offsets from this nominal base rather than from null, so
-// no pointer a kernel forms is a non-zero offset applied to a null pointer (undefined behaviour, flagged by
-// UBSan); a call's b_offset = its input's address - kQConvNominalBase.
-constexpr size_t kQConvNominalBase = 4096;
+constexpr size_t kQConvNominalBase = kConvNominalBase;  // ops/conv_geometry.h
 
 class PackedQConv2d {
  public:

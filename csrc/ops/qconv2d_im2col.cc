@@ -3,9 +3,7 @@
 // INT8 GEMM driver (ops/qgemm_driver.h) multiplies by the group's prepacked weights. A pointwise
 // convolution (1x1, stride 1, no padding) skips the copy: the driver reads the input rows in place.
 #include <algorithm>
-#include <cstring>
 
-#include "core/threadpool.h"
 #include "core/workspace.h"
 #include "ops/qconv2d.h"
 #include "ops/qgemm_driver.h"
@@ -14,7 +12,7 @@
 namespace nnkern {
 namespace {
 
-// Output pixels per im2col task.
+// Output pixels per im2col task (ops/conv_lowering.cc) and the least rows of a block.
 constexpr size_t kPixelsPerTask = 256;
 // The im2col matrix is built and multiplied in blocks of rows of about this size (and at least
 // kPixelsPerTask rows), so a large batch never needs a KH*KW-times copy of its whole input.
@@ -36,45 +34,6 @@ struct Im2colLayout {
     cols_off = l.add(geo.pointwise() ? 0 : block_rows(c) * geo.kg() * esz);
   }
 };
-
-// Rows [r0, r1) of the M x kg matrix (operand-domain elements of esz bytes) of group g, from cols.
-void im2col(const QConvCall& c, const QConvInput& in, size_t g, size_t r0, size_t r1, const uint8_t* zero,
-            uint8_t* cols) {
-  const QConvGeometry& geo = c.L.geometry();
-  const size_t esz = qgemm_a_elem_size(c.k), tap = geo.icg() * esz, OH = c.OH, OW = c.OW;
-  const uint8_t* base = in.base + g * tap;
-  // Whole groups with dilation 1 along W: a kernel row's taps are consecutive input pixels, back to back.
-  const bool contiguous = geo.dw == 1 && in.row_bytes == tap;
-  parallel_for(qgemm_ceil_div(r1 - r0, kPixelsPerTask), [&](size_t task) {
-    const size_t p1 = std::min(r1, r0 + (task + 1) * kPixelsPerTask);
-    for (size_t p = r0 + task * kPixelsPerTask; p < p1; ++p) {
-      const size_t n = p / (OH * OW), oh = p / OW % OH, ow = p % OW;
-      uint8_t* dst = cols + (p - r0) * geo.ks() * tap;
-      for (size_t kh = 0; kh < geo.KH; ++kh) {
-        const size_t ih = oh * geo.sh + kh * geo.dh - geo.pt;
-        const bool row_inside = oh * geo.sh + kh * geo.dh >= geo.pt && ih < c.H;
-        const auto col_inside = [&](size_t kw) {
-          return ow * geo.sw + kw * geo.dw >= geo.pl && ow * geo.sw + kw * geo.dw - geo.pl < c.W;
-        };
-        const auto src = [&](size_t kw) { return base + ((n * c.H + ih) * c.W + ow * geo.sw + kw * geo.dw - geo.pl) * in.row_bytes; };
-        if (row_inside && contiguous) {
-          // The taps inside the input form one run of input pixels: one copy of run x IC bytes, not one
-          // small copy per tap (the stem's 3 channels: 7 copies of 21 bytes per pixel instead of 49 of 3).
-          size_t kw = 0;
-          for (; kw < geo.KW && !col_inside(kw); ++kw, dst += tap) std::memcpy(dst, zero, tap);
-          size_t kw1 = kw;
-          while (kw1 < geo.KW && col_inside(kw1)) ++kw1;
-          if (kw1 > kw) std::memcpy(dst, src(kw), (kw1 - kw) * tap);
-          dst += (kw1 - kw) * tap;
-          for (kw = kw1; kw < geo.KW; ++kw, dst += tap) std::memcpy(dst, zero, tap);
-          continue;
-        }
-        for (size_t kw = 0; kw < geo.KW; ++kw, dst += tap)
-          std::memcpy(dst, row_inside && col_inside(kw) ? src(kw) : zero, tap);
-      }
-    }
-  });
-}
 
 }  // namespace
 
@@ -103,7 +62,9 @@ void qconv_im2col_run(const QConvCall& c, void* workspace) {
         P.a = in.base + g * K * esz;
         P.a_row_bytes = in.row_bytes;
       } else {
-        im2col(c, in, g, r0, r0 + P.M, ws + lay.zero_off, ws + lay.cols_off);
+        const size_t tap = geo.icg() * esz;
+        conv_im2col(geo, {c.N, c.H, c.W}, in.base + g * tap, in.row_bytes, tap, ws + lay.zero_off, r0, r0 + P.M,
+                    ws + lay.cols_off);
         P.a = ws + lay.cols_off;
         P.a_row_bytes = K * esz;
       }

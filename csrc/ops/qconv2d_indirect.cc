@@ -29,31 +29,8 @@ std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeome
   e->zero.resize(std::max<size_t>(zero_n * esz, 1));
   if (k) qconv_fill_zero_row(*k, za_eff, zero_n, e->zero.data());
   else std::fill(e->zero.data(), e->zero.data() + zero_n, uint8_t(za_eff));
-  const void* zero = e->zero.data();
   e->ptrs.resize(std::max<size_t>(tiles * ks * NR, 1));
-  const void** ptrs = e->ptrs.data();
-  const size_t row_bytes = k ? geo.IC * esz : geo.OC;
-  // Entries lie below kQConvNominalBase + the input's size, the zero row is a heap address: they never coincide.
-  parallel_for(tiles, [&](size_t tile) {
-    for (size_t j = 0; j < NR; ++j) {
-      const size_t p = tile * NR + j;
-      const void** col = ptrs + tile * ks * NR + j;
-      if (p >= M) {  // past the last pixel: never read, kept valid anyway
-        for (size_t t = 0; t < ks; ++t) col[t * NR] = zero;
-        continue;
-      }
-      const size_t n = p / (OH * OW), oh = p / OW % OH, ow = p % OW;
-      for (size_t kh = 0; kh < geo.KH; ++kh)
-        for (size_t kw = 0; kw < geo.KW; ++kw) {
-          // ih = oh * sh + kh * dh - pt, as an unsigned test of 0 <= ih < H
-          const size_t ih = oh * geo.sh + kh * geo.dh - geo.pt, iw = ow * geo.sw + kw * geo.dw - geo.pl;
-          const bool inside = oh * geo.sh + kh * geo.dh >= geo.pt && ih < H && ow * geo.sw + kw * geo.dw >= geo.pl &&
-                              iw < W;
-          col[(kh * geo.KW + kw) * NR] =
-              inside ? reinterpret_cast<const void*>(kQConvNominalBase + ((n * H + ih) * W + iw) * row_bytes) : zero;
-        }
-    }
-  });
+  conv_fill_indirection(geo, {N, H, W}, NR, k ? geo.IC * esz : geo.OC, e->zero.data(), e->ptrs.data());
   return e;
 }
 

@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from . import _C
 from ._arrays import ArrayIn, aligned_target, as_array, as_bool, c_aligned, checked_output, require_ndim
-from .qconv import _pair, _padding
+from ._convgeom import pair as _pair, padding4 as _padding
 from .qgemm import _int_scalar, _positive_scale, _zero_point
 
 __all__ = ["max_pool2d", "avg_pool2d"]

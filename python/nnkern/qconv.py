@@ -7,54 +7,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _C
+from . import _C, _convgeom
 from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, check_algorithm, check_no_overlap, checked_output,
                       read_only_copy)
 from .qgemm import (_A8, _OUT_KIND, _RANGE, _int_scalar, _output_stage, _positive_scale, _quantized_weights,
                     qgemm_max_k)
 
 __all__ = ["QConv2d"]
-
-
-def _positive_int(v, name):
-    v = _int_scalar(v, name)
-    if v < 1:
-        raise ValueError(f"{name} must be >= 1, got {v}")
-    return v
-
-
-#: Strides, paddings and dilations above this are refused: far beyond any image, and a bigger value would
-#: reach the C++ geometry as an overflowing size.
-_GEOMETRY_MAX = 2**31 - 1
-
-
-def _ints(v, name, lengths, minimum):
-    """An int or a tuple/list of ints of one of `lengths`, each in [minimum, _GEOMETRY_MAX]: returns a tuple."""
-    if isinstance(v, (tuple, list)):
-        if len(v) not in lengths:
-            raise ValueError(f"{name} must be an int or a sequence of {' or '.join(map(str, lengths))} ints, "
-                             f"got {len(v)} values")
-        vals = tuple(_int_scalar(x, name) for x in v)
-    else:
-        vals = (_int_scalar(v, name),)
-    if any(x < minimum or x > _GEOMETRY_MAX for x in vals):
-        raise ValueError(f"{name} values must be in [{minimum}, {_GEOMETRY_MAX}], got {v!r}")
-    return vals
-
-
-def _pair(v, name):
-    vals = _ints(v, name, (2,), 1)
-    return vals * 2 if len(vals) == 1 else vals
-
-
-def _padding(v):
-    """int -> all four sides; (h, w); (top, bottom, left, right)."""
-    vals = _ints(v, "padding", (2, 4), 0)
-    if len(vals) == 1:
-        return vals * 4
-    if len(vals) == 2:
-        return (vals[0], vals[0], vals[1], vals[1])
-    return vals
 
 
 def _algorithm(v):
@@ -116,18 +75,9 @@ class QConv2d:
         relu = as_bool(relu, "relu")
         self._algorithm = _algorithm(algorithm)
         weight = as_array(weight, "weight")
-        if weight.ndim != 4:
-            raise ValueError(f"weight must be 4-D (out_channels, KH, KW, in_channels // groups), got shape "
-                             f"{weight.shape}")
-        if 0 in weight.shape:
-            raise ValueError(f"weight must have no zero-size dimension, got shape {weight.shape}")
-        OC, KH, KW, ICg = weight.shape
-        groups = _positive_int(groups, "groups")
-        if OC % groups:
-            raise ValueError(f"groups = {groups} must divide out_channels = {OC}")
-        sh, sw = _pair(stride, "stride")
-        dh, dw = _pair(dilation, "dilation")
-        pt, pb, pl, pr = _padding(padding)
+        geo = _convgeom.geometry(weight.shape, stride, padding, dilation, groups)
+        OC, IC, KH, KW, groups = geo[:5]
+        ICg = IC // groups
         wq, ws = _quantized_weights(weight, weight_scale)
         sx = float(_positive_scale(input_scale, "input_scale"))
         zx = _int_scalar(input_zero_point, "input_zero_point")
@@ -155,7 +105,7 @@ class QConv2d:
             self._residual_scale, self._residual_zero_point, self._residual_factor = sr, zr, float(rf)
         elif _int_scalar(residual_zero_point, "residual_zero_point") != 0:
             raise ValueError("residual_zero_point without residual_scale")
-        self._geometry = (OC, ICg * groups, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr)
+        self._geometry = geo
         self._output_dtype = odt
         self._relu = relu
         self._input_scale, self._input_zero_point = sx, zx
@@ -179,28 +129,8 @@ class QConv2d:
         """A QConv2d from a float32 ``torch.nn.Conv2d`` (padding_mode "zeros"): its weight permuted to
         (out, KH, KW, in/groups) and quantized per output channel, its bias kept in real units, its stride,
         padding ("valid", "same" or numbers), dilation and groups; ``kwargs``: output_dtype, relu, algorithm."""
-        try:
-            import torch
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise TypeError("QConv2d.from_torch needs torch") from e
-        if not isinstance(module, torch.nn.Conv2d):
-            raise TypeError(f"QConv2d.from_torch takes a torch.nn.Conv2d, got {type(module).__name__}")
-        if module.padding_mode != "zeros":
-            raise ValueError(f"QConv2d.from_torch: padding_mode {module.padding_mode!r} is not supported (zeros only)")
-        if module.weight.dtype != torch.float32:
-            raise TypeError(f"QConv2d.from_torch needs a float32 module, got {module.weight.dtype}")
-        w = module.weight.detach().cpu().permute(0, 2, 3, 1).contiguous().numpy()
-        b = None if module.bias is None else module.bias.detach().cpu().numpy().copy()
-        KH, KW = w.shape[1], w.shape[2]
-        dil = tuple(module.dilation)
-        pad = module.padding
-        if pad == "valid":
-            pad = 0
-        elif pad == "same":  # torch: total d (k - 1), the extra one at the end
-            th, tw = dil[0] * (KH - 1), dil[1] * (KW - 1)
-            pad = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
-        return cls(w, b, stride=tuple(module.stride), padding=pad, dilation=dil, groups=module.groups,
-                   input_scale=input_scale, input_zero_point=input_zero_point, output_scale=output_scale,
+        w, b, geo = _convgeom.torch_conv_args("QConv2d", module)
+        return cls(w, b, **geo, input_scale=input_scale, input_zero_point=input_zero_point, output_scale=output_scale,
                    output_zero_point=output_zero_point, **kwargs)
 
     in_channels = property(lambda self: self._geometry[1], doc="input channels (all groups)")
@@ -228,17 +158,7 @@ class QConv2d:
 
     def output_shape(self, input_shape: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
         """(N, OH, OW, out_channels) for an NHWC input shape; ValueError if the kernel does not fit."""
-        N, H, W, C = input_shape
-        OC, IC, KH, KW, _, sh, sw, dh, dw, pt, pb, pl, pr = self._geometry
-        if C != IC:
-            raise ValueError(f"x has {C} channels, this QConv2d expects {IC} (NHWC input)")
-        if H < 1 or W < 1:
-            raise ValueError(f"x must have H, W >= 1, got shape {tuple(input_shape)}")
-        span_h, span_w = dh * (KH - 1) + 1, dw * (KW - 1) + 1
-        if H + pt + pb < span_h or W + pl + pr < span_w:
-            raise ValueError(f"the (dilated) kernel {span_h}x{span_w} is larger than the padded input "
-                             f"{H + pt + pb}x{W + pl + pr}")
-        return N, (H + pt + pb - span_h) // sh + 1, (W + pl + pr - span_w) // sw + 1, OC
+        return _convgeom.output_shape(self._geometry, input_shape, "QConv2d")
 
     residual_scale = property(lambda self: self._residual_scale, doc="the scale of residual inputs (None: none)")
     residual_zero_point = property(lambda self: self._residual_zero_point, doc="the zero point of residual inputs")
@@ -250,24 +170,10 @@ class QConv2d:
         layout="NCHW": x, residual and out in torch's (N, C, H, W) order instead, for convenience: x (and the
         residual) are copied to NHWC, the layer runs, and the result is copied back, so each call pays two or
         three transposing copies that an NHWC model does not. The values are identical to the NHWC call's."""
-        if not isinstance(layout, str):
-            raise TypeError(f'layout must be "NHWC" or "NCHW", got {type(layout).__name__}')
-        if layout == "NHWC":
+        if _convgeom.check_layout(layout) == "NHWC":
             return self._run(x, out, self._algorithm, "", residual)
-        if layout != "NCHW":
-            raise ValueError(f'layout must be "NHWC" or "NCHW", got {layout!r}')
-        x = as_array(x, "x")
-        if x.ndim != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"x must be 4-D NCHW (N, {self.in_channels}, H, W), got shape {x.shape}")
-        if residual is not None:
-            residual = as_array(residual, "residual")
-            if residual.ndim != 4:
-                raise ValueError(f"residual must be 4-D NCHW, got shape {residual.shape}")
-            residual = residual.transpose(0, 2, 3, 1)
-        y = self._run(x.transpose(0, 2, 3, 1), None, self._algorithm, "", residual).transpose(0, 3, 1, 2)
-        out, given = checked_output(out, y.shape, self._output_dtype, x=x)
-        np.copyto(out, y)
-        return given
+        return _convgeom.nchw_call(lambda xt, rt: self._run(xt, None, self._algorithm, "", rt), self.in_channels, x,
+                                   out, self._output_dtype, residual)
 
     def _run(self, x, out, algorithm, kernel, residual=None):
         """The call with an explicit algorithm and micro-kernel name ("" = dispatched; a test hook)."""

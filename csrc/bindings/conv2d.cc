@@ -1,0 +1,64 @@
+// Binding of the packed FP32 convolution (nnkern.Conv2d). The Python layer (nnkern/conv.py) has checked
+// dtypes, shapes and parameters; the object re-checks every array against its own sizes.
+#include "bindings/common.h"
+#include "ops/conv2d.h"
+
+namespace nnkern::bindings {
+namespace {
+
+class Conv2dBinding {
+ public:
+  // w: OC x KH x KW x icg float32; geo: (OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr); bias: float32
+  // (OC,) or None; activation: ConvActivation's number; method: the sigmoid kernels' method name.
+  Conv2dBinding(const py::array& w, const std::vector<size_t>& g, const py::object& bias, int activation,
+                const std::string& method) {
+    if (g.size() != 13) throw py::value_error("internal: geometry needs 13 values");
+    if (activation < 0 || activation > int(ConvActivation::silu)) throw py::value_error("internal: bad activation");
+    ConvGeometry geo;
+    geo.OC = g[0], geo.IC = g[1], geo.KH = g[2], geo.KW = g[3], geo.groups = g[4];
+    geo.sh = g[5], geo.sw = g[6], geo.dh = g[7], geo.dw = g[8];
+    geo.pt = g[9], geo.pb = g[10], geo.pl = g[11], geo.pr = g[12];
+    if (!geo.valid()) throw py::value_error("internal: bad geometry");
+    const float* wp =
+        checked_in<float>(w, "weight", {ssize_t(geo.OC), ssize_t(geo.KH), ssize_t(geo.KW), ssize_t(geo.icg())});
+    const float* b = bias.is_none() ? nullptr : checked_in<float>(bias.cast<py::array>(), "bias", {ssize_t(geo.OC)});
+    packed_ = std::make_unique<PackedConv2d>(geo, wp, b, ConvActivation(activation), act_method_arg(method, "method"));
+  }
+
+  // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (dispatched) or an f32_gemm kernel / ISA name (tests).
+  // Returns the algorithm that ran.
+  std::string run(const py::array& x, py::array& y, const std::string& algorithm, const std::string& kernel) const {
+    const ConvGeometry& geo = packed_->geometry();
+    const float* xp = checked_in<float>(x, "x", {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)});
+    const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
+    if (!H || !W || !geo.OH(H) || !geo.OW(W)) throw py::value_error("x: the kernel does not fit the padded input");
+    float* yp = checked_out<float>(y, "out", {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)});
+    const F32GemmKernel* k = kernel.empty() ? nullptr : &runnable_f32_gemm_kernel(kernel);
+    py::gil_scoped_release release;
+    return packed_->run(N, H, W, xp, yp, algorithm, k);
+  }
+
+  std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }
+  size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const {
+    return packed_->workspace_bytes(N, H, W, algorithm);
+  }
+  size_t indirection_builds() const { return packed_->indirection_builds(); }
+
+ private:
+  std::unique_ptr<PackedConv2d> packed_;
+};
+
+}  // namespace
+
+void bind_conv2d(py::module_& m) {
+  py::class_<Conv2dBinding>(m, "PackedConv2d")
+      .def(py::init<const py::array&, const std::vector<size_t>&, const py::object&, int, const std::string&>())
+      .def("run", &Conv2dBinding::run, py::arg("x"), py::arg("out"), py::arg("algorithm") = "auto",
+           py::arg("kernel") = "")
+      .def("auto_algorithm", &Conv2dBinding::auto_algorithm)
+      .def("workspace_bytes", &Conv2dBinding::workspace_bytes, py::arg("n"), py::arg("h"), py::arg("w"),
+           py::arg("algorithm") = "auto")
+      .def_property_readonly("indirection_builds", &Conv2dBinding::indirection_builds);
+}
+
+}  // namespace nnkern::bindings

@@ -1,0 +1,99 @@
+// FP32 2-D convolution (NHWC float32 activations, (OC, KH, KW, IC/groups) weights) as a packed layer: the
+// weights are packed once per algorithm's layout, indirection buffers once per input shape, and a call runs
+// one entry of the "conv2d" algorithm table (ops/conv2d.cc):
+//   im2col    the baseline: each output pixel's window copied into a workspace row, then the packed FP32 GEMM
+//             (ops/f32_gemm.h PackedF32Gemm); a 1x1, stride-1, unpadded convolution reads its input rows in
+//             place (a plain GEMM, no copy).
+//   indirect  the FP32 GEMM kernels' indirect form (kernels/f32_gemm.h): ks = KH*KW taps of input-row
+//             pointers from a cached indirection buffer, a shared zero row for padding taps.
+// Post-ops: bias and relu / relu6 in the kernels' epilogue; sigmoid and SiLU through nnkern's sigmoid kernels
+// on each block of output just stored (still in cache).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "kernels/f32_activation.h"
+#include "kernels/f32_gemm.h"
+#include "ops/conv_geometry.h"
+#include "ops/f32_gemm.h"
+
+namespace nnkern {
+
+enum class ConvActivation : int { none = 0, relu = 1, relu6 = 2, sigmoid = 3, silu = 4 };
+
+// The weights of one group in the indirect kernels' A layout for kernel `kern`: panels of MR output channels,
+// each ks * icg rows of MR floats (row t * icg + c: tap t, input channel c), channels past ocg zero.
+struct ConvTapWeights {
+  const F32GemmKernel* kern = nullptr;
+  size_t panels = 0, panel_floats = 0;  // per group
+  AlignedBuffer<float> w;               // [groups][panels][ks * icg][MR]
+};
+
+// An indirection buffer for one input shape and tile width NR (ops/conv_geometry.h conv_fill_indirection,
+// rows of IC floats), with the zero row of icg floats the padding taps read.
+struct ConvIndirection {
+  ConvInputShape shape{};
+  size_t NR = 0;
+  AlignedBuffer<const void*> ptrs;
+  AlignedBuffer<float> zero;
+};
+
+class PackedConv2d {
+ public:
+  // w: OC x KH x KW x icg float32 (each group's rows g * ocg .. contiguous); bias: OC floats or null.
+  PackedConv2d(const ConvGeometry& geo, const float* w, const float* bias, ConvActivation act, ActMethod method);
+
+  // y (N x OH x OW x OC) = conv(x (N x H x W x IC)) through `algorithm` ("auto" or a table entry;
+  // std::invalid_argument if unknown or not applicable) on the GEMM kernel `kern` (null: the dispatched one).
+  // Returns the name of the algorithm that ran.
+  const char* run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
+                  const F32GemmKernel* kern = nullptr) const;
+  const char* auto_algorithm(size_t N, size_t H, size_t W) const;  // what "auto" picks for this input
+  size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const;
+
+  const ConvGeometry& geometry() const { return geo_; }
+  size_t indirection_builds() const;  // the tests' cache probe
+
+  // Used by the algorithms (ops/conv2d_*.cc).
+  const float* raw() const { return raw_.data(); }  // the weights as given
+  const float* bias() const { return bias_.size() ? bias_.data() : nullptr; }
+  F32Epilogue epilogue() const;  // bias (added per group by the caller) and the relu / relu6 clamp
+  // The sigmoid / SiLU post-op over `rows` rows of n floats, ld apart (nothing for the other activations).
+  void post_activation(float* y, size_t rows, size_t n, size_t ld) const;
+  const PackedF32Gemm& gemm(size_t g) const;  // group g's weights packed for PackedF32Gemm (at construction)
+  const ConvTapWeights& tap_weights(const F32GemmKernel& k) const;  // packed on first use for k, then kept
+  std::shared_ptr<const ConvIndirection> indirection(const ConvInputShape& s, size_t NR) const;
+
+ private:
+  ConvGeometry geo_;
+  ConvActivation act_;
+  ActMethod method_;
+  AlignedBuffer<float> raw_, bias_;
+  std::vector<std::unique_ptr<PackedF32Gemm>> gemm_;
+  mutable std::mutex mu_;  // guards the caches below
+  mutable std::vector<std::unique_ptr<ConvTapWeights>> taps_;
+  mutable std::vector<std::shared_ptr<const ConvIndirection>> indirect_;  // most recent last
+  mutable size_t builds_ = 0;
+};
+
+// One call as the algorithm table sees it.
+struct ConvCall {
+  const PackedConv2d& L;
+  const F32GemmKernel& k;
+  ConvInputShape s;
+  size_t OH, OW;
+  const float* x;
+  float* y;
+  size_t M() const { return s.N * OH * OW; }
+};
+
+// The algorithms' bodies (ops/conv2d_gemm.cc).
+size_t conv_im2col_workspace(const ConvCall& c);
+void conv_im2col_run(const ConvCall& c, void* workspace);
+void conv_indirect_run(const ConvCall& c);
+
+}  // namespace nnkern

@@ -1,0 +1,178 @@
+"""FP32 2-D convolution on NHWC batches: the prepacked Conv2d layer and the one-call conv2d."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _C, _convgeom
+from ._arrays import ArrayIn, aligned_target, as_array, check_algorithm, checked_output, read_only_copy
+from .activations import ACTIVATION_METHODS
+
+__all__ = ["Conv2d", "conv2d"]
+
+#: The fused activations, by the number the native layer knows them by.
+ACTIVATIONS = {None: 0, "relu": 1, "relu6": 2, "sigmoid": 3, "silu": 4}
+
+
+def _activation(v):
+    if v is not None and not isinstance(v, str):
+        raise TypeError(f"activation must be None or a str, got {type(v).__name__}")
+    if v not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {v!r}")
+    return v
+
+
+def _method(v):
+    if not isinstance(v, str) or v not in ACTIVATION_METHODS:
+        raise ValueError(f"activation_method must be one of {list(ACTIVATION_METHODS)}, got {v!r}")
+    return v
+
+
+def _float32(v, name):
+    a = as_array(v, name)
+    if a.dtype != np.float32:
+        raise TypeError(f"{name} must have dtype float32, got {a.dtype}")
+    return a
+
+
+class Conv2d:
+    """FP32 2-D convolution on NHWC batches, weights packed once, bias and activation fused.
+
+    weight: float32 (out_channels, KH, KW, in_channels // groups); from torch's (out, in/groups, KH, KW)
+      layout: ``w.permute(0, 2, 3, 1)``, or use :meth:`from_torch`. bias: float32 (out_channels,) or None.
+    stride, dilation: an int or (h, w), >= 1. padding: an int, (h, w) or (top, bottom, left, right), >= 0,
+      zeros. groups: divides both channel counts (groups == in_channels: depthwise).
+    activation: None, "relu", "relu6" (clamped in the kernels' epilogue), "sigmoid" or "silu" (x * sigmoid(x)),
+      the latter two through nnkern's sigmoid kernels with ``activation_method`` ("accurate" by default, see
+      :mod:`nnkern.activations` for the bounds of "minimax" and "scalef"), on each block of output just stored.
+    algorithm: "auto" or an entry of ``nnkern._C.algorithms("conv2d")``: "im2col" (the baseline: each output
+      pixel's window copied into a workspace row, then the packed FP32 GEMM; a 1x1, stride-1, unpadded
+      convolution is a plain GEMM on the input rows, no copy) and "indirect" (the GEMM kernels' indirect form
+      reading each window through an indirection buffer of input-row offsets, built once per input shape and
+      cached in the layer; padding taps read a shared zero row; no copy of the input). auto: "im2col" for the
+      1x1 stride-1 unpadded case, else "indirect".
+
+    Accuracy: every output before the activation is a float32 sum of the bias and K = KH * KW * in_channels //
+    groups products, in an order that depends on the algorithm and the ISA but never on the thread count; per
+    element |y - exact| <= (2 K + 2) eps sum |x w| + 2 eps |bias|, eps = 2**-24 (sgemm's bound; the tests check
+    it against a float64 convolution). sigmoid / silu add their method's error (nnkern.activations).
+    Calling the layer on x (N, H, W, in_channels) float32 (non-contiguous x is copied) returns (N, OH, OW,
+    out_channels) float32, OH = (H + top + bottom - dilation_h * (KH - 1) - 1) // stride_h + 1 (likewise OW);
+    ``out=`` a C-contiguous float32 array of that shape, not overlapping x. Thread-safe; pickles.
+    """
+
+    def __init__(self, weight: ArrayIn, bias: ArrayIn | None = None, *, stride: int | tuple[int, int] = 1,
+                 padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1,
+                 activation: str | None = None, activation_method: str = "accurate",
+                 algorithm: str = "auto") -> None:
+        self._algorithm = check_algorithm(algorithm, "conv2d")
+        self._activation = _activation(activation)
+        self._method = _method(activation_method)
+        weight = _float32(weight, "weight")
+        self._geometry = _convgeom.geometry(weight.shape, stride, padding, dilation, groups)
+        OC = self._geometry[0]
+        if bias is not None:
+            bias = _float32(bias, "bias")
+            if bias.shape != (OC,):
+                raise ValueError(f"bias must have shape ({OC},), got {bias.shape}")
+            bias = read_only_copy(bias)
+        self._weight = read_only_copy(weight)
+        self._bias = bias
+        self._packed = _C.PackedConv2d(self._weight, list(self._geometry), bias, ACTIVATIONS[self._activation],
+                                       self._method)
+
+    @classmethod
+    def from_torch(cls, module: Any, **kwargs: Any) -> Conv2d:
+        """A Conv2d from a float32 ``torch.nn.Conv2d`` (padding_mode "zeros"): its weight permuted to
+        (out, KH, KW, in/groups), its bias, stride, padding ("valid", "same" or numbers), dilation and groups;
+        ``kwargs``: activation, activation_method, algorithm."""
+        w, b, geo = _convgeom.torch_conv_args("Conv2d", module)
+        return cls(w, b, **geo, **kwargs)
+
+    in_channels = property(lambda self: self._geometry[1], doc="input channels (all groups)")
+    out_channels = property(lambda self: self._geometry[0], doc="output channels (all groups)")
+    kernel_size = property(lambda self: self._geometry[2:4], doc="(KH, KW)")
+    groups = property(lambda self: self._geometry[4], doc="channel groups (in_channels: depthwise)")
+    stride = property(lambda self: self._geometry[5:7], doc="(stride_h, stride_w)")
+    dilation = property(lambda self: self._geometry[7:9], doc="(dilation_h, dilation_w)")
+    padding = property(lambda self: self._geometry[9:13], doc="(top, bottom, left, right)")
+    algorithm = property(lambda self: self._algorithm, doc="the algorithm calls use (\"auto\" by default)")
+    activation = property(lambda self: self._activation, doc="the fused activation (None, relu, relu6, sigmoid, silu)")
+    activation_method = property(lambda self: self._method, doc="the sigmoid kernels' method for sigmoid / silu")
+    weight = property(lambda self: self._weight, doc="the weights (out, KH, KW, in // groups), read-only")
+    bias = property(lambda self: self._bias, doc="the bias, read-only, or None")
+
+    def output_shape(self, input_shape: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        """(N, OH, OW, out_channels) for an NHWC input shape; ValueError if the kernel does not fit."""
+        return _convgeom.output_shape(self._geometry, input_shape, "Conv2d")
+
+    def workspace_bytes(self, input_shape: tuple[int, int, int, int], algorithm: str | None = None) -> int:
+        """The scratch bytes a call on this NHWC input shape takes with `algorithm` (default: the layer's);
+        the packed weights and cached indirection buffers are not scratch."""
+        N, H, W, _ = input_shape
+        self.output_shape(input_shape)
+        algorithm = self._algorithm if algorithm is None else check_algorithm(algorithm, "conv2d")
+        return self._packed.workspace_bytes(N, H, W, algorithm)
+
+    def algorithm_for(self, input_shape: tuple[int, int, int, int]) -> str:
+        """The algorithm "auto" runs for this NHWC input shape."""
+        N, H, W, _ = input_shape
+        self.output_shape(input_shape)
+        return self._packed.auto_algorithm(N, H, W)
+
+    def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, layout: str = "NHWC") -> np.ndarray:
+        """The layer on x (N, H, W, in_channels) float32; returns (N, OH, OW, out_channels) float32.
+
+        layout="NCHW": x and out in torch's (N, C, H, W) order instead, for convenience: x is copied to NHWC,
+        the layer runs, and the result is copied back, so each call pays two transposing copies that an NHWC
+        model does not. The values are identical to the NHWC call's."""
+        if _convgeom.check_layout(layout) == "NHWC":
+            return self._run(x, out, self._algorithm, "")
+        return _convgeom.nchw_call(lambda xt, _: self._run(xt, None, self._algorithm, ""), self.in_channels, x,
+                                   out, np.float32)
+
+    def _run(self, x, out, algorithm, kernel):
+        """The call with an explicit algorithm and GEMM kernel name ("" = dispatched; a test hook)."""
+        algorithm = check_algorithm(algorithm, "conv2d")
+        x = _float32(x, "x")
+        if x.ndim != 4:
+            raise ValueError(f"x must be 4-D NHWC (N, H, W, {self.in_channels}), got shape {x.shape}")
+        shape = self.output_shape(x.shape)
+        out, given = checked_output(out, shape, np.float32, x=x)
+        if out.size == 0:
+            return given
+        if not (x.flags.c_contiguous and x.flags.aligned):
+            x = np.ascontiguousarray(x) if x.flags.aligned else x.copy()
+        target = aligned_target(out)
+        self._packed.run(x, target, algorithm, kernel)
+        if target is not out:
+            np.copyto(out, target)
+        return given
+
+    def __getstate__(self):
+        OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr = self._geometry
+        return {"weight": self._weight, "bias": self._bias, "stride": (sh, sw), "padding": (pt, pb, pl, pr),
+                "dilation": (dh, dw), "groups": groups, "activation": self._activation,
+                "activation_method": self._method, "algorithm": self._algorithm}
+
+    def __setstate__(self, state):
+        state = dict(state)
+        self.__init__(state.pop("weight"), state.pop("bias"), **state)
+
+    def __repr__(self):
+        OC, IC, KH, KW, groups = self._geometry[:5]
+        return (f"Conv2d(in_channels={IC}, out_channels={OC}, kernel_size=({KH}, {KW}), stride={self.stride}, "
+                f"padding={self.padding}, dilation={self.dilation}, groups={groups}, "
+                f"activation={self.activation!r}, algorithm={self.algorithm!r})")
+
+
+def conv2d(x: ArrayIn, weight: ArrayIn, bias: ArrayIn | None = None, *, stride: int | tuple[int, int] = 1,
+           padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1,
+           activation: str | None = None, activation_method: str = "accurate", algorithm: str = "auto",
+           out: ArrayIn | None = None, layout: str = "NHWC") -> np.ndarray:
+    """One FP32 convolution: :class:`Conv2d` built with these arguments and called once on x (layout as its
+    call). It packs the weights on every call; a layer called more than once should be a Conv2d."""
+    return Conv2d(weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups,
+                  activation=activation, activation_method=activation_method, algorithm=algorithm)(
+        x, out, layout=layout)

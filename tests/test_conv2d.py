@@ -1,0 +1,279 @@
+"""Conv2d / conv2d (NHWC FP32 convolution): every algorithm of the "conv2d" table on every f32_gemm kernel this
+CPU runs (test id = kernel name; ISAs the CPU lacks skip naming the ISA) against a float64 convolution within
+the documented bound, over a seeded sweep of kernel sizes (1x1 .. 7x7, 1x7, 7x1), strides 1-3, asymmetric
+padding, dilation 1-2, channels 1..70, groups and depthwise, spatial sizes 1..40 and batches > 1; the fused
+activations against their unfused formulas; thread counts bit for bit; the indirection cache; pickling,
+from_torch, the NCHW call and hostile inputs."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import nnkern
+from nnkern import _C
+from helpers import EPS, QUICK, check_within_bound, rand
+
+ALGORITHMS = _C.algorithms("conv2d")
+KERNEL_SHAPES = [(1, 1), (3, 3), (5, 5), (7, 7), (1, 7), (7, 1), (2, 3)]
+
+
+def ref_conv(x, w, b, stride, padding, dilation, groups):
+    """(float64 convolution, its bound (2 K + 2) eps sum |x w| + 2 eps |b|)."""
+    N, H, W, IC = x.shape
+    OC, KH, KW, ICg = w.shape
+    pt, pb, pl, pr = padding
+    (sh, sw), (dh, dw) = stride, dilation
+    xp = np.zeros((N, H + pt + pb, W + pl + pr, IC), np.float64)
+    xp[:, pt:pt + H, pl:pl + W] = x
+    OH = (H + pt + pb - dh * (KH - 1) - 1) // sh + 1
+    OW = (W + pl + pr - dw * (KW - 1) - 1) // sw + 1
+    out = np.zeros((N, OH, OW, OC))
+    mag = np.zeros((N, OH, OW, OC))
+    OCg = OC // groups
+    w64 = w.astype(np.float64)
+    for g in range(groups):
+        for kh in range(KH):
+            for kw in range(KW):
+                patch = xp[:, kh * dh:kh * dh + sh * (OH - 1) + 1:sh, kw * dw:kw * dw + sw * (OW - 1) + 1:sw,
+                           g * ICg:(g + 1) * ICg]
+                wg = w64[g * OCg:(g + 1) * OCg, kh, kw, :].T
+                out[..., g * OCg:(g + 1) * OCg] += patch @ wg
+                mag[..., g * OCg:(g + 1) * OCg] += np.abs(patch) @ np.abs(wg)
+    K = KH * KW * ICg
+    bound = (2 * K + 2) * EPS * mag + 1e-30
+    if b is not None:
+        out += b.astype(np.float64)
+        bound += 2 * EPS * np.abs(b.astype(np.float64))
+    return out, bound
+
+
+def random_config(rng):
+    KH, KW = KERNEL_SHAPES[rng.integers(len(KERNEL_SHAPES))]
+    groups = int(rng.choice([1, 1, 1, 2, 3]))
+    depthwise = rng.random() < 0.15
+    ICg = 1 if depthwise else int(rng.integers(1, 71 // groups + 1))
+    if depthwise:
+        groups = int(rng.integers(1, 33))
+    OCg = int(rng.integers(1, 71 // groups + 1)) if not depthwise else int(rng.choice([1, 2]))
+    sh, sw = (int(v) for v in rng.integers(1, 4, 2))
+    dh, dw = (int(v) for v in rng.integers(1, 3, 2))
+    pad = tuple(int(v) for v in rng.integers(0, 4, 4))
+    span_h, span_w = dh * (KH - 1) + 1, dw * (KW - 1) + 1
+    H = int(rng.integers(max(1, span_h - pad[0] - pad[1]), 41))
+    W = int(rng.integers(max(1, span_w - pad[2] - pad[3]), 41))
+    N = int(rng.choice([1, 1, 2, 3]))
+    return dict(N=N, H=H, W=W, IC=ICg * groups, OC=OCg * groups, KH=KH, KW=KW, groups=groups, stride=(sh, sw),
+                dilation=(dh, dw), padding=pad)
+
+
+def make(rng, cfg, bias=True, **kw):
+    x = rand(rng, cfg["N"], cfg["H"], cfg["W"], cfg["IC"])
+    w = rand(rng, cfg["OC"], cfg["KH"], cfg["KW"], cfg["IC"] // cfg["groups"])
+    b = rand(rng, cfg["OC"]) if bias else None
+    layer = nnkern.Conv2d(w, b, stride=cfg["stride"], padding=cfg["padding"], dilation=cfg["dilation"],
+                          groups=cfg["groups"], **kw)
+    return x, w, b, layer
+
+
+N_CONFIGS = 12 if QUICK else 60
+
+
+def test_algorithms_listed():
+    assert set(ALGORITHMS) >= {"im2col", "indirect"}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_sweep_every_kernel_and_algorithm(isa, algorithm):
+    rng = np.random.default_rng(sum(map(ord, isa + algorithm)))
+    kernel = _C.f32_gemm_tile(isa)[0]
+    for i in range(N_CONFIGS):
+        cfg = random_config(rng)
+        x, w, b, layer = make(rng, cfg, bias=bool(i % 2))
+        y = layer._run(x, None, algorithm, kernel)
+        ref, bound = ref_conv(x, w, b, cfg["stride"], cfg["padding"], cfg["dilation"], cfg["groups"])
+        check_within_bound(y, ref, bound, f"{algorithm} {kernel} {cfg}")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("OC", [1, 7, 16, 17, 47, 48, 49, 63, 65])
+def test_output_channel_tails(isa, algorithm, OC, rng):
+    # every remainder of the kernels' MR (8, 16, 24, 48) and a few pixel tails of NR (4, 6, 8)
+    cfg = dict(N=1, H=5, W=int(rng.integers(3, 12)), IC=3, OC=OC, KH=3, KW=3, groups=1, stride=(1, 1),
+               dilation=(1, 1), padding=(1, 1, 1, 1))
+    x, w, b, layer = make(rng, cfg)
+    y = layer._run(x, None, algorithm, _C.f32_gemm_tile(isa)[0])
+    check_within_bound(y, *ref_conv(x, w, b, (1, 1), (1, 1, 1, 1), (1, 1), 1), f"{algorithm} OC={OC}")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("activation, method", [("relu", "accurate"), ("relu6", "accurate"), ("sigmoid", "accurate"),
+                                                ("silu", "accurate"), ("sigmoid", "minimax"), ("silu", "scalef")])
+def test_fused_activation_equals_unfused(rng, algorithm, activation, method):
+    cfg = dict(N=2, H=9, W=13, IC=5, OC=37, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
+               padding=(1, 1, 1, 1))
+    x, w, b, plain = make(rng, cfg)
+    x *= 4  # reach relu6's clamp and sigmoid's tails
+    fused = nnkern.Conv2d(w, b, padding=1, activation=activation, activation_method=method, algorithm=algorithm)
+    t = plain._run(x, None, algorithm, "")
+    y = fused(x)
+    if activation == "relu":
+        want = np.maximum(t, 0)
+    elif activation == "relu6":
+        want = np.minimum(np.maximum(t, 0), 6)
+    else:
+        s = nnkern.sigmoid(t, method=method)
+        want = s if activation == "sigmoid" else (t * s).astype(np.float32)
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_threads_bit_identical(rng, algorithm):
+    cfg = dict(N=2, H=23, W=19, IC=24, OC=72, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
+               padding=(1, 1, 1, 1))
+    x, w, b, layer = make(rng, cfg, activation="silu")
+    results = []
+    for t in (1, 2, 3, 5):
+        nnkern.set_num_threads(t)
+        results.append(layer._run(x, None, algorithm, ""))
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+
+
+def test_pointwise_is_a_plain_gemm_and_auto_rule(rng):
+    w = rand(rng, 16, 1, 1, 8)
+    pw = nnkern.Conv2d(w)
+    assert pw.algorithm_for((1, 10, 10, 8)) == "im2col"
+    assert pw.workspace_bytes((1, 10, 10, 8), "im2col") == 0  # no copy of the input
+    k3 = nnkern.Conv2d(rand(rng, 16, 3, 3, 8), padding=1)
+    assert k3.algorithm_for((1, 10, 10, 8)) == "indirect"
+    assert k3.workspace_bytes((1, 10, 10, 8), "indirect") == 0
+    assert k3.workspace_bytes((1, 10, 10, 8), "im2col") >= 100 * 72 * 4
+
+
+def test_indirection_cache(rng):
+    cfg = dict(N=1, H=12, W=12, IC=4, OC=8, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
+               padding=(1, 1, 1, 1))
+    x, w, b, layer = make(rng, cfg, algorithm="indirect")
+    y0 = layer(x)
+    builds = layer._packed.indirection_builds
+    x2 = x.copy()  # another address, same shape: the cached buffer serves it
+    np.testing.assert_array_equal(layer(x2), y0)
+    assert layer._packed.indirection_builds == builds
+    layer(rand(rng, 2, 12, 12, 4))  # another shape: a new buffer
+    assert layer._packed.indirection_builds == builds + 1
+    np.testing.assert_array_equal(layer(x), y0)
+
+
+def test_pickle_repr_and_properties(rng):
+    w, b = rand(rng, 6, 3, 2, 2), rand(rng, 6)
+    layer = nnkern.Conv2d(w, b, stride=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2), groups=2, activation="relu6")
+    x = rand(rng, 2, 9, 8, 4)
+    clone = pickle.loads(pickle.dumps(layer))
+    np.testing.assert_array_equal(clone(x), layer(x))
+    assert (clone.stride, clone.padding, clone.dilation, clone.groups) == ((2, 1), (1, 0, 2, 1), (1, 2), 2)
+    assert "Conv2d(in_channels=4, out_channels=6" in repr(layer)
+    assert not layer.weight.flags.writeable and not layer.bias.flags.writeable
+
+
+def test_out_argument_and_noncontiguous_input(rng):
+    w = rand(rng, 5, 3, 3, 4)
+    x = rand(rng, 1, 10, 10, 8)[..., ::2]  # a strided view
+    layer = nnkern.Conv2d(w, padding=1)
+    want = layer(np.ascontiguousarray(x))
+    out = np.empty((1, 10, 10, 5), np.float32)
+    assert layer(x, out) is out
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(nnkern.conv2d(x, w, padding=1), want)
+
+
+def test_nchw_layout_is_the_nhwc_call_transposed(rng):
+    w, b = rand(rng, 7, 3, 3, 5), rand(rng, 7)
+    layer = nnkern.Conv2d(w, b, padding=1)
+    x = rand(rng, 2, 5, 9, 11)  # NCHW
+    y = layer(x, layout="NCHW")
+    np.testing.assert_array_equal(y, layer(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).transpose(0, 3, 1, 2))
+    with pytest.raises(ValueError, match="NCHW"):
+        layer(x.transpose(0, 2, 3, 1), layout="NCHW")
+
+
+def test_from_torch(rng):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    for kwargs in [dict(padding="same", dilation=2), dict(stride=2, padding=(1, 2), groups=3, bias=False),
+                   dict(padding="valid", groups=6)]:
+        m = torch.nn.Conv2d(6, 12, (3, 5), **kwargs)
+        layer = nnkern.Conv2d.from_torch(m, activation="relu")
+        x = rand(rng, 2, 11, 13, 6)
+        with torch.no_grad():
+            want = torch.relu(m(torch.from_numpy(x).permute(0, 3, 1, 2))).permute(0, 2, 3, 1).numpy()
+        np.testing.assert_allclose(layer(x), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError, match="torch.nn.Conv2d"):
+        nnkern.Conv2d.from_torch(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="padding_mode"):
+        nnkern.Conv2d.from_torch(torch.nn.Conv2d(2, 2, 3, padding_mode="reflect"))
+
+
+def test_bad_inputs(rng):
+    w = rand(rng, 4, 3, 3, 2)
+    layer = nnkern.Conv2d(w, padding=1)
+    x = rand(rng, 1, 5, 5, 2)
+    bad_layers = [
+        (dict(weight=w.astype(np.float64)), TypeError, "float32"),
+        (dict(weight=w[0]), ValueError, "4-D"),
+        (dict(weight=w[:0]), ValueError, "zero-size"),
+        (dict(weight=w, groups=3), ValueError, "divide"),
+        (dict(weight=w, groups=0), ValueError, ">= 1"),
+        (dict(weight=w, stride=0), ValueError, "stride"),
+        (dict(weight=w, padding=-1), ValueError, "padding"),
+        (dict(weight=w, padding=(1, 2, 3)), ValueError, "padding"),
+        (dict(weight=w, dilation=(1, 2, 3)), ValueError, "dilation"),
+        (dict(weight=w, stride=2**40), ValueError, "stride"),
+        (dict(weight=w, bias=rand(rng, 3)), ValueError, "bias"),
+        (dict(weight=w, bias=np.zeros(4)), TypeError, "float32"),
+        (dict(weight=w, activation="gelu"), ValueError, "activation"),
+        (dict(weight=w, activation=1), TypeError, "activation"),
+        (dict(weight=w, activation="silu", activation_method="fast"), ValueError, "activation_method"),
+        (dict(weight=w, algorithm="winograd"), ValueError, "algorithm"),
+        (dict(weight=w, stride=1.5), TypeError, "stride"),
+        (dict(weight=[[1.0]]), TypeError, "list"),
+    ]
+    for kwargs, exc, match in bad_layers:
+        kwargs = dict(kwargs)
+        with pytest.raises(exc, match=match):
+            nnkern.Conv2d(kwargs.pop("weight"), **kwargs)
+    with pytest.raises(TypeError, match="float32"):
+        layer(x.astype(np.float64))
+    with pytest.raises(ValueError, match="4-D"):
+        layer(x[0])
+    with pytest.raises(ValueError, match="channels"):
+        layer(rand(rng, 1, 5, 5, 3))
+    with pytest.raises(ValueError, match="larger than the padded input"):
+        nnkern.Conv2d(rand(rng, 4, 7, 7, 2))(x)
+    with pytest.raises(ValueError, match="H, W >= 1"):
+        layer(np.zeros((1, 0, 5, 2), np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        layer(x, np.empty((1, 5, 5, 3), np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        layer(x, np.empty((1, 5, 5, 4), np.float64))
+    with pytest.raises(ValueError):
+        layer(x, out=x[..., :1].repeat(2, -1)[..., :0])
+    with pytest.raises(ValueError, match="layout"):
+        layer(x, layout="NWHC")
+    assert layer(np.zeros((0, 5, 5, 2), np.float32)).shape == (0, 5, 5, 4)
+    xs = np.zeros((1, 5, 5, 4), np.float32)
+    with pytest.raises(ValueError, match="overlap"):  # out aliasing x
+        nnkern.Conv2d(rand(rng, 4, 3, 3, 4), padding=1)(xs, xs)
+
+
+def test_nan_and_inf_propagate(rng):
+    w = rand(rng, 3, 3, 3, 2)
+    x = rand(rng, 1, 6, 6, 2)
+    x[0, 2, 2, 0] = np.nan
+    x[0, 5, 5, 1] = np.inf
+    for algorithm in ALGORITHMS:
+        y = nnkern.Conv2d(w, padding=1, algorithm=algorithm)(x)
+        assert np.isnan(y[0, 1:4, 1:4]).all()
+        assert not np.isfinite(y[0, 4:, 4:]).any()
+        assert np.isfinite(y[0, 0, 0]).all()
