@@ -20,7 +20,9 @@
 // Input reuse across kernel columns (seeds C4, G1): a kernel with wf > 1 (mGEMM) loads the n + wf - 1
 // inputs that wf adjacent kernel columns read for one channel once into registers and feeds all wf columns'
 // FMAs from them; this needs x_kw == x_pix (stride == dilation along W; the caller passes x_pix = x_kw for
-// a one-pixel tile). wf == 1 (direct) broadcasts each input from memory at its use.
+// a one-pixel tile). wf == 1 (direct) broadcasts each input from memory at its use, for any x_pix: run_any, the
+// wf = 1 kernel on the same packed blocks, also takes tiles whose pixels run down a column (x_pix = sh * W * IC),
+// which is how the caller batches the columns a row's tiles leave over (edges, remainders).
 #pragma once
 #include <cstddef>
 
@@ -51,7 +53,10 @@ struct F32ConvKernel {
   int wf;                        // kernel columns sharing input loads: 1 direct, > 1 mGEMM
   int nr[kF32ConvMaxVectors];    // pixels per tile by vectors used (0: none past mr / lanes)
   F32ConvUkernel run;
+  int nr_any[kF32ConvMaxVectors];  // the same for run_any
+  F32ConvUkernel run_any;          // wf = 1 on the same blocks: any x_pix (run itself when wf == 1)
   int nr_for(size_t m) const { return nr[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
+  int nr_any_for(size_t m) const { return nr_any[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
 };
 
 // The oracle (kernels/ref/f32_conv.cc, baseline code), any MR: the formula above in plain loops, taps in the

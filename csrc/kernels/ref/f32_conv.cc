@@ -20,6 +20,7 @@ namespace {
 void conv_8x4(const F32ConvArgs& a) { f32_conv_reference(a, 8); }
 }  // namespace
 
-const F32ConvKernel f32_conv_direct_8x4__scalar = {"f32_conv_direct_8x4__scalar", 8, 8, 1, {4, 0, 0, 0}, conv_8x4};
+const F32ConvKernel f32_conv_direct_8x4__scalar = {"f32_conv_direct_8x4__scalar", 8, 8, 1, {4, 0, 0, 0}, conv_8x4,
+                                                    {4, 0, 0, 0}, conv_8x4};
 
 }  // namespace nnkern
