@@ -55,13 +55,21 @@ struct F32ConvKernel {
   F32ConvUkernel run;
   int nr_any[kF32ConvMaxVectors];  // the same for run_any
   F32ConvUkernel run_any;          // wf = 1 on the same blocks: any x_pix (run itself when wf == 1)
+  bool depthwise = false;          // the depthwise formula below
   int nr_for(size_t m) const { return nr[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
   int nr_any_for(size_t m) const { return nr_any[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
 };
 
-// The oracle (kernels/ref/f32_conv.cc, baseline code), any MR: the formula above in plain loops, taps in the
+// Depthwise kernels (depthwise = true, the variant of seed G3; channel multiplier 1): the same arguments with
+// ic = 1 and the channels in vector lanes instead of broadcast, output channel o reading input channel o:
+//   y[j * y_pix + o] = epilogue( sum_{kh < kh_n, kw < kw_n} x[j * x_pix + kh * x_kh + kw * x_kw + o]
+//                                                          * w[kh * w_kh + kw * MR + o] )
+// x and y point at the block's first channel; inputs of channels >= m are never read.
+
+// The oracles (kernels/ref/f32_conv.cc, baseline code), any MR: the formulas in plain loops, taps in the
 // kernels' order (kh, kw, c), one float32 accumulator per output.
 void f32_conv_reference(const F32ConvArgs& a, size_t MR);
+void f32_dwconv_reference(const F32ConvArgs& a, size_t MR);
 
 // The kernels are listed in kernels/f32_conv_list.h; each is defined in csrc/kernels/<isa>/f32_conv.cc.
 

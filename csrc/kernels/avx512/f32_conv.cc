@@ -9,6 +9,7 @@
 //     registers + v weight vectors: 1 x 14: 14 + 16 + 1 = 31; 2 x 8: 16 + 10 + 2 = 28. Per channel and three
 //     taps: nr + 2 broadcasts + 3 v weight loads feed 3 v nr FMAs (0.33 loads / FMA at v = 2), and each
 //     weight vector serves nr pixels, which bounds the weights' traffic from L2 (tools/conv_loads_model.py).
+//   depthwise 64 x {24, 12, 8, 5}: v nr accumulators + v weights + v inputs <= 31: 24 + 2 .. 20 + 8.
 // One-definition rule: compiled with AVX-512 flags; template and traits have internal linkage.
 #include <immintrin.h>
 
@@ -31,8 +32,11 @@ using Direct = F32ConvTemplate<Avx512F32, 64, 1, 15, 9, 7, 5>;
 using MGemm = F32ConvTemplate<Avx512F32, 32, 3, 14, 8, 0, 0>;
 using MGemmTwin = F32ConvTemplate<Avx512F32, 32, 1, 15, 9, 0, 0>;  // its run_any: direct's budget at 32
 
+using Dwconv = F32DwconvTemplate<Avx512F32, 64, 24, 12, 8, 5>;
+
 }  // namespace
 
+const F32ConvKernel f32_dwconv_64x5__avx512 = Dwconv::kernel("f32_dwconv_64x5__avx512");
 const F32ConvKernel f32_conv_direct_64x5__avx512 = Direct::kernel("f32_conv_direct_64x5__avx512");
 const F32ConvKernel f32_conv_mgemm_32x8__avx512 = MGemm::kernel_with<MGemmTwin>("f32_conv_mgemm_32x8__avx512");
 
