@@ -49,7 +49,7 @@ class Conv2d:
     algorithm: "auto" or an entry of ``nnkern._C.algorithms("conv2d")``:
       "mgemm" (the mGEMM convolution: a block of output channels x a run of output pixels of one row in registers,
       reducing over all input channels and the window straight from the NHWC input, the inputs of three adjacent
-      kernel columns loaded once per channel; stride == dilation along W, AVX2 / AVX-512 only), "direct" (the
+      kernel columns loaded once per channel; stride == dilation along W, AVX2 / AVX-512 / NEON only), "direct" (the
       same without the input reuse, any stride; a scalar kernel elsewhere), "depthwise" (groups == in_channels ==
       out_channels: channels in vector lanes), all three with no workspace and no padding read (taps are clipped
       to the image); "indirect" (the GEMM kernels' indirect form reading each window through an indirection

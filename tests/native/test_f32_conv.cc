@@ -54,12 +54,12 @@ void check_call(const F32ConvKernel& k, bool any, size_t m, size_t n, const Shap
   Guarded xg(last + 7);
   float* xbuf = xg.data();
   for (size_t i = 0; i < last + 7; ++i) xbuf[i] = NAN;
-  const float* x = xbuf + 7;  // some NaN before the first pixel too
+  float* x = xbuf + 7;  // some NaN before the first pixel too
   uint32_t s = seed;
   for (size_t j = 0; j < n; ++j)
     for (size_t kh = 0; kh < kh_n; ++kh)
       for (size_t kw = 0; kw < kw_n; ++kw)
-        for (size_t c = 0; c < used; ++c) const_cast<float*>(x)[j * x_pix + kh * x_kh + kw * x_kw + c] = next_value(s);
+        for (size_t c = 0; c < used; ++c) x[j * x_pix + kh * x_kh + kw * x_kw + c] = next_value(s);
   // Weights: the packed block of MR channels, a kernel column more than the rectangle; rows past m are read by
   // contract (values that only reach unstored lanes: NaN here).
   const size_t KW = kw_n + 1, w_kh = (dw ? KW : KW * ic) * MR;
@@ -122,7 +122,8 @@ void check_call(const F32ConvKernel& k, bool any, size_t m, size_t n, const Shap
           mag += std::fabs(double(x[j * x_pix + kh * x_kh + kw * x_kw + (dw ? o : c)]) *
                            w[kh * w_kh + (kw * ic + c) * MR + o]);
     const double K = double(kh_n * kw_n * ic);
-    const double tol = 2.0 * (2.0 * K + 2.0) * std::ldexp(1.0, -24) * (mag + (ep.bias ? std::fabs(ep.bias[o]) : 0.0)) + 1e-30;
+    const double bias = ep.bias ? std::fabs(ep.bias[o]) : 0.0;
+    const double tol = 2.0 * (2.0 * K + 2.0) * std::ldexp(1.0, -24) * (mag + bias) + 1e-30;
     check(std::fabs(double(got) - y_ref[i]) <= tol, "%s: y(%zu, %zu) = %.9g, reference %.9g (tol %.3g)", what, j, o,
           got, double(y_ref[i]), tol);
   }

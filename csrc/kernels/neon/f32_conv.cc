@@ -20,19 +20,34 @@
 //   depthwise 16 x {24, 12, 8, 5}: channels in lanes, v nr accumulators + v weights + v inputs <= 31: 24 + 2,
 //     24 + 4, 24 + 6, 20 + 8 (the AVX-512 kernel's shape at a quarter of the lanes).
 //
-// Loads per MAC (tools/conv_loads_model.py counts floats moved per MAC; the paper counts an input vector load
-// as one operation and weights and outputs in floats: its "about 0.140" = 1/8 + 10/768 + 2/768 at W_fil = 3,
-// C_in = 256). Counted from the disassembly (tools/neon-loop-stats.py on the cross-built object,
-// aarch64-linux-gnu-g++ 12.2 -O3 -march=armv8-a), hot loop of the full tile, per 4 input channels:
-//   mGEMM 8x8 (3 columns):  <filled in below>
-//   direct 8x9 (1 column):  <filled in below>
-//   depthwise 16x5 (1 tap): <filled in below>
+// Loads per MAC. tools/conv_loads_model.py counts floats moved between registers and cache per MAC; the paper
+// counts an input vector load (4 channels, used by lane) as one operation and weights and outputs in floats: its
+// "about 0.140" = 1/8 + 10/768 + 2/768 = 0.1406 at W_fil = 3, C_in = 256. Counted from the disassembly
+// (tools/neon-loop-stats.py on the cross-built object, aarch64-linux-gnu-g++ 12.2 -O3 -march=armv8-a), hot loop
+// of the full tile, no stack access in any of them; "+ out" adds the outputs' 2 / (C_in W_fil) at 256 x 3:
+//   mGEMM 8x8, one iteration = 4 channels x 3 kernel columns: 240 insns, 192 FMLA (768 MACs), 30 load insns
+//     (34 q: 10 inputs + 24 weights), 18 other. Paper's count (10 + 96) / 768 + out = 0.1406 (paper 0.140);
+//     floats (40 + 96) / 768 + out = 0.1797 (the model's figure for this blocking; its unrestricted best,
+//     w_o = 10, 0.1526); 0.156 load insns per FMLA.
+//   direct 8x9, 4 channels x 1 column: 96 insns, 72 FMLA (288 MACs), 13 load insns (17 q: 9 inputs + 8
+//     weights), 11 other. Paper's count (9 + 32) / 288 + out = 0.1450; floats 68 / 288 + out = 0.2387; 0.18
+//     load insns per FMLA. (The 8x12 GEMM: 0.2109 floats per MAC at K = 768.)
+//   depthwise 16x5, one tap: 62 insns, 20 FMLA (80 MACs), 23 load insns (24 q: 4 weights + 20 inputs), 19
+//     other: 1.2 floats per MAC before the outputs (no reduction over channels: every MAC takes a new input).
 //
 // Tails: m = 1..MR: the last channel vector's bias load and output store are lane loads / stores (NEON has no
 // masked loads) of its r = m - 4 (v - 1) channels, so neither is touched past channel m; the weights are whole
-// packed rows. Depthwise reads its inputs by channel, so its last vector's input loads are lane loads too
-// (a separate instantiation, kPart, so that full blocks keep plain loads). n = 1..nr: pieces of 8, 4, 2, 1.
-// The epilogue adds the bias and clamps (FMAX / FMIN propagate NaN, as the scalar reference lets it through).
+// packed rows. Depthwise reads its inputs by channel, so its last vector's inputs are a broadcast of channel 0
+// and lane loads of channels min(1, r - 1) and min(2, r - 1): branch-free, never past channel m, and lanes >= r
+// (never stored) hold copies (a separate instantiation, kPart, so that full blocks keep plain loads).
+// n = 1..nr: pieces of 8, 4, 2, 1. Kernel columns: mGEMM runs groups of 3, then the 1-column step for the
+// kw_n % 3 left over. The epilogue adds the bias and clamps (FMAX / FMIN propagate NaN, as the scalar reference
+// lets it through).
+//
+// Two things keep the hot loops spill-free and are load-bearing: the static_for bodies always_inline (else
+// GCC inlines them late, SRA leaves the accumulator array in memory and the mGEMM loop stores all 16 every
+// lane step) and optimize("no-schedule-insns") on the tiles (else the first scheduler hoists the inputs'
+// loads ahead of their FMAs and runs out of registers, as in the NEON GEMM).
 //
 // One-definition rule: this file gets the NEON flags only; everything here has internal linkage, no STL code.
 #include <arm_neon.h>
@@ -109,7 +124,8 @@ NNK_INLINE void epilogue(float32x4_t (&acc)[kN][kNV], const F32ConvArgs& a, floa
   float32x4_t bias[kNV];
   static_for<0, kNV>([&](auto v) NNK_INLINE_LAMBDA {
     constexpr int V = decltype(v)::value;
-    bias[V] = !ep.bias ? vdupq_n_f32(0.0f) : V == kNV - 1 ? load_partial(ep.bias + V * L, r) : vld1q_f32(ep.bias + V * L);
+    const float* b = ep.bias + V * L;
+    bias[V] = !ep.bias ? vdupq_n_f32(0.0f) : V == kNV - 1 ? load_partial(b, r) : vld1q_f32(b);
   });
   const float32x4_t lo = vdupq_n_f32(ep.clamp_min), hi = vdupq_n_f32(ep.clamp_max);
   static_for<0, kN>([&](auto j) NNK_INLINE_LAMBDA {
@@ -207,7 +223,8 @@ struct ConvNeon {
       const float* wr = a.w + kh * a.w_kh;
       size_t kw = 0;
       if constexpr (kWF > 1)
-        for (; kw + kWF <= a.kw_n; kw += kWF) columns<kNV, kN, kWF, kS>(acc, xr + kw * a.x_kw, wr + kw * w_col, ic, xp, w_col);
+        for (; kw + kWF <= a.kw_n; kw += kWF)
+          columns<kNV, kN, kWF, kS>(acc, xr + kw * a.x_kw, wr + kw * w_col, ic, xp, w_col);
       for (; kw < a.kw_n; ++kw) columns<kNV, kN, 1, kS>(acc, xr + kw * a.x_kw, wr + kw * w_col, ic, xp, w_col);
     }
     static_for<1, kS>([&](auto s) NNK_INLINE_LAMBDA {
@@ -263,7 +280,9 @@ struct DwconvNeon {
   template <int kNV, int kN, bool kPart>
   __attribute__((optimize("no-schedule-insns"))) static void tile(const F32ConvArgs& a, const float* x, float* y) {
     float32x4_t acc[kN][kNV];
-    static_for<0, kN>([&](auto j) NNK_INLINE_LAMBDA { static_for<0, kNV>([&](auto v) NNK_INLINE_LAMBDA { acc[j.value][v.value] = vdupq_n_f32(0.0f); }); });
+    static_for<0, kN>([&](auto j) NNK_INLINE_LAMBDA {
+      static_for<0, kNV>([&](auto v) NNK_INLINE_LAMBDA { acc[j.value][v.value] = vdupq_n_f32(0.0f); });
+    });
     const size_t r = a.m - (kNV - 1) * L, o1 = r > 1 ? 1 : r - 1, o2 = r > 2 ? 2 : r - 1;  // kPart: r < 4
     size_t xp = a.x_pix;
     for (size_t kh = 0; kh < a.kh_n; ++kh)
