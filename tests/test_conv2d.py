@@ -21,7 +21,7 @@ from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_
 ALGORITHMS = _C.algorithms("conv2d")
 # The kernels each algorithm runs: the GEMM kernels for the lowerings, the convolution kernels for the rest.
 FAMILY = {"im2col": "f32_gemm", "indirect": "f32_gemm", "direct": "f32_conv_direct", "mgemm": "f32_conv_mgemm",
-          "depthwise": "f32_dwconv"}
+          "depthwise": "f32_dwconv", "dot": "f32_conv_dot"}
 PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}")
          for a in ALGORITHMS for k in _C.kernel_list(FAMILY[a])]
 
@@ -212,6 +212,9 @@ def test_auto_rule(rng, level):
         assert k3.algorithm_for((1, 56, 56, 8)) == ("mgemm" if simd else "indirect")
         assert k3.algorithm_for((1, 3, 3, 8)) == ("direct" if simd else "indirect")
         assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if simd else "indirect")
+        low_oc = nnkern.Conv2d(rand(rng, 3, 3, 3, 64), padding=1)  # few output channels, whole input vectors
+        assert low_oc.algorithm_for((1, 20, 20, 64)) == ("dot" if simd else "indirect")
+        assert nnkern.Conv2d(rand(rng, 3, 3, 3, 8), padding=1).algorithm_for((1, 20, 20, 8)) != "dot"
         for layer in (k3, k3s2, dw):  # every algorithm but im2col works without scratch
             for a in ALGORITHMS:
                 if a != "im2col" and (a != "mgemm" or (simd and layer is not k3s2)) and (a != "depthwise" or layer is dw):

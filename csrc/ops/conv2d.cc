@@ -20,9 +20,12 @@ constexpr size_t kIndirectionCacheEntries = 8;
 // mGEMM's kernels share the inputs of adjacent kernel columns between adjacent pixels: stride == dilation along W.
 bool mgemm_applies(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
-  return g.sw == g.dw && (c.conv ? c.conv->wf > 1 && !c.conv->depthwise : f32_conv_mgemm_kernel() != nullptr);
+  return g.sw == g.dw && (c.conv ? c.conv->wf > 1 && !c.conv->depthwise && !c.conv->dot : f32_conv_mgemm_kernel() != nullptr);
 }
-bool direct_applies(const ConvCall& c) { return !c.conv || (!c.conv->depthwise && (c.conv->wf == 1 || mgemm_applies(c))); }
+bool direct_applies(const ConvCall& c) {
+  return !c.conv || (!c.conv->depthwise && !c.conv->dot && (c.conv->wf == 1 || mgemm_applies(c)));
+}
+bool dot_applies(const ConvCall& c) { return !c.conv || c.conv->dot; }
 // One input channel per group and one output channel per group (channel multiplier 1).
 bool depthwise_applies(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
@@ -37,7 +40,8 @@ bool depthwise_applies(const ConvCall& c) {
 //   - else direct, where the dispatched direct kernel is a SIMD one: within 7% of indirect on every stride-2 and
 //     small layer measured (14x14 256->512 3x3/2: 148 / 158; 56x56 64->128 3x3/2: 172 / 175), ahead on few input
 //     channels (224x224 3->64 7x7/2 stem: 192 / 143), and it needs neither workspace nor indirection buffer;
-//   - the plain GEMM (im2col without a copy) for pointwise layers, depthwise for depthwise ones.
+//   - the plain GEMM (im2col without a copy) for pointwise layers, depthwise for depthwise ones, dot (below)
+//     for few output channels.
 bool mgemm_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
   const F32ConvKernel* k = c.conv ? c.conv : f32_conv_mgemm_kernel();
@@ -47,6 +51,13 @@ bool mgemm_preferred(const ConvCall& c) {
   return hi > lo && hi - lo >= size_t(k->nr_for(std::min<size_t>(size_t(k->mr), g.ocg())));
 }
 bool direct_preferred(const ConvCall& c) { return c.conv || &f32_conv_direct_kernel() != &f32_conv_direct_8x4__scalar; }
+// dot for a few output channels per group over 16 or more input channels (whole vectors), where its kernel is SIMD:
+// 128x128 64->3 3x3 77 GFLOP/s against mgemm's 32 (3 of 16 lanes useful), 56x56 64->8 88 / 79, 224x224 16->3
+// 42 / 32.
+bool dot_preferred(const ConvCall& c) {
+  const ConvGeometry& g = c.L.geometry();
+  return g.ocg() <= 8 && g.icg() >= 16 && (c.conv || &f32_conv_dot_kernel() != &f32_conv_dot_4x4__scalar);
+}
 
 const AlgorithmTable<ConvCall>& conv_algorithms() {
   static const AlgorithmTable<ConvCall> table("conv2d", {
@@ -55,6 +66,8 @@ const AlgorithmTable<ConvCall>& conv_algorithms() {
       {"im2col", [](const ConvCall&) { return true; },
        [](const ConvCall& c) { return c.L.geometry().pointwise(); }, &conv_im2col_workspace,
        [](const ConvCall& c, const Workspace& ws) { conv_im2col_run(c, ws.data()); }},
+      {"dot", &dot_applies, &dot_preferred, nullptr,
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_conv_dot_kernel()); }},
       {"mgemm", &mgemm_applies, &mgemm_preferred, nullptr,
        [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : *f32_conv_mgemm_kernel()); }},
       {"direct", &direct_applies, &direct_preferred, nullptr,

@@ -11,6 +11,7 @@
 //             no workspace); mgemm's kernels also keep the inputs of adjacent kernel columns in registers
 //             (seeds G1-G3; stride == dilation along W, SIMD levels only). ops/conv2d_direct.cc.
 //   depthwise (groups == IC == OC) the same driver on the depthwise kernels: channels in vector lanes.
+//   dot       the same driver on the dot kernels (seed C2): a few output channels, input channels in lanes.
 // Post-ops: bias and relu / relu6 in the kernels' epilogue; sigmoid and SiLU through nnkern's sigmoid kernels
 // on each block of output just stored (still in cache).
 #pragma once

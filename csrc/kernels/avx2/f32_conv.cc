@@ -6,6 +6,7 @@
 //   mGEMM 16 x {5, 2} with wf = 3: v x nr accumulators + nr + 2 held inputs + v weight vectors: 5 + 7 + 1 and
 //     4 + 4 + 2 (6 + 8 + 1 and 6 + 5 + 2 spill).
 //   depthwise 16 x {12, 4}: v nr accumulators + v weights + v inputs <= 15 (12 + 2, 8 + 4).
+//   dot 4 x {7, 4, 3, 3}: m nr accumulators + nr inputs + 1 weight vector <= 15: 7 + 7 + 1 .. 12 + 3 + 1.
 // One-definition rule: compiled with -mavx2 -mfma; template and traits have internal linkage.
 #include <immintrin.h>
 
@@ -28,9 +29,11 @@ using Direct = F32ConvTemplate<Avx2F32, 16, 1, 6, 4, 0, 0>;
 using MGemm = F32ConvTemplate<Avx2F32, 16, 3, 5, 2, 0, 0>;
 
 using Dwconv = F32DwconvTemplate<Avx2F32, 16, 12, 4, 0, 0>;
+using DotConv = F32DotConvTemplate<Avx2F32, 4, 7, 4, 3, 3>;
 
 }  // namespace
 
+const F32ConvKernel f32_conv_dot_4x3__avx2 = DotConv::kernel("f32_conv_dot_4x3__avx2");
 const F32ConvKernel f32_dwconv_16x4__avx2 = Dwconv::kernel("f32_dwconv_16x4__avx2");
 const F32ConvKernel f32_conv_direct_16x4__avx2 = Direct::kernel("f32_conv_direct_16x4__avx2");
 const F32ConvKernel f32_conv_mgemm_16x2__avx2 = MGemm::kernel_with<Direct>("f32_conv_mgemm_16x2__avx2");

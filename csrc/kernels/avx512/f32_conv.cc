@@ -10,6 +10,8 @@
 //     taps: nr + 2 broadcasts + 3 v weight loads feed 3 v nr FMAs (0.33 loads / FMA at v = 2), and each
 //     weight vector serves nr pixels, which bounds the weights' traffic from L2 (tools/conv_loads_model.py).
 //   depthwise 64 x {24, 12, 8, 5}: v nr accumulators + v weights + v inputs <= 31: 24 + 2 .. 20 + 8.
+//   dot 4 x {12, 10, 7, 6}: m nr accumulators + nr inputs + 1 weight vector <= 31: 12 + 12 + 1 (15 + 15 + 1
+//     spills), 20 + 10 + 1 .. 24 + 6 + 1.
 // One-definition rule: compiled with AVX-512 flags; template and traits have internal linkage.
 #include <immintrin.h>
 
@@ -33,9 +35,11 @@ using MGemm = F32ConvTemplate<Avx512F32, 32, 3, 14, 8, 0, 0>;
 using MGemmTwin = F32ConvTemplate<Avx512F32, 32, 1, 15, 9, 0, 0>;  // its run_any: direct's budget at 32
 
 using Dwconv = F32DwconvTemplate<Avx512F32, 64, 24, 12, 8, 5>;
+using DotConv = F32DotConvTemplate<Avx512F32, 4, 12, 10, 7, 6>;
 
 }  // namespace
 
+const F32ConvKernel f32_conv_dot_4x6__avx512 = DotConv::kernel("f32_conv_dot_4x6__avx512");
 const F32ConvKernel f32_dwconv_64x5__avx512 = Dwconv::kernel("f32_dwconv_64x5__avx512");
 const F32ConvKernel f32_conv_direct_64x5__avx512 = Direct::kernel("f32_conv_direct_64x5__avx512");
 const F32ConvKernel f32_conv_mgemm_32x8__avx512 = MGemm::kernel_with<MGemmTwin>("f32_conv_mgemm_32x8__avx512");
