@@ -197,9 +197,9 @@ def test_threads_bit_identical(rng, algorithm):
 @pytest.mark.parametrize("level", nnkern.ISA_LEVELS)
 def test_auto_rule(rng, level):
     require_level(level)
-    simd = _C.kernel_list("f32_conv_mgemm") and any(
-        k["level"] in nnkern.supported_isas() and nnkern.ISA_LEVELS.index(k["level"]) <= nnkern.ISA_LEVELS.index(level)
-        for k in _C.kernel_list("f32_conv_mgemm"))
+    # auto takes mgemm / direct where their kernels are ahead (AVX-512 levels), dot wherever a SIMD dot kernel runs
+    wide = level in ("avx512", "avx512vnni", "amx")
+    simd_dot = level != "scalar"
     with nnkern.max_isa(level):
         pw = nnkern.Conv2d(rand(rng, 16, 1, 1, 8))
         assert pw.algorithm_for((1, 10, 10, 8)) == "im2col"
@@ -209,15 +209,16 @@ def test_auto_rule(rng, level):
         k3 = nnkern.Conv2d(rand(rng, 64, 3, 3, 8), padding=1)
         k3s2 = nnkern.Conv2d(rand(rng, 64, 3, 3, 8), padding=1, stride=2)
         # mgemm where a row holds a whole tile inside the image, else direct (SIMD levels), else indirect
-        assert k3.algorithm_for((1, 56, 56, 8)) == ("mgemm" if simd else "indirect")
-        assert k3.algorithm_for((1, 3, 3, 8)) == ("direct" if simd else "indirect")
-        assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if simd else "indirect")
+        assert k3.algorithm_for((1, 56, 56, 8)) == ("mgemm" if wide else "indirect")
+        assert k3.algorithm_for((1, 3, 3, 8)) == ("direct" if wide else "indirect")
+        assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if wide else "indirect")
         low_oc = nnkern.Conv2d(rand(rng, 3, 3, 3, 64), padding=1)  # few output channels, whole input vectors
-        assert low_oc.algorithm_for((1, 20, 20, 64)) == ("dot" if simd else "indirect")
+        assert low_oc.algorithm_for((1, 20, 20, 64)) == ("dot" if simd_dot else "indirect")
         assert nnkern.Conv2d(rand(rng, 3, 3, 3, 8), padding=1).algorithm_for((1, 20, 20, 8)) != "dot"
         for layer in (k3, k3s2, dw):  # every algorithm but im2col works without scratch
             for a in ALGORITHMS:
-                if a != "im2col" and (a != "mgemm" or (simd and layer is not k3s2)) and (a != "depthwise" or layer is dw):
+                if a != "im2col" and (a != "mgemm" or (level != "scalar" and layer is not k3s2)) and (
+                        a != "depthwise" or layer is dw):
                     assert layer.workspace_bytes((1, 10, 10, 8), a) == 0
         assert k3.workspace_bytes((1, 10, 10, 8), "im2col") >= 100 * 72 * 4
 

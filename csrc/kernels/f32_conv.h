@@ -58,6 +58,7 @@ struct F32ConvKernel {
   F32ConvUkernel run_any;          // wf = 1 on the same blocks: any x_pix (run itself when wf == 1)
   bool depthwise = false;          // the depthwise formula below
   bool dot = false;                // the dot formula below (lanes = 1: nr is indexed by m)
+  bool auto_pick = true;           // "auto" may choose this kernel's algorithm (false where measured slower)
   int nr_for(size_t m) const { return nr[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
   int nr_any_for(size_t m) const { return nr_any[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
 };

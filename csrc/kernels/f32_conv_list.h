@@ -10,8 +10,8 @@
 
 #define NNKERN_F32_CONV_DIRECT_LIST(X)                        \
   X(f32_conv_direct_8x4__scalar, scalar)                      \
-  NNKERN_AVX2(X(f32_conv_direct_16x4__avx2, avx2))            \
-  NNKERN_AVX512(X(f32_conv_direct_64x5__avx512, avx512))
+  NNKERN_AVX2(X(f32_conv_direct_16x6__avx2, avx2))            \
+  NNKERN_AVX512(X(f32_conv_direct_64x6__avx512, avx512))
 
 #define NNKERN_F32_CONV_MGEMM_LIST(X)                         \
   NNKERN_AVX2(X(f32_conv_mgemm_16x2__avx2, avx2))             \

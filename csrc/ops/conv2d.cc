@@ -37,7 +37,7 @@ bool depthwise_applies(const ConvCall& c) {
 //   - mgemm where it applies and a row holds at least one whole tile of its kernel inside the image (56x56
 //     64->64 3x3: 203 / 185 / 186 / 132; 104x104 32->64: 211 / 175 / 181 / 128; 14x14 256->256: 198 / 176 /
 //     184 / 172); below that its rows are all leftovers on the wf = 1 twin (7x7 512->512: 125 / 159 / 155);
-//   - else direct, where the dispatched direct kernel is a SIMD one: within 7% of indirect on every stride-2 and
+//   - else direct, where auto may pick the dispatched direct kernel (AVX-512; not the scalar or AVX2 ones): within 7% of indirect on every stride-2 and
 //     small layer measured (14x14 256->512 3x3/2: 148 / 158; 56x56 64->128 3x3/2: 172 / 175), ahead on few input
 //     channels (224x224 3->64 7x7/2 stem: 192 / 143), and it needs neither workspace nor indirection buffer;
 //   - the plain GEMM (im2col without a copy) for pointwise layers, depthwise for depthwise ones, dot (below)
@@ -45,18 +45,19 @@ bool depthwise_applies(const ConvCall& c) {
 bool mgemm_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
   const F32ConvKernel* k = c.conv ? c.conv : f32_conv_mgemm_kernel();
-  if (!k || size_t(k->wf) > g.KW) return false;
+  if (!k || !k->auto_pick || size_t(k->wf) > g.KW) return false;
   const size_t span = (g.KW - 1) * g.dw, W = c.s.W, lo = (g.pl + g.sw - 1) / g.sw;
   const size_t hi = W + g.pl > span ? std::min(c.OW, (W + g.pl - span - 1) / g.sw + 1) : 0;
   return hi > lo && hi - lo >= size_t(k->nr_for(std::min<size_t>(size_t(k->mr), g.ocg())));
 }
-bool direct_preferred(const ConvCall& c) { return c.conv || &f32_conv_direct_kernel() != &f32_conv_direct_8x4__scalar; }
-// dot for a few output channels per group over 16 or more input channels (whole vectors), where its kernel is SIMD:
+bool direct_preferred(const ConvCall& c) { return (c.conv ? c.conv : &f32_conv_direct_kernel())->auto_pick; }
+// dot for a few output channels per group over 16 or more input channels (whole vectors), where auto may pick its
+// kernel (SIMD levels):
 // 128x128 64->3 3x3 77 GFLOP/s against mgemm's 32 (3 of 16 lanes useful), 56x56 64->8 88 / 79, 224x224 16->3
 // 42 / 32.
 bool dot_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
-  return g.ocg() <= 8 && g.icg() >= 16 && (c.conv || &f32_conv_dot_kernel() != &f32_conv_dot_4x4__scalar);
+  return g.ocg() <= 8 && g.icg() >= 16 && (c.conv ? c.conv : &f32_conv_dot_kernel())->auto_pick;
 }
 
 const AlgorithmTable<ConvCall>& conv_algorithms() {

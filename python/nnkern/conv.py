@@ -59,9 +59,9 @@ class Conv2d:
       packed FP32 GEMM; a 1x1, stride-1, unpadded convolution is a plain GEMM on the input rows, no copy).
       auto: "depthwise" for depthwise layers; "im2col" (the plain GEMM) for 1x1 stride-1 unpadded ones; "dot" for
       at most 8 output channels per group over at least 16 input channels where its kernel is SIMD (128x128
-      64->3 3x3: 77 GFLOP/s against mgemm's 32); "mgemm"
-      where it applies and an output row holds at least one whole tile of its kernel inside the image; else
-      "direct" where its kernel is a SIMD one; else "indirect". Measured on one Sapphire Rapids core (GFLOP/s,
+      64->3 3x3: 77 GFLOP/s against mgemm's 32); with AVX-512, "mgemm" where it applies and an output row holds at
+      least one whole tile of its kernel inside the image, else "direct"; else (AVX2, where the GEMM kernel is
+      ahead of both: 56x56 64->64 3x3 indirect 126, direct 115, mgemm 93; scalar; NEON) "indirect". Measured on one Sapphire Rapids core (GFLOP/s,
       mgemm / direct / indirect / im2col): 56x56 64->64 3x3 203 / 185 / 186 / 132; 7x7 512->512 3x3 125 / 159 /
       155 / 151; 14x14 256->512 3x3/2 - / 148 / 158 / 147. :meth:`algorithm_for` says which one a shape gets.
 

@@ -47,10 +47,11 @@ void dwconv_8x4(const F32ConvArgs& a) { f32_dwconv_reference(a, 8); }
 void conv_8x4(const F32ConvArgs& a) { f32_conv_reference(a, 8); }
 }  // namespace
 
+// Not auto's choice (auto_pick false): the GEMM kernels' indirect form is faster than these plain loops.
 const F32ConvKernel f32_conv_direct_8x4__scalar = {"f32_conv_direct_8x4__scalar", 8, 8, 1, {4, 0, 0, 0}, conv_8x4,
-                                                    {4, 0, 0, 0}, conv_8x4};
+                                                    {4, 0, 0, 0}, conv_8x4, false, false, false};
 const F32ConvKernel f32_conv_dot_4x4__scalar = {"f32_conv_dot_4x4__scalar", 4, 1, 1, {4, 4, 4, 4}, dotconv_4x4,
-                                                {4, 4, 4, 4}, dotconv_4x4, false, true};
+                                                {4, 4, 4, 4}, dotconv_4x4, false, true, false};
 const F32ConvKernel f32_dwconv_8x4__scalar = {"f32_dwconv_8x4__scalar", 8, 8, 1, {4, 0, 0, 0}, dwconv_8x4,
                                               {4, 0, 0, 0}, dwconv_8x4, true};
 
