@@ -61,9 +61,10 @@ class Conv2d:
       at most 8 output channels per group over at least 16 input channels where its kernel is SIMD (128x128
       64->3 3x3: 77 GFLOP/s against mgemm's 32); with AVX-512, "mgemm" where it applies and an output row holds at
       least one whole tile of its kernel inside the image, else "direct"; else (AVX2, where the GEMM kernel is
-      ahead of both: 56x56 64->64 3x3 indirect 126, direct 115, mgemm 93; scalar; NEON) "indirect". Measured on one Sapphire Rapids core (GFLOP/s,
-      mgemm / direct / indirect / im2col): 56x56 64->64 3x3 203 / 185 / 186 / 132; 7x7 512->512 3x3 125 / 159 /
-      155 / 151; 14x14 256->512 3x3/2 - / 148 / 158 / 147. :meth:`algorithm_for` says which one a shape gets.
+      ahead of both; scalar; NEON) "indirect". Measured on one Sapphire Rapids core (GFLOP/s, mgemm / direct /
+      indirect / im2col): 56x56 64->64 3x3 194 / 185 / 174 / 128; 7x7 512->512 3x3 125 / 159 / 155 / 151; 14x14
+      256->512 3x3/2 - / 148 / 158 / 147; capped at AVX2, 56x56 64->64 3x3 93 / 115 / 126 / 103.
+      :meth:`algorithm_for` says which one a shape gets.
 
     Accuracy: every output before the activation is a float32 sum of the bias and K = KH * KW * in_channels //
     groups products, in an order that depends on the algorithm and the ISA but never on the thread count; per
