@@ -16,7 +16,7 @@ from nnkern import _C
 import os
 
 from conftest import require_level
-from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_python_isolated
+from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_python_isolated
 
 ALGORITHMS = _C.algorithms("conv2d")
 # The kernels each algorithm runs: the GEMM kernels for the lowerings, the convolution kernels for the rest.
@@ -221,6 +221,23 @@ def test_auto_rule(rng, level):
                         a != "depthwise" or layer is dw):
                     assert layer.workspace_bytes((1, 10, 10, 8), a) == 0
         assert k3.workspace_bytes((1, 10, 10, 8), "im2col") >= 100 * 72 * 4
+
+
+def test_concurrent_calls_share_one_layer(rng):
+    # first calls race to pack each algorithm's weights and build the indirection buffers
+    layer = nnkern.Conv2d(rand(rng, 24, 3, 3, 8), rand(rng, 24), padding=1, activation="silu")
+    xs = [rand(rng, 1 + t % 2, 9 + t, 11, 8) for t in range(6)]
+    want = [[layer._run(x, None, a, "") for a in ALGORITHMS if a != "depthwise"] for x in xs]
+    fresh = nnkern.Conv2d(layer.weight, layer.bias, padding=1, activation="silu")
+    got = [None] * len(xs)
+
+    def work(t):
+        got[t] = [fresh._run(xs[t], None, a, "") for a in ALGORITHMS if a != "depthwise"]
+
+    run_concurrently(work, len(xs))
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_indirection_cache(rng):

@@ -94,8 +94,6 @@ PackedConv2d::PackedConv2d(const ConvGeometry& geo, const float* w, const float*
     bias_.resize(geo.OC);
     std::copy(bias, bias + geo.OC, bias_.data());
   }
-  for (size_t g = 0; g < geo.groups; ++g)  // W[ocg, kg] row-major per group: C = X_cols W^T
-    gemm_.push_back(std::make_unique<PackedF32Gemm>(raw_.data() + g * geo.ocg() * geo.kg(), geo.ocg(), geo.kg(), geo.kg()));
 }
 
 F32Epilogue PackedConv2d::epilogue() const {
@@ -127,7 +125,14 @@ void PackedConv2d::post_activation(float* y, size_t rows, size_t n, size_t ld) c
   }
 }
 
-const PackedF32Gemm& PackedConv2d::gemm(size_t g) const { return *gemm_[g]; }
+const PackedF32Gemm& PackedConv2d::gemm(size_t g) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (gemm_.empty())  // W[ocg, kg] row-major per group: C = X_cols W^T
+    for (size_t i = 0; i < geo_.groups; ++i)
+      gemm_.push_back(std::make_unique<PackedF32Gemm>(raw_.data() + i * geo_.ocg() * geo_.kg(), geo_.ocg(), geo_.kg(),
+                                                      geo_.kg()));
+  return *gemm_[g];
+}
 
 const ConvTapWeights& PackedConv2d::tap_weights(size_t MR, bool depthwise) const {
   std::lock_guard<std::mutex> lock(mu_);
