@@ -68,6 +68,8 @@ class PackedConv2d {
   size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const;
 
   const ConvGeometry& geometry() const { return geo_; }
+  ConvActivation activation() const { return act_; }
+  ActMethod method() const { return method_; }
   size_t indirection_builds() const;  // the tests' cache probe
 
   // Used by the algorithms (ops/conv2d_*.cc).

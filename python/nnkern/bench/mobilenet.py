@@ -67,8 +67,9 @@ def _torch_model(seed: int = 0):
     return model
 
 
-def nnkern_model(model) -> Callable[[np.ndarray], np.ndarray]:
-    """The torch module as a function of an NHWC float32 batch, every convolution an nnkern.Conv2d."""
+def nnkern_model(model, fused: bool = True) -> Callable[[np.ndarray], np.ndarray]:
+    """The torch module as a function of an NHWC float32 batch, every convolution an nnkern.Conv2d; fused: each
+    inverted-residual block one nnkern.InvertedResidual (bands through expand, depthwise and project)."""
     import torch
     from torch import nn
 
@@ -87,6 +88,9 @@ def nnkern_model(model) -> Callable[[np.ndarray], np.ndarray]:
     feats = list(model.features)
     stem, body, head = sequence(feats[:2]), feats[2:-2], sequence(feats[-2:])
     blocks = [(sequence(list(b.body)), b.residual) for b in body]
+    if fused:
+        blocks = [([nnkern.InvertedResidual(*([None] * (3 - len(convs)) + convs), residual=res)], False)
+                  for convs, res in blocks]
     linear = nnkern.Linear.from_torch(model.classifier)
     del torch
 
@@ -132,6 +136,7 @@ def measure(threads: int = 1, repeats: int = 10, seed: int = 0) -> Dict[str, obj
     xt_cl = xt.contiguous(memory_format=torch.channels_last)
     runs: Dict[str, Callable[[], np.ndarray]] = {}
     runs["nnkern"] = (lambda f: lambda: f(x_nhwc))(nnkern_model(model))
+    runs["nnkern_unfused"] = (lambda f: lambda: f(x_nhwc))(nnkern_model(model, fused=False))
 
     def torch_run(m, x):
         def call():
@@ -161,13 +166,14 @@ def measure(threads: int = 1, repeats: int = 10, seed: int = 0) -> Dict[str, obj
 
 def table(threads=(1, 2), repeats: int = 10) -> str:
     """A markdown table: latency per library and thread count, nnkern's speed-up over the best other."""
-    rows = ["| threads | nnkern ms | torch ms | torch channels_last ms | onnxruntime ms | best other / nnkern | "
-            "max rel. diff (nnkern vs torch) |", "|---|---|---|---|---|---|---|"]
+    rows = ["| threads | nnkern ms | nnkern layer by layer ms | torch ms | torch channels_last ms | onnxruntime ms | "
+            "best other / nnkern | max rel. diff (nnkern vs torch) |", "|---|---|---|---|---|---|---|---|"]
     for t in threads:
         r = measure(t, repeats)
         ms = r["ms"]
-        others = [v for k, v in ms.items() if k != "nnkern"]
-        rows.append(f"| {t} | {ms['nnkern']:.2f} | {ms['torch']:.2f} | {ms['torch_channels_last']:.2f} | "
+        others = [v for k, v in ms.items() if not k.startswith("nnkern")]
+        rows.append(f"| {t} | {ms['nnkern']:.2f} | {ms['nnkern_unfused']:.2f} | {ms['torch']:.2f} | "
+                    f"{ms['torch_channels_last']:.2f} | "
                     f"{ms.get('onnxruntime', float('nan')):.2f} | {min(others) / ms['nnkern']:.2f}x | "
                     f"{r['max_diff']['nnkern']:.1e} |")
     return "\n".join(rows)
