@@ -13,9 +13,24 @@ import pytest
 
 import nnkern
 from nnkern import _C
+from conftest import require_level
 from helpers import EPS, QUICK, check_within_bound, rand
 
 ALGORITHMS = _C.algorithms("conv2d")
+# The kernels each algorithm runs: the GEMM kernels for the lowerings, the convolution kernels for the rest.
+FAMILY = {"im2col": "f32_gemm", "indirect": "f32_gemm", "direct": "f32_conv_direct", "mgemm": "f32_conv_mgemm"}
+PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}")
+         for a in ALGORITHMS for k in _C.kernel_list(FAMILY[a])]
+
+
+@pytest.fixture(params=PATHS)
+def path(request):
+    """(algorithm, kernel name) of every algorithm on every kernel it can run, with the ISA cap at the kernel's
+    level; skipped, naming the ISA, where this CPU lacks it."""
+    algorithm, kernel, level = request.param
+    require_level(level)
+    with nnkern.max_isa(level):
+        yield algorithm, kernel
 KERNEL_SHAPES = [(1, 1), (3, 3), (5, 5), (7, 7), (1, 7), (7, 1), (2, 3)]
 
 
@@ -49,7 +64,7 @@ def ref_conv(x, w, b, stride, padding, dilation, groups):
     return out, bound
 
 
-def random_config(rng):
+def random_config(rng, mgemm=False):
     KH, KW = KERNEL_SHAPES[rng.integers(len(KERNEL_SHAPES))]
     groups = int(rng.choice([1, 1, 1, 2, 3]))
     depthwise = rng.random() < 0.15
@@ -59,6 +74,8 @@ def random_config(rng):
     OCg = int(rng.integers(1, 71 // groups + 1)) if not depthwise else int(rng.choice([1, 2]))
     sh, sw = (int(v) for v in rng.integers(1, 4, 2))
     dh, dw = (int(v) for v in rng.integers(1, 3, 2))
+    if mgemm:  # its kernels need stride == dilation along W
+        sw = dw
     pad = tuple(int(v) for v in rng.integers(0, 4, 4))
     span_h, span_w = dh * (KH - 1) + 1, dw * (KW - 1) + 1
     H = int(rng.integers(max(1, span_h - pad[0] - pad[1]), 41))
@@ -81,30 +98,40 @@ N_CONFIGS = 12 if QUICK else 60
 
 
 def test_algorithms_listed():
-    assert set(ALGORITHMS) >= {"im2col", "indirect"}
+    assert set(ALGORITHMS) == set(FAMILY)
+    assert _C.kernel_list("f32_conv_direct")[0]["level"] == "scalar"  # direct runs everywhere
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_sweep_every_kernel_and_algorithm(isa, algorithm):
-    rng = np.random.default_rng(sum(map(ord, isa + algorithm)))
-    kernel = _C.f32_gemm_tile(isa)[0]
+def test_sweep_every_kernel_and_algorithm(path):
+    algorithm, kernel = path
+    rng = np.random.default_rng(sum(map(ord, algorithm + kernel)))
     for i in range(N_CONFIGS):
-        cfg = random_config(rng)
+        cfg = random_config(rng, mgemm=algorithm == "mgemm")
         x, w, b, layer = make(rng, cfg, bias=bool(i % 2))
         y = layer._run(x, None, algorithm, kernel)
         ref, bound = ref_conv(x, w, b, cfg["stride"], cfg["padding"], cfg["dilation"], cfg["groups"])
         check_within_bound(y, ref, bound, f"{algorithm} {kernel} {cfg}")
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("OC", [1, 7, 16, 17, 47, 48, 49, 63, 65])
-def test_output_channel_tails(isa, algorithm, OC, rng):
-    # every remainder of the kernels' MR (8, 16, 24, 48) and a few pixel tails of NR (4, 6, 8)
-    cfg = dict(N=1, H=5, W=int(rng.integers(3, 12)), IC=3, OC=OC, KH=3, KW=3, groups=1, stride=(1, 1),
-               dilation=(1, 1), padding=(1, 1, 1, 1))
-    x, w, b, layer = make(rng, cfg)
-    y = layer._run(x, None, algorithm, _C.f32_gemm_tile(isa)[0])
-    check_within_bound(y, *ref_conv(x, w, b, (1, 1), (1, 1, 1, 1), (1, 1), 1), f"{algorithm} OC={OC}")
+def test_channel_and_pixel_tails(path, rng):
+    # every channel remainder of the kernels' blocks (8 .. 64 channels, 1-4 vectors) and every pixel count of a
+    # row's interior up to 40 (tiles of 4 .. 24 pixels and their 8 / 4 / 2 / 1 pieces), edges on both sides
+    algorithm, kernel = path
+    for OC in range(1, 66) if not QUICK else (1, 7, 16, 17, 33, 48, 49, 64, 65):
+        W = 1 + OC % 40
+        cfg = dict(N=1, H=3, W=W, IC=1 + OC % 5, OC=OC, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
+                   padding=(1, 1, 1, 1))
+        x, w, b, layer = make(rng, cfg)
+        y = layer._run(x, None, algorithm, kernel)
+        check_within_bound(y, *ref_conv(x, w, b, (1, 1), (1, 1, 1, 1), (1, 1), 1), f"{algorithm} {kernel} OC={OC}")
+
+
+def test_mgemm_applies_only_with_stride_equal_dilation_and_a_kernel(rng):
+    x = rand(rng, 1, 8, 8, 2)
+    with pytest.raises(ValueError, match="does not apply"):  # stride 2, dilation 1 along W
+        nnkern.Conv2d(rand(rng, 4, 3, 3, 2), stride=(1, 2), padding=1)._run(x, None, "mgemm", "")
+    with nnkern.max_isa("scalar"), pytest.raises(ValueError, match="does not apply"):  # no scalar mGEMM kernel
+        nnkern.Conv2d(rand(rng, 4, 3, 3, 2), padding=1)._run(x, None, "mgemm", "")
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/isa.h"
+#include "core/kernel_list.h"
 #include "kernels/f32_activation.h"
 #include "kernels/qgemm.h"
 
@@ -166,6 +167,18 @@ MatrixView matrix_view(const py::array& a);
 
 // A kernel of the "qgemm" list by name that this CPU can run (test hooks), else ValueError.
 const QGemmKernel& runnable_qgemm_kernel(const std::string& name);
+// The kernel of that name in list l, or null if `name` is none of its kernels; ValueError if this CPU cannot run it.
+template <typename Kernel>
+const Kernel* runnable_in(const KernelList<Kernel>& l, const std::string& name) {
+  for (size_t i = 0; i < l.kernels.size(); ++i) {
+    if (name != l.info[i].name) continue;
+    if (!isa_supported(l.info[i].level))
+      throw py::value_error(std::string("this CPU cannot run ") + name + " (no " + isa_name(l.info[i].level) + ")");
+    return l.kernels[i];
+  }
+  return nullptr;
+}
+
 // A kernel of the "f32_gemm" list by name, or an ISA level's kernel, that this CPU can run, else ValueError.
 const F32GemmKernel& runnable_f32_gemm_kernel(const std::string& which);
 

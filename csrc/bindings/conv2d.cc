@@ -1,6 +1,7 @@
 // Binding of the packed FP32 convolution (nnkern.Conv2d). The Python layer (nnkern/conv.py) has checked
 // dtypes, shapes and parameters; the object re-checks every array against its own sizes.
 #include "bindings/common.h"
+#include "kernels/f32_conv_list.h"
 #include "ops/conv2d.h"
 
 namespace nnkern::bindings {
@@ -25,7 +26,8 @@ class Conv2dBinding {
     packed_ = std::make_unique<PackedConv2d>(geo, wp, b, ConvActivation(activation), act_method_arg(method, "method"));
   }
 
-  // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (dispatched) or an f32_gemm kernel / ISA name (tests).
+  // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (dispatched), an f32_conv_direct / f32_conv_mgemm
+  // kernel's name, or an f32_gemm kernel / ISA name (tests; the other families stay dispatched).
   // Returns the algorithm that ran.
   std::string run(const py::array& x, py::array& y, const std::string& algorithm, const std::string& kernel) const {
     const ConvGeometry& geo = packed_->geometry();
@@ -33,9 +35,11 @@ class Conv2dBinding {
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
     if (!H || !W || !geo.OH(H) || !geo.OW(W)) throw py::value_error("x: the kernel does not fit the padded input");
     float* yp = checked_out<float>(y, "out", {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)});
-    const F32GemmKernel* k = kernel.empty() ? nullptr : &runnable_f32_gemm_kernel(kernel);
+    const F32ConvKernel* conv = kernel.empty() ? nullptr : runnable_in(f32_conv_direct_list(), kernel);
+    if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_mgemm_list(), kernel);
+    const F32GemmKernel* k = kernel.empty() || conv ? nullptr : &runnable_f32_gemm_kernel(kernel);
     py::gil_scoped_release release;
-    return packed_->run(N, H, W, xp, yp, algorithm, k);
+    return packed_->run(N, H, W, xp, yp, algorithm, k, conv);
   }
 
   std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }

@@ -9,18 +9,6 @@
 namespace nnkern::bindings {
 namespace {
 
-// The kernel of that name in list l, or null if `name` is none of its kernels; ValueError if this CPU cannot run it.
-template <typename Kernel>
-const Kernel* runnable_in(const KernelList<Kernel>& l, const std::string& name) {
-  for (size_t i = 0; i < l.kernels.size(); ++i) {
-    if (name != l.info[i].name) continue;
-    if (!isa_supported(l.info[i].level))
-      throw py::value_error(std::string("this CPU cannot run ") + name + " (no " + isa_name(l.info[i].level) + ")");
-    return l.kernels[i];
-  }
-  return nullptr;
-}
-
 class QConv2dBinding {
  public:
   // w: groups x kg x ocg int8; geo: (OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr); factor /

@@ -8,6 +8,7 @@
 
 #include "core/algorithm.h"
 #include "core/workspace.h"
+#include "kernels/f32_conv_list.h"
 #include "ops/f32_activation.h"
 
 namespace nnkern {
@@ -15,6 +16,12 @@ namespace {
 
 // Input shapes whose indirection buffers a layer keeps (a model calls a layer on a few shapes at most).
 constexpr size_t kIndirectionCacheEntries = 8;
+
+// mGEMM's kernels share the inputs of adjacent kernel columns between adjacent pixels: stride == dilation along W.
+bool mgemm_applies(const ConvCall& c) {
+  const ConvGeometry& g = c.L.geometry();
+  return g.sw == g.dw && (c.conv ? c.conv->wf > 1 : f32_conv_mgemm_kernel() != nullptr);
+}
 
 const AlgorithmTable<ConvCall>& conv_algorithms() {
   // auto: im2col for the pointwise case (a plain GEMM over the input rows, no copy), indirect otherwise.
@@ -24,6 +31,11 @@ const AlgorithmTable<ConvCall>& conv_algorithms() {
        [](const ConvCall& c, const Workspace& ws) { conv_im2col_run(c, ws.data()); }},
       {"indirect", [](const ConvCall&) { return true; }, nullptr, nullptr,
        [](const ConvCall& c, const Workspace&) { conv_indirect_run(c); }},
+      {"direct", [](const ConvCall& c) { return !c.conv || c.conv->wf == 1 || mgemm_applies(c); },
+       [](const ConvCall&) { return false; }, nullptr,
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_conv_direct_kernel()); }},
+      {"mgemm", &mgemm_applies, [](const ConvCall&) { return false; }, nullptr,
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : *f32_conv_mgemm_kernel()); }},
   });
   return table;
 }
@@ -78,13 +90,13 @@ void PackedConv2d::post_activation(float* y, size_t rows, size_t n, size_t ld) c
 
 const PackedF32Gemm& PackedConv2d::gemm(size_t g) const { return *gemm_[g]; }
 
-const ConvTapWeights& PackedConv2d::tap_weights(const F32GemmKernel& k) const {
+const ConvTapWeights& PackedConv2d::tap_weights(size_t MR) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& p : taps_)
-    if (p->kern == &k) return *p;
+    if (p->mr == MR) return *p;
   auto p = std::make_unique<ConvTapWeights>();
-  const size_t MR = size_t(k.mr), ocg = geo_.ocg(), kg = geo_.kg();
-  p->kern = &k;
+  const size_t ocg = geo_.ocg(), kg = geo_.kg();
+  p->mr = MR;
   p->panels = (ocg + MR - 1) / MR;
   p->panel_floats = kg * MR;
   p->w.resize(geo_.groups * p->panels * p->panel_floats);
@@ -131,10 +143,10 @@ size_t PackedConv2d::indirection_builds() const {
 }
 
 const char* PackedConv2d::run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
-                              const F32GemmKernel* kern) const {
+                              const F32GemmKernel* kern, const F32ConvKernel* conv) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("conv2d: the kernel does not fit the padded input");
-  const ConvCall call{*this, kern ? *kern : f32_gemm_kernel(), {N, H, W}, OH, OW, x, y};
+  const ConvCall call{*this, kern ? *kern : f32_gemm_kernel(), {N, H, W}, OH, OW, x, y, conv};
   const Algorithm<ConvCall>& a = conv_algorithms().select(call, algorithm);  // errors before any work
   if (N == 0) return a.name;
   Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);

@@ -6,6 +6,10 @@
 //             place (a plain GEMM, no copy).
 //   indirect  the FP32 GEMM kernels' indirect form (kernels/f32_gemm.h): ks = KH*KW taps of input-row
 //             pointers from a cached indirection buffer, a shared zero row for padding taps.
+//   direct    the direct kernels (kernels/f32_conv.h, seeds C1-C4): output channels x pixels of a row in
+//   mgemm     registers, straight from the input with strides, taps clipped to the image (no padding read,
+//             no workspace); mgemm's kernels also keep the inputs of adjacent kernel columns in registers
+//             (seeds G1-G3; stride == dilation along W, SIMD levels only). ops/conv2d_direct.cc.
 // Post-ops: bias and relu / relu6 in the kernels' epilogue; sigmoid and SiLU through nnkern's sigmoid kernels
 // on each block of output just stored (still in cache).
 #pragma once
@@ -17,6 +21,7 @@
 
 #include "core/buffer.h"
 #include "kernels/f32_activation.h"
+#include "kernels/f32_conv.h"
 #include "kernels/f32_gemm.h"
 #include "ops/conv_geometry.h"
 #include "ops/f32_gemm.h"
@@ -25,10 +30,11 @@ namespace nnkern {
 
 enum class ConvActivation : int { none = 0, relu = 1, relu6 = 2, sigmoid = 3, silu = 4 };
 
-// The weights of one group in the indirect kernels' A layout for kernel `kern`: panels of MR output channels,
-// each ks * icg rows of MR floats (row t * icg + c: tap t, input channel c), channels past ocg zero.
+// The weights in blocks of MR output channels per group, each ks * icg rows of MR floats (row t * icg + c:
+// tap t = kh * KW + kw, input channel c), channels past ocg zero: the indirect GEMM kernels' packed A and the
+// direct / mGEMM kernels' packed weights alike.
 struct ConvTapWeights {
-  const F32GemmKernel* kern = nullptr;
+  size_t mr = 0;
   size_t panels = 0, panel_floats = 0;  // per group
   AlignedBuffer<float> w;               // [groups][panels][ks * icg][MR]
 };
@@ -50,8 +56,9 @@ class PackedConv2d {
   // y (N x OH x OW x OC) = conv(x (N x H x W x IC)) through `algorithm` ("auto" or a table entry;
   // std::invalid_argument if unknown or not applicable) on the GEMM kernel `kern` (null: the dispatched one).
   // Returns the name of the algorithm that ran.
+  // "direct" / "mgemm" run `conv` when given (a kernel of that family; null: the dispatched one).
   const char* run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
-                  const F32GemmKernel* kern = nullptr) const;
+                  const F32GemmKernel* kern = nullptr, const F32ConvKernel* conv = nullptr) const;
   const char* auto_algorithm(size_t N, size_t H, size_t W) const;  // what "auto" picks for this input
   size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const;
 
@@ -65,7 +72,7 @@ class PackedConv2d {
   // The sigmoid / SiLU post-op over `rows` rows of n floats, ld apart (nothing for the other activations).
   void post_activation(float* y, size_t rows, size_t n, size_t ld) const;
   const PackedF32Gemm& gemm(size_t g) const;  // group g's weights packed for PackedF32Gemm (at construction)
-  const ConvTapWeights& tap_weights(const F32GemmKernel& k) const;  // packed on first use for k, then kept
+  const ConvTapWeights& tap_weights(size_t mr) const;  // packed on first use for blocks of mr, then kept
   std::shared_ptr<const ConvIndirection> indirection(const ConvInputShape& s, size_t NR) const;
 
  private:
@@ -88,6 +95,7 @@ struct ConvCall {
   size_t OH, OW;
   const float* x;
   float* y;
+  const F32ConvKernel* conv = nullptr;  // "direct" / "mgemm": the kernel asked for (null: the dispatched one)
   size_t M() const { return s.N * OH * OW; }
 };
 
@@ -95,5 +103,7 @@ struct ConvCall {
 size_t conv_im2col_workspace(const ConvCall& c);
 void conv_im2col_run(const ConvCall& c, void* workspace);
 void conv_indirect_run(const ConvCall& c);
+// ops/conv2d_direct.cc: "direct" / "mgemm" on kernel k (wf > 1 needs stride == dilation along W).
+void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k);
 
 }  // namespace nnkern

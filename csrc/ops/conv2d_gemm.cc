@@ -73,7 +73,7 @@ void conv_im2col_run(const ConvCall& c, void* workspace) {
 void conv_indirect_run(const ConvCall& c) {
   const F32GemmKernel& k = c.k;
   const ConvGeometry& geo = c.L.geometry();
-  const ConvTapWeights& w = c.L.tap_weights(k);
+  const ConvTapWeights& w = c.L.tap_weights(size_t(k.mr));
   const size_t MR = size_t(k.mr), NR = size_t(k.nr), ks = geo.ks(), icg = geo.icg(), ocg = geo.ocg();
   const size_t OC = geo.OC, M = c.M(), tiles = (M + NR - 1) / NR, blocks = (tiles + kTilesPerTask - 1) / kTilesPerTask;
   const std::shared_ptr<const ConvIndirection> ind = c.L.indirection(c.s, NR);

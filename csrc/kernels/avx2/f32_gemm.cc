@@ -28,27 +28,7 @@ namespace nnkern {
 namespace {
 
 // Lane i of mask(r) is all-ones iff i < r (1 <= r <= 8).
-alignas(64) const int32_t kMaskTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-
-struct Avx2F32 {
-  using V = __m256;
-  using Mask = __m256i;
-  static constexpr int L = 8;
-  static NNK_INLINE Mask mask(int r) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + 8 - r)); }
-  static NNK_INLINE V load(const float* p) { return _mm256_loadu_ps(p); }
-  static NNK_INLINE V maskz_load(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
-  static NNK_INLINE void store(float* p, V x) { _mm256_storeu_ps(p, x); }
-  static NNK_INLINE void mask_store(float* p, Mask m, V x) { _mm256_maskstore_ps(p, m, x); }
-  static NNK_INLINE V bcast(const float* p) { return _mm256_broadcast_ss(p); }
-  static NNK_INLINE V zero() { return _mm256_setzero_ps(); }
-  static NNK_INLINE V set1(float x) { return _mm256_set1_ps(x); }
-  static NNK_INLINE V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static NNK_INLINE V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static NNK_INLINE V add(V a, V b) { return _mm256_add_ps(a, b); }
-  static NNK_INLINE V max(V a, V b) { return _mm256_max_ps(a, b); }
-  static NNK_INLINE V min(V a, V b) { return _mm256_min_ps(a, b); }
-  static NNK_INLINE void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }
-};
+#include "kernels/avx2/f32_traits.inc"
 
 #define NNK_F32_GEMM_UNROLL 4
 #include "kernels/f32_gemm_tile.inc"

@@ -30,27 +30,7 @@
 namespace nnkern {
 namespace {
 
-struct Avx512F32 {
-  using V = __m512;
-  using Mask = __mmask16;
-  static constexpr int L = 16;
-  static NNK_INLINE Mask mask(int r) { return static_cast<__mmask16>((1u << r) - 1u); }
-  static NNK_INLINE V load(const float* p) { return _mm512_loadu_ps(p); }
-  static NNK_INLINE V maskz_load(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
-  static NNK_INLINE void store(float* p, V x) { _mm512_storeu_ps(p, x); }
-  static NNK_INLINE void mask_store(float* p, Mask m, V x) { _mm512_mask_storeu_ps(p, m, x); }
-  static NNK_INLINE V bcast(const float* p) { return _mm512_set1_ps(*p); }
-  static NNK_INLINE V zero() { return _mm512_setzero_ps(); }
-  static NNK_INLINE V set1(float x) { return _mm512_set1_ps(x); }
-  static NNK_INLINE V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static NNK_INLINE V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static NNK_INLINE V add(V a, V b) { return _mm512_add_ps(a, b); }
-  // The all-lanes mask_ forms emit plain vmaxps/vminps; the unmasked intrinsics trip GCC 12's false
-  // -Wmaybe-uninitialized on _mm512_undefined_ps (GCC PR 105593).
-  static NNK_INLINE V max(V a, V b) { return _mm512_mask_max_ps(b, 0xFFFF, a, b); }
-  static NNK_INLINE V min(V a, V b) { return _mm512_mask_min_ps(b, 0xFFFF, a, b); }
-  static NNK_INLINE void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }
-};
+#include "kernels/avx512/f32_traits.inc"
 
 #define NNK_F32_GEMM_UNROLL 1
 #include "kernels/f32_gemm_tile.inc"

@@ -1,0 +1,63 @@
+// FP32 direct and mGEMM convolution micro-kernel contract (seeds C3-C4 and G1-G3), shared by every ISA.
+// Baseline header: no intrinsics.
+//
+// A kernel computes one tile of an NHWC output row straight from the NHWC input, with no im2col and no
+// indirection buffer: m <= MR output channels (vectors of them in registers) x n output pixels along the
+// row, reducing over a rectangle of kh_n x kw_n kernel taps and all ic input channels in registers:
+//
+//   y[j * y_pix + o] = epilogue( sum_{kh < kh_n, kw < kw_n, c < ic} x[j * x_pix + kh * x_kh + kw * x_kw + c]
+//                                                              * w[kh * w_kh + (kw * ic + c) * MR + o] )
+//
+// The caller (ops/conv2d_direct.cc) clips the rectangle to the taps inside the input, so padding is never
+// read: top / bottom padding shortens kh_n, and an output pixel whose window crosses the left or right edge
+// is a tile of its own (n = 1) with its own kw range. w is the layer's packed block of MR channels (kernel
+// row kh, column kw, input channel c, MR floats; channels past the layer's zero), advanced to the first
+// tap of the rectangle; rows of w past m are read (they are in the block) and never stored.
+//
+// Register blocking (seed C3): a kernel holds v = ceil(m / L) channel vectors x nr[v - 1] pixels of
+// accumulators, nr chosen per v from the ISA's register file (written down in each kernel file); a tile of
+// n < nr pixels runs as pieces of 8, 4, 2 and 1 pixels.
+// Input reuse across kernel columns (seeds C4, G1): a kernel with wf > 1 (mGEMM) loads the n + wf - 1
+// inputs that wf adjacent kernel columns read for one channel once into registers and feeds all wf columns'
+// FMAs from them; this needs x_kw == x_pix (stride == dilation along W; the caller passes x_pix = x_kw for
+// a one-pixel tile). wf == 1 (direct) broadcasts each input from memory at its use.
+#pragma once
+#include <cstddef>
+
+#include "kernels/f32_gemm.h"
+
+namespace nnkern {
+
+struct F32ConvArgs {
+  size_t m, n;                // channels (<= MR) and pixels (<= the kernel's nr for ceil(m / L) vectors)
+  size_t kh_n, kw_n, ic;      // the reduction rectangle and the input channels
+  const float* x;             // input of pixel 0 at the rectangle's first tap, channel 0
+  size_t x_pix, x_kw, x_kh;   // floats from pixel j to j + 1, from a kernel column / row to the next
+  const float* w;             // the packed block at the rectangle's first tap
+  size_t w_kh;                // floats from a kernel row to the next in w (KW * ic * MR)
+  float* y;                   // output pixel 0, channel 0
+  size_t y_pix;               // floats from an output pixel to the next
+  const F32Epilogue* ep;      // bias (indexed by the tile's channel o, o < m) and clamp; the rest unused
+};
+
+using F32ConvUkernel = void (*)(const F32ConvArgs& a);
+
+constexpr int kF32ConvMaxVectors = 4;
+
+struct F32ConvKernel {
+  const char* name;
+  int mr;                        // channels per packed block: vectors x lanes
+  int lanes;                     // floats per vector
+  int wf;                        // kernel columns sharing input loads: 1 direct, > 1 mGEMM
+  int nr[kF32ConvMaxVectors];    // pixels per tile by vectors used (0: none past mr / lanes)
+  F32ConvUkernel run;
+  int nr_for(size_t m) const { return nr[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
+};
+
+// The oracle (kernels/ref/f32_conv.cc, baseline code), any MR: the formula above in plain loops, taps in the
+// kernels' order (kh, kw, c), one float32 accumulator per output.
+void f32_conv_reference(const F32ConvArgs& a, size_t MR);
+
+// The kernels are listed in kernels/f32_conv_list.h; each is defined in csrc/kernels/<isa>/f32_conv.cc.
+
+}  // namespace nnkern
