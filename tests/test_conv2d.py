@@ -13,12 +13,15 @@ import pytest
 
 import nnkern
 from nnkern import _C
+import os
+
 from conftest import require_level
-from helpers import EPS, QUICK, check_within_bound, rand
+from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_python_isolated
 
 ALGORITHMS = _C.algorithms("conv2d")
 # The kernels each algorithm runs: the GEMM kernels for the lowerings, the convolution kernels for the rest.
-FAMILY = {"im2col": "f32_gemm", "indirect": "f32_gemm", "direct": "f32_conv_direct", "mgemm": "f32_conv_mgemm"}
+FAMILY = {"im2col": "f32_gemm", "indirect": "f32_gemm", "direct": "f32_conv_direct", "mgemm": "f32_conv_mgemm",
+          "depthwise": "f32_dwconv"}
 PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}")
          for a in ALGORITHMS for k in _C.kernel_list(FAMILY[a])]
 
@@ -64,14 +67,17 @@ def ref_conv(x, w, b, stride, padding, dilation, groups):
     return out, bound
 
 
-def random_config(rng, mgemm=False):
+def random_config(rng, algorithm=""):
     KH, KW = KERNEL_SHAPES[rng.integers(len(KERNEL_SHAPES))]
     groups = int(rng.choice([1, 1, 1, 2, 3]))
-    depthwise = rng.random() < 0.15
+    depthwise = algorithm == "depthwise" or rng.random() < 0.15
     ICg = 1 if depthwise else int(rng.integers(1, 71 // groups + 1))
     if depthwise:
-        groups = int(rng.integers(1, 33))
+        groups = int(rng.integers(1, 71))
     OCg = int(rng.integers(1, 71 // groups + 1)) if not depthwise else int(rng.choice([1, 2]))
+    if algorithm == "depthwise":  # channel multiplier 1 only
+        OCg = 1
+    mgemm = algorithm == "mgemm"
     sh, sw = (int(v) for v in rng.integers(1, 4, 2))
     dh, dw = (int(v) for v in rng.integers(1, 3, 2))
     if mgemm:  # its kernels need stride == dilation along W
@@ -83,6 +89,13 @@ def random_config(rng, mgemm=False):
     N = int(rng.choice([1, 1, 2, 3]))
     return dict(N=N, H=H, W=W, IC=ICg * groups, OC=OCg * groups, KH=KH, KW=KW, groups=groups, stride=(sh, sw),
                 dilation=(dh, dw), padding=pad)
+
+
+def for_algorithm(cfg, algorithm):
+    """cfg made depthwise (groups = in = out channels) when the algorithm is "depthwise"."""
+    if algorithm != "depthwise":
+        return cfg
+    return dict(cfg, IC=cfg["OC"], groups=cfg["OC"])
 
 
 def make(rng, cfg, bias=True, **kw):
@@ -106,7 +119,7 @@ def test_sweep_every_kernel_and_algorithm(path):
     algorithm, kernel = path
     rng = np.random.default_rng(sum(map(ord, algorithm + kernel)))
     for i in range(N_CONFIGS):
-        cfg = random_config(rng, mgemm=algorithm == "mgemm")
+        cfg = random_config(rng, algorithm)
         x, w, b, layer = make(rng, cfg, bias=bool(i % 2))
         y = layer._run(x, None, algorithm, kernel)
         ref, bound = ref_conv(x, w, b, cfg["stride"], cfg["padding"], cfg["dilation"], cfg["groups"])
@@ -119,11 +132,23 @@ def test_channel_and_pixel_tails(path, rng):
     algorithm, kernel = path
     for OC in range(1, 66) if not QUICK else (1, 7, 16, 17, 33, 48, 49, 64, 65):
         W = 1 + OC % 40
-        cfg = dict(N=1, H=3, W=W, IC=1 + OC % 5, OC=OC, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
-                   padding=(1, 1, 1, 1))
+        IC, groups = (OC, OC) if algorithm == "depthwise" else (1 + OC % 5, 1)
+        cfg = dict(N=1, H=3 + OC % 19, W=W, IC=IC, OC=OC, KH=3, KW=3, groups=groups, stride=(1, 1),
+                   dilation=(1, 1), padding=(1, 1, 1, 1))
         x, w, b, layer = make(rng, cfg)
         y = layer._run(x, None, algorithm, kernel)
-        check_within_bound(y, *ref_conv(x, w, b, (1, 1), (1, 1, 1, 1), (1, 1), 1), f"{algorithm} {kernel} OC={OC}")
+        check_within_bound(y, *ref_conv(x, w, b, (1, 1), (1, 1, 1, 1), (1, 1), groups), f"{algorithm} {kernel} OC={OC}")
+
+
+GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conv_guard_check.py")
+
+
+def test_no_access_past_guard_page(path):
+    """Input, weights and output ending at an unmapped page (tests/conv_guard_check.py, in a subprocess)."""
+    algorithm, kernel = path
+    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {algorithm!r}, {kernel!r}]; "
+                               f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 
 def test_mgemm_applies_only_with_stride_equal_dilation_and_a_kernel(rng):
@@ -138,11 +163,12 @@ def test_mgemm_applies_only_with_stride_equal_dilation_and_a_kernel(rng):
 @pytest.mark.parametrize("activation, method", [("relu", "accurate"), ("relu6", "accurate"), ("sigmoid", "accurate"),
                                                 ("silu", "accurate"), ("sigmoid", "minimax"), ("silu", "scalef")])
 def test_fused_activation_equals_unfused(rng, algorithm, activation, method):
-    cfg = dict(N=2, H=9, W=13, IC=5, OC=37, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
-               padding=(1, 1, 1, 1))
+    cfg = for_algorithm(dict(N=2, H=9, W=13, IC=5, OC=37, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
+                             padding=(1, 1, 1, 1)), algorithm)
     x, w, b, plain = make(rng, cfg)
     x *= 4  # reach relu6's clamp and sigmoid's tails
-    fused = nnkern.Conv2d(w, b, padding=1, activation=activation, activation_method=method, algorithm=algorithm)
+    fused = nnkern.Conv2d(w, b, padding=1, groups=cfg["groups"], activation=activation, activation_method=method,
+                          algorithm=algorithm)
     t = plain._run(x, None, algorithm, "")
     y = fused(x)
     if activation == "relu":
@@ -157,8 +183,8 @@ def test_fused_activation_equals_unfused(rng, algorithm, activation, method):
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_threads_bit_identical(rng, algorithm):
-    cfg = dict(N=2, H=23, W=19, IC=24, OC=72, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
-               padding=(1, 1, 1, 1))
+    cfg = for_algorithm(dict(N=2, H=23, W=19, IC=24, OC=72, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
+                             padding=(1, 1, 1, 1)), algorithm)
     x, w, b, layer = make(rng, cfg, activation="silu")
     results = []
     for t in (1, 2, 3, 5):
@@ -168,15 +194,29 @@ def test_threads_bit_identical(rng, algorithm):
         np.testing.assert_array_equal(r, results[0])
 
 
-def test_pointwise_is_a_plain_gemm_and_auto_rule(rng):
-    w = rand(rng, 16, 1, 1, 8)
-    pw = nnkern.Conv2d(w)
-    assert pw.algorithm_for((1, 10, 10, 8)) == "im2col"
-    assert pw.workspace_bytes((1, 10, 10, 8), "im2col") == 0  # no copy of the input
-    k3 = nnkern.Conv2d(rand(rng, 16, 3, 3, 8), padding=1)
-    assert k3.algorithm_for((1, 10, 10, 8)) == "indirect"
-    assert k3.workspace_bytes((1, 10, 10, 8), "indirect") == 0
-    assert k3.workspace_bytes((1, 10, 10, 8), "im2col") >= 100 * 72 * 4
+@pytest.mark.parametrize("level", nnkern.ISA_LEVELS)
+def test_auto_rule(rng, level):
+    require_level(level)
+    simd = _C.kernel_list("f32_conv_mgemm") and any(
+        k["level"] in nnkern.supported_isas() and nnkern.ISA_LEVELS.index(k["level"]) <= nnkern.ISA_LEVELS.index(level)
+        for k in _C.kernel_list("f32_conv_mgemm"))
+    with nnkern.max_isa(level):
+        pw = nnkern.Conv2d(rand(rng, 16, 1, 1, 8))
+        assert pw.algorithm_for((1, 10, 10, 8)) == "im2col"
+        assert pw.workspace_bytes((1, 10, 10, 8), "im2col") == 0  # a plain GEMM on the input rows
+        dw = nnkern.Conv2d(rand(rng, 8, 3, 3, 1), padding=1, groups=8)
+        assert dw.algorithm_for((1, 10, 10, 8)) == "depthwise"
+        k3 = nnkern.Conv2d(rand(rng, 64, 3, 3, 8), padding=1)
+        k3s2 = nnkern.Conv2d(rand(rng, 64, 3, 3, 8), padding=1, stride=2)
+        # mgemm where a row holds a whole tile inside the image, else direct (SIMD levels), else indirect
+        assert k3.algorithm_for((1, 56, 56, 8)) == ("mgemm" if simd else "indirect")
+        assert k3.algorithm_for((1, 3, 3, 8)) == ("direct" if simd else "indirect")
+        assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if simd else "indirect")
+        for layer in (k3, k3s2, dw):  # every algorithm but im2col works without scratch
+            for a in ALGORITHMS:
+                if a != "im2col" and (a != "mgemm" or (simd and layer is not k3s2)) and (a != "depthwise" or layer is dw):
+                    assert layer.workspace_bytes((1, 10, 10, 8), a) == 0
+        assert k3.workspace_bytes((1, 10, 10, 8), "im2col") >= 100 * 72 * 4
 
 
 def test_indirection_cache(rng):
@@ -295,12 +335,13 @@ def test_bad_inputs(rng):
 
 
 def test_nan_and_inf_propagate(rng):
-    w = rand(rng, 3, 3, 3, 2)
     x = rand(rng, 1, 6, 6, 2)
-    x[0, 2, 2, 0] = np.nan
-    x[0, 5, 5, 1] = np.inf
+    x[0, 2, 2, :] = np.nan
+    x[0, 5, 5, :] = np.inf
     for algorithm in ALGORITHMS:
-        y = nnkern.Conv2d(w, padding=1, algorithm=algorithm)(x)
+        groups = 2 if algorithm == "depthwise" else 1
+        w = rand(rng, 2, 3, 3, 2 // groups)
+        y = nnkern.Conv2d(w, padding=1, groups=groups, algorithm=algorithm)(x)
         assert np.isnan(y[0, 1:4, 1:4]).all()
         assert not np.isfinite(y[0, 4:, 4:]).any()
         assert np.isfinite(y[0, 0, 0]).all()

@@ -26,8 +26,8 @@ class Conv2dBinding {
     packed_ = std::make_unique<PackedConv2d>(geo, wp, b, ConvActivation(activation), act_method_arg(method, "method"));
   }
 
-  // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (dispatched), an f32_conv_direct / f32_conv_mgemm
-  // kernel's name, or an f32_gemm kernel / ISA name (tests; the other families stay dispatched).
+  // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (dispatched), an f32_conv_direct / f32_conv_mgemm /
+  // f32_dwconv kernel's name, or an f32_gemm kernel / ISA name (tests; the other families stay dispatched).
   // Returns the algorithm that ran.
   std::string run(const py::array& x, py::array& y, const std::string& algorithm, const std::string& kernel) const {
     const ConvGeometry& geo = packed_->geometry();
@@ -37,6 +37,7 @@ class Conv2dBinding {
     float* yp = checked_out<float>(y, "out", {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)});
     const F32ConvKernel* conv = kernel.empty() ? nullptr : runnable_in(f32_conv_direct_list(), kernel);
     if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_mgemm_list(), kernel);
+    if (!conv && !kernel.empty()) conv = runnable_in(f32_dwconv_list(), kernel);
     const F32GemmKernel* k = kernel.empty() || conv ? nullptr : &runnable_f32_gemm_kernel(kernel);
     py::gil_scoped_release release;
     return packed_->run(N, H, W, xp, yp, algorithm, k, conv);

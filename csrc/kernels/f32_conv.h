@@ -20,7 +20,9 @@
 // Input reuse across kernel columns (seeds C4, G1): a kernel with wf > 1 (mGEMM) loads the n + wf - 1
 // inputs that wf adjacent kernel columns read for one channel once into registers and feeds all wf columns'
 // FMAs from them; this needs x_kw == x_pix (stride == dilation along W; the caller passes x_pix = x_kw for
-// a one-pixel tile). wf == 1 (direct) broadcasts each input from memory at its use.
+// a one-pixel tile). wf == 1 (direct) broadcasts each input from memory at its use, for any x_pix: run_any, the
+// wf = 1 kernel on the same packed blocks, also takes tiles whose pixels run down a column (x_pix = sh * W * IC),
+// which is how the caller batches the columns a row's tiles leave over (edges, remainders).
 #pragma once
 #include <cstddef>
 
@@ -51,12 +53,23 @@ struct F32ConvKernel {
   int wf;                        // kernel columns sharing input loads: 1 direct, > 1 mGEMM
   int nr[kF32ConvMaxVectors];    // pixels per tile by vectors used (0: none past mr / lanes)
   F32ConvUkernel run;
+  int nr_any[kF32ConvMaxVectors];  // the same for run_any
+  F32ConvUkernel run_any;          // wf = 1 on the same blocks: any x_pix (run itself when wf == 1)
+  bool depthwise = false;          // the depthwise formula below
   int nr_for(size_t m) const { return nr[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
+  int nr_any_for(size_t m) const { return nr_any[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
 };
 
-// The oracle (kernels/ref/f32_conv.cc, baseline code), any MR: the formula above in plain loops, taps in the
+// Depthwise kernels (depthwise = true, the variant of seed G3; channel multiplier 1): the same arguments with
+// ic = 1 and the channels in vector lanes instead of broadcast, output channel o reading input channel o:
+//   y[j * y_pix + o] = epilogue( sum_{kh < kh_n, kw < kw_n} x[j * x_pix + kh * x_kh + kw * x_kw + o]
+//                                                          * w[kh * w_kh + kw * MR + o] )
+// x and y point at the block's first channel; inputs of channels >= m are never read.
+
+// The oracles (kernels/ref/f32_conv.cc, baseline code), any MR: the formulas in plain loops, taps in the
 // kernels' order (kh, kw, c), one float32 accumulator per output.
 void f32_conv_reference(const F32ConvArgs& a, size_t MR);
+void f32_dwconv_reference(const F32ConvArgs& a, size_t MR);
 
 // The kernels are listed in kernels/f32_conv_list.h; each is defined in csrc/kernels/<isa>/f32_conv.cc.
 

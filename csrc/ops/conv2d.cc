@@ -20,22 +20,47 @@ constexpr size_t kIndirectionCacheEntries = 8;
 // mGEMM's kernels share the inputs of adjacent kernel columns between adjacent pixels: stride == dilation along W.
 bool mgemm_applies(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
-  return g.sw == g.dw && (c.conv ? c.conv->wf > 1 : f32_conv_mgemm_kernel() != nullptr);
+  return g.sw == g.dw && (c.conv ? c.conv->wf > 1 && !c.conv->depthwise : f32_conv_mgemm_kernel() != nullptr);
+}
+bool direct_applies(const ConvCall& c) { return !c.conv || (!c.conv->depthwise && (c.conv->wf == 1 || mgemm_applies(c))); }
+// One input channel per group and one output channel per group (channel multiplier 1).
+bool depthwise_applies(const ConvCall& c) {
+  const ConvGeometry& g = c.L.geometry();
+  return g.groups == g.IC && g.groups == g.OC && (!c.conv || c.conv->depthwise);
 }
 
+// auto's rule, measured on one Sapphire Rapids core (AVX-512, GFLOP/s of mgemm / direct / indirect / im2col;
+// bench/test_conv.py has the suites):
+//   - mgemm where it applies and a row holds at least one whole tile of its kernel inside the image (56x56
+//     64->64 3x3: 203 / 185 / 186 / 132; 104x104 32->64: 211 / 175 / 181 / 128; 14x14 256->256: 198 / 176 /
+//     184 / 172); below that its rows are all leftovers on the wf = 1 twin (7x7 512->512: 125 / 159 / 155);
+//   - else direct, where the dispatched direct kernel is a SIMD one: within 7% of indirect on every stride-2 and
+//     small layer measured (14x14 256->512 3x3/2: 148 / 158; 56x56 64->128 3x3/2: 172 / 175), ahead on few input
+//     channels (224x224 3->64 7x7/2 stem: 192 / 143), and it needs neither workspace nor indirection buffer;
+//   - the plain GEMM (im2col without a copy) for pointwise layers, depthwise for depthwise ones.
+bool mgemm_preferred(const ConvCall& c) {
+  const ConvGeometry& g = c.L.geometry();
+  const F32ConvKernel* k = c.conv ? c.conv : f32_conv_mgemm_kernel();
+  if (!k || size_t(k->wf) > g.KW) return false;
+  const size_t span = (g.KW - 1) * g.dw, W = c.s.W, lo = (g.pl + g.sw - 1) / g.sw;
+  const size_t hi = W + g.pl > span ? std::min(c.OW, (W + g.pl - span - 1) / g.sw + 1) : 0;
+  return hi > lo && hi - lo >= size_t(k->nr_for(std::min<size_t>(size_t(k->mr), g.ocg())));
+}
+bool direct_preferred(const ConvCall& c) { return c.conv || &f32_conv_direct_kernel() != &f32_conv_direct_8x4__scalar; }
+
 const AlgorithmTable<ConvCall>& conv_algorithms() {
-  // auto: im2col for the pointwise case (a plain GEMM over the input rows, no copy), indirect otherwise.
   static const AlgorithmTable<ConvCall> table("conv2d", {
+      {"depthwise", &depthwise_applies, nullptr, nullptr,
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_dwconv_kernel()); }},
       {"im2col", [](const ConvCall&) { return true; },
        [](const ConvCall& c) { return c.L.geometry().pointwise(); }, &conv_im2col_workspace,
        [](const ConvCall& c, const Workspace& ws) { conv_im2col_run(c, ws.data()); }},
+      {"mgemm", &mgemm_applies, &mgemm_preferred, nullptr,
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : *f32_conv_mgemm_kernel()); }},
+      {"direct", &direct_applies, &direct_preferred, nullptr,
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_conv_direct_kernel()); }},
       {"indirect", [](const ConvCall&) { return true; }, nullptr, nullptr,
        [](const ConvCall& c, const Workspace&) { conv_indirect_run(c); }},
-      {"direct", [](const ConvCall& c) { return !c.conv || c.conv->wf == 1 || mgemm_applies(c); },
-       [](const ConvCall&) { return false; }, nullptr,
-       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_conv_direct_kernel()); }},
-      {"mgemm", &mgemm_applies, [](const ConvCall&) { return false; }, nullptr,
-       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : *f32_conv_mgemm_kernel()); }},
   });
   return table;
 }
@@ -90,23 +115,27 @@ void PackedConv2d::post_activation(float* y, size_t rows, size_t n, size_t ld) c
 
 const PackedF32Gemm& PackedConv2d::gemm(size_t g) const { return *gemm_[g]; }
 
-const ConvTapWeights& PackedConv2d::tap_weights(size_t MR) const {
+const ConvTapWeights& PackedConv2d::tap_weights(size_t MR, bool depthwise) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& p : taps_)
-    if (p->mr == MR) return *p;
+    if (p->mr == MR && p->depthwise == depthwise) return *p;
   auto p = std::make_unique<ConvTapWeights>();
-  const size_t ocg = geo_.ocg(), kg = geo_.kg();
+  const size_t ocg = geo_.ocg(), kg = geo_.kg(), ks = geo_.ks();
   p->mr = MR;
-  p->panels = (ocg + MR - 1) / MR;
-  p->panel_floats = kg * MR;
-  p->w.resize(geo_.groups * p->panels * p->panel_floats);
+  p->depthwise = depthwise;
+  // Element (block, row, i) is raw output channel o's weight r: (group-major blocks of MR channels, rows q of kg)
+  // or (blocks of MR depthwise channels, rows of taps).
+  const size_t blocks = depthwise ? (geo_.OC + MR - 1) / MR : (ocg + MR - 1) / MR, rows = depthwise ? ks : kg;
+  p->panels = blocks;
+  p->panel_floats = rows * MR;
+  p->w.resize((depthwise ? 1 : geo_.groups) * blocks * p->panel_floats);
   float* dst = p->w.data();
-  for (size_t g = 0; g < geo_.groups; ++g)
-    for (size_t panel = 0; panel < p->panels; ++panel)
-      for (size_t q = 0; q < kg; ++q)  // q = t * icg + c: the raw row's own order
+  for (size_t g = 0; g < (depthwise ? 1 : geo_.groups); ++g)
+    for (size_t b = 0; b < blocks; ++b)
+      for (size_t r = 0; r < rows; ++r)  // r = t * icg + c: the raw row's own order
         for (size_t i = 0; i < MR; ++i) {
-          const size_t o = panel * MR + i;
-          *dst++ = o < ocg ? raw_.data()[(g * ocg + o) * kg + q] : 0.0f;
+          const size_t o = b * MR + i;
+          *dst++ = o < (depthwise ? geo_.OC : ocg) ? raw_.data()[(g * ocg + o) * kg + r] : 0.0f;
         }
   taps_.push_back(std::move(p));
   return *taps_.back();

@@ -10,6 +10,7 @@
 //   mgemm     registers, straight from the input with strides, taps clipped to the image (no padding read,
 //             no workspace); mgemm's kernels also keep the inputs of adjacent kernel columns in registers
 //             (seeds G1-G3; stride == dilation along W, SIMD levels only). ops/conv2d_direct.cc.
+//   depthwise (groups == IC == OC) the same driver on the depthwise kernels: channels in vector lanes.
 // Post-ops: bias and relu / relu6 in the kernels' epilogue; sigmoid and SiLU through nnkern's sigmoid kernels
 // on each block of output just stored (still in cache).
 #pragma once
@@ -33,8 +34,11 @@ enum class ConvActivation : int { none = 0, relu = 1, relu6 = 2, sigmoid = 3, si
 // The weights in blocks of MR output channels per group, each ks * icg rows of MR floats (row t * icg + c:
 // tap t = kh * KW + kw, input channel c), channels past ocg zero: the indirect GEMM kernels' packed A and the
 // direct / mGEMM kernels' packed weights alike.
+// Depthwise layers (groups == IC == OC) pack their single input channel per group the other way round: blocks
+// of MR channels, each ks rows of MR floats (row t: tap t), channel b * MR + i, the depthwise kernels' layout.
 struct ConvTapWeights {
   size_t mr = 0;
+  bool depthwise = false;
   size_t panels = 0, panel_floats = 0;  // per group
   AlignedBuffer<float> w;               // [groups][panels][ks * icg][MR]
 };
@@ -72,7 +76,7 @@ class PackedConv2d {
   // The sigmoid / SiLU post-op over `rows` rows of n floats, ld apart (nothing for the other activations).
   void post_activation(float* y, size_t rows, size_t n, size_t ld) const;
   const PackedF32Gemm& gemm(size_t g) const;  // group g's weights packed for PackedF32Gemm (at construction)
-  const ConvTapWeights& tap_weights(size_t mr) const;  // packed on first use for blocks of mr, then kept
+  const ConvTapWeights& tap_weights(size_t mr, bool depthwise = false) const;  // packed on first use, then kept
   std::shared_ptr<const ConvIndirection> indirection(const ConvInputShape& s, size_t NR) const;
 
  private:

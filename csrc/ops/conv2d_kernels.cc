@@ -1,4 +1,4 @@
-// The FP32 direct and mGEMM convolution kernels of this build as data (kernels/f32_conv_list.h): the families
+// The FP32 direct, mGEMM and depthwise convolution kernels of this build as data (kernels/f32_conv_list.h): the families
 // for `_C.kernel_list`, and their dispatch (core/dispatch.h). Baseline code.
 #include <string>
 
@@ -29,7 +29,14 @@ const KernelList<F32ConvKernel>& f32_conv_mgemm_list() {
   return list;
 }
 
+const KernelList<F32ConvKernel>& f32_dwconv_list() {
+  static const auto& list =
+      make_kernel_list<F32ConvKernel>("f32_dwconv", {NNKERN_F32_DWCONV_LIST(NNKERN_KERNEL_ENTRY)}, conv_info);
+  return list;
+}
+
 namespace {
+const F32ConvKernel* dwconv_for(Isa isa) { return f32_dwconv_list().at(isa); }
 const F32ConvKernel* direct_for(Isa isa) { return f32_conv_direct_list().at(isa); }
 const F32ConvKernel* mgemm_for(Isa isa) { return f32_conv_mgemm_list().at(isa); }
 }  // namespace
@@ -44,9 +51,15 @@ const F32ConvKernel* f32_conv_mgemm_kernel() {
   return table.get_or_null();
 }
 
+const F32ConvKernel& f32_dwconv_kernel() {
+  static const KernelTable<F32ConvKernel> table(dwconv_for);
+  return table.get();
+}
+
 namespace {
 [[maybe_unused]] const bool registered =
-    (f32_conv_direct_list(), f32_conv_mgemm_list(),
+    (f32_conv_direct_list(), f32_conv_mgemm_list(), f32_dwconv_list(),
+     register_dispatched_op("f32_dwconv", [] { return std::string(f32_dwconv_kernel().name); }),
      register_dispatched_op("f32_conv_direct", [] { return std::string(f32_conv_direct_kernel().name); }),
      register_dispatched_op("f32_conv_mgemm", [] {
        const F32ConvKernel* k = f32_conv_mgemm_kernel();

@@ -46,12 +46,21 @@ class Conv2d:
     activation: None, "relu", "relu6" (clamped in the kernels' epilogue), "sigmoid" or "silu" (x * sigmoid(x)),
       the latter two through nnkern's sigmoid kernels with ``activation_method`` ("accurate" by default, see
       :mod:`nnkern.activations` for the bounds of "minimax" and "scalef"), on each block of output just stored.
-    algorithm: "auto" or an entry of ``nnkern._C.algorithms("conv2d")``: "im2col" (the baseline: each output
-      pixel's window copied into a workspace row, then the packed FP32 GEMM; a 1x1, stride-1, unpadded
-      convolution is a plain GEMM on the input rows, no copy) and "indirect" (the GEMM kernels' indirect form
-      reading each window through an indirection buffer of input-row offsets, built once per input shape and
-      cached in the layer; padding taps read a shared zero row; no copy of the input). auto: "im2col" for the
-      1x1 stride-1 unpadded case, else "indirect".
+    algorithm: "auto" or an entry of ``nnkern._C.algorithms("conv2d")``:
+      "mgemm" (the mGEMM convolution: a block of output channels x a run of output pixels of one row in registers,
+      reducing over all input channels and the window straight from the NHWC input, the inputs of three adjacent
+      kernel columns loaded once per channel; stride == dilation along W, AVX2 / AVX-512 only), "direct" (the
+      same without the input reuse, any stride; a scalar kernel elsewhere), "depthwise" (groups == in_channels ==
+      out_channels: channels in vector lanes), all three with no workspace and no padding read (taps are clipped
+      to the image); "indirect" (the GEMM kernels' indirect form reading each window through an indirection
+      buffer of input-row offsets, built once per input shape and cached in the layer; padding taps read a shared
+      zero row) and "im2col" (the baseline: each output pixel's window copied into a workspace row, then the
+      packed FP32 GEMM; a 1x1, stride-1, unpadded convolution is a plain GEMM on the input rows, no copy).
+      auto: "depthwise" for depthwise layers; "im2col" (the plain GEMM) for 1x1 stride-1 unpadded ones; "mgemm"
+      where it applies and an output row holds at least one whole tile of its kernel inside the image; else
+      "direct" where its kernel is a SIMD one; else "indirect". Measured on one Sapphire Rapids core (GFLOP/s,
+      mgemm / direct / indirect / im2col): 56x56 64->64 3x3 203 / 185 / 186 / 132; 7x7 512->512 3x3 125 / 159 /
+      155 / 151; 14x14 256->512 3x3/2 - / 148 / 158 / 147. :meth:`algorithm_for` says which one a shape gets.
 
     Accuracy: every output before the activation is a float32 sum of the bias and K = KH * KW * in_channels //
     groups products, in an order that depends on the algorithm and the ISA but never on the thread count; per

@@ -1,12 +1,15 @@
 // FP32 direct and mGEMM convolution kernels for AVX2 + FMA, instances of kernels/f32_conv_tile.inc.
 //
 // Register budget (seed C3, 16 ymm; AVX2 has no embedded broadcast, so an input takes a register):
-//   direct 16 x {12, 6}: v x nr = 12 accumulators + v weight vectors + 1 broadcast (15 at v = 2).
-//   mGEMM 16 x {6, 4} with wf = 3: v x nr accumulators + nr + 2 held inputs + v weight vectors:
-//     1 x 6: 6 + 8 + 1 = 15; 2 x 4: 8 + 6 + 2 = 16, every register.
+//   direct 16 x {6, 4}: C3's nr v accumulators + nr broadcasts + v weight vectors, 6 + 6 + 1 and 8 + 4 + 2,
+//     two registers below the 15 of the formula: GCC 12 spills at 7 + 7 + 1 (tools/x86-loop-stats.py).
+//   mGEMM 16 x {5, 2} with wf = 3: v x nr accumulators + nr + 2 held inputs + v weight vectors: 5 + 7 + 1 and
+//     4 + 4 + 2 (6 + 8 + 1 and 6 + 5 + 2 spill).
+//   depthwise 16 x {12, 4}: v nr accumulators + v weights + v inputs <= 15 (12 + 2, 8 + 4).
 // One-definition rule: compiled with -mavx2 -mfma; template and traits have internal linkage.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -21,12 +24,15 @@ namespace {
 #include "kernels/avx2/f32_traits.inc"
 #include "kernels/f32_conv_tile.inc"
 
-using Direct = F32ConvTemplate<Avx2F32, 16, 1, 12, 6, 0, 0>;
-using MGemm = F32ConvTemplate<Avx2F32, 16, 3, 6, 4, 0, 0>;
+using Direct = F32ConvTemplate<Avx2F32, 16, 1, 6, 4, 0, 0>;
+using MGemm = F32ConvTemplate<Avx2F32, 16, 3, 5, 2, 0, 0>;
+
+using Dwconv = F32DwconvTemplate<Avx2F32, 16, 12, 4, 0, 0>;
 
 }  // namespace
 
-const F32ConvKernel f32_conv_direct_16x6__avx2 = Direct::kernel("f32_conv_direct_16x6__avx2");
-const F32ConvKernel f32_conv_mgemm_16x4__avx2 = MGemm::kernel("f32_conv_mgemm_16x4__avx2");
+const F32ConvKernel f32_dwconv_16x4__avx2 = Dwconv::kernel("f32_dwconv_16x4__avx2");
+const F32ConvKernel f32_conv_direct_16x4__avx2 = Direct::kernel("f32_conv_direct_16x4__avx2");
+const F32ConvKernel f32_conv_mgemm_16x2__avx2 = MGemm::kernel_with<Direct>("f32_conv_mgemm_16x2__avx2");
 
 }  // namespace nnkern
