@@ -125,6 +125,9 @@ def test_table_columns_nnkern_alone():
         assert f"| nnkern {a} |" in head
         assert a == "auto" or f"| ws {a} |" in head
     assert "| MFLOP |" in head and "max diff nnkern algs" in head
+    cols = [c.strip()[len("nnkern "):] for c in head.split("|")
+            if c.strip().startswith("nnkern ") and c.strip()[len("nnkern "):] in fconv.algorithms()]
+    assert cols == [a for a in fconv.algorithms() if a in algs]  # the table's order, auto last
     row = next(l for l in table.splitlines() if l.startswith("| tiny |"))
     assert "9x9 6->4 3x3/2 p1 g2" in row and f"-> {next(r.ran for r in rs if r.algorithm == 'auto')})" in row
 

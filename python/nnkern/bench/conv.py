@@ -384,7 +384,9 @@ def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[
     rs = [r for r in results if r.threads == threads]
     if not rs:
         return ""
-    algs = list(dict.fromkeys(r.algorithm for r in rs if r.library == "nnkern"))
+    order = kind.algorithms(None)  # the table's order, auto last, whichever layer came first
+    algs = sorted(dict.fromkeys(r.algorithm for r in rs if r.library == "nnkern"),
+                  key=lambda a: (a == "auto", order.index(a) if a in order else len(order)))
     libs = list(dict.fromkeys(r.library for r in rs if r.library != "nnkern"))
     layers = list(dict.fromkeys(r.layer for r in rs))
     nn_diffs = any(r.max_diff is not None for r in rs if r.library == "nnkern")
