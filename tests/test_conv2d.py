@@ -16,12 +16,12 @@ from nnkern import _C
 import os
 
 from conftest import require_level
-from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_python_isolated
+from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_python_isolated
 
 ALGORITHMS = _C.algorithms("conv2d")
 # The kernels each algorithm runs: the GEMM kernels for the lowerings, the convolution kernels for the rest.
 FAMILY = {"im2col": "f32_gemm", "indirect": "f32_gemm", "direct": "f32_conv_direct", "mgemm": "f32_conv_mgemm",
-          "depthwise": "f32_dwconv"}
+          "depthwise": "f32_dwconv", "dot": "f32_conv_dot"}
 PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}")
          for a in ALGORITHMS for k in _C.kernel_list(FAMILY[a])]
 
@@ -197,9 +197,9 @@ def test_threads_bit_identical(rng, algorithm):
 @pytest.mark.parametrize("level", nnkern.ISA_LEVELS)
 def test_auto_rule(rng, level):
     require_level(level)
-    simd = _C.kernel_list("f32_conv_mgemm") and any(
-        k["level"] in nnkern.supported_isas() and nnkern.ISA_LEVELS.index(k["level"]) <= nnkern.ISA_LEVELS.index(level)
-        for k in _C.kernel_list("f32_conv_mgemm"))
+    # auto takes mgemm / direct where their kernels are ahead (AVX-512 levels), dot wherever a SIMD dot kernel runs
+    wide = level in ("avx512", "avx512vnni", "amx")
+    simd_dot = level != "scalar"
     with nnkern.max_isa(level):
         pw = nnkern.Conv2d(rand(rng, 16, 1, 1, 8))
         assert pw.algorithm_for((1, 10, 10, 8)) == "im2col"
@@ -209,14 +209,35 @@ def test_auto_rule(rng, level):
         k3 = nnkern.Conv2d(rand(rng, 64, 3, 3, 8), padding=1)
         k3s2 = nnkern.Conv2d(rand(rng, 64, 3, 3, 8), padding=1, stride=2)
         # mgemm where a row holds a whole tile inside the image, else direct (SIMD levels), else indirect
-        assert k3.algorithm_for((1, 56, 56, 8)) == ("mgemm" if simd else "indirect")
-        assert k3.algorithm_for((1, 3, 3, 8)) == ("direct" if simd else "indirect")
-        assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if simd else "indirect")
+        assert k3.algorithm_for((1, 56, 56, 8)) == ("mgemm" if wide else "indirect")
+        assert k3.algorithm_for((1, 3, 3, 8)) == ("direct" if wide else "indirect")
+        assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if wide else "indirect")
+        low_oc = nnkern.Conv2d(rand(rng, 3, 3, 3, 64), padding=1)  # few output channels, whole input vectors
+        assert low_oc.algorithm_for((1, 20, 20, 64)) == ("dot" if simd_dot else "indirect")
+        assert nnkern.Conv2d(rand(rng, 3, 3, 3, 8), padding=1).algorithm_for((1, 20, 20, 8)) != "dot"
         for layer in (k3, k3s2, dw):  # every algorithm but im2col works without scratch
             for a in ALGORITHMS:
-                if a != "im2col" and (a != "mgemm" or (simd and layer is not k3s2)) and (a != "depthwise" or layer is dw):
+                if a != "im2col" and (a != "mgemm" or (level != "scalar" and layer is not k3s2)) and (
+                        a != "depthwise" or layer is dw):
                     assert layer.workspace_bytes((1, 10, 10, 8), a) == 0
         assert k3.workspace_bytes((1, 10, 10, 8), "im2col") >= 100 * 72 * 4
+
+
+def test_concurrent_calls_share_one_layer(rng):
+    # first calls race to pack each algorithm's weights and build the indirection buffers
+    layer = nnkern.Conv2d(rand(rng, 24, 3, 3, 8), rand(rng, 24), padding=1, activation="silu")
+    xs = [rand(rng, 1 + t % 2, 9 + t, 11, 8) for t in range(6)]
+    want = [[layer._run(x, None, a, "") for a in ALGORITHMS if a != "depthwise"] for x in xs]
+    fresh = nnkern.Conv2d(layer.weight, layer.bias, padding=1, activation="silu")
+    got = [None] * len(xs)
+
+    def work(t):
+        got[t] = [fresh._run(xs[t], None, a, "") for a in ALGORITHMS if a != "depthwise"]
+
+    run_concurrently(work, len(xs))
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_indirection_cache(rng):

@@ -27,7 +27,7 @@ class Conv2dBinding {
   }
 
   // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (dispatched), an f32_conv_direct / f32_conv_mgemm /
-  // f32_dwconv kernel's name, or an f32_gemm kernel / ISA name (tests; the other families stay dispatched).
+  // f32_dwconv / f32_conv_dot kernel's name, or an f32_gemm kernel / ISA name (tests; the other families stay dispatched).
   // Returns the algorithm that ran.
   std::string run(const py::array& x, py::array& y, const std::string& algorithm, const std::string& kernel) const {
     const ConvGeometry& geo = packed_->geometry();
@@ -38,6 +38,7 @@ class Conv2dBinding {
     const F32ConvKernel* conv = kernel.empty() ? nullptr : runnable_in(f32_conv_direct_list(), kernel);
     if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_mgemm_list(), kernel);
     if (!conv && !kernel.empty()) conv = runnable_in(f32_dwconv_list(), kernel);
+    if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_dot_list(), kernel);
     const F32GemmKernel* k = kernel.empty() || conv ? nullptr : &runnable_f32_gemm_kernel(kernel);
     py::gil_scoped_release release;
     return packed_->run(N, H, W, xp, yp, algorithm, k, conv);

@@ -51,16 +51,20 @@ class Conv2d:
       reducing over all input channels and the window straight from the NHWC input, the inputs of three adjacent
       kernel columns loaded once per channel; stride == dilation along W, AVX2 / AVX-512 only), "direct" (the
       same without the input reuse, any stride; a scalar kernel elsewhere), "depthwise" (groups == in_channels ==
-      out_channels: channels in vector lanes), all three with no workspace and no padding read (taps are clipped
-      to the image); "indirect" (the GEMM kernels' indirect form reading each window through an indirection
+      out_channels: channels in vector lanes), "dot" (a few output channels in registers, the input channels in
+      vector lanes, each output one horizontal sum: the low-output-channel layers), all four with no workspace and
+      no padding read (taps are clipped to the image); "indirect" (the GEMM kernels' indirect form reading each window through an indirection
       buffer of input-row offsets, built once per input shape and cached in the layer; padding taps read a shared
       zero row) and "im2col" (the baseline: each output pixel's window copied into a workspace row, then the
       packed FP32 GEMM; a 1x1, stride-1, unpadded convolution is a plain GEMM on the input rows, no copy).
-      auto: "depthwise" for depthwise layers; "im2col" (the plain GEMM) for 1x1 stride-1 unpadded ones; "mgemm"
-      where it applies and an output row holds at least one whole tile of its kernel inside the image; else
-      "direct" where its kernel is a SIMD one; else "indirect". Measured on one Sapphire Rapids core (GFLOP/s,
-      mgemm / direct / indirect / im2col): 56x56 64->64 3x3 203 / 185 / 186 / 132; 7x7 512->512 3x3 125 / 159 /
-      155 / 151; 14x14 256->512 3x3/2 - / 148 / 158 / 147. :meth:`algorithm_for` says which one a shape gets.
+      auto: "depthwise" for depthwise layers; "im2col" (the plain GEMM) for 1x1 stride-1 unpadded ones; "dot" for
+      at most 8 output channels per group over at least 16 input channels where its kernel is SIMD (128x128
+      64->3 3x3: 77 GFLOP/s against mgemm's 32); with AVX-512, "mgemm" where it applies and an output row holds at
+      least one whole tile of its kernel inside the image, else "direct"; else (AVX2, where the GEMM kernel is
+      ahead of both; scalar; NEON) "indirect". Measured on one Sapphire Rapids core (GFLOP/s, mgemm / direct /
+      indirect / im2col): 56x56 64->64 3x3 194 / 185 / 174 / 128; 7x7 512->512 3x3 125 / 159 / 155 / 151; 14x14
+      256->512 3x3/2 - / 148 / 158 / 147; capped at AVX2, 56x56 64->64 3x3 93 / 115 / 126 / 103.
+      :meth:`algorithm_for` says which one a shape gets.
 
     Accuracy: every output before the activation is a float32 sum of the bias and K = KH * KW * in_channels //
     groups products, in an order that depends on the algorithm and the ISA but never on the thread count; per
