@@ -151,6 +151,31 @@ def test_no_access_past_guard_page(path):
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 
+def test_pixels_do_not_depend_on_the_image_height(path, rng):
+    # Each output's summation order depends only on its own window (the fused blocks rely on it): the rows of a
+    # truncated image whose windows do not reach the cut equal the full image's, bit for bit, on every kernel.
+    algorithm, kernel = path
+    compared = 0
+    for i in range(8 if QUICK else 16):
+        cfg = random_config(rng, algorithm)
+        if cfg["H"] < 4:
+            continue
+        x, w, b, layer = make(rng, cfg)
+        full = layer._run(x, None, algorithm, kernel)
+        cut = int(rng.integers(cfg["H"] // 2, cfg["H"]))
+        try:
+            layer.output_shape(x[:, :cut].shape)
+        except ValueError:  # the window does not fit the cut image
+            continue
+        part = layer._run(np.ascontiguousarray(x[:, :cut]), None, algorithm, kernel)
+        (sh, _), (dh, _), pt = layer.stride, layer.dilation, layer.padding[0]
+        span = dh * (cfg["KH"] - 1)
+        rows = [oh for oh in range(part.shape[1]) if oh * sh - pt + span < cut]
+        np.testing.assert_array_equal(part[:, rows], full[:, rows], err_msg=f"{algorithm} {kernel} {cfg} cut {cut}")
+        compared += len(rows)
+    assert compared > 0
+
+
 def test_mgemm_applies_only_with_stride_equal_dilation_and_a_kernel(rng):
     x = rand(rng, 1, 8, 8, 2)
     with pytest.raises(ValueError, match="does not apply"):  # stride 2, dilation 1 along W
@@ -366,3 +391,73 @@ def test_nan_and_inf_propagate(rng):
         assert np.isnan(y[0, 1:4, 1:4]).all()
         assert not np.isfinite(y[0, 4:, 4:]).any()
         assert np.isfinite(y[0, 0, 0]).all()
+
+
+# --- the fused inverted-residual block ---------------------------------------------------------------------------
+
+def _block_layers(rng, IC, t, OC, stride, kernel=3, dilation=1, algorithms=("auto", "auto", "auto")):
+    hid = IC * t
+    pad = dilation * (kernel - 1) // 2
+    ex = None if t == 1 else nnkern.Conv2d(rand(rng, hid, 1, 1, IC), rand(rng, hid), activation="relu6",
+                                          algorithm=algorithms[0])
+    dw = nnkern.Conv2d(rand(rng, hid, kernel, kernel, 1), rand(rng, hid), stride=stride, padding=pad,
+                       dilation=dilation, groups=hid, activation="relu6", algorithm=algorithms[1])
+    pr = nnkern.Conv2d(rand(rng, OC, 1, 1, hid), rand(rng, OC), algorithm=algorithms[2])
+    return ex, dw, pr
+
+
+@pytest.mark.parametrize("N, H, W, IC, t, OC, stride, kernel, dilation", [
+    (1, 112, 112, 16, 6, 24, 2, 3, 1), (2, 29, 31, 24, 6, 24, 1, 3, 1), (1, 7, 9, 8, 1, 8, 1, 3, 1),
+    (3, 5, 1, 4, 3, 4, 1, 3, 1), (1, 13, 11, 8, 4, 16, 2, 5, 1), (1, 17, 17, 6, 2, 6, 1, 3, 2),
+    (1, 1, 1, 5, 2, 7, 1, 3, 1), (2, 40, 6, 3, 5, 9, 3, 3, 1)])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_inverted_residual_equals_layer_by_layer(rng, N, H, W, IC, t, OC, stride, kernel, dilation, threads):
+    nnkern.set_num_threads(threads)
+    ex, dw, pr = _block_layers(rng, IC, t, OC, stride, kernel, dilation)
+    residual = stride == 1 and IC == OC
+    block = nnkern.InvertedResidual(ex, dw, pr, residual=residual)
+    x = rand(rng, N, H, W, IC)
+    want = pr(dw(ex(x) if ex else x))
+    if residual:
+        want = want + x
+    np.testing.assert_array_equal(block(x), want)
+    out = np.full(block.output_shape(x.shape), np.nan, np.float32)
+    assert block(x, out) is out
+    np.testing.assert_array_equal(out, want)
+
+
+def test_inverted_residual_uses_each_layers_algorithm(rng):
+    x = rand(rng, 1, 30, 30, 8)
+    for algorithms in [("direct", "depthwise", "direct"), ("indirect", "depthwise", "im2col"),
+                       ("im2col", "direct", "indirect")]:
+        ex, dw, pr = _block_layers(rng, 8, 4, 8, 1, algorithms=algorithms)
+        np.testing.assert_array_equal(nnkern.InvertedResidual(ex, dw, pr, residual=True)(x), pr(dw(ex(x))) + x)
+
+
+def test_inverted_residual_bad_inputs(rng):
+    ex, dw, pr = _block_layers(rng, 8, 4, 8, 1)
+    s2 = _block_layers(rng, 8, 4, 8, 2)[1]
+    bad = [((dw, dw, pr), {}, ValueError, "expansion must be 1x1"),
+           ((ex, pr, pr), {}, ValueError, "depthwise"),
+           ((ex, dw, dw), {}, ValueError, "projection must be 1x1"),
+           ((ex, dw, _block_layers(rng, 8, 3, 8, 1)[2]), {}, ValueError, "do not chain"),
+           ((ex, s2, pr), {"residual": True}, ValueError, "residual"),
+           ((ex, dw, _block_layers(rng, 8, 4, 5, 1)[2]), {"residual": True}, ValueError, "residual"),
+           ((ex, dw, None), {}, TypeError, "project"),
+           ((ex, "dw", pr), {}, TypeError, "depthwise"),
+           ((ex, dw, pr), {"residual": 1}, TypeError, "residual")]
+    for args, kw, exc, match in bad:
+        with pytest.raises(exc, match=match):
+            nnkern.InvertedResidual(*args, **kw)
+    block = nnkern.InvertedResidual(ex, dw, pr, residual=True)
+    x = rand(rng, 1, 6, 6, 8)
+    with pytest.raises(ValueError, match="channels"):
+        block(rand(rng, 1, 6, 6, 5))
+    with pytest.raises(TypeError, match="float32"):
+        block(x.astype(np.float64))
+    with pytest.raises(ValueError, match="overlap"):
+        block(x, x)
+    with pytest.raises(ValueError, match="shape"):
+        block(x, np.empty((1, 6, 6, 7), np.float32))
+    assert block(np.zeros((0, 6, 6, 8), np.float32)).shape == (0, 6, 6, 8)
+    assert "InvertedResidual(in_channels=8" in repr(block)

@@ -27,6 +27,7 @@ namespace {
 
 using Direct = F32ConvTemplate<Avx2F32, 16, 1, 12, 6, 0, 0>;
 using MGemm = F32ConvTemplate<Avx2F32, 16, 3, 5, 2, 0, 0>;
+using MGemmTwin = F32ConvTemplate<Avx2F32, 16, 3, 12, 6, 0, 0, false>;  // its run_any: mgemm's order, direct's budget
 
 using Dwconv = F32DwconvTemplate<Avx2F32, 16, 12, 4, 0, 0>;
 using DotConv = F32DotConvTemplate<Avx2F32, 4, 7, 4, 3, 3>;
@@ -39,6 +40,6 @@ const F32ConvKernel f32_dwconv_16x4__avx2 = Dwconv::kernel("f32_dwconv_16x4__avx
 // model predicts for mGEMM with 16 registers (one Sapphire Rapids core capped at AVX2, GFLOP/s indirect / direct /
 // mgemm: 56x56 64->64 3x3 126 / 115 / 93, 26x26 128->256 122 / 117 / 76). Both stay selectable and tested.
 const F32ConvKernel f32_conv_direct_16x6__avx2 = Direct::kernel("f32_conv_direct_16x6__avx2", false);
-const F32ConvKernel f32_conv_mgemm_16x2__avx2 = MGemm::kernel_with<Direct>("f32_conv_mgemm_16x2__avx2", false);
+const F32ConvKernel f32_conv_mgemm_16x2__avx2 = MGemm::kernel_with<MGemmTwin>("f32_conv_mgemm_16x2__avx2", false);
 
 }  // namespace nnkern
