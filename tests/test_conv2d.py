@@ -235,7 +235,9 @@ def test_auto_rule(rng, level):
         k3s2 = nnkern.Conv2d(rand(rng, 64, 3, 3, 8), padding=1, stride=2)
         # mgemm where a row holds a whole tile inside the image, else direct (SIMD levels), else indirect
         assert k3.algorithm_for((1, 56, 56, 8)) == ("mgemm" if wide else "indirect")
-        assert k3.algorithm_for((1, 3, 3, 8)) == ("direct" if wide else "indirect")
+        assert k3.algorithm_for((1, 3, 3, 8)) == "indirect"  # narrow: mostly window edges
+        stem = nnkern.Conv2d(rand(rng, 16, 7, 7, 3), stride=2, padding=3)
+        assert stem.algorithm_for((1, 30, 30, 3)) == ("direct" if wide else "indirect")
         assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if wide else "indirect")
         low_oc = nnkern.Conv2d(rand(rng, 3, 3, 3, 64), padding=1)  # few output channels, whole input vectors
         assert low_oc.algorithm_for((1, 20, 20, 64)) == ("dot" if simd_dot else "indirect")
