@@ -242,3 +242,38 @@ def test_cli_yolo(tmp_path):
     recs = json.loads(out.read_text())
     assert {(r["library"], r["threads"]) for r in recs} == {(l, t) for l in ["nnkern", *yolo.LIBRARIES] for t in (1, 2)}
     assert all(r["seconds"] > 0 for r in recs)
+
+
+# --- MobileNet-v2 end to end (nnkern.bench.mobilenet) ------------------------------------------------------
+
+def test_mobilenet_nnkern_matches_torch():
+    torch = pytest.importorskip("torch", reason="the MobileNet-v2 model is defined in torch")
+    from nnkern.bench import mobilenet
+    net = mobilenet.make_net(64)
+    fused, unfused = mobilenet.nnkern_call(net, True), mobilenet.nnkern_call(net, False)
+    fused()
+    unfused()
+    assert fused.out.shape == (1, 1000)
+    assert np.array_equal(fused.out, unfused.out)  # InvertedResidual equals the layers one by one
+    with torch.inference_mode():
+        want = net.model(torch.from_numpy(net.x).permute(0, 3, 1, 2).contiguous()).numpy()
+    assert fconv.rel_diff(fused.out, want) < 1e-5
+    assert 0.5e9 < mobilenet.make_net().flops() < 0.7e9  # MobileNet-v2 is 0.3 G multiply-adds
+
+
+def test_mobilenet_table_and_cli(tmp_path):
+    require_libraries()
+    from nnkern.bench import mobilenet
+    rs = mobilenet.measure(mobilenet.make_net(64), 1, isa=KIND.default_isa(), repeats=1, min_time=0.001)
+    assert {r.label for r in rs} == {"nnkern/", "nnkern/layer_by_layer", *mobilenet.LIBRARIES}
+    assert all(r.max_diff < 1e-5 for r in rs if r.max_diff is not None)
+    table = mobilenet.markdown_table(rs, 1)
+    assert "**mobilenet: MobileNet-v2 (64x64x3, batch 1), 1 thread(s)**" in table
+    assert "| nnkern (" in table and "layer_by_layer" in table
+    out = tmp_path / "mobilenet.json"
+    cmd = python_command("-m", "nnkern", "bench", "--op", "mobilenet", "--shapes", "64", "--threads", "1",
+                         "--repeats", "1", "--json", out)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, describe_process(proc)
+    assert "**mobilenet: MobileNet-v2 (64x64x3, batch 1), 1 thread(s)**" in proc.stdout
+    assert all(r["seconds"] > 0 for r in json.loads(out.read_text()))

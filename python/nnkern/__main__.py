@@ -10,7 +10,8 @@ bench         the fuller SGEMM table against every installed comparison library,
               --op qconv: QConv2d per algorithm vs torch / onnxruntime on ResNet-50 and MobileNet-v2 layers;
               --op conv: FP32 Conv2d per algorithm and auto vs torch (channels_last, NCHW) / onnxruntime on
               ResNet-50, MobileNet-v2, YoloV3-Tiny and a low-OC layer; --op yolo: YoloV3-Tiny's backbone end to
-              end, latency vs torch / onnxruntime).
+              end, latency vs torch / onnxruntime; --op mobilenet: MobileNet-v2 end to end, fused and layer by
+              layer, vs torch / onnxruntime).
 """
 from __future__ import annotations
 
@@ -179,22 +180,24 @@ def bench_conv(args, threads, kind) -> int:
     return 0
 
 
-def bench_yolo(args, threads) -> int:
-    """YoloV3-Tiny's backbone end to end: nnkern vs torch (channels_last, NCHW) / onnxruntime latency."""
-    from nnkern.bench import conv, fconv, harness, yolo
+def bench_network(args, threads) -> int:
+    """A network end to end (--op yolo: YoloV3-Tiny's backbone; mobilenet: MobileNet-v2): nnkern vs torch
+    (channels_last, NCHW) / onnxruntime latency."""
+    from nnkern.bench import conv, fconv, harness, mobilenet, yolo
+    net = yolo if args.op == "yolo" else mobilenet
     import nnkern
     if args.shapes and len(args.shapes) != 1:
-        raise SystemExit("--op yolo: --shapes takes one input size (a multiple of 32), e.g. --shapes 224")
-    size = int(args.shapes[0]) if args.shapes else yolo.SIZE
+        raise SystemExit(f"--op {args.op}: --shapes takes one input size (a multiple of 32), e.g. --shapes 224")
+    size = int(args.shapes[0]) if args.shapes else net.SIZE
     isa = args.isa.split(",")[-1] if args.isa else fconv.CONV.default_isa()
     print_info()
     print(harness.peaks_line("f32", "GFLOP/s", [isa]))
     t0 = time.perf_counter()
-    results, notes = yolo.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args), size=size,
-                              progress=lambda s: print(s, flush=True))
+    results, notes = net.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args), size=size,
+                             progress=lambda s: print(s, flush=True))
     print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
     for t in threads:
-        print(yolo.markdown_table(results, t, notes))
+        print(net.markdown_table(results, t, notes))
         print()
     for t in threads[1:]:
         print(conv.scaling_table(results, t, threads[0]) + "\n")
@@ -247,8 +250,8 @@ def bench(args) -> int:
     if args.op in ("qconv", "conv"):
         from nnkern.bench import conv, fconv
         return bench_conv(args, threads, conv.QCONV if args.op == "qconv" else fconv.CONV)
-    if args.op == "yolo":
-        return bench_yolo(args, threads)
+    if args.op in ("yolo", "mobilenet"):
+        return bench_network(args, threads)
     if args.op != "sgemm":
         return bench_int8(args, threads)
     if args.shapes:
@@ -288,15 +291,16 @@ def main(argv=None) -> int:
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
-                   choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "sigmoid", "tanh", "topk",
-                            "lstm"],
+                   choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "sigmoid",
+                            "tanh", "topk", "lstm"],
                    help="sgemm (default); qgemm (int8, B packed per call), qlinear (prepacked, fused "
                         "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
                         "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
                         "batch 1; --shapes = parts of layer names, e.g. rn50.s2 dw); conv (FP32 Conv2d per "
                         "algorithm on ResNet-50 / MobileNet-v2 / YoloV3-Tiny / low-OC layers, batch 1; --shapes as "
                         "qconv, e.g. yolo.3x3 lowoc); yolo (YoloV3-Tiny's backbone end to end, ReLU for leaky ReLU; "
-                        "--shapes = the input size, default 416)")
+                        "--shapes = the input size, default 416); mobilenet (MobileNet-v2 end to end, fused blocks "
+                        "and layer by layer; --shapes = the input size, default 224)")
     b.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; lstm: 1)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")

@@ -1,29 +1,72 @@
-"""``python -m nnkern bench --op mobilenet``: MobileNet-v2 (torchvision's layout, random weights, batch norm folded
-into the convolutions' biases, 224 x 224, batch 1) end to end: nnkern (NHWC Conv2d layers built once with
-``from_torch``, ReLU6 fused, the residual adds in numpy, the global average pool in numpy and the classifier as
-nnkern.Linear) against the same torch module (default NCHW and channels_last) and onnxruntime (the module exported
-to one ONNX graph). Latency in milliseconds, best of the repeats, the libraries interleaved; each output is compared
-with torch's (max |difference| relative to the largest |logit|)."""
+"""``python -m nnkern bench --op mobilenet``: MobileNet-v2 end to end (torchvision's layout, random weights, batch
+norm folded into the convolutions' biases, 224 x 224 x 3, batch 1): the latency of nnkern (NHWC; each
+inverted-residual block one nnkern.InvertedResidual, bands of rows through expand, depthwise and project; the stem
+and head nnkern.Conv2d; residual adds fused; the global average pool in numpy and the classifier nnkern.Linear),
+of the same layers called one by one ("layer by layer": Conv2d per convolution, numpy for the residual adds),
+of torch (the nn.Module on channels_last and on the default NCHW layout, under inference_mode) and of
+onnxruntime (the module exported to one graph), at 1 and 2 threads, the outputs compared.
+
+GFLOP/s counts 2 x the multiply-adds of the convolutions and the classifier (0.60 GFLOP at 224 x 224).
+"""
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 import warnings
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-import nnkern
-
 from . import anchors as _anchors
+from . import conv as _conv
+from . import harness
+from . import ops as _ops
+from . import yolo as _yolo
 
 # (expansion t, output channels c, repeats n, first stride s): torchvision's MobileNet-v2 settings.
 SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
             (6, 320, 1, 1))
+SIZE = 224
+NAME = "mobilenet-v2"
+NOTES = ("Notes: random weights, batch norm folded into biases, ReLU6; nnkern runs each inverted-residual block "
+         "fused (nnkern.InvertedResidual) and, as 'layer by layer', every convolution as its own Conv2d call; "
+         "the host is shared: only ratios within one run mean anything.")
 
 
-def _torch_model(seed: int = 0):
-    """The float32 torch module in eval mode: convolutions with biases (batch norm folded), ReLU6."""
+@dataclasses.dataclass
+class Net:
+    model: object  # the torch module (eval, float32)
+    x: np.ndarray  # (1, size, size, 3) float32 NHWC
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(self.x.shape)
+
+    def flops(self) -> float:
+        """2 * MACs of the convolutions and the classifier (measured with forward hooks on a zero input)."""
+        import torch
+        total = [0.0]
+
+        def hook(m, _, out):
+            if isinstance(m, torch.nn.Conv2d):
+                total[0] += 2.0 * out.numel() * m.weight[0].numel()
+            else:
+                total[0] += 2.0 * m.weight.numel()
+        mods = [m for m in self.model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+        hs = [m.register_forward_hook(hook) for m in mods]
+        with torch.inference_mode():
+            self.model(torch.zeros(1, 3, self.x.shape[1], self.x.shape[2]))
+        for h in hs:
+            h.remove()
+        return total[0]
+
+    def describe(self) -> str:
+        return f"{self.x.shape[1]}x{self.x.shape[2]}x3 -> 1000"
+
+
+def _torch_module(seed: int):
+    """The float32 module in eval mode: convolutions with biases (batch norm folded), ReLU6."""
     import torch
     from torch import nn
 
@@ -58,122 +101,156 @@ def _torch_model(seed: int = 0):
 
     torch.manual_seed(seed)
     model = MobileNetV2().eval()
-    with torch.no_grad():  # weights scaled so activations stay O(1) through the depth (He-like, per fan-in)
+    with torch.no_grad():  # He-like scales so the activations keep their magnitude through the depth
         for m in model.modules():
             if isinstance(m, (nn.Conv2d, nn.Linear)):
-                fan_in = m.weight[0].numel()
-                m.weight.normal_(0.0, (2.0 / fan_in) ** 0.5 * 0.7)
+                m.weight.normal_(0.0, (2.0 / m.weight[0].numel()) ** 0.5 * 0.7)
                 m.bias.uniform_(-0.1, 0.1)
     return model
 
 
-def nnkern_model(model, fused: bool = True) -> Callable[[np.ndarray], np.ndarray]:
-    """The torch module as a function of an NHWC float32 batch, every convolution an nnkern.Conv2d; fused: each
-    inverted-residual block one nnkern.InvertedResidual (bands through expand, depthwise and project)."""
-    import torch
+def make_net(size: int = SIZE) -> Net:
+    rng = np.random.default_rng(_anchors.SEED)
+    return Net(_torch_module(_anchors.SEED), rng.random((1, size, size, 3), dtype=np.float32))
+
+
+# --- the libraries -----------------------------------------------------------------------------------------
+
+def nnkern_call(net: Net, fused: bool = True) -> Callable:
+    """The forward pass through nnkern layers built once (``fused``: an InvertedResidual per block, else a Conv2d
+    per convolution and numpy residual adds), each writing into its own preallocated output; ``call.out`` the
+    logits."""
+    import nnkern
     from torch import nn
 
-    def conv(m, act):
-        return nnkern.Conv2d.from_torch(m, activation=act)
+    def convs(mods):  # Conv2d (+ ReLU6) -> nnkern.Conv2d with the activation fused
+        out = []
+        for i, m in enumerate(mods):
+            if isinstance(m, nn.Conv2d):
+                act = "relu6" if i + 1 < len(mods) and isinstance(mods[i + 1], nn.ReLU6) else None
+                out.append(nnkern.Conv2d.from_torch(m, activation=act))
+        return out
 
-    def sequence(mods):
-        steps, i = [], 0
-        while i < len(mods):
-            m = mods[i]
-            act = "relu6" if i + 1 < len(mods) and isinstance(mods[i + 1], nn.ReLU6) else None
-            steps.append(conv(m, act))
-            i += 2 if act else 1
-        return steps
+    feats = list(net.model.features)
+    # The plan: (layer, index of the earlier step whose output is added after it, or None).
+    plan: List[Tuple[Callable, Optional[int]]] = [(convs(feats[:2])[0], None)]
+    for b in feats[2:-2]:
+        layers = convs(list(b.body))
+        if fused:
+            plan.append((nnkern.InvertedResidual(*([None] * (3 - len(layers)) + layers), residual=b.residual), None))
+            continue
+        block_input = len(plan) - 1
+        plan += [(c, None) for c in layers[:-1]] + [(layers[-1], block_input if b.residual else None)]
+    plan.append((convs(feats[-2:])[0], None))
+    linear = nnkern.Linear.from_torch(net.model.classifier)
+    logits = np.empty((1, 1000), np.float32)
+    bufs: List[np.ndarray] = []
+    y = net.x
+    for layer, _ in plan:  # the outputs, allocated once
+        bufs.append(np.empty(layer.output_shape(y.shape), np.float32))
+        y = bufs[-1]
+    x = net.x
 
-    feats = list(model.features)
-    stem, body, head = sequence(feats[:2]), feats[2:-2], sequence(feats[-2:])
-    blocks = [(sequence(list(b.body)), b.residual) for b in body]
-    if fused:
-        blocks = [([nnkern.InvertedResidual(*([None] * (3 - len(convs)) + convs), residual=res)], False)
-                  for convs, res in blocks]
-    linear = nnkern.Linear.from_torch(model.classifier)
-    del torch
-
-    # Three flat buffers of the largest activation, reused round the layers (a runtime's memory plan): a layer
-    # writes into one that holds neither its input nor the block's residual, so the working set stays in cache.
-    pool: List[np.ndarray] = []
-
-    def call(layer, x, keep):
-        shape = layer.output_shape(x.shape)
-        size = int(np.prod(shape))
-        if not pool or pool[0].size < size:
-            pool[:] = [np.empty(max(size, 1 << 16), np.float32) for _ in range(3)]
-        buf = next(b for b in pool if not np.shares_memory(b, x) and (keep is None or not np.shares_memory(b, keep)))
-        return layer(x, buf[:size].reshape(shape))
-
-    def run(x):
-        y = call(stem[0], x, None)
-        for convs, residual in blocks:
-            z = y
-            for c in convs:
-                z = call(c, z, y)
-            if residual:
-                np.add(z, y, out=z)
-            y = z
-        y = call(head[0], y, None)
-        return linear(y.mean(axis=(1, 2), dtype=np.float32))
-    return run
+    def call():
+        y = x
+        for (layer, add), buf in zip(plan, bufs):
+            y = layer(y, buf)
+            if add is not None:
+                np.add(y, bufs[add], out=y)
+        linear(y.mean(axis=(1, 2), dtype=np.float32), out=logits)
+    call.out = logits
+    return call
 
 
-def measure(threads: int = 1, repeats: int = 10, seed: int = 0) -> Dict[str, object]:
-    """{library: best latency in ms} plus "max_diff" {library: relative max |output - torch's|}."""
-    torch = _anchors._torch()
-    if torch is None:
-        raise RuntimeError("the MobileNet-v2 comparison needs torch (the model is defined there)")
+def torch_call(net: Net, threads: int, channels_last: bool = True) -> Callable:
+    import torch
     _anchors.set_threads(threads)
-    nnkern.set_num_threads(threads)
-    model = _torch_model(seed)
-    rng = np.random.default_rng(seed)
-    x_nchw = rng.standard_normal((1, 3, 224, 224), dtype=np.float32)
-    x_nhwc = np.ascontiguousarray(x_nchw.transpose(0, 2, 3, 1))
-    xt = torch.from_numpy(x_nchw)
-    model_cl = _torch_model(seed).to(memory_format=torch.channels_last)
-    xt_cl = xt.contiguous(memory_format=torch.channels_last)
-    runs: Dict[str, Callable[[], np.ndarray]] = {}
-    runs["nnkern"] = (lambda f: lambda: f(x_nhwc))(nnkern_model(model))
-    runs["nnkern_unfused"] = (lambda f: lambda: f(x_nhwc))(nnkern_model(model, fused=False))
+    model = net.model.to(memory_format=torch.channels_last) if channels_last else net.model
+    x = torch.from_numpy(net.x).permute(0, 3, 1, 2)
+    x = x.contiguous(memory_format=torch.channels_last) if channels_last else x.contiguous()
+    last = {}
 
-    def torch_run(m, x):
-        def call():
-            with torch.no_grad():
-                return m(x).numpy()
-        return call
-    runs["torch"] = torch_run(model, xt)
-    runs["torch_channels_last"] = torch_run(model_cl, xt_cl)
-    if _anchors._import("onnxruntime") is not None:
-        buf = io.BytesIO()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(model, xt, buf, dynamo=False, opset_version=17, input_names=["x"], output_names=["y"])
-        sess = _anchors.ort_session(buf.getvalue(), threads)
-        runs["onnxruntime"] = lambda: sess.run(["y"], {"x": x_nchw})[0]
-    want = runs["torch"]()
-    scale = float(np.abs(want).max())
-    diffs = {name: float(np.abs(f() - want).max()) / scale for name, f in runs.items()}  # also the warm-up
-    best = {name: float("inf") for name in runs}
-    for _ in range(repeats):
-        for name, f in runs.items():
-            t = time.perf_counter()
-            f()
-            best[name] = min(best[name], time.perf_counter() - t)
-    return {"ms": {k: v * 1e3 for k, v in best.items()}, "max_diff": diffs}
+    def call():
+        with torch.inference_mode():
+            last["y"] = model(x)
+    call.out = lambda: last["y"].numpy()
+    return call
 
 
-def table(threads=(1, 2), repeats: int = 10) -> str:
-    """A markdown table: latency per library and thread count, nnkern's speed-up over the best other."""
-    rows = ["| threads | nnkern ms | nnkern layer by layer ms | torch ms | torch channels_last ms | onnxruntime ms | "
-            "best other / nnkern | max rel. diff (nnkern vs torch) |", "|---|---|---|---|---|---|---|---|"]
-    for t in threads:
-        r = measure(t, repeats)
-        ms = r["ms"]
-        others = [v for k, v in ms.items() if not k.startswith("nnkern")]
-        rows.append(f"| {t} | {ms['nnkern']:.2f} | {ms['nnkern_unfused']:.2f} | {ms['torch']:.2f} | "
-                    f"{ms['torch_channels_last']:.2f} | "
-                    f"{ms.get('onnxruntime', float('nan')):.2f} | {min(others) / ms['nnkern']:.2f}x | "
-                    f"{r['max_diff']['nnkern']:.1e} |")
-    return "\n".join(rows)
+def ort_call(net: Net, threads: int) -> Callable:
+    import torch
+    buf = io.BytesIO()
+    x_nchw = np.ascontiguousarray(net.x.transpose(0, 3, 1, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net.model, torch.from_numpy(x_nchw), buf, dynamo=False, opset_version=17,
+                          input_names=["A"], output_names=["Y"])
+    sess = _anchors.ort_session(buf.getvalue(), threads)
+    y = np.empty((1, 1000), np.float32)
+    call = _anchors._ort_call(sess, x_nchw, y)
+    call.out = lambda: y
+    return call
+
+
+LIBRARIES: Dict[str, Callable] = {
+    "torch_cl": lambda net, threads: torch_call(net, threads, channels_last=True),
+    "torch_nchw": lambda net, threads: torch_call(net, threads, channels_last=False),
+    "onnxruntime": ort_call,
+}
+
+
+def library_calls(net: Net, threads: int, libraries: Optional[Sequence[str]] = None):
+    """({name: call} of the installed libraries that run the network, {name: why it was skipped})."""
+    makers = {name: (lambda make=make: make(net, threads)) for name, make in LIBRARIES.items()}
+    return _conv.try_libraries(makers, NAME, libraries)
+
+
+# --- measuring ------------------------------------------------------------------------------------------
+
+def measure(net: Net, threads: int, *, isa: str, repeats: int = 7, libraries: Optional[Sequence[str]] = None,
+            notes: Optional[Dict[str, str]] = None, min_time: float = 0.02) -> List[_conv.ConvResult]:
+    """The network at one thread count: nnkern fused and layer by layer and each library, interleaved."""
+    ctx = harness.nnkern_context(isa, threads)
+    with ctx():
+        fused, unfused = nnkern_call(net, True), nnkern_call(net, False)
+    libs, why = library_calls(net, threads, libraries)
+    if notes is not None:
+        for name, msg in why.items():
+            notes.setdefault(name, msg)
+    as_library = lambda: unfused()  # noqa: E731 - checked like the other libraries: out() gives the logits
+    as_library.out = lambda: unfused.out
+    with ctx():
+        diffs = _yolo.check(fused, {"nnkern/layer_by_layer": as_library, **libs})
+    fns = {"nnkern/": fused, "nnkern/layer_by_layer": unfused, **libs}
+    timings = harness.interleaved(fns, repeats=repeats, min_time=min_time,
+                                  contexts={"nnkern/": ctx, "nnkern/layer_by_layer": ctx},
+                                  pause_after=_ops._pauses(threads))
+    _anchors.set_threads(1)
+    work = net.flops()
+    out = []
+    for name, t in timings.items():
+        lib, _, alg = name.partition("/")
+        out.append(_conv.ConvResult("mobilenet", net.shape, lib, isa if lib == "nnkern" else "", threads, t.median,
+                                    t.best, work / t.median / 1e9, "GFLOP/s", layer=NAME, algorithm=alg,
+                                    max_diff=diffs.get(name)))
+    harness.annotate(out, "f32")
+    return out
+
+
+def run(threads_list: Sequence[int], *, isa: str, repeats: int = 7, libraries: Optional[Sequence[str]] = None,
+        size: int = SIZE, progress: Optional[Callable[[str], None]] = print
+        ) -> Tuple[List[_conv.ConvResult], Dict[str, str]]:
+    net = make_net(size)
+    results, notes = [], {}
+    for t in threads_list:
+        t0 = time.perf_counter()
+        res = measure(net, t, isa=isa, repeats=repeats, libraries=libraries, notes=notes)
+        results += res
+        if progress:
+            progress(f"[mobilenet t={t}] {net.describe()}  " + "  ".join(
+                f"{r.label} {r.seconds * 1e3:.2f} ms" for r in res) + f"  ({time.perf_counter() - t0:.1f} s)")
+    return results, notes
+
+
+def markdown_table(results: Sequence[_conv.ConvResult], threads: int, notes: Optional[Dict[str, str]] = None) -> str:
+    return _yolo.markdown_table(results, threads, notes, title="mobilenet: MobileNet-v2", notes_text=NOTES)

@@ -273,20 +273,23 @@ def run(threads_list: Sequence[int], *, isa: str, repeats: int = 7, libraries: O
     return results, notes
 
 
-def markdown_table(results: Sequence[_conv.ConvResult], threads: int, notes: Optional[Dict[str, str]] = None) -> str:
+def markdown_table(results: Sequence[_conv.ConvResult], threads: int, notes: Optional[Dict[str, str]] = None, *,
+                   title: str = "yolo: YoloV3-Tiny backbone", notes_text: Optional[str] = None) -> str:
     """A row per library: latency (median, best), GFLOP/s, % of the f32 peak x threads (nnkern), its time over
-    nnkern's, the max difference of its output to nnkern's."""
+    nnkern's, the max difference of its output to nnkern's. title / notes_text: another network's (mobilenet)."""
     rs = [r for r in results if r.threads == threads]
     if not rs:
         return ""
-    mine = next((r for r in rs if r.library == "nnkern"), None)
+    mine = next((r for r in rs if r.library == "nnkern" and not r.algorithm), None) or next(
+        (r for r in rs if r.library == "nnkern"), None)
     N, H, W, C = rs[0].shape
     head = ["library", "ms (median)", "ms (best)", "GFLOP/s", "% of f32 peak", "time / nnkern's", "max diff"]
-    lines = [f"**yolo: YoloV3-Tiny backbone ({H}x{W}x{C}, batch {N}), {threads} thread(s)** - latency of one "
+    lines = [f"**{title} ({H}x{W}x{C}, batch {N}), {threads} thread(s)** - latency of one "
              f"forward pass, median (best) of the repetitions; nnkern on {mine.isa if mine else '-'}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rs:
-        name = f"nnkern ({r.isa})" if r.library == "nnkern" else r.label
+        name = (f"nnkern ({r.isa}{', ' + r.algorithm if r.algorithm and r.algorithm != 'auto' else ''})"
+                if r.library == "nnkern" else r.label)
         lines.append("| " + " | ".join([
             name, f"{r.seconds * 1e3:.2f}", f"{r.best_seconds * 1e3:.2f}", _conv._fmt(r.rate),
             f"{r.pct_peak:.0f}%" if r.pct_peak is not None else "-",
@@ -294,7 +297,7 @@ def markdown_table(results: Sequence[_conv.ConvResult], threads: int, notes: Opt
     if mine and mine.ratio is not None:
         best = max((r for r in rs if r.library != "nnkern"), key=lambda r: r.rate)
         lines += ["", f"nnkern speed / best other's ({best.label}): {mine.ratio:.2f}x"]
-    lines += ["", NOTES]
+    lines += ["", NOTES if notes_text is None else notes_text]
     for name, msg in (notes or {}).items():
         lines.append(f"- {name} skipped: {msg}")
     return "\n".join(lines)
