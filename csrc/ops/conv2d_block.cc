@@ -63,11 +63,12 @@ size_t FusedInvertedResidual::rows_per_band(size_t H, size_t W) const {
   if (W == 1 || OW == 1) return std::max<size_t>(OH, 1);
   // An output row needs sh expanded rows (plus the window's halo once per band) and one depthwise row.
   const size_t per_row = (d.sh * W + OW) * hidden_ * sizeof(float);
-  size_t rows = std::max<size_t>(1, kBandBytes / std::max<size_t>(per_row, 1));
-  // Enough bands for every thread (two each, for balance) while a band keeps at least 2 rows.
-  const size_t threads = size_t(get_num_threads());
-  if (threads > 1) rows = std::min(rows, std::max<size_t>(2, (OH + 2 * threads - 1) / (2 * threads)));
-  return std::min(rows, std::max<size_t>(OH, 1));
+  const size_t rows = std::min(std::max<size_t>(OH, 1), std::max<size_t>(1, kBandBytes / std::max<size_t>(per_row, 1)));
+  // Bands in parallel when there are at least two per thread: then a whole number of bands per thread.
+  const size_t threads = size_t(get_num_threads()), bands = (OH + rows - 1) / rows;
+  if (threads < 2 || bands < 2 * threads) return rows;
+  const size_t even = (bands + threads - 1) / threads * threads;
+  return (OH + even - 1) / even;
 }
 
 void FusedInvertedResidual::run(size_t N, size_t H, size_t W, const float* x, float* y) const {
@@ -80,7 +81,7 @@ void FusedInvertedResidual::run(size_t N, size_t H, size_t W, const float* x, fl
   const size_t max_in_rows = std::min(H, (rows - 1) * d.sh + span + 1);
   const size_t e_bytes = expand_ ? workspace_align(max_in_rows * W * hidden_ * sizeof(float)) : 0;
   const size_t scratch = e_bytes + workspace_align(rows * OW * hidden_ * sizeof(float));
-  parallel_for_scratch(N * bands, scratch, [&](size_t task, void* buf) {
+  const auto band = [&](size_t task, void* buf) {
     const size_t n = task / bands, o0 = task % bands * rows, o1 = std::min(OH, o0 + rows);
     // Input rows [i0, i1) of the band's windows, clipped to the image; what is clipped becomes the variant's padding.
     const size_t first = o0 * d.sh, last = (o1 - 1) * d.sh + span;  // in padded coordinates
@@ -104,7 +105,15 @@ void FusedInvertedResidual::run(size_t N, size_t H, size_t W, const float* x, fl
       const size_t count = (o1 - o0) * OW * OC_;
       for (size_t i = 0; i < count; ++i) out[i] += r[i];
     }
-  });
+  };
+  // Many bands: in parallel, each layer call inside a band on its thread. Few (small images, whose slices fit the
+  // cache whole): one after the other, each layer call using the whole pool.
+  if (N * bands >= 2 * size_t(get_num_threads())) {
+    parallel_for_scratch(N * bands, scratch, band);
+  } else {
+    Workspace ws(scratch);
+    for (size_t task = 0; task < N * bands; ++task) band(task, ws.data());
+  }
 }
 
 }  // namespace nnkern
