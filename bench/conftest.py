@@ -52,6 +52,25 @@ def anchor_cache(request):
     return AnchorCache(not request.config.getoption("--no-anchors"))
 
 
+class OtherLibraries:
+    """The comparison libraries' results per key (e.g. (op, layer name, threads)), taken from one interleaved
+    measurement of every column (``measure()`` -> harness results, nnkern's included) on first use; [] with
+    --no-anchors. The convolution suites' counterpart of AnchorCache, whose ops are not harness.Op."""
+
+    def __init__(self, enabled):
+        self.enabled, self._cache = enabled, {}
+
+    def get(self, key, measure):
+        if key not in self._cache:
+            self._cache[key] = [r for r in measure() if r.library != "nnkern"] if self.enabled else []
+        return self._cache[key]
+
+
+@pytest.fixture(scope="session")
+def other_libraries(request):
+    return OtherLibraries(not request.config.getoption("--no-anchors"))
+
+
 def run_benchmark(benchmark, fn, *, work, unit, context=contextlib.nullcontext, rounds=7,
                   min_time=0.02, peak_ops=0.0, anchors=(), **info):
     """Time ``fn`` (each round looping it >= ``min_time``) and record in benchmark.extra_info:

@@ -19,23 +19,9 @@ from .conftest import run_benchmark
 ISA = harness.bench_isas("u8s8_gemm")[-1]
 
 
-class _LayerAnchors:
+def _others(other_libraries, layer, threads):
     """The libraries' results of a (layer, threads), measured once per run by conv.measure_layer."""
-
-    def __init__(self, enabled):
-        self.enabled, self._cache = enabled, {}
-
-    def get(self, layer, threads):
-        key = (layer.name, threads)
-        if key not in self._cache:
-            res = conv.measure_layer(layer, threads, isa=ISA) if self.enabled else []
-            self._cache[key] = [r for r in res if r.library != "nnkern"]
-        return self._cache[key]
-
-
-@pytest.fixture(scope="session")
-def layer_anchors(request):
-    return _LayerAnchors(not request.config.getoption("--no-anchors"))
+    return other_libraries.get(("qconv", layer.name, threads), lambda: conv.measure_layer(layer, threads, isa=ISA))
 
 
 def pytest_generate_tests(metafunc):
@@ -45,7 +31,7 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.mark.parametrize("algorithm", conv.algorithms())
-def test_qconv_nnkern(benchmark, layer, threads, algorithm, layer_anchors):
+def test_qconv_nnkern(benchmark, layer, threads, algorithm, other_libraries):
     if algorithm not in conv.algorithms(layer):
         pytest.skip(f"{algorithm} does not apply to {layer.name}")
     d = conv.make_data(layer)
@@ -53,13 +39,13 @@ def test_qconv_nnkern(benchmark, layer, threads, algorithm, layer_anchors):
     with ctx():
         fn = conv.nnkern_call(layer, d, algorithm)
     run_benchmark(benchmark, fn, work=conv.conv_ops(layer), unit="GOP/s", context=ctx,
-                  peak_ops=harness.peak("int8", ISA) * threads, anchors=layer_anchors.get(layer, threads),
+                  peak_ops=harness.peak("int8", ISA) * threads, anchors=_others(other_libraries, layer, threads),
                   op="qconv", layer=layer.name, shape=list(layer.shape), library="nnkern", isa=ISA,
                   algorithm=algorithm, ran=fn.ran, threads=threads, workspace_bytes=fn.workspace)
 
 
 @pytest.mark.parametrize("library", list(conv.LIBRARIES))
-def test_qconv_anchor(benchmark, layer, threads, library, layer_anchors):
+def test_qconv_anchor(benchmark, layer, threads, library, other_libraries):
     d = conv.make_data(layer)
     fns, notes = conv.library_calls(layer, d, threads, [library])
     if library not in fns:
@@ -68,6 +54,6 @@ def test_qconv_anchor(benchmark, layer, threads, library, layer_anchors):
         ref = conv.nnkern_call(layer, d, "auto")
     diff = conv.check(layer, {"auto": ref}, fns)[library]
     run_benchmark(benchmark, fns[library], work=conv.conv_ops(layer), unit="GOP/s",
-                  anchors=layer_anchors.get(layer, threads), op="qconv", layer=layer.name,
+                  anchors=_others(other_libraries, layer, threads), op="qconv", layer=layer.name,
                   shape=list(layer.shape), library=library, isa="", threads=threads, max_diff=diff)
     conv._anchors.set_threads(1)

@@ -16,12 +16,12 @@ from nnkern import _C
 import os
 
 from conftest import require_level
-from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_python_isolated
+from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_python_isolated
 
 ALGORITHMS = _C.algorithms("conv2d")
 # The kernels each algorithm runs: the GEMM kernels for the lowerings, the convolution kernels for the rest.
 FAMILY = {"im2col": "f32_gemm", "indirect": "f32_gemm", "direct": "f32_conv_direct", "mgemm": "f32_conv_mgemm",
-          "depthwise": "f32_dwconv"}
+          "depthwise": "f32_dwconv", "dot": "f32_conv_dot"}
 PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}")
          for a in ALGORITHMS for k in _C.kernel_list(FAMILY[a])]
 
@@ -151,6 +151,31 @@ def test_no_access_past_guard_page(path):
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 
+def test_pixels_do_not_depend_on_the_image_height(path, rng):
+    # Each output's summation order depends only on its own window (the fused blocks rely on it): the rows of a
+    # truncated image whose windows do not reach the cut equal the full image's, bit for bit, on every kernel.
+    algorithm, kernel = path
+    compared = 0
+    for i in range(8 if QUICK else 16):
+        cfg = random_config(rng, algorithm)
+        if cfg["H"] < 4:
+            continue
+        x, w, b, layer = make(rng, cfg)
+        full = layer._run(x, None, algorithm, kernel)
+        cut = int(rng.integers(cfg["H"] // 2, cfg["H"]))
+        try:
+            layer.output_shape(x[:, :cut].shape)
+        except ValueError:  # the window does not fit the cut image
+            continue
+        part = layer._run(np.ascontiguousarray(x[:, :cut]), None, algorithm, kernel)
+        (sh, _), (dh, _), pt = layer.stride, layer.dilation, layer.padding[0]
+        span = dh * (cfg["KH"] - 1)
+        rows = [oh for oh in range(part.shape[1]) if oh * sh - pt + span < cut]
+        np.testing.assert_array_equal(part[:, rows], full[:, rows], err_msg=f"{algorithm} {kernel} {cfg} cut {cut}")
+        compared += len(rows)
+    assert compared > 0
+
+
 def test_mgemm_applies_only_with_stride_equal_dilation_and_a_kernel(rng):
     x = rand(rng, 1, 8, 8, 2)
     with pytest.raises(ValueError, match="does not apply"):  # stride 2, dilation 1 along W
@@ -197,9 +222,9 @@ def test_threads_bit_identical(rng, algorithm):
 @pytest.mark.parametrize("level", nnkern.ISA_LEVELS)
 def test_auto_rule(rng, level):
     require_level(level)
-    simd = _C.kernel_list("f32_conv_mgemm") and any(
-        k["level"] in nnkern.supported_isas() and nnkern.ISA_LEVELS.index(k["level"]) <= nnkern.ISA_LEVELS.index(level)
-        for k in _C.kernel_list("f32_conv_mgemm"))
+    # auto takes mgemm / direct where their kernels are ahead (AVX-512 levels), dot wherever a SIMD dot kernel runs
+    wide = level in ("avx512", "avx512vnni", "amx")
+    simd_dot = level != "scalar"
     with nnkern.max_isa(level):
         pw = nnkern.Conv2d(rand(rng, 16, 1, 1, 8))
         assert pw.algorithm_for((1, 10, 10, 8)) == "im2col"
@@ -209,14 +234,37 @@ def test_auto_rule(rng, level):
         k3 = nnkern.Conv2d(rand(rng, 64, 3, 3, 8), padding=1)
         k3s2 = nnkern.Conv2d(rand(rng, 64, 3, 3, 8), padding=1, stride=2)
         # mgemm where a row holds a whole tile inside the image, else direct (SIMD levels), else indirect
-        assert k3.algorithm_for((1, 56, 56, 8)) == ("mgemm" if simd else "indirect")
-        assert k3.algorithm_for((1, 3, 3, 8)) == ("direct" if simd else "indirect")
-        assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if simd else "indirect")
+        assert k3.algorithm_for((1, 56, 56, 8)) == ("mgemm" if wide else "indirect")
+        assert k3.algorithm_for((1, 3, 3, 8)) == "indirect"  # narrow: mostly window edges
+        stem = nnkern.Conv2d(rand(rng, 16, 7, 7, 3), stride=2, padding=3)
+        assert stem.algorithm_for((1, 30, 30, 3)) == ("direct" if wide else "indirect")
+        assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if wide else "indirect")
+        low_oc = nnkern.Conv2d(rand(rng, 3, 3, 3, 64), padding=1)  # few output channels, whole input vectors
+        assert low_oc.algorithm_for((1, 20, 20, 64)) == ("dot" if simd_dot else "indirect")
+        assert nnkern.Conv2d(rand(rng, 3, 3, 3, 8), padding=1).algorithm_for((1, 20, 20, 8)) != "dot"
         for layer in (k3, k3s2, dw):  # every algorithm but im2col works without scratch
             for a in ALGORITHMS:
-                if a != "im2col" and (a != "mgemm" or (simd and layer is not k3s2)) and (a != "depthwise" or layer is dw):
+                if a != "im2col" and (a != "mgemm" or (level != "scalar" and layer is not k3s2)) and (
+                        a != "depthwise" or layer is dw):
                     assert layer.workspace_bytes((1, 10, 10, 8), a) == 0
         assert k3.workspace_bytes((1, 10, 10, 8), "im2col") >= 100 * 72 * 4
+
+
+def test_concurrent_calls_share_one_layer(rng):
+    # first calls race to pack each algorithm's weights and build the indirection buffers
+    layer = nnkern.Conv2d(rand(rng, 24, 3, 3, 8), rand(rng, 24), padding=1, activation="silu")
+    xs = [rand(rng, 1 + t % 2, 9 + t, 11, 8) for t in range(6)]
+    want = [[layer._run(x, None, a, "") for a in ALGORITHMS if a != "depthwise"] for x in xs]
+    fresh = nnkern.Conv2d(layer.weight, layer.bias, padding=1, activation="silu")
+    got = [None] * len(xs)
+
+    def work(t):
+        got[t] = [fresh._run(xs[t], None, a, "") for a in ALGORITHMS if a != "depthwise"]
+
+    run_concurrently(work, len(xs))
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_indirection_cache(rng):
@@ -345,3 +393,73 @@ def test_nan_and_inf_propagate(rng):
         assert np.isnan(y[0, 1:4, 1:4]).all()
         assert not np.isfinite(y[0, 4:, 4:]).any()
         assert np.isfinite(y[0, 0, 0]).all()
+
+
+# --- the fused inverted-residual block ---------------------------------------------------------------------------
+
+def _block_layers(rng, IC, t, OC, stride, kernel=3, dilation=1, algorithms=("auto", "auto", "auto")):
+    hid = IC * t
+    pad = dilation * (kernel - 1) // 2
+    ex = None if t == 1 else nnkern.Conv2d(rand(rng, hid, 1, 1, IC), rand(rng, hid), activation="relu6",
+                                          algorithm=algorithms[0])
+    dw = nnkern.Conv2d(rand(rng, hid, kernel, kernel, 1), rand(rng, hid), stride=stride, padding=pad,
+                       dilation=dilation, groups=hid, activation="relu6", algorithm=algorithms[1])
+    pr = nnkern.Conv2d(rand(rng, OC, 1, 1, hid), rand(rng, OC), algorithm=algorithms[2])
+    return ex, dw, pr
+
+
+@pytest.mark.parametrize("N, H, W, IC, t, OC, stride, kernel, dilation", [
+    (1, 112, 112, 16, 6, 24, 2, 3, 1), (2, 29, 31, 24, 6, 24, 1, 3, 1), (1, 7, 9, 8, 1, 8, 1, 3, 1),
+    (3, 5, 1, 4, 3, 4, 1, 3, 1), (1, 13, 11, 8, 4, 16, 2, 5, 1), (1, 17, 17, 6, 2, 6, 1, 3, 2),
+    (1, 1, 1, 5, 2, 7, 1, 3, 1), (2, 40, 6, 3, 5, 9, 3, 3, 1)])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_inverted_residual_equals_layer_by_layer(rng, N, H, W, IC, t, OC, stride, kernel, dilation, threads):
+    nnkern.set_num_threads(threads)
+    ex, dw, pr = _block_layers(rng, IC, t, OC, stride, kernel, dilation)
+    residual = stride == 1 and IC == OC
+    block = nnkern.InvertedResidual(ex, dw, pr, residual=residual)
+    x = rand(rng, N, H, W, IC)
+    want = pr(dw(ex(x) if ex else x))
+    if residual:
+        want = want + x
+    np.testing.assert_array_equal(block(x), want)
+    out = np.full(block.output_shape(x.shape), np.nan, np.float32)
+    assert block(x, out) is out
+    np.testing.assert_array_equal(out, want)
+
+
+def test_inverted_residual_uses_each_layers_algorithm(rng):
+    x = rand(rng, 1, 30, 30, 8)
+    for algorithms in [("direct", "depthwise", "direct"), ("indirect", "depthwise", "im2col"),
+                       ("im2col", "direct", "indirect")]:
+        ex, dw, pr = _block_layers(rng, 8, 4, 8, 1, algorithms=algorithms)
+        np.testing.assert_array_equal(nnkern.InvertedResidual(ex, dw, pr, residual=True)(x), pr(dw(ex(x))) + x)
+
+
+def test_inverted_residual_bad_inputs(rng):
+    ex, dw, pr = _block_layers(rng, 8, 4, 8, 1)
+    s2 = _block_layers(rng, 8, 4, 8, 2)[1]
+    bad = [((dw, dw, pr), {}, ValueError, "expansion must be 1x1"),
+           ((ex, pr, pr), {}, ValueError, "depthwise"),
+           ((ex, dw, dw), {}, ValueError, "projection must be 1x1"),
+           ((ex, dw, _block_layers(rng, 8, 3, 8, 1)[2]), {}, ValueError, "do not chain"),
+           ((ex, s2, pr), {"residual": True}, ValueError, "residual"),
+           ((ex, dw, _block_layers(rng, 8, 4, 5, 1)[2]), {"residual": True}, ValueError, "residual"),
+           ((ex, dw, None), {}, TypeError, "project"),
+           ((ex, "dw", pr), {}, TypeError, "depthwise"),
+           ((ex, dw, pr), {"residual": 1}, TypeError, "residual")]
+    for args, kw, exc, match in bad:
+        with pytest.raises(exc, match=match):
+            nnkern.InvertedResidual(*args, **kw)
+    block = nnkern.InvertedResidual(ex, dw, pr, residual=True)
+    x = rand(rng, 1, 6, 6, 8)
+    with pytest.raises(ValueError, match="channels"):
+        block(rand(rng, 1, 6, 6, 5))
+    with pytest.raises(TypeError, match="float32"):
+        block(x.astype(np.float64))
+    with pytest.raises(ValueError, match="overlap"):
+        block(x, x)
+    with pytest.raises(ValueError, match="shape"):
+        block(x, np.empty((1, 6, 6, 7), np.float32))
+    assert block(np.zeros((0, 6, 6, 8), np.float32)).shape == (0, 6, 6, 8)
+    assert "InvertedResidual(in_channels=8" in repr(block)

@@ -3,6 +3,7 @@
 #include "bindings/common.h"
 #include "kernels/f32_conv_list.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_block.h"
 
 namespace nnkern::bindings {
 namespace {
@@ -23,11 +24,11 @@ class Conv2dBinding {
     const float* wp =
         checked_in<float>(w, "weight", {ssize_t(geo.OC), ssize_t(geo.KH), ssize_t(geo.KW), ssize_t(geo.icg())});
     const float* b = bias.is_none() ? nullptr : checked_in<float>(bias.cast<py::array>(), "bias", {ssize_t(geo.OC)});
-    packed_ = std::make_unique<PackedConv2d>(geo, wp, b, ConvActivation(activation), act_method_arg(method, "method"));
+    packed_ = std::make_shared<PackedConv2d>(geo, wp, b, ConvActivation(activation), act_method_arg(method, "method"));
   }
 
   // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (dispatched), an f32_conv_direct / f32_conv_mgemm /
-  // f32_dwconv kernel's name, or an f32_gemm kernel / ISA name (tests; the other families stay dispatched).
+  // f32_dwconv / f32_conv_dot kernel's name, or an f32_gemm kernel / ISA name (tests; the other families stay dispatched).
   // Returns the algorithm that ran.
   std::string run(const py::array& x, py::array& y, const std::string& algorithm, const std::string& kernel) const {
     const ConvGeometry& geo = packed_->geometry();
@@ -38,6 +39,7 @@ class Conv2dBinding {
     const F32ConvKernel* conv = kernel.empty() ? nullptr : runnable_in(f32_conv_direct_list(), kernel);
     if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_mgemm_list(), kernel);
     if (!conv && !kernel.empty()) conv = runnable_in(f32_dwconv_list(), kernel);
+    if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_dot_list(), kernel);
     const F32GemmKernel* k = kernel.empty() || conv ? nullptr : &runnable_f32_gemm_kernel(kernel);
     py::gil_scoped_release release;
     return packed_->run(N, H, W, xp, yp, algorithm, k, conv);
@@ -48,9 +50,35 @@ class Conv2dBinding {
     return packed_->workspace_bytes(N, H, W, algorithm);
   }
   size_t indirection_builds() const { return packed_->indirection_builds(); }
+  const std::shared_ptr<PackedConv2d>& packed() const { return packed_; }
 
  private:
-  std::unique_ptr<PackedConv2d> packed_;
+  std::shared_ptr<PackedConv2d> packed_;
+};
+
+class InvertedResidualBinding {
+ public:
+  InvertedResidualBinding(const Conv2dBinding* expand, const Conv2dBinding& dw, const Conv2dBinding& project,
+                          bool residual, const std::array<std::string, 3>& algorithms)
+      : block_(expand ? expand->packed() : nullptr, dw.packed(), project.packed(), residual, algorithms),
+        IC_(expand ? expand->packed()->geometry().IC : dw.packed()->geometry().IC),
+        OC_(project.packed()->geometry().OC) {}
+
+  void run(const py::array& x, py::array& y) const {
+    const float* xp = checked_in<float>(x, "x", {kAnyDim, kAnyDim, kAnyDim, ssize_t(IC_)});
+    const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
+    if (!H || !W || !block_.out_h(H) || !block_.out_w(W))
+      throw py::value_error("x: the kernel does not fit the padded input");
+    float* yp = checked_out<float>(y, "out", {ssize_t(N), ssize_t(block_.out_h(H)), ssize_t(block_.out_w(W)), ssize_t(OC_)});
+    if (may_overlap(x, y)) throw py::value_error("out must not overlap x");
+    py::gil_scoped_release release;
+    block_.run(N, H, W, xp, yp);
+  }
+  size_t rows_per_band(size_t H, size_t W) const { return block_.rows_per_band(H, W); }
+
+ private:
+  FusedInvertedResidual block_;
+  size_t IC_, OC_;
 };
 
 }  // namespace
@@ -64,6 +92,14 @@ void bind_conv2d(py::module_& m) {
       .def("workspace_bytes", &Conv2dBinding::workspace_bytes, py::arg("n"), py::arg("h"), py::arg("w"),
            py::arg("algorithm") = "auto")
       .def_property_readonly("indirection_builds", &Conv2dBinding::indirection_builds);
+  py::class_<InvertedResidualBinding>(m, "InvertedResidual")
+      .def(py::init<const Conv2dBinding*, const Conv2dBinding&, const Conv2dBinding&, bool,
+                    const std::array<std::string, 3>&>(),
+           py::arg("expand"), py::arg("dw"), py::arg("project"), py::arg("residual"), py::arg("algorithms"),
+           py::keep_alive<1, 2>(), py::keep_alive<1, 3>(),
+           py::keep_alive<1, 4>())
+      .def("run", &InvertedResidualBinding::run, py::arg("x"), py::arg("out"))
+      .def("rows_per_band", &InvertedResidualBinding::rows_per_band, py::arg("h"), py::arg("w"));
 }
 
 }  // namespace nnkern::bindings

@@ -40,6 +40,7 @@ struct F32ConvArgs {
   float* y;                   // output pixel 0, channel 0
   size_t y_pix;               // floats from an output pixel to the next
   const F32Epilogue* ep;      // bias (indexed by the tile's channel o, o < m) and clamp; the rest unused
+  size_t w_oc = 0;            // dot kernels only: floats from one output channel's weights to the next
 };
 
 using F32ConvUkernel = void (*)(const F32ConvArgs& a);
@@ -56,6 +57,8 @@ struct F32ConvKernel {
   int nr_any[kF32ConvMaxVectors];  // the same for run_any
   F32ConvUkernel run_any;          // wf = 1 on the same blocks: any x_pix (run itself when wf == 1)
   bool depthwise = false;          // the depthwise formula below
+  bool dot = false;                // the dot formula below (lanes = 1: nr is indexed by m)
+  bool auto_pick = true;           // "auto" may choose this kernel's algorithm (false where measured slower)
   int nr_for(size_t m) const { return nr[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
   int nr_any_for(size_t m) const { return nr_any[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
 };
@@ -66,10 +69,17 @@ struct F32ConvKernel {
 //                                                          * w[kh * w_kh + kw * MR + o] )
 // x and y point at the block's first channel; inputs of channels >= m are never read.
 
+// Dot kernels (dot = true, seed C2: few output channels): input channels in vector lanes, each output a
+// horizontal sum of its lanes at the end; the weights are the layer's own rows (OC, KH, KW, IC / groups):
+//   y[j * y_pix + o] = epilogue( sum_{kh < kh_n, kw < kw_n, c < ic} x[j * x_pix + kh * x_kh + kw * x_kw + c]
+//                                                              * w[o * w_oc + kh * w_kh + kw * ic + c] )
+// for o < m <= MR (a handful of channels, all in registers) and j < n <= nr[m - 1].
+
 // The oracles (kernels/ref/f32_conv.cc, baseline code), any MR: the formulas in plain loops, taps in the
 // kernels' order (kh, kw, c), one float32 accumulator per output.
 void f32_conv_reference(const F32ConvArgs& a, size_t MR);
 void f32_dwconv_reference(const F32ConvArgs& a, size_t MR);
+void f32_dotconv_reference(const F32ConvArgs& a);
 
 // The kernels are listed in kernels/f32_conv_list.h; each is defined in csrc/kernels/<isa>/f32_conv.cc.
 

@@ -1,7 +1,8 @@
 // The FP32 direct, mGEMM and depthwise convolution kernels (kernels/f32_conv.h) and their levels
 // (core/kernel_list.h), three families: "f32_conv_direct" (wf = 1, seeds C3-C4; a scalar kernel, so "direct"
 // runs everywhere), "f32_conv_mgemm" (wf > 1, seeds G1-G3; SIMD levels only, so "mgemm" applies only where one
-// runs) and "f32_dwconv" (depthwise, channels in lanes).
+// runs), "f32_dwconv" (depthwise, channels in lanes) and "f32_conv_dot" (few output channels, input channels
+// in lanes).
 // Names: f32_conv_<family>_<MR>x<nr at MR>__<isa>. Baseline header: no intrinsics.
 #pragma once
 #include "core/kernel_list.h"
@@ -9,8 +10,8 @@
 
 #define NNKERN_F32_CONV_DIRECT_LIST(X)                        \
   X(f32_conv_direct_8x4__scalar, scalar)                      \
-  NNKERN_AVX2(X(f32_conv_direct_16x4__avx2, avx2))            \
-  NNKERN_AVX512(X(f32_conv_direct_64x5__avx512, avx512))     \
+  NNKERN_AVX2(X(f32_conv_direct_16x6__avx2, avx2))            \
+  NNKERN_AVX512(X(f32_conv_direct_64x6__avx512, avx512))     \
   NNKERN_NEON(X(f32_conv_direct_8x9__neon, neon))
 
 #define NNKERN_F32_CONV_MGEMM_LIST(X)                         \
@@ -24,12 +25,18 @@
   NNKERN_AVX512(X(f32_dwconv_64x5__avx512, avx512))     \
   NNKERN_NEON(X(f32_dwconv_16x5__neon, neon))
 
+#define NNKERN_F32_CONV_DOT_LIST(X)                     \
+  X(f32_conv_dot_4x4__scalar, scalar)                   \
+  NNKERN_AVX2(X(f32_conv_dot_4x3__avx2, avx2))          \
+  NNKERN_AVX512(X(f32_conv_dot_4x6__avx512, avx512))
+
 namespace nnkern {
 
 #define NNKERN_F32_CONV_DECLARE_(name, level) extern const F32ConvKernel name;
 NNKERN_F32_CONV_DIRECT_LIST(NNKERN_F32_CONV_DECLARE_)
 NNKERN_F32_CONV_MGEMM_LIST(NNKERN_F32_CONV_DECLARE_)
 NNKERN_F32_DWCONV_LIST(NNKERN_F32_CONV_DECLARE_)
+NNKERN_F32_CONV_DOT_LIST(NNKERN_F32_CONV_DECLARE_)
 #undef NNKERN_F32_CONV_DECLARE_
 
 const KernelList<F32ConvKernel>& f32_conv_direct_list();
@@ -38,5 +45,7 @@ const F32ConvKernel& f32_conv_direct_kernel();  // the dispatched one (ISA cap h
 const F32ConvKernel* f32_conv_mgemm_kernel();   // the dispatched one, or null: none at or below the cap
 const KernelList<F32ConvKernel>& f32_dwconv_list();
 const F32ConvKernel& f32_dwconv_kernel();
+const KernelList<F32ConvKernel>& f32_conv_dot_list();
+const F32ConvKernel& f32_conv_dot_kernel();
 
 }  // namespace nnkern

@@ -20,9 +20,12 @@ constexpr size_t kIndirectionCacheEntries = 8;
 // mGEMM's kernels share the inputs of adjacent kernel columns between adjacent pixels: stride == dilation along W.
 bool mgemm_applies(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
-  return g.sw == g.dw && (c.conv ? c.conv->wf > 1 && !c.conv->depthwise : f32_conv_mgemm_kernel() != nullptr);
+  return g.sw == g.dw && (c.conv ? c.conv->wf > 1 && !c.conv->depthwise && !c.conv->dot : f32_conv_mgemm_kernel() != nullptr);
 }
-bool direct_applies(const ConvCall& c) { return !c.conv || (!c.conv->depthwise && (c.conv->wf == 1 || mgemm_applies(c))); }
+bool direct_applies(const ConvCall& c) {
+  return !c.conv || (!c.conv->depthwise && !c.conv->dot && (c.conv->wf == 1 || mgemm_applies(c)));
+}
+bool dot_applies(const ConvCall& c) { return !c.conv || c.conv->dot; }
 // One input channel per group and one output channel per group (channel multiplier 1).
 bool depthwise_applies(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
@@ -34,19 +37,33 @@ bool depthwise_applies(const ConvCall& c) {
 //   - mgemm where it applies and a row holds at least one whole tile of its kernel inside the image (56x56
 //     64->64 3x3: 203 / 185 / 186 / 132; 104x104 32->64: 211 / 175 / 181 / 128; 14x14 256->256: 198 / 176 /
 //     184 / 172); below that its rows are all leftovers on the wf = 1 twin (7x7 512->512: 125 / 159 / 155);
-//   - else direct, where the dispatched direct kernel is a SIMD one: within 7% of indirect on every stride-2 and
-//     small layer measured (14x14 256->512 3x3/2: 148 / 158; 56x56 64->128 3x3/2: 172 / 175), ahead on few input
-//     channels (224x224 3->64 7x7/2 stem: 192 / 143), and it needs neither workspace nor indirection buffer;
-//   - the plain GEMM (im2col without a copy) for pointwise layers, depthwise for depthwise ones.
+//   - else direct, where auto may pick the dispatched direct kernel (AVX-512; not the scalar or AVX2 ones) and the
+//     output is at least 14 pixels wide or has at most 4 input channels per group: level with indirect on
+//     stride-2 layers (56x56 64->128 3x3/2: 185 / 187), ahead on few input channels (224x224 3->64 7x7/2 stem:
+//     192 / 143), no workspace nor indirection buffer; narrower outputs are mostly window edges, one-pixel tiles
+//     of few FMA chains (7x7 512->512: 127 / 147);
+//   - the plain GEMM (im2col without a copy) for pointwise layers, depthwise for depthwise ones, dot (below)
+//     for few output channels.
 bool mgemm_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
   const F32ConvKernel* k = c.conv ? c.conv : f32_conv_mgemm_kernel();
-  if (!k || size_t(k->wf) > g.KW) return false;
+  if (!k || !k->auto_pick || size_t(k->wf) > g.KW) return false;
   const size_t span = (g.KW - 1) * g.dw, W = c.s.W, lo = (g.pl + g.sw - 1) / g.sw;
   const size_t hi = W + g.pl > span ? std::min(c.OW, (W + g.pl - span - 1) / g.sw + 1) : 0;
   return hi > lo && hi - lo >= size_t(k->nr_for(std::min<size_t>(size_t(k->mr), g.ocg())));
 }
-bool direct_preferred(const ConvCall& c) { return c.conv || &f32_conv_direct_kernel() != &f32_conv_direct_8x4__scalar; }
+bool direct_preferred(const ConvCall& c) {
+  const ConvGeometry& g = c.L.geometry();
+  return (c.conv ? c.conv : &f32_conv_direct_kernel())->auto_pick && (c.OW >= 14 || g.icg() <= 4);
+}
+// dot for a few output channels per group over 16 or more input channels (whole vectors), where auto may pick its
+// kernel (SIMD levels):
+// 128x128 64->3 3x3 77 GFLOP/s against mgemm's 32 (3 of 16 lanes useful), 56x56 64->8 88 / 79, 224x224 16->3
+// 42 / 32.
+bool dot_preferred(const ConvCall& c) {
+  const ConvGeometry& g = c.L.geometry();
+  return g.ocg() <= 8 && g.icg() >= 16 && (c.conv ? c.conv : &f32_conv_dot_kernel())->auto_pick;
+}
 
 const AlgorithmTable<ConvCall>& conv_algorithms() {
   static const AlgorithmTable<ConvCall> table("conv2d", {
@@ -55,6 +72,8 @@ const AlgorithmTable<ConvCall>& conv_algorithms() {
       {"im2col", [](const ConvCall&) { return true; },
        [](const ConvCall& c) { return c.L.geometry().pointwise(); }, &conv_im2col_workspace,
        [](const ConvCall& c, const Workspace& ws) { conv_im2col_run(c, ws.data()); }},
+      {"dot", &dot_applies, &dot_preferred, nullptr,
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_conv_dot_kernel()); }},
       {"mgemm", &mgemm_applies, &mgemm_preferred, nullptr,
        [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : *f32_conv_mgemm_kernel()); }},
       {"direct", &direct_applies, &direct_preferred, nullptr,
@@ -80,8 +99,6 @@ PackedConv2d::PackedConv2d(const ConvGeometry& geo, const float* w, const float*
     bias_.resize(geo.OC);
     std::copy(bias, bias + geo.OC, bias_.data());
   }
-  for (size_t g = 0; g < geo.groups; ++g)  // W[ocg, kg] row-major per group: C = X_cols W^T
-    gemm_.push_back(std::make_unique<PackedF32Gemm>(raw_.data() + g * geo.ocg() * geo.kg(), geo.ocg(), geo.kg(), geo.kg()));
 }
 
 F32Epilogue PackedConv2d::epilogue() const {
@@ -113,7 +130,14 @@ void PackedConv2d::post_activation(float* y, size_t rows, size_t n, size_t ld) c
   }
 }
 
-const PackedF32Gemm& PackedConv2d::gemm(size_t g) const { return *gemm_[g]; }
+const PackedF32Gemm& PackedConv2d::gemm(size_t g) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (gemm_.empty())  // W[ocg, kg] row-major per group: C = X_cols W^T
+    for (size_t i = 0; i < geo_.groups; ++i)
+      gemm_.push_back(std::make_unique<PackedF32Gemm>(raw_.data() + i * geo_.ocg() * geo_.kg(), geo_.ocg(), geo_.kg(),
+                                                      geo_.kg()));
+  return *gemm_[g];
+}
 
 const ConvTapWeights& PackedConv2d::tap_weights(size_t MR, bool depthwise) const {
   std::lock_guard<std::mutex> lock(mu_);

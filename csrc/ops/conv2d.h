@@ -1,5 +1,5 @@
 // FP32 2-D convolution (NHWC float32 activations, (OC, KH, KW, IC/groups) weights) as a packed layer: the
-// weights are packed once per algorithm's layout, indirection buffers once per input shape, and a call runs
+// weights are packed once per algorithm's layout (on its first call), indirection buffers once per input shape, and a call runs
 // one entry of the "conv2d" algorithm table (ops/conv2d.cc):
 //   im2col    the baseline: each output pixel's window copied into a workspace row, then the packed FP32 GEMM
 //             (ops/f32_gemm.h PackedF32Gemm); a 1x1, stride-1, unpadded convolution reads its input rows in
@@ -11,6 +11,7 @@
 //             no workspace); mgemm's kernels also keep the inputs of adjacent kernel columns in registers
 //             (seeds G1-G3; stride == dilation along W, SIMD levels only). ops/conv2d_direct.cc.
 //   depthwise (groups == IC == OC) the same driver on the depthwise kernels: channels in vector lanes.
+//   dot       the same driver on the dot kernels (seed C2): a few output channels, input channels in lanes.
 // Post-ops: bias and relu / relu6 in the kernels' epilogue; sigmoid and SiLU through nnkern's sigmoid kernels
 // on each block of output just stored (still in cache).
 #pragma once
@@ -67,6 +68,8 @@ class PackedConv2d {
   size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const;
 
   const ConvGeometry& geometry() const { return geo_; }
+  ConvActivation activation() const { return act_; }
+  ActMethod method() const { return method_; }
   size_t indirection_builds() const;  // the tests' cache probe
 
   // Used by the algorithms (ops/conv2d_*.cc).
@@ -75,7 +78,7 @@ class PackedConv2d {
   F32Epilogue epilogue() const;  // bias (added per group by the caller) and the relu / relu6 clamp
   // The sigmoid / SiLU post-op over `rows` rows of n floats, ld apart (nothing for the other activations).
   void post_activation(float* y, size_t rows, size_t n, size_t ld) const;
-  const PackedF32Gemm& gemm(size_t g) const;  // group g's weights packed for PackedF32Gemm (at construction)
+  const PackedF32Gemm& gemm(size_t g) const;  // group g's weights packed for PackedF32Gemm (on first use, then kept)
   const ConvTapWeights& tap_weights(size_t mr, bool depthwise = false) const;  // packed on first use, then kept
   std::shared_ptr<const ConvIndirection> indirection(const ConvInputShape& s, size_t NR) const;
 
@@ -84,8 +87,8 @@ class PackedConv2d {
   ConvActivation act_;
   ActMethod method_;
   AlignedBuffer<float> raw_, bias_;
-  std::vector<std::unique_ptr<PackedF32Gemm>> gemm_;
   mutable std::mutex mu_;  // guards the caches below
+  mutable std::vector<std::unique_ptr<PackedF32Gemm>> gemm_;
   mutable std::vector<std::unique_ptr<ConvTapWeights>> taps_;
   mutable std::vector<std::shared_ptr<const ConvIndirection>> indirect_;  // most recent last
   mutable size_t builds_ = 0;

@@ -38,32 +38,36 @@ void inside_range(size_t O, size_t size, size_t K, size_t s, size_t d, size_t p,
 
 void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
   const ConvGeometry& geo = c.L.geometry();
-  // Depthwise kernels see one "group" of OC channels with ic = 1 (kernels/f32_conv.h).
-  const bool dw = k.depthwise;
+  // Depthwise kernels see one "group" of OC channels with ic = 1; dot kernels read the layer's own weight rows
+  // (kernels/f32_conv.h).
+  const bool dw = k.depthwise, dot = k.dot;
   const size_t MR = size_t(k.mr), IC = geo.IC, OC = geo.OC, groups = dw ? 1 : geo.groups;
   const size_t icg = dw ? 0 : geo.icg(), ocg = dw ? OC : geo.ocg(), ic = dw ? 1 : icg;
   const size_t H = c.s.H, W = c.s.W, OH = c.OH, OW = c.OW, KH = geo.KH, KW = geo.KW;
-  const ConvTapWeights& w = c.L.tap_weights(MR, dw);
+  const ConvTapWeights* packed = dot ? nullptr : &c.L.tap_weights(MR, dw);
+  const size_t panels = packed ? packed->panels : ceil_div(ocg, MR);
+  const size_t w_col = dot ? ic : ic * MR;  // floats from one kernel column to the next in w
   size_t ow_lo, ow_hi, oh_lo, oh_hi;
   inside_range(OW, W, KW, geo.sw, geo.dw, geo.pl, &ow_lo, &ow_hi);
   inside_range(OH, H, KH, geo.sh, geo.dh, geo.pt, &oh_lo, &oh_hi);
   const size_t band = size_t(k.nr_any_for(std::min(MR, ocg))), bands = ceil_div(OH, band);
   const F32Epilogue base_ep = c.L.epilogue();
-  parallel_for_2d(groups * w.panels, c.s.N * bands, [&](size_t gb, size_t nb) {
-    const size_t g = gb / w.panels, o0 = gb % w.panels * MR, m = std::min(MR, ocg - o0);
+  parallel_for_2d(groups * panels, c.s.N * bands, [&](size_t gb, size_t nb) {
+    const size_t g = gb / panels, o0 = gb % panels * MR, m = std::min(MR, ocg - o0);
     const size_t n = nb / bands, b0 = nb % bands * band, b1 = std::min(OH, b0 + band);
     const size_t NR = size_t(k.nr_for(m)), NRc = size_t(k.nr_any_for(m));
     F32Epilogue ep = base_ep;
     ep.bias = c.L.bias() ? c.L.bias() + g * ocg + o0 : nullptr;
     const float* x_img = c.x + n * H * W * IC + (dw ? o0 : g * icg);
-    const float* w_blk = w.w.data() + gb * w.panel_floats;
+    const float* w_blk = packed ? packed->w.data() + gb * packed->panel_floats : c.L.raw() + (g * ocg + o0) * geo.kg();
     float* y_img = c.y + n * OH * OW * OC + g * ocg + o0;
     F32ConvArgs a{};
     a.m = m;
     a.ic = ic;
     a.x_kw = geo.dw * IC;
     a.x_kh = geo.dh * W * IC;
-    a.w_kh = KW * ic * MR;
+    a.w_kh = KW * w_col;
+    a.w_oc = geo.kg();
     a.ep = &ep;
     // Full-window rows leave columns [0, ow_lo) and [ow_tiles, OW) to the column tiles.
     const size_t ow_tiles = ow_lo + (ow_hi - ow_lo) / NR * NR;
@@ -85,7 +89,7 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
         a.kw_n = kw1 > kw0 ? kw1 - kw0 : 0;
         a.x = a.kw_n ? x_row + (ow * geo.sw + kw0 * geo.dw - geo.pl) * IC : x_row;
         a.x_pix = a.x_kw;  // one pixel: the mGEMM kernels' x_pix == x_kw holds trivially
-        a.w = w_row + kw0 * ic * MR;
+        a.w = w_row + kw0 * w_col;
         a.y = y_row + ow * OC;
         k.run(a);
       };
@@ -111,7 +115,7 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
       size_t kw0, kw1;
       clip_taps(ow, geo.sw, geo.dw, geo.pl, W, KW, &kw0, &kw1);
       a.kw_n = kw1 > kw0 ? kw1 - kw0 : 0;
-      a.w = w_blk + kw0 * ic * MR;
+      a.w = w_blk + kw0 * w_col;
       for (size_t oh = f0; oh < f1; oh += NRc) {
         a.n = std::min(NRc, f1 - oh);
         a.x = a.kw_n ? x_img + ((oh * geo.sh - geo.pt) * W + ow * geo.sw + kw0 * geo.dw - geo.pl) * IC : x_img;

@@ -35,7 +35,14 @@ const KernelList<F32ConvKernel>& f32_dwconv_list() {
   return list;
 }
 
+const KernelList<F32ConvKernel>& f32_conv_dot_list() {
+  static const auto& list =
+      make_kernel_list<F32ConvKernel>("f32_conv_dot", {NNKERN_F32_CONV_DOT_LIST(NNKERN_KERNEL_ENTRY)}, conv_info);
+  return list;
+}
+
 namespace {
+const F32ConvKernel* dot_for(Isa isa) { return f32_conv_dot_list().at(isa); }
 const F32ConvKernel* dwconv_for(Isa isa) { return f32_dwconv_list().at(isa); }
 const F32ConvKernel* direct_for(Isa isa) { return f32_conv_direct_list().at(isa); }
 const F32ConvKernel* mgemm_for(Isa isa) { return f32_conv_mgemm_list().at(isa); }
@@ -56,9 +63,15 @@ const F32ConvKernel& f32_dwconv_kernel() {
   return table.get();
 }
 
+const F32ConvKernel& f32_conv_dot_kernel() {
+  static const KernelTable<F32ConvKernel> table(dot_for);
+  return table.get();
+}
+
 namespace {
 [[maybe_unused]] const bool registered =
-    (f32_conv_direct_list(), f32_conv_mgemm_list(), f32_dwconv_list(),
+    (f32_conv_direct_list(), f32_conv_mgemm_list(), f32_dwconv_list(), f32_conv_dot_list(),
+     register_dispatched_op("f32_conv_dot", [] { return std::string(f32_conv_dot_kernel().name); }),
      register_dispatched_op("f32_dwconv", [] { return std::string(f32_dwconv_kernel().name); }),
      register_dispatched_op("f32_conv_direct", [] { return std::string(f32_conv_direct_kernel().name); }),
      register_dispatched_op("f32_conv_mgemm", [] {

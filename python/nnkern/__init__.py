@@ -18,7 +18,7 @@ from .shuffle import pixel_shuffle, pixel_unshuffle
 from .pool import avg_pool2d, max_pool2d
 from .qgemm import QLinear, qgemm, qgemm16, qgemm_max_k
 from .qconv import QConv2d
-from .conv import Conv2d, conv2d
+from .conv import Conv2d, InvertedResidual, conv2d
 from .quantize import dequantize, dynamic_quantization_params, quantize, quantize_dynamic, quantize_weights
 from . import _verbose
 
@@ -34,7 +34,7 @@ __all__ = [
     "get_num_threads", "set_num_threads",
     "sgemm", "matmul", "Linear", "LSTM", "LSTMOutput",
     "sigmoid", "tanh", "topk", "pixel_shuffle", "pixel_unshuffle", "max_pool2d", "avg_pool2d",
-    "conv2d", "Conv2d",
+    "conv2d", "Conv2d", "InvertedResidual",
     "qgemm", "qgemm16", "qgemm_max_k", "QLinear", "QConv2d", "quantize", "dequantize", "quantize_weights",
     "quantize_dynamic", "dynamic_quantization_params",
 ]

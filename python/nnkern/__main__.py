@@ -7,7 +7,11 @@ check         just the self-check.
 bench         the fuller SGEMM table against every installed comparison library, 1 and 2 threads
               (--op qgemm / qlinear / int8: the INT8 GEMM tables instead, % of the int8 peak;
               --op lstm: nnkern.LSTM per activation method vs torch.nn.LSTM, 1 thread;
-              --op qconv: QConv2d per algorithm vs torch / onnxruntime on ResNet-50 and MobileNet-v2 layers).
+              --op qconv: QConv2d per algorithm vs torch / onnxruntime on ResNet-50 and MobileNet-v2 layers;
+              --op conv: FP32 Conv2d per algorithm and auto vs torch (channels_last, NCHW) / onnxruntime on
+              ResNet-50, MobileNet-v2, YoloV3-Tiny and a low-OC layer; --op yolo: YoloV3-Tiny's backbone end to
+              end, latency vs torch / onnxruntime; --op mobilenet: MobileNet-v2 end to end, fused and layer by
+              layer, vs torch / onnxruntime).
 """
 from __future__ import annotations
 
@@ -149,20 +153,51 @@ def bench_int8(args, threads) -> int:
     return 0
 
 
-def bench_qconv(args, threads) -> int:
-    """QConv2d per algorithm vs torch quantized conv2d and onnxruntime QLinearConv, per network layer."""
+def bench_conv(args, threads, kind) -> int:
+    """A conv.Kind's layers (qconv: QConv2d vs torch quantized conv2d / QLinearConv; conv: FP32 Conv2d vs torch
+    conv2d channels_last and NCHW / onnxruntime Conv), per algorithm, per network layer."""
     from nnkern.bench import conv, harness
     import nnkern
-    layers = conv.select(args.shapes, args.quick)
-    isa = args.isa.split(",")[-1] if args.isa else harness.bench_isas("u8s8_gemm")[-1]
+    layers = conv.select(args.shapes, args.quick, kind)
+    isa = args.isa.split(",")[-1] if args.isa else kind.default_isa()
     print_info()
-    print(harness.peaks_line("int8", "GOP/s", [isa]))
+    print(harness.peaks_line(kind.peak_kind, kind.unit, [isa]))
     t0 = time.perf_counter()
     results, notes = conv.run(layers, threads, isa=isa, repeats=args.repeats, libraries=_libraries(args),
-                              progress=lambda s: print(s, flush=True))
+                              progress=lambda s: print(s, flush=True), kind=kind)
     print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
     for t in threads:
-        print(conv.markdown_table(results, t, notes))
+        print(conv.markdown_table(results, t, notes, kind))
+        print()
+    for t in threads[1:]:
+        print(conv.scaling_table(results, t, threads[0]) + "\n")
+    _plot(args, lambda plot: conv.charts(results, threads))
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump([r.as_dict() for r in results], f, indent=1)
+        print(f"results written to {args.json}")
+    return 0
+
+
+def bench_network(args, threads) -> int:
+    """A network end to end (--op yolo: YoloV3-Tiny's backbone; mobilenet: MobileNet-v2): nnkern vs torch
+    (channels_last, NCHW) / onnxruntime latency."""
+    from nnkern.bench import conv, fconv, harness, mobilenet, yolo
+    net = yolo if args.op == "yolo" else mobilenet
+    import nnkern
+    if args.shapes and len(args.shapes) != 1:
+        raise SystemExit(f"--op {args.op}: --shapes takes one input size (a multiple of 32), e.g. --shapes 224")
+    size = int(args.shapes[0]) if args.shapes else net.SIZE
+    isa = args.isa.split(",")[-1] if args.isa else fconv.CONV.default_isa()
+    print_info()
+    print(harness.peaks_line("f32", "GFLOP/s", [isa]))
+    t0 = time.perf_counter()
+    results, notes = net.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args), size=size,
+                             progress=lambda s: print(s, flush=True))
+    print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
+    for t in threads:
+        print(net.markdown_table(results, t, notes))
         print()
     for t in threads[1:]:
         print(conv.scaling_table(results, t, threads[0]) + "\n")
@@ -212,8 +247,11 @@ def bench(args) -> int:
     if args.op == "lstm":
         return bench_lstm(args)
     threads = [int(t) for t in (args.threads or "1,2").split(",") if t.strip()]
-    if args.op == "qconv":
-        return bench_qconv(args, threads)
+    if args.op in ("qconv", "conv"):
+        from nnkern.bench import conv, fconv
+        return bench_conv(args, threads, conv.QCONV if args.op == "qconv" else fconv.CONV)
+    if args.op in ("yolo", "mobilenet"):
+        return bench_network(args, threads)
     if args.op != "sgemm":
         return bench_int8(args, threads)
     if args.shapes:
@@ -253,11 +291,16 @@ def main(argv=None) -> int:
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
-                   choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "sigmoid", "tanh", "topk", "lstm"],
+                   choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "sigmoid",
+                            "tanh", "topk", "lstm"],
                    help="sgemm (default); qgemm (int8, B packed per call), qlinear (prepacked, fused "
                         "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
                         "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
-                        "batch 1; --shapes = parts of layer names, e.g. rn50.s2 dw)")
+                        "batch 1; --shapes = parts of layer names, e.g. rn50.s2 dw); conv (FP32 Conv2d per "
+                        "algorithm on ResNet-50 / MobileNet-v2 / YoloV3-Tiny / low-OC layers, batch 1; --shapes as "
+                        "qconv, e.g. yolo.3x3 lowoc); yolo (YoloV3-Tiny's backbone end to end, ReLU for leaky ReLU; "
+                        "--shapes = the input size, default 416); mobilenet (MobileNet-v2 end to end, fused blocks "
+                        "and layer by layer; --shapes = the input size, default 224)")
     b.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; lstm: 1)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")

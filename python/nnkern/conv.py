@@ -9,7 +9,7 @@ from . import _C, _convgeom
 from ._arrays import ArrayIn, aligned_target, as_array, check_algorithm, checked_output, read_only_copy
 from .activations import ACTIVATION_METHODS
 
-__all__ = ["Conv2d", "conv2d"]
+__all__ = ["Conv2d", "InvertedResidual", "conv2d"]
 
 #: The fused activations, by the number the native layer knows them by.
 ACTIVATIONS = {None: 0, "relu": 1, "relu6": 2, "sigmoid": 3, "silu": 4}
@@ -51,16 +51,20 @@ class Conv2d:
       reducing over all input channels and the window straight from the NHWC input, the inputs of three adjacent
       kernel columns loaded once per channel; stride == dilation along W, AVX2 / AVX-512 / NEON only), "direct" (the
       same without the input reuse, any stride; a scalar kernel elsewhere), "depthwise" (groups == in_channels ==
-      out_channels: channels in vector lanes), all three with no workspace and no padding read (taps are clipped
-      to the image); "indirect" (the GEMM kernels' indirect form reading each window through an indirection
+      out_channels: channels in vector lanes), "dot" (a few output channels in registers, the input channels in
+      vector lanes, each output one horizontal sum: the low-output-channel layers), all four with no workspace and
+      no padding read (taps are clipped to the image); "indirect" (the GEMM kernels' indirect form reading each window through an indirection
       buffer of input-row offsets, built once per input shape and cached in the layer; padding taps read a shared
       zero row) and "im2col" (the baseline: each output pixel's window copied into a workspace row, then the
       packed FP32 GEMM; a 1x1, stride-1, unpadded convolution is a plain GEMM on the input rows, no copy).
-      auto: "depthwise" for depthwise layers; "im2col" (the plain GEMM) for 1x1 stride-1 unpadded ones; "mgemm"
-      where it applies and an output row holds at least one whole tile of its kernel inside the image; else
-      "direct" where its kernel is a SIMD one; else "indirect". Measured on one Sapphire Rapids core (GFLOP/s,
-      mgemm / direct / indirect / im2col): 56x56 64->64 3x3 203 / 185 / 186 / 132; 7x7 512->512 3x3 125 / 159 /
-      155 / 151; 14x14 256->512 3x3/2 - / 148 / 158 / 147. :meth:`algorithm_for` says which one a shape gets.
+      auto: "depthwise" for depthwise layers; "im2col" (the plain GEMM) for 1x1 stride-1 unpadded ones; "dot" for
+      at most 8 output channels per group over at least 16 input channels where its kernel is SIMD (128x128
+      64->3 3x3: 77 GFLOP/s against mgemm's 32); with AVX-512, "mgemm" where it applies and an output row holds at
+      least one whole tile of its kernel inside the image, else "direct"; else (AVX2, where the GEMM kernel is
+      ahead of both; scalar; NEON) "indirect". Measured on one Sapphire Rapids core (GFLOP/s, mgemm / direct /
+      indirect / im2col): 56x56 64->64 3x3 194 / 185 / 174 / 128; 7x7 512->512 3x3 125 / 159 / 155 / 151; 14x14
+      256->512 3x3/2 - / 148 / 158 / 147; capped at AVX2, 56x56 64->64 3x3 93 / 115 / 126 / 103.
+      :meth:`algorithm_for` says which one a shape gets.
 
     Accuracy: every output before the activation is a float32 sum of the bias and K = KH * KW * in_channels //
     groups products, in an order that depends on the algorithm and the ISA but never on the thread count; per
@@ -185,3 +189,67 @@ def conv2d(x: ArrayIn, weight: ArrayIn, bias: ArrayIn | None = None, *, stride: 
     return Conv2d(weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups,
                   activation=activation, activation_method=activation_method, algorithm=algorithm)(
         x, out, layout=layout)
+
+
+class InvertedResidual:
+    """MobileNet-v2's inverted-residual block fused: ``project(depthwise(expand(x))) (+ x)`` computed in bands of
+    output rows, each band through all three layers while its slices of the expanded and depthwise activations are
+    in the cache (about 1 MB per band), instead of writing whole intermediate tensors to memory and reading them
+    back (112 x 112 x 96 floats are 4.8 MB). Bands run on the thread pool in parallel.
+
+    expand: a :class:`Conv2d` 1x1, stride 1, unpadded, groups 1 (in -> hidden channels), or None (no expansion);
+    depthwise: a depthwise Conv2d on the hidden channels (groups = in = out channels; any window, stride,
+    padding, dilation); project: a Conv2d 1x1, stride 1, unpadded, groups 1 (hidden -> out channels). Each keeps
+    its bias, activation and algorithm. residual: add x to the output (needs in == out channels and a depthwise layer that
+    keeps the spatial size). The layers are shared, not copied. ValueError if they do not chain.
+
+    The result equals the three layers called one after the other (and ``+ x``) bit for bit: each layer runs the
+    algorithm and kernel it runs alone, on a band of rows instead of the whole image. Calling it on x (N, H, W, in)
+    float32 returns (N, OH, OW, out) float32; ``out=`` a C-contiguous float32 array of that shape not overlapping x.
+    """
+
+    def __init__(self, expand: Conv2d | None, depthwise: Conv2d, project: Conv2d, *, residual: bool = False) -> None:
+        for name, layer in (("expand", expand), ("depthwise", depthwise), ("project", project)):
+            if not (layer is None and name == "expand") and not isinstance(layer, Conv2d):
+                raise TypeError(f"{name} must be an nnkern.Conv2d{' or None' if name == 'expand' else ''}, "
+                                f"got {type(layer).__name__}")
+        if not isinstance(residual, (bool, np.bool_)):
+            raise TypeError(f"residual must be a bool, got {type(residual).__name__}")
+        try:
+            self._block = _C.InvertedResidual(None if expand is None else expand._packed, depthwise._packed,
+                                              project._packed, bool(residual),
+                                              ["auto" if expand is None else expand.algorithm, depthwise.algorithm,
+                                               project.algorithm])
+        except ValueError as e:
+            raise ValueError(str(e).replace("inverted residual: ", "InvertedResidual: ")) from None
+        self.expand, self.depthwise, self.project, self.residual = expand, depthwise, project, bool(residual)
+        self.in_channels = depthwise.in_channels if expand is None else expand.in_channels
+        self.out_channels = project.out_channels
+
+    def output_shape(self, input_shape: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        """(N, OH, OW, out_channels) for an NHWC input shape; ValueError if the window does not fit."""
+        N, H, W, C = input_shape
+        if C != self.in_channels:
+            raise ValueError(f"x has {C} channels, this InvertedResidual expects {self.in_channels} (NHWC input)")
+        _, OH, OW, _ = self.depthwise.output_shape((N, H, W, self.depthwise.in_channels))
+        return N, OH, OW, self.out_channels
+
+    def __call__(self, x: ArrayIn, out: ArrayIn | None = None) -> np.ndarray:
+        x = _float32(x, "x")
+        if x.ndim != 4:
+            raise ValueError(f"x must be 4-D NHWC (N, H, W, {self.in_channels}), got shape {x.shape}")
+        shape = self.output_shape(x.shape)
+        out, given = checked_output(out, shape, np.float32, x=x)
+        if out.size == 0:
+            return given
+        if not (x.flags.c_contiguous and x.flags.aligned):
+            x = np.ascontiguousarray(x) if x.flags.aligned else x.copy()
+        target = aligned_target(out)
+        self._block.run(x, target)
+        if target is not out:
+            np.copyto(out, target)
+        return given
+
+    def __repr__(self):
+        return (f"InvertedResidual(in_channels={self.in_channels}, out_channels={self.out_channels}, "
+                f"hidden={self.depthwise.in_channels}, stride={self.depthwise.stride}, residual={self.residual})")

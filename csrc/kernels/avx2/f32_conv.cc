@@ -1,11 +1,12 @@
 // FP32 direct and mGEMM convolution kernels for AVX2 + FMA, instances of kernels/f32_conv_tile.inc.
 //
 // Register budget (seed C3, 16 ymm; AVX2 has no embedded broadcast, so an input takes a register):
-//   direct 16 x {6, 4}: C3's nr v accumulators + nr broadcasts + v weight vectors, 6 + 6 + 1 and 8 + 4 + 2,
-//     two registers below the 15 of the formula: GCC 12 spills at 7 + 7 + 1 (tools/x86-loop-stats.py).
+//   direct 16 x {12, 6}: nr v = 12 accumulators + v weight vectors + the one broadcast in flight (seed O1's
+//     16x6 budget; no spills per tools/x86-loop-stats.py).
 //   mGEMM 16 x {5, 2} with wf = 3: v x nr accumulators + nr + 2 held inputs + v weight vectors: 5 + 7 + 1 and
 //     4 + 4 + 2 (6 + 8 + 1 and 6 + 5 + 2 spill).
 //   depthwise 16 x {12, 4}: v nr accumulators + v weights + v inputs <= 15 (12 + 2, 8 + 4).
+//   dot 4 x {7, 4, 3, 3}: m nr accumulators + nr inputs + 1 weight vector <= 15: 7 + 7 + 1 .. 12 + 3 + 1.
 // One-definition rule: compiled with -mavx2 -mfma; template and traits have internal linkage.
 #include <immintrin.h>
 
@@ -24,15 +25,21 @@ namespace {
 #include "kernels/avx2/f32_traits.inc"
 #include "kernels/f32_conv_tile.inc"
 
-using Direct = F32ConvTemplate<Avx2F32, 16, 1, 6, 4, 0, 0>;
+using Direct = F32ConvTemplate<Avx2F32, 16, 1, 12, 6, 0, 0>;
 using MGemm = F32ConvTemplate<Avx2F32, 16, 3, 5, 2, 0, 0>;
+using MGemmTwin = F32ConvTemplate<Avx2F32, 16, 3, 12, 6, 0, 0, false>;  // its run_any: mgemm's order, direct's budget
 
 using Dwconv = F32DwconvTemplate<Avx2F32, 16, 12, 4, 0, 0>;
+using DotConv = F32DotConvTemplate<Avx2F32, 4, 7, 4, 3, 3>;
 
 }  // namespace
 
+const F32ConvKernel f32_conv_dot_4x3__avx2 = DotConv::kernel("f32_conv_dot_4x3__avx2");
 const F32ConvKernel f32_dwconv_16x4__avx2 = Dwconv::kernel("f32_dwconv_16x4__avx2");
-const F32ConvKernel f32_conv_direct_16x4__avx2 = Direct::kernel("f32_conv_direct_16x4__avx2");
-const F32ConvKernel f32_conv_mgemm_16x2__avx2 = MGemm::kernel_with<Direct>("f32_conv_mgemm_16x2__avx2");
+// Not auto's choice: on AVX2 the indirect GEMM kernel (16x6, K unrolled by 4) is ahead of both, as the loads/MAC
+// model predicts for mGEMM with 16 registers (one Sapphire Rapids core capped at AVX2, GFLOP/s indirect / direct /
+// mgemm: 56x56 64->64 3x3 126 / 115 / 93, 26x26 128->256 122 / 117 / 76). Both stay selectable and tested.
+const F32ConvKernel f32_conv_direct_16x6__avx2 = Direct::kernel("f32_conv_direct_16x6__avx2", false);
+const F32ConvKernel f32_conv_mgemm_16x2__avx2 = MGemm::kernel_with<MGemmTwin>("f32_conv_mgemm_16x2__avx2", false);
 
 }  // namespace nnkern

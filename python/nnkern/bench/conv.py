@@ -8,13 +8,17 @@ activations stay in [0, 127] (7 bits, as torch's x86 qconfig ``reduce_range``): 
 of fbgemm and MLAS pair products in the saturating vpmaddubsw, so full-range data would make them compute
 something else (nnkern is exact either way).  Once per layer each library's output is compared with
 nnkern's (max |difference| in quantization steps: the requantization roundings differ by at most 1).
+
+The measuring, the tables and the charts are shared with the FP32 convolution benchmark
+(``nnkern.bench.fconv``, ``--op conv``): what differs between the two (data, nnkern's call, the other
+libraries, the check, the unit and peak) is a :class:`Kind`; ``QCONV`` is this module's.
 """
 from __future__ import annotations
 
 import dataclasses
 import time
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -101,13 +105,15 @@ SUITE: List[Layer] = RESNET50 + MOBILENET_V2
 QUICK: List[Layer] = [l for l in SUITE if l.name in ("rn50.s2.3x3", "rn50.s2.expand", "mbv2.dw.14x384")]
 
 
-def select(names: Optional[Sequence[str]], quick: bool = False) -> List[Layer]:
-    """The layers whose name contains one of ``names`` (all, or QUICK, when none given)."""
+def select(names: Optional[Sequence[str]], quick: bool = False, kind: Optional["Kind"] = None) -> List[Layer]:
+    """The layers of ``kind``'s suite (qconv's by default) whose name contains one of ``names`` (all, or
+    its quick list, when none given)."""
+    kind = kind or QCONV
     if not names:
-        return list(QUICK if quick else SUITE)
-    chosen = [l for l in SUITE if any(n in l.name for n in names)]
+        return list(kind.quick if quick else kind.suite)
+    chosen = [l for l in kind.suite if any(n in l.name for n in names)]
     if not chosen:
-        raise SystemExit(f"no qconv layer matches {list(names)}; layers: {', '.join(l.name for l in SUITE)}")
+        raise SystemExit(f"no {kind.op} layer matches {list(names)}; layers: {', '.join(l.name for l in kind.suite)}")
     return chosen
 
 
@@ -239,22 +245,32 @@ def ort_call(layer: Layer, d: ConvData, threads: int) -> Callable:
 LIBRARIES: Dict[str, Callable] = {"torch": torch_call, "onnxruntime": ort_call}
 
 
-def library_calls(layer: Layer, d: ConvData, threads: int,
+def try_libraries(makers: Dict[str, Callable[[], Callable]], what: str,
                   libraries: Optional[Sequence[str]] = None) -> Tuple[Dict[str, Callable], Dict[str, str]]:
-    """({name: call} of the installed libraries that run the layer, {name: why it was skipped})."""
+    """({name: call} of the makers whose library is installed and runs ``what``, {name: why it was skipped}).
+    Each call is run once (warm-up, and proof the library takes it); ``libraries`` restricts the names."""
     calls, notes = {}, {}
-    for name, make in LIBRARIES.items():
+    for name, make in makers.items():
         if libraries is not None and name not in libraries:
             continue
         try:
-            fn = make(layer, d, threads)
-            fn()  # warm-up, and proof the library takes the layer
+            fn = make()
+            fn()
             calls[name] = fn
         except ImportError as e:
             notes[name] = f"not installed ({e.name})"
-        except Exception as e:  # the library refuses the layer: a note, not a failed benchmark
-            notes[name] = f"refused {layer.name}: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        except Exception as e:  # the library refuses it: a note, not a failed benchmark
+            msg = str(e).splitlines()[0][:120] if str(e) else ""
+            notes[name] = f"refused {what}: {type(e).__name__}: {msg}"
     return calls, notes
+
+
+def library_calls(layer: Layer, d: Any, threads: int, libraries: Optional[Sequence[str]] = None,
+                  kind: Optional["Kind"] = None) -> Tuple[Dict[str, Callable], Dict[str, str]]:
+    """({name: call} of ``kind``'s installed libraries that run the layer, {name: why it was skipped})."""
+    kind = kind or QCONV
+    makers = {name: (lambda make=make: make(layer, d, threads)) for name, make in kind.libraries.items()}
+    return try_libraries(makers, layer.name, libraries)
 
 
 # --- measuring ------------------------------------------------------------------------------------------
@@ -264,8 +280,8 @@ class ConvResult(harness.Result):
     layer: str = ""
     algorithm: str = ""  # nnkern's algorithm= ("auto" too); "" for the other libraries
     ran: str = ""  # for "auto": the algorithm it picked (same workspace as that one)
-    workspace_bytes: Optional[int] = None  # nnkern: _C.workspace_last_bytes() after a call
-    max_diff: Optional[int] = None  # other libraries: max |output - nnkern's| in uint8 steps (checked once)
+    workspace_bytes: Optional[int] = None  # nnkern: the workspace bytes of one call
+    max_diff: Optional[float] = None  # max |output - nnkern's| (Kind.check: qconv in uint8 steps, conv relative)
 
     @property
     def label(self) -> str:
@@ -286,21 +302,23 @@ def check(layer: Layer, nn: Dict[str, Callable], libs: Dict[str, Callable]) -> D
 
 def measure_layer(layer: Layer, threads: int, *, isa: str, repeats: int = 7,
                   libraries: Optional[Sequence[str]] = None, checked: Optional[Dict[str, Dict]] = None,
-                  notes: Optional[Dict[str, str]] = None, min_time: float = 0.02) -> List[ConvResult]:
-    """One layer at one thread count: nnkern per algorithm and each library, interleaved.
-    checked: {layer name: max diffs} shared across thread counts, so the check runs once per layer."""
-    d = make_data(layer)
+                  notes: Optional[Dict[str, str]] = None, min_time: float = 0.02,
+                  kind: Optional["Kind"] = None) -> List[ConvResult]:
+    """One layer at one thread count: nnkern per algorithm and each library of ``kind`` (qconv by default),
+    interleaved. checked: {layer name: max diffs} shared across thread counts, so the check runs once per layer."""
+    kind = kind or QCONV
+    d = kind.make_data(layer)
     ctx = harness.nnkern_context(isa, threads)
     with ctx():
-        nn = {alg: nnkern_call(layer, d, alg) for alg in algorithms(layer)}
-    libs, why = library_calls(layer, d, threads, libraries)
+        nn = {alg: kind.nnkern_call(layer, d, alg) for alg in kind.algorithms(layer)}
+    libs, why = library_calls(layer, d, threads, libraries, kind)
     if notes is not None:
         for name, msg in why.items():
             notes.setdefault(name, msg)
     diffs = (checked or {}).get(layer.name)
-    if diffs is None:
+    if diffs is None or any(name not in diffs for name in libs):
         with ctx():
-            diffs = check(layer, nn, libs)
+            diffs = kind.check(layer, nn, libs)
         if checked is not None:
             checked[layer.name] = diffs
     fns = {f"nnkern/{alg}": f for alg, f in nn.items()}
@@ -314,27 +332,28 @@ def measure_layer(layer: Layer, threads: int, *, isa: str, repeats: int = 7,
     for name, t in timings.items():
         lib, _, alg = name.partition("/")
         f = fns[name]
-        out.append(ConvResult("qconv", layer.shape, lib, isa if lib == "nnkern" else "", threads, t.median, t.best,
-                              work / t.median / 1e9, "GOP/s", layer=layer.name, algorithm=alg,
+        out.append(ConvResult(kind.op, layer.shape, lib, isa if lib == "nnkern" else "", threads, t.median, t.best,
+                              work / t.median / 1e9, kind.unit, layer=layer.name, algorithm=alg,
                               ran=getattr(f, "ran", "") if alg == "auto" else "",
-                              workspace_bytes=getattr(f, "workspace", None), max_diff=diffs.get(lib)))
-    harness.annotate(out, "int8")
+                              workspace_bytes=getattr(f, "workspace", None), max_diff=diffs.get(name)))
+    harness.annotate(out, kind.peak_kind)
     return out
 
 
 def run(layers: Sequence[Layer], threads_list: Sequence[int], *, isa: str, repeats: int = 7,
-        libraries: Optional[Sequence[str]] = None, progress: Optional[Callable[[str], None]] = print
-        ) -> Tuple[List[ConvResult], Dict[str, str]]:
+        libraries: Optional[Sequence[str]] = None, progress: Optional[Callable[[str], None]] = print,
+        kind: Optional["Kind"] = None) -> Tuple[List[ConvResult], Dict[str, str]]:
     """Every layer at every thread count; returns the results and the skipped libraries' notes."""
+    kind = kind or QCONV
     results, checked, notes = [], {}, {}
     for t in threads_list:
         for i, layer in enumerate(layers):
             t0 = time.perf_counter()
             res = measure_layer(layer, t, isa=isa, repeats=repeats, libraries=libraries, checked=checked,
-                                notes=notes)
+                                notes=notes, kind=kind)
             results += res
             if progress:
-                progress(f"[qconv t={t} {i + 1}/{len(layers)}] {layer.name:>18}  "
+                progress(f"[{kind.op} t={t} {i + 1}/{len(layers)}] {layer.name:>18}  "
                          + "  ".join(f"{r.label} {r.rate:.1f}" for r in res)
                          + f"  ({time.perf_counter() - t0:.1f} s)")
     return results, notes
@@ -352,23 +371,35 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:.0f}"
 
 
-def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[Dict[str, str]] = None) -> str:
-    """A row per layer: GOP/s per nnkern algorithm (ratio to the best other library, % of the int8 peak
-    x threads) and per library, the best of each side, the workspace of each algorithm, the check."""
+def _diff(v: Optional[float]) -> str:
+    return "-" if v is None else str(v) if isinstance(v, int) or v == 0 else f"{v:.1e}"
+
+
+def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[Dict[str, str]] = None,
+                   kind: Optional["Kind"] = None) -> str:
+    """A row per layer: the rate per nnkern algorithm (ratio to the best other library, % of ``kind``'s peak
+    x threads) and per library, the best other library and nnkern's ratio to it (its best algorithm's, or
+    auto's: Kind.ratio_of), the workspace of each algorithm, the check's max differences."""
+    kind = kind or QCONV
     rs = [r for r in results if r.threads == threads]
     if not rs:
         return ""
-    algs = list(dict.fromkeys(r.algorithm for r in rs if r.library == "nnkern"))
+    order = kind.algorithms(None)  # the table's order, auto last, whichever layer came first
+    algs = sorted(dict.fromkeys(r.algorithm for r in rs if r.library == "nnkern"),
+                  key=lambda a: (a == "auto", order.index(a) if a in order else len(order)))
     libs = list(dict.fromkeys(r.library for r in rs if r.library != "nnkern"))
     layers = list(dict.fromkeys(r.layer for r in rs))
-    head = (["layer", "geometry", "MOP"] + [f"nnkern {a}" for a in algs] + libs
-            + ["best other", "nnkern best / other"] + [f"ws {a}" for a in algs if a != "auto"]
-            + [f"max diff {l}" for l in libs])
+    nn_diffs = any(r.max_diff is not None for r in rs if r.library == "nnkern")
+    ratio_head = "nnkern auto / best other" if kind.ratio_of == "auto" else "nnkern best / other"
+    head = (["layer", "geometry", kind.work_label] + [f"nnkern {a}" for a in algs] + libs
+            + ["best other", ratio_head] + [f"ws {a}" for a in algs if a != "auto"]
+            + [f"max diff {l}" for l in libs] + (["max diff nnkern algs"] if nn_diffs else []))
     isa = next((r.isa for r in rs if r.library == "nnkern"), "")
-    lines = [f"**qconv GOP/s, {threads} thread(s)** - median; nnkern ({isa}) cells: GOP/s (ratio to the best "
-             f"other library, % of the measured int8 peak x threads); auto: (-> the algorithm it ran)", "",
+    lines = [f"**{kind.op} {kind.unit}, {threads} thread(s)** - median; nnkern ({isa}) cells: {kind.unit} (ratio "
+             f"to the best other library, % of the measured {kind.peak_kind} peak x threads); auto: (-> the "
+             f"algorithm it ran)", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    by_name = {l.name: l for l in SUITE}
+    by_name = {l.name: l for l in kind.suite}
     for name in layers:
         cell = {r.label: r for r in rs if r.layer == name}
         first = next(iter(cell.values()))
@@ -386,15 +417,20 @@ def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[
         row += [_fmt(cell[l].rate) if l in cell else "-" for l in libs]
         others = [r for r in cell.values() if r.library != "nnkern"]
         mine = [r for r in cell.values() if r.library == "nnkern"]
+        if kind.ratio_of == "auto":
+            mine = [r for r in mine if r.algorithm == "auto"]
         bo = max(others, key=lambda r: r.rate) if others else None
         bm = max(mine, key=lambda r: r.rate) if mine else None
         row.append(f"{bo.label} {_fmt(bo.rate)}" if bo else "-")
-        row.append(f"{bm.ratio:.2f}x ({bm.algorithm})" if bo and bm and bm.ratio is not None else "-")
+        row.append(f"{bm.ratio:.2f}x ({bm.ran or bm.algorithm})" if bo and bm and bm.ratio is not None else "-")
         row += [_bytes(cell[f"nnkern/{a}"].workspace_bytes) if f"nnkern/{a}" in cell else "-"
                 for a in algs if a != "auto"]
-        row += [str(cell[l].max_diff) if l in cell and cell[l].max_diff is not None else "-" for l in libs]
+        row += [_diff(cell[l].max_diff) if l in cell else "-" for l in libs]
+        if nn_diffs:
+            row.append(_diff(max((r.max_diff for r in cell.values() if r.library == "nnkern"
+                                  and r.max_diff is not None), default=None)))
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", NOTES]
+    lines += ["", kind.notes]
     for name, msg in (notes or {}).items():
         lines.append(f"- {name} skipped: {msg}")
     return "\n".join(lines)
@@ -411,7 +447,8 @@ NOTES = ("Notes: batch 1; nnkern on NHWC uint8, torch (quantized conv2d, x86 eng
 def scaling_table(results: Sequence[ConvResult], threads: int, base: int) -> str:
     """harness.scaling_table with a row per layer name instead of the layer's numbers."""
     named = [dataclasses.replace(r, shape=(r.layer,)) for r in results]
-    return harness.scaling_table(named, threads, base, op="qconv").replace("| M,N,K |", "| layer |", 1)
+    op = results[0].op if results else "qconv"
+    return harness.scaling_table(named, threads, base, op=op).replace("| M,N,K |", "| layer |", 1)
 
 
 def charts(results: Sequence[ConvResult], threads_list: Sequence[int]):
@@ -426,5 +463,33 @@ def charts(results: Sequence[ConvResult], threads_list: Sequence[int]):
         series: Dict[str, List[Optional[float]]] = {}
         for r in rs:
             series.setdefault(r.label, [None] * len(cats))[cats.index(r.layer)] = r.rate
-        out.append(plot.Chart(f"qconv, {t} thread(s) (layer)", "GOP/s", True, cats, series))
+        out.append(plot.Chart(f"{rs[0].op}, {t} thread(s) (layer)", rs[0].unit, True, cats, series))
     return out
+
+
+# --- what differs between the INT8 and the FP32 benchmark ---------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """One convolution benchmark: measure_layer, run, select and markdown_table take it (qconv's by default)."""
+    op: str  # ConvResult.op and the tables' title: "qconv", "conv"
+    unit: str  # "GOP/s", "GFLOP/s"
+    work_label: str  # the table's column of the call's operation count, in millions: "MOP", "MFLOP"
+    peak_kind: str  # harness.PEAK_FUNCS key of the % of peak: "int8", "f32"
+    kernel_key: str  # cpu_info()["kernels"] key: the default ISA is the last of harness.bench_isas(kernel_key)
+    suite: Tuple[Layer, ...]
+    quick: Tuple[Layer, ...]
+    algorithms: Callable[[Layer], List[str]]  # nnkern's algorithms (and "auto") that apply to the layer
+    make_data: Callable[[Layer], Any]  # the inputs and weights every library gets
+    nnkern_call: Callable[[Layer, Any, str], Callable]  # (layer, data, algorithm): call, with .out, .ran, .workspace
+    libraries: Dict[str, Callable[[Layer, Any, int], Callable]]  # name -> (layer, data, threads): call, with .out()
+    check: Callable[[Layer, Dict[str, Callable], Dict[str, Callable]], Dict[str, float]]  # -> {column: max diff}
+    notes: str  # printed under each table
+    ratio_of: str = "best"  # the table's ratio to the best other library: nnkern's "best" algorithm or "auto"
+
+    def default_isa(self) -> str:
+        return harness.bench_isas(self.kernel_key)[-1]
+
+
+QCONV = Kind("qconv", "GOP/s", "MOP", "int8", "u8s8_gemm", tuple(SUITE), tuple(QUICK), algorithms, make_data,
+             nnkern_call, LIBRARIES, check, NOTES)

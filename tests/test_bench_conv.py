@@ -1,0 +1,279 @@
+"""``python -m nnkern bench --op conv`` / ``--op yolo`` (nnkern.bench.fconv, nnkern.bench.yolo): the layer suites,
+that the algorithms come from the conv2d table, that every library computes the same convolution and backbone
+as a float64 reference, and that the tables and the CLI have their columns (tiny layers, one repetition, no
+timing asserted). The tests that run torch or onnxruntime skip, naming it, where it is missing."""
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import nnkern
+from nnkern.bench import conv, fconv, yolo
+from helpers import describe_process, python_command
+
+KIND = fconv.CONV
+TINY = conv.Layer("tiny", 1, 9, 9, 6, 4, 3, 3, 2, 1, 2)  # grouped, strided, padded: out 5x5
+TINY_DW = conv.Layer("tiny.dw", 1, 8, 8, 5, 5, 3, 3, 1, 1, 5)
+
+
+def require_libraries():
+    for name in ("torch", "onnx", "onnxruntime"):
+        pytest.importorskip(name, reason=f"{name} is not installed: the comparison columns need it")
+
+
+def ref_conv(x, w, b, stride, pad, groups):
+    """float64 convolution of NHWC x with (OC, KH, KW, IC / groups) weights."""
+    N, H, W, _ = x.shape
+    OC, KH, KW, cg = w.shape
+    OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    out = np.zeros((N, OH, OW, OC)) + b.astype(np.float64)
+    og = OC // groups
+    for kh in range(KH):
+        for kw in range(KW):
+            patch = xp[:, kh:kh + stride * (OH - 1) + 1:stride, kw:kw + stride * (OW - 1) + 1:stride]
+            for g in range(groups):
+                out[..., g * og:(g + 1) * og] += (patch[..., g * cg:(g + 1) * cg]
+                                                  @ w[g * og:(g + 1) * og, kh, kw].astype(np.float64).T)
+    return out
+
+
+def test_suites_are_the_networks_layers():
+    names = [l.name for l in fconv.SUITE]
+    assert len(names) == len(set(names))
+    assert all(l.N == 1 and l.pad == l.KH // 2 and l.KH == l.KW and l.H == l.W for l in fconv.SUITE)
+    assert conv.RESNET50[0] in fconv.SUITE and set(conv.MOBILENET_V2) <= set(fconv.SUITE)
+    yolo3 = [(l.H, l.IC, l.OC) for l in fconv.YOLOV3_TINY if l.KH == 3]
+    assert yolo3[:7] == [(416, 3, 16), (208, 16, 32), (104, 32, 64), (52, 64, 128), (26, 128, 256), (13, 256, 512),
+                         (13, 512, 1024)]
+    yolo1 = {(l.H, l.IC, l.OC) for l in fconv.YOLOV3_TINY if l.KH == 1}
+    assert yolo1 == {(13, 1024, 256), (13, 512, 255), (13, 256, 128), (26, 256, 255)}
+    low = fconv.LOW_OC[0]
+    assert (low.H, low.IC, low.OC, low.KH, low.stride, low.out_hw) == (128, 64, 3, 3, 1, (128, 128))
+    assert conv.select(["yolo.1x1"], kind=KIND) == [l for l in fconv.YOLOV3_TINY if l.KH == 1]
+    assert conv.select(None, quick=True, kind=KIND) == fconv.QUICK and len(fconv.QUICK) == 4
+    assert conv.select(["dw"], kind=KIND) == conv.select(["dw"])  # the same MobileNet-v2 depthwise layers
+    with pytest.raises(SystemExit, match="no conv layer matches"):
+        conv.select(["nothing"], kind=KIND)
+
+
+def test_algorithms_come_from_the_table(monkeypatch):
+    table = list(nnkern._C.algorithms("conv2d"))
+    assert fconv.algorithms() == table + ["auto"]
+    assert set(fconv.algorithms(TINY)) <= set(table + ["auto"]) and "auto" in fconv.algorithms(TINY)
+    # an entry added to the table is listed; one that does not apply (here: unknown to the C++ side) is not
+    monkeypatch.setattr(nnkern._C, "algorithms", lambda op: table + ["new"] if op == "conv2d" else [])
+    assert fconv.algorithms() == table + ["new", "auto"]
+    assert "new" not in fconv.algorithms(TINY)
+
+
+@pytest.mark.parametrize("layer", [TINY, TINY_DW], ids=lambda l: l.name)
+def test_nnkern_algorithms_compute_the_layer(layer):
+    d = fconv.make_data(layer)
+    ref = ref_conv(d.x, d.w, d.b, layer.stride, layer.pad, layer.groups)
+    nn = {a: fconv.nnkern_call(layer, d, a) for a in fconv.algorithms(layer)}
+    assert nn["auto"].ran in nn and all(isinstance(f.workspace, int) for f in nn.values())
+    for a, f in nn.items():
+        assert f.out.shape == ref.shape and fconv.rel_diff(f.out, ref) < 1e-5, a
+    diffs = fconv.check(layer, nn, {})
+    assert set(diffs) == {f"nnkern/{a}" for a in nn} and diffs["nnkern/auto"] == 0
+
+
+def test_check_refuses_a_wrong_algorithm():
+    d = fconv.make_data(TINY)
+    good = fconv.nnkern_call(TINY, d, "auto")
+
+    def bad():
+        pass
+    bad.out = good.out + 1.0
+    with pytest.raises(AssertionError, match="differ from auto"):
+        fconv.check(TINY, {"auto": good, "bad": bad}, {})
+
+
+@pytest.mark.parametrize("layer", [TINY, TINY_DW], ids=lambda l: l.name)
+def test_every_library_computes_the_same_layer(layer):
+    require_libraries()
+    d = fconv.make_data(layer)
+    nn = {a: fconv.nnkern_call(layer, d, a) for a in fconv.algorithms(layer)}
+    libs, notes = conv.library_calls(layer, d, 1, kind=KIND)
+    assert set(libs) == set(fconv.LIBRARIES), notes
+    diffs = fconv.check(layer, nn, libs)
+    assert all(v < 1e-5 for v in diffs.values()), diffs
+    ref = ref_conv(d.x, d.w, d.b, layer.stride, layer.pad, layer.groups)
+    assert all(fconv.rel_diff(f.out(), ref) < 1e-5 for f in libs.values())
+
+
+def _measured(libraries):
+    isa = KIND.default_isa()
+    return conv.measure_layer(TINY, 1, isa=isa, repeats=1, min_time=0.001, libraries=libraries, kind=KIND)
+
+
+def _header(table):
+    return next(l for l in table.splitlines() if l.startswith("| layer |"))
+
+
+def test_table_columns_nnkern_alone():
+    rs = _measured([])
+    algs = fconv.algorithms(TINY)
+    assert {r.label for r in rs} == {f"nnkern/{a}" for a in algs}
+    assert all(r.op == "conv" and r.unit == "GFLOP/s" and r.rate > 0 and r.pct_peak is not None for r in rs)
+    table = conv.markdown_table(rs, 1, kind=KIND)
+    assert table.startswith("**conv GFLOP/s, 1 thread(s)**") and "f32 peak" in table
+    head = _header(table)
+    for a in algs:
+        assert f"| nnkern {a} |" in head
+        assert a == "auto" or f"| ws {a} |" in head
+    assert "| MFLOP |" in head and "max diff nnkern algs" in head
+    cols = [c.strip()[len("nnkern "):] for c in head.split("|")
+            if c.strip().startswith("nnkern ") and c.strip()[len("nnkern "):] in fconv.algorithms()]
+    assert cols == [a for a in fconv.algorithms() if a in algs]  # the table's order, auto last
+    row = next(l for l in table.splitlines() if l.startswith("| tiny |"))
+    assert "9x9 6->4 3x3/2 p1 g2" in row and f"-> {next(r.ran for r in rs if r.algorithm == 'auto')})" in row
+
+
+def test_table_columns_with_the_libraries():
+    require_libraries()
+    rs = _measured(None)
+    assert {r.library for r in rs} == {"nnkern", *fconv.LIBRARIES}
+    assert all(r.max_diff is not None and r.max_diff < 1e-5 for r in rs)
+    auto = next(r for r in rs if r.algorithm == "auto")
+    best = max((r for r in rs if r.library != "nnkern"), key=lambda r: r.rate)
+    assert auto.ratio == pytest.approx(auto.rate / best.rate)
+    head = _header(conv.markdown_table(rs, 1, kind=KIND))
+    for lib in fconv.LIBRARIES:
+        assert f"| {lib} |" in head and f"| max diff {lib} |" in head
+    assert "| best other | nnkern auto / best other |" in head
+
+
+def test_cli_quick_table(tmp_path):
+    require_libraries()
+    out = tmp_path / "conv.json"
+    cmd = python_command("-m", "nnkern", "bench", "--op", "conv", "--quick", "--shapes", "lowoc", "dw.14",
+                         "--threads", "1", "--repeats", "1", "--json", out)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, describe_process(proc)
+    text = proc.stdout
+    assert "**conv GFLOP/s, 1 thread(s)**" in text and "measured f32 peak per core" in text
+    rows = [l for l in text.splitlines() if l.startswith("| lowoc.") or l.startswith("| mbv2.dw.14x384")]
+    assert len(rows) == 2, text
+    assert "14x14 384->384 3x3/1 p1 dw" in rows[0] and "128x128 64->3 3x3/1 p1" in rows[1]
+    assert "torch_cl" in text and "torch_nchw" in text and "channels_last" in text and "one-node Conv" in text
+    recs = json.loads(out.read_text())
+    assert {r["library"] for r in recs} == {"nnkern", *fconv.LIBRARIES}
+    ran = [l for l in fconv.SUITE if l.name in {r["layer"] for r in recs}]
+    algs = set().union(*(fconv.algorithms(l) for l in ran))
+    assert {r["algorithm"] for r in recs if r["library"] == "nnkern"} == algs
+    assert all(f"nnkern {a}" in text for a in algs)
+    assert all(r["rate"] > 0 and r["op"] == "conv" for r in recs)
+    assert all(r["max_diff"] < 1e-5 for r in recs)
+
+
+# --- the YoloV3-Tiny backbone --------------------------------------------------------------------------------
+
+def ref_backbone(bb):
+    """float64: conv + ReLU, 2x2 max pools (stride 1: -inf padding at the bottom / right)."""
+    y = bb.x.astype(np.float64)
+    ci = iter(bb.convs)
+    for kind, v in bb.stages:
+        if kind == "conv":
+            w, b = next(ci)
+            y = np.maximum(ref_conv(y, w, b, 1, 1, 1), 0)
+        else:
+            if v == 1:
+                y = np.pad(y, ((0, 0), (0, 1), (0, 1), (0, 0)), constant_values=-np.inf)
+            H, W = (y.shape[1] - 2) // v + 1, (y.shape[2] - 2) // v + 1
+            y = np.max([y[:, i:i + v * (H - 1) + 1:v, j:j + v * (W - 1) + 1:v] for i in (0, 1) for j in (0, 1)], axis=0)
+    return y
+
+
+def test_backbone_geometry():
+    bb = yolo.make_backbone()
+    assert [k for k, _ in bb.stages] == [k for k, _ in yolo.BACKBONE] and len(bb.convs) == 7
+    assert bb.shape == (1, 416, 416, 3) and bb.out_shape == (1, 13, 13, 1024)
+    assert [w.shape[0] for w, _ in bb.convs] == [16, 32, 64, 128, 256, 512, 1024]
+    sizes = [416, 208, 104, 52, 26, 13, 13]
+    assert bb.flops() == sum(2.0 * s * s * w.shape[0] * 9 * w.shape[3] for s, (w, _) in zip(sizes, bb.convs))
+    assert bb.describe() == "416x416x3 -> 13x13x1024"
+    with pytest.raises(ValueError, match="multiple of 32"):
+        yolo.make_backbone(100)
+    assert "leaky ReLU" in yolo.__doc__ and "max_pool2d" in yolo.__doc__
+
+
+def test_backbone_nnkern_matches_a_reference():
+    bb = yolo.make_backbone(64, width_div=8)
+    call = yolo.nnkern_call(bb)
+    call()
+    assert call.out.shape == bb.out_shape
+    first = call.out.copy()
+    call()  # preallocated buffers: the same result again
+    assert np.array_equal(call.out, first)
+    assert fconv.rel_diff(call.out, ref_backbone(bb)) < 1e-5
+
+
+def test_backbone_libraries_agree():
+    require_libraries()
+    bb = yolo.make_backbone(64, width_div=8)
+    rs = yolo.measure(bb, 1, isa=KIND.default_isa(), repeats=1, min_time=0.001)
+    assert {r.library for r in rs} == {"nnkern", *yolo.LIBRARIES}
+    assert all(r.max_diff < 1e-5 for r in rs if r.library != "nnkern")
+    table = yolo.markdown_table(rs, 1)
+    head = next(l for l in table.splitlines() if l.startswith("| library |"))
+    assert head == "| library | ms (median) | ms (best) | GFLOP/s | % of f32 peak | time / nnkern's | max diff |"
+    assert "ReLU" in table and all(f"| {lib} |" in table for lib in yolo.LIBRARIES)
+    ref = ref_backbone(bb)
+    libs, _ = yolo.library_calls(bb, 1)
+    for name, f in libs.items():
+        f()
+        assert fconv.rel_diff(f.out(), ref) < 1e-5, name
+
+
+def test_cli_yolo(tmp_path):
+    require_libraries()
+    out = tmp_path / "yolo.json"
+    cmd = python_command("-m", "nnkern", "bench", "--op", "yolo", "--shapes", "64", "--threads", "1,2",
+                         "--repeats", "1", "--json", out)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, describe_process(proc)
+    text = proc.stdout
+    for t in (1, 2):
+        assert f"**yolo: YoloV3-Tiny backbone (64x64x3, batch 1), {t} thread(s)**" in text
+    assert "**yolo: 2 threads / 1 thread(s)**" in text
+    recs = json.loads(out.read_text())
+    assert {(r["library"], r["threads"]) for r in recs} == {(l, t) for l in ["nnkern", *yolo.LIBRARIES] for t in (1, 2)}
+    assert all(r["seconds"] > 0 for r in recs)
+
+
+# --- MobileNet-v2 end to end (nnkern.bench.mobilenet) ------------------------------------------------------
+
+def test_mobilenet_nnkern_matches_torch():
+    torch = pytest.importorskip("torch", reason="the MobileNet-v2 model is defined in torch")
+    from nnkern.bench import mobilenet
+    net = mobilenet.make_net(64)
+    fused, unfused = mobilenet.nnkern_call(net, True), mobilenet.nnkern_call(net, False)
+    fused()
+    unfused()
+    assert fused.out.shape == (1, 1000)
+    assert np.array_equal(fused.out, unfused.out)  # InvertedResidual equals the layers one by one
+    with torch.inference_mode():
+        want = net.model(torch.from_numpy(net.x).permute(0, 3, 1, 2).contiguous()).numpy()
+    assert fconv.rel_diff(fused.out, want) < 1e-5
+    assert 0.5e9 < mobilenet.make_net().flops() < 0.7e9  # MobileNet-v2 is 0.3 G multiply-adds
+
+
+def test_mobilenet_table_and_cli(tmp_path):
+    require_libraries()
+    from nnkern.bench import mobilenet
+    rs = mobilenet.measure(mobilenet.make_net(64), 1, isa=KIND.default_isa(), repeats=1, min_time=0.001)
+    assert {r.label for r in rs} == {"nnkern/", "nnkern/layer_by_layer", *mobilenet.LIBRARIES}
+    assert all(r.max_diff < 1e-5 for r in rs if r.max_diff is not None)
+    table = mobilenet.markdown_table(rs, 1)
+    assert "**mobilenet: MobileNet-v2 (64x64x3, batch 1), 1 thread(s)**" in table
+    assert "| nnkern (" in table and "layer_by_layer" in table
+    out = tmp_path / "mobilenet.json"
+    cmd = python_command("-m", "nnkern", "bench", "--op", "mobilenet", "--shapes", "64", "--threads", "1",
+                         "--repeats", "1", "--json", out)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, describe_process(proc)
+    assert "**mobilenet: MobileNet-v2 (64x64x3, batch 1), 1 thread(s)**" in proc.stdout
+    assert all(r["seconds"] > 0 for r in json.loads(out.read_text()))
