@@ -28,7 +28,8 @@
 #define NNKERN_F32_CONV_DOT_LIST(X)                     \
   X(f32_conv_dot_4x4__scalar, scalar)                   \
   NNKERN_AVX2(X(f32_conv_dot_4x3__avx2, avx2))          \
-  NNKERN_AVX512(X(f32_conv_dot_4x6__avx512, avx512))
+  NNKERN_AVX512(X(f32_conv_dot_4x6__avx512, avx512))    \
+  NNKERN_NEON(X(f32_conv_dot_4x6__neon, neon))
 
 namespace nnkern {
 
