@@ -37,11 +37,11 @@ bool depthwise_applies(const ConvCall& c) {
 //   - mgemm where it applies and a row holds at least one whole tile of its kernel inside the image (56x56
 //     64->64 3x3: 203 / 185 / 186 / 132; 104x104 32->64: 211 / 175 / 181 / 128; 14x14 256->256: 198 / 176 /
 //     184 / 172); below that its rows are all leftovers on the wf = 1 twin (7x7 512->512: 125 / 159 / 155);
-//   - else direct, where auto may pick the dispatched direct kernel (AVX-512; not the scalar or AVX2 ones) and the
-//     output is at least 14 pixels wide or has at most 4 input channels per group: level with indirect on
-//     stride-2 layers (56x56 64->128 3x3/2: 185 / 187), ahead on few input channels (224x224 3->64 7x7/2 stem:
-//     192 / 143), no workspace nor indirection buffer; narrower outputs are mostly window edges, one-pixel tiles
-//     of few FMA chains (7x7 512->512: 127 / 147);
+//   - else direct, where auto may pick the dispatched direct kernel (AVX-512, NEON by its instruction counts; not
+//     the scalar or AVX2 ones) and the output is at least 14 pixels wide or has at most 4 input channels per
+//     group: level with indirect on stride-2 layers (56x56 64->128 3x3/2: 185 / 187), ahead on few input
+//     channels (224x224 3->64 7x7/2 stem: 192 / 143), no workspace nor indirection buffer; narrower outputs are
+//     mostly window edges, one-pixel tiles of few FMA chains (7x7 512->512: 127 / 147);
 //   - the plain GEMM (im2col without a copy) for pointwise layers, depthwise for depthwise ones, dot (below)
 //     for few output channels.
 bool mgemm_preferred(const ConvCall& c) {

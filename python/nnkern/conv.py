@@ -59,10 +59,11 @@ class Conv2d:
       packed FP32 GEMM; a 1x1, stride-1, unpadded convolution is a plain GEMM on the input rows, no copy).
       auto: "depthwise" for depthwise layers; "im2col" (the plain GEMM) for 1x1 stride-1 unpadded ones; "dot" for
       at most 8 output channels per group over at least 16 input channels where its kernel is SIMD (128x128
-      64->3 3x3: 77 GFLOP/s against mgemm's 32); with AVX-512, "mgemm" where it applies and an output row holds at
-      least one whole tile of its kernel inside the image, else "direct"; else (AVX2, where the GEMM kernel is
-      ahead of both; scalar; NEON) "indirect". Measured on one Sapphire Rapids core (GFLOP/s, mgemm / direct /
-      indirect / im2col): 56x56 64->64 3x3 194 / 185 / 174 / 128; 7x7 512->512 3x3 125 / 159 / 155 / 151; 14x14
+      64->3 3x3: 77 GFLOP/s against mgemm's 32); with AVX-512 or NEON, "mgemm" where it applies and an output row
+      holds at least one whole tile of its kernel inside the image, else "direct"; else (AVX2, where the GEMM
+      kernel is ahead of both; scalar) "indirect"; NEON's share of the rule follows its kernels' instruction
+      counts, not a measurement. Measured on one Sapphire Rapids core (GFLOP/s, mgemm / direct / indirect /
+      im2col): 56x56 64->64 3x3 194 / 185 / 174 / 128; 7x7 512->512 3x3 125 / 159 / 155 / 151; 14x14
       256->512 3x3/2 - / 148 / 158 / 147; capped at AVX2, 56x56 64->64 3x3 93 / 115 / 126 / 103.
       :meth:`algorithm_for` says which one a shape gets.
 
