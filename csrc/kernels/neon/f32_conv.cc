@@ -70,12 +70,12 @@
 #include "kernels/f32_conv_list.h"
 
 #define NNK_INLINE inline __attribute__((always_inline))
-#define NNK_INLINE_LAMBDA __attribute__((always_inline))  // on the static_for bodies: see tile
+#define NNK_INLINE_LAMBDA __attribute__((always_inline))  // on the static_for bodies (see the header)
 
 namespace nnkern {
 namespace {
 
-constexpr int L = 4;      // floats per vector
+constexpr int L = 4;  // floats per vector
 
 template <int I>
 struct Int {
