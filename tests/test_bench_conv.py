@@ -130,6 +130,14 @@ def test_table_columns_nnkern_alone():
     assert cols == [a for a in fconv.algorithms() if a in algs]  # the table's order, auto last
     row = next(l for l in table.splitlines() if l.startswith("| tiny |"))
     assert "9x9 6->4 3x3/2 p1 g2" in row and f"-> {next(r.ran for r in rs if r.algorithm == 'auto')})" in row
+    # auto's rule checked against the fastest explicit algorithm: a column and a summary line
+    assert "| auto / fastest nnkern |" in head
+    auto = next(r for r in rs if r.algorithm == "auto")
+    fastest = max((r for r in rs if r.algorithm != "auto"), key=lambda r: r.rate)
+    assert f"{auto.rate / fastest.rate:.2f}x ({fastest.algorithm})" in row
+    summary = next(l for l in table.splitlines() if l.startswith("auto within 10%"))
+    assert summary.startswith("auto within 10% of nnkern's fastest algorithm on ") and "of 1 layers" in summary
+    assert ("not on: tiny" in summary) == (auto.rate < 0.9 * fastest.rate)
 
 
 def test_table_columns_with_the_libraries():

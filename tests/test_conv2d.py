@@ -230,6 +230,7 @@ def test_auto_rule(rng, level):
         pw = nnkern.Conv2d(rand(rng, 16, 1, 1, 8))
         assert pw.algorithm_for((1, 10, 10, 8)) == "im2col"
         assert pw.workspace_bytes((1, 10, 10, 8), "im2col") == 0  # a plain GEMM on the input rows
+        assert pw.algorithm_for((1, 30, 30, 8)) == ("direct" if wide else "im2col")  # wide pointwise
         dw = nnkern.Conv2d(rand(rng, 8, 3, 3, 1), padding=1, groups=8)
         assert dw.algorithm_for((1, 10, 10, 8)) == "depthwise"
         k3 = nnkern.Conv2d(rand(rng, 64, 3, 3, 8), padding=1)
@@ -237,6 +238,7 @@ def test_auto_rule(rng, level):
         # mgemm where a row holds a whole tile inside the image, else direct (SIMD levels), else indirect
         assert k3.algorithm_for((1, 56, 56, 8)) == ("mgemm" if wide else "indirect")
         assert k3.algorithm_for((1, 3, 3, 8)) == "indirect"  # narrow: mostly window edges
+        assert k3.algorithm_for((1, 14, 14, 8)) == ("direct" if wide else "indirect")  # one mgemm tile per row
         stem = nnkern.Conv2d(rand(rng, 16, 7, 7, 3), stride=2, padding=3)
         assert stem.algorithm_for((1, 30, 30, 3)) == ("direct" if wide else "indirect")
         assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if wide else "indirect")

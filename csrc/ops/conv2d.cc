@@ -32,30 +32,34 @@ bool depthwise_applies(const ConvCall& c) {
   return g.groups == g.IC && g.groups == g.OC && (!c.conv || c.conv->depthwise);
 }
 
-// auto's rule, measured on one Sapphire Rapids core (AVX-512, GFLOP/s of mgemm / direct / indirect / im2col;
-// bench/test_conv.py has the suites):
-//   - mgemm where it applies and a row holds at least one whole tile of its kernel inside the image (56x56
-//     64->64 3x3: 203 / 185 / 186 / 132; 104x104 32->64: 211 / 175 / 181 / 128; 14x14 256->256: 198 / 176 /
-//     184 / 172); below that its rows are all leftovers on the wf = 1 twin (7x7 512->512: 125 / 159 / 155);
+// auto's rule, measured on one Sapphire Rapids core (AVX-512, GFLOP/s of mgemm / direct / indirect / im2col, one
+// thread, `python -m nnkern bench --op conv`):
+//   - mgemm where it applies and a row holds at least two whole tiles of its kernel inside the image (56x56
+//     64->64 3x3: 180 / 165 / 154 / 109; 104x104 32->64: 181 / 165 / 157 / 104); with one, its leftover columns
+//     cost more than direct's (14x14 256->256: 155 / 176 / 165 / 153), with none its rows are all leftovers (7x7
+//     512->512: 111 / 131 / 140 / 135);
 //   - else direct, where auto may pick the dispatched direct kernel (AVX-512, NEON by its instruction counts; not
 //     the scalar or AVX2 ones) and the output is at least 14 pixels wide or has at most 4 input channels per
-//     group: level with indirect on stride-2 layers (56x56 64->128 3x3/2: 185 / 187), ahead on few input
-//     channels (224x224 3->64 7x7/2 stem: 192 / 143), no workspace nor indirection buffer; narrower outputs are
-//     mostly window edges, one-pixel tiles of few FMA chains (7x7 512->512: 127 / 147);
-//   - the plain GEMM (im2col without a copy) for pointwise layers, depthwise for depthwise ones, dot (below)
-//     for few output channels.
+//     group: level with indirect on stride-2 layers (56x56 128->128 3x3/2: 171 / 166), ahead on few input
+//     channels (224x224 3->64 7x7/2 stem: 162 / 106), no workspace nor indirection buffer; narrower outputs are
+//     mostly window edges, one-pixel tiles of few FMA chains (7x7 512->512 above);
+//   - pointwise layers: direct on outputs at least 28 wide (56x56 64->256 1x1: 152 against the plain GEMM's 133;
+//     28x28 128->512: 174 / 168), the plain GEMM (im2col without a copy) below (level: 7x7 2048->512 137 / 139);
+//     depthwise for depthwise ones, dot (below) for few output channels.
 bool mgemm_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
   const F32ConvKernel* k = c.conv ? c.conv : f32_conv_mgemm_kernel();
   if (!k || !k->auto_pick || size_t(k->wf) > g.KW) return false;
   const size_t span = (g.KW - 1) * g.dw, W = c.s.W, lo = (g.pl + g.sw - 1) / g.sw;
   const size_t hi = W + g.pl > span ? std::min(c.OW, (W + g.pl - span - 1) / g.sw + 1) : 0;
-  return hi > lo && hi - lo >= size_t(k->nr_for(std::min<size_t>(size_t(k->mr), g.ocg())));
+  return hi > lo && hi - lo >= 2 * size_t(k->nr_for(std::min<size_t>(size_t(k->mr), g.ocg())));
 }
+bool direct_picked(const ConvCall& c) { return (c.conv ? c.conv : &f32_conv_direct_kernel())->auto_pick; }
 bool direct_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
-  return (c.conv ? c.conv : &f32_conv_direct_kernel())->auto_pick && (c.OW >= 14 || g.icg() <= 4);
+  return direct_picked(c) && (g.pointwise() ? c.OW >= 28 : c.OW >= 14 || g.icg() <= 4);
 }
+bool gemm_preferred(const ConvCall& c) { return c.L.geometry().pointwise() && !direct_preferred(c); }
 // dot for a few output channels per group over 16 or more input channels (whole vectors), where auto may pick its
 // kernel (SIMD levels):
 // 128x128 64->3 3x3 77 GFLOP/s against mgemm's 32 (3 of 16 lanes useful), 56x56 64->8 88 / 79, 224x224 16->3
@@ -69,8 +73,7 @@ const AlgorithmTable<ConvCall>& conv_algorithms() {
   static const AlgorithmTable<ConvCall> table("conv2d", {
       {"depthwise", &depthwise_applies, nullptr, nullptr,
        [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_dwconv_kernel()); }},
-      {"im2col", [](const ConvCall&) { return true; },
-       [](const ConvCall& c) { return c.L.geometry().pointwise(); }, &conv_im2col_workspace,
+      {"im2col", [](const ConvCall&) { return true; }, &gemm_preferred, &conv_im2col_workspace,
        [](const ConvCall& c, const Workspace& ws) { conv_im2col_run(c, ws.data()); }},
       {"dot", &dot_applies, &dot_preferred, nullptr,
        [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_conv_dot_kernel()); }},

@@ -391,8 +391,10 @@ def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[
     layers = list(dict.fromkeys(r.layer for r in rs))
     nn_diffs = any(r.max_diff is not None for r in rs if r.library == "nnkern")
     ratio_head = "nnkern auto / best other" if kind.ratio_of == "auto" else "nnkern best / other"
+    auto_col = "auto" in algs and len(algs) > 2  # auto against the fastest explicit algorithm
     head = (["layer", "geometry", kind.work_label] + [f"nnkern {a}" for a in algs] + libs
-            + ["best other", ratio_head] + [f"ws {a}" for a in algs if a != "auto"]
+            + ["best other", ratio_head] + (["auto / fastest nnkern"] if auto_col else [])
+            + [f"ws {a}" for a in algs if a != "auto"]
             + [f"max diff {l}" for l in libs] + (["max diff nnkern algs"] if nn_diffs else []))
     isa = next((r.isa for r in rs if r.library == "nnkern"), "")
     lines = [f"**{kind.op} {kind.unit}, {threads} thread(s)** - median; nnkern ({isa}) cells: {kind.unit} (ratio "
@@ -400,6 +402,8 @@ def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[
              f"algorithm it ran)", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     by_name = {l.name: l for l in kind.suite}
+    slow_auto: List[str] = []
+    checked_auto = 0
     for name in layers:
         cell = {r.label: r for r in rs if r.layer == name}
         first = next(iter(cell.values()))
@@ -423,6 +427,18 @@ def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[
         bm = max(mine, key=lambda r: r.rate) if mine else None
         row.append(f"{bo.label} {_fmt(bo.rate)}" if bo else "-")
         row.append(f"{bm.ratio:.2f}x ({bm.ran or bm.algorithm})" if bo and bm and bm.ratio is not None else "-")
+        if auto_col:
+            auto = cell.get("nnkern/auto")
+            explicit = [r for r in cell.values() if r.library == "nnkern" and r.algorithm != "auto"]
+            fastest = max(explicit, key=lambda r: r.rate) if explicit else None
+            if auto and fastest:
+                within = auto.rate / fastest.rate
+                row.append(f"{within:.2f}x ({fastest.algorithm})")
+                if within < 0.9:
+                    slow_auto.append(f"{name} ({within:.2f}x of {fastest.algorithm})")
+                checked_auto += 1
+            else:
+                row.append("-")
         row += [_bytes(cell[f"nnkern/{a}"].workspace_bytes) if f"nnkern/{a}" in cell else "-"
                 for a in algs if a != "auto"]
         row += [_diff(cell[l].max_diff) if l in cell else "-" for l in libs]
@@ -430,6 +446,9 @@ def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[
             row.append(_diff(max((r.max_diff for r in cell.values() if r.library == "nnkern"
                                   and r.max_diff is not None), default=None)))
         lines.append("| " + " | ".join(row) + " |")
+    if checked_auto:  # the auto rule's check: within 10% of the fastest algorithm the table has for the layer
+        lines += ["", f"auto within 10% of nnkern's fastest algorithm on {checked_auto - len(slow_auto)} of "
+                      f"{checked_auto} layers" + (f"; not on: {', '.join(slow_auto)}" if slow_auto else "")]
     lines += ["", kind.notes]
     for name, msg in (notes or {}).items():
         lines.append(f"- {name} skipped: {msg}")
