@@ -222,8 +222,9 @@ def test_threads_bit_identical(rng, algorithm):
 @pytest.mark.parametrize("level", nnkern.ISA_LEVELS)
 def test_auto_rule(rng, level):
     require_level(level)
-    # auto takes mgemm / direct where their kernels are ahead (AVX-512 levels), dot wherever a SIMD dot kernel runs
-    wide = level in ("avx512", "avx512vnni", "amx")
+    # auto takes mgemm / direct where their kernels are ahead (AVX-512 levels; NEON by its instruction counts, not
+    # measured on hardware), dot wherever a SIMD dot kernel runs
+    wide = level in ("avx512", "avx512vnni", "amx", "neon", "neondot", "neoni8mm")
     simd_dot = level != "scalar"
     with nnkern.max_isa(level):
         pw = nnkern.Conv2d(rand(rng, 16, 1, 1, 8))

@@ -11,21 +11,25 @@
 #define NNKERN_F32_CONV_DIRECT_LIST(X)                        \
   X(f32_conv_direct_8x4__scalar, scalar)                      \
   NNKERN_AVX2(X(f32_conv_direct_16x6__avx2, avx2))            \
-  NNKERN_AVX512(X(f32_conv_direct_64x6__avx512, avx512))
+  NNKERN_AVX512(X(f32_conv_direct_64x6__avx512, avx512))     \
+  NNKERN_NEON(X(f32_conv_direct_8x9__neon, neon))
 
 #define NNKERN_F32_CONV_MGEMM_LIST(X)                         \
   NNKERN_AVX2(X(f32_conv_mgemm_16x2__avx2, avx2))             \
-  NNKERN_AVX512(X(f32_conv_mgemm_32x8__avx512, avx512))
+  NNKERN_AVX512(X(f32_conv_mgemm_32x8__avx512, avx512))      \
+  NNKERN_NEON(X(f32_conv_mgemm_8x8__neon, neon))
 
 #define NNKERN_F32_DWCONV_LIST(X)                       \
   X(f32_dwconv_8x4__scalar, scalar)                     \
   NNKERN_AVX2(X(f32_dwconv_16x4__avx2, avx2))           \
-  NNKERN_AVX512(X(f32_dwconv_64x5__avx512, avx512))
+  NNKERN_AVX512(X(f32_dwconv_64x5__avx512, avx512))     \
+  NNKERN_NEON(X(f32_dwconv_16x5__neon, neon))
 
 #define NNKERN_F32_CONV_DOT_LIST(X)                     \
   X(f32_conv_dot_4x4__scalar, scalar)                   \
   NNKERN_AVX2(X(f32_conv_dot_4x3__avx2, avx2))          \
-  NNKERN_AVX512(X(f32_conv_dot_4x6__avx512, avx512))
+  NNKERN_AVX512(X(f32_conv_dot_4x6__avx512, avx512))    \
+  NNKERN_NEON(X(f32_conv_dot_4x6__neon, neon))
 
 namespace nnkern {
 

@@ -38,11 +38,11 @@ bool depthwise_applies(const ConvCall& c) {
 //     64->64 3x3: 180 / 165 / 154 / 109; 104x104 32->64: 181 / 165 / 157 / 104); with one, its leftover columns
 //     cost more than direct's (14x14 256->256: 155 / 176 / 165 / 153), with none its rows are all leftovers (7x7
 //     512->512: 111 / 131 / 140 / 135);
-//   - else direct, where auto may pick the dispatched direct kernel (AVX-512; not the scalar or AVX2 ones) and the
-//     output is at least 14 pixels wide or has at most 4 input channels per group: level with indirect on
-//     stride-2 layers (56x56 128->128 3x3/2: 171 / 166), ahead on few input channels (224x224 3->64 7x7/2 stem:
-//     162 / 106), no workspace nor indirection buffer; narrower outputs are mostly window edges, one-pixel tiles
-//     of few FMA chains (7x7 512->512 above);
+//   - else direct, where auto may pick the dispatched direct kernel (AVX-512, NEON by its instruction counts; not
+//     the scalar or AVX2 ones) and the output is at least 14 pixels wide or has at most 4 input channels per
+//     group: level with indirect on stride-2 layers (56x56 128->128 3x3/2: 171 / 166), ahead on few input
+//     channels (224x224 3->64 7x7/2 stem: 162 / 106), no workspace nor indirection buffer; narrower outputs are
+//     mostly window edges, one-pixel tiles of few FMA chains (7x7 512->512 above);
 //   - pointwise layers: direct on outputs at least 28 wide (56x56 64->256 1x1: 152 against the plain GEMM's 133;
 //     28x28 128->512: 174 / 168), the plain GEMM (im2col without a copy) below (level: 7x7 2048->512 137 / 139);
 //     depthwise for depthwise ones, dot (below) for few output channels.
