@@ -43,9 +43,10 @@ bool depthwise_applies(const ConvCall& c) {
 //     group: level with indirect on stride-2 layers (56x56 128->128 3x3/2: 171 / 166), ahead on few input
 //     channels (224x224 3->64 7x7/2 stem: 162 / 106), no workspace nor indirection buffer; narrower outputs are
 //     mostly window edges, one-pixel tiles of few FMA chains (7x7 512->512 above);
-//   - pointwise layers: direct on outputs at least 28 wide (56x56 64->256 1x1: 152 against the plain GEMM's 133;
-//     28x28 128->512: 174 / 168), the plain GEMM (im2col without a copy) below (level: 7x7 2048->512 137 / 139);
-//     depthwise for depthwise ones, dot (below) for few output channels.
+//   - pointwise layers: the plain GEMM (im2col without a copy). direct is ahead on one thread for wide outputs
+//     (56x56 64->256 1x1: 154 against 133) but scales worse: on two threads the GEMM is ahead (56x56 24->144
+//     1x1: 155 direct against 247; 28x28 128->512: 292 / 335), and the rule must not depend on the thread count
+//     (results would); depthwise for depthwise ones, dot (below) for few output channels.
 bool mgemm_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
   const F32ConvKernel* k = c.conv ? c.conv : f32_conv_mgemm_kernel();
@@ -57,7 +58,7 @@ bool mgemm_preferred(const ConvCall& c) {
 bool direct_picked(const ConvCall& c) { return (c.conv ? c.conv : &f32_conv_direct_kernel())->auto_pick; }
 bool direct_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
-  return direct_picked(c) && (g.pointwise() ? c.OW >= 28 : c.OW >= 14 || g.icg() <= 4);
+  return direct_picked(c) && !g.pointwise() && (c.OW >= 14 || g.icg() <= 4);
 }
 bool gemm_preferred(const ConvCall& c) { return c.L.geometry().pointwise() && !direct_preferred(c); }
 // dot for a few output channels per group over 16 or more input channels (whole vectors), where auto may pick its
