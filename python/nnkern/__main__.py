@@ -171,6 +171,12 @@ def bench_conv(args, threads, kind) -> int:
         print()
     for t in threads[1:]:
         print(conv.scaling_table(results, t, threads[0]) + "\n")
+    return _conv_outputs(args, results, threads)
+
+
+def _conv_outputs(args, results, threads) -> int:
+    """The convolution tables' charts (--plot) and JSON (--json)."""
+    from nnkern.bench import conv
     _plot(args, lambda plot: conv.charts(results, threads))
     if args.json:
         import json
@@ -201,13 +207,7 @@ def bench_network(args, threads) -> int:
         print()
     for t in threads[1:]:
         print(conv.scaling_table(results, t, threads[0]) + "\n")
-    _plot(args, lambda plot: conv.charts(results, threads))
-    if args.json:
-        import json
-        with open(args.json, "w") as f:
-            json.dump([r.as_dict() for r in results], f, indent=1)
-        print(f"results written to {args.json}")
-    return 0
+    return _conv_outputs(args, results, threads)
 
 
 def _libraries(args):

@@ -82,6 +82,24 @@ def output_shape(geo, input_shape, what):
     return N, (H + pt + pb - span_h) // sh + 1, (W + pl + pr - span_w) // sw + 1, OC
 
 
+class ConvGeometryProperties:
+    """The geometry a convolution layer exposes, read from its ``_geometry`` (OC, IC, KH, KW, groups, sh, sw, dh,
+    dw, pt, pb, pl, pr) and ``_algorithm``; shared by Conv2d and QConv2d."""
+
+    in_channels = property(lambda self: self._geometry[1], doc="input channels (all groups)")
+    out_channels = property(lambda self: self._geometry[0], doc="output channels (all groups)")
+    kernel_size = property(lambda self: self._geometry[2:4], doc="(KH, KW)")
+    groups = property(lambda self: self._geometry[4], doc="channel groups (in_channels: depthwise)")
+    stride = property(lambda self: self._geometry[5:7], doc="(stride_h, stride_w)")
+    dilation = property(lambda self: self._geometry[7:9], doc="(dilation_h, dilation_w)")
+    padding = property(lambda self: self._geometry[9:13], doc="(top, bottom, left, right)")
+    algorithm = property(lambda self: self._algorithm, doc="the algorithm calls use (\"auto\" by default)")
+
+    def output_shape(self, input_shape: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        """(N, OH, OW, out_channels) for an NHWC input shape; ValueError if the kernel does not fit."""
+        return output_shape(self._geometry, input_shape, type(self).__name__)
+
+
 def torch_conv_args(cls_name: str, module: Any) -> tuple[np.ndarray, np.ndarray | None, dict]:
     """A float32 ``torch.nn.Conv2d`` (padding_mode "zeros") as (weight (out, KH, KW, in/groups), bias or None,
     geometry keyword arguments); "valid" and "same" padding become numbers (torch's "same": the extra one at

@@ -36,7 +36,26 @@ def _float32(v, name):
     return a
 
 
-class Conv2d:
+def _call_nhwc(layer, x, out, run):
+    """A layer's call on a float32 NHWC batch: x checked (copied when not C-contiguous and aligned), out from
+    ``layer.output_shape`` (new, or the caller's, checked), run(x, target) writing an aligned target; returns the
+    output (the caller's own ``out`` when given)."""
+    x = _float32(x, "x")
+    if x.ndim != 4:
+        raise ValueError(f"x must be 4-D NHWC (N, H, W, {layer.in_channels}), got shape {x.shape}")
+    out, given = checked_output(out, layer.output_shape(x.shape), np.float32, x=x)
+    if out.size == 0:
+        return given
+    if not (x.flags.c_contiguous and x.flags.aligned):
+        x = np.ascontiguousarray(x) if x.flags.aligned else x.copy()
+    target = aligned_target(out)
+    run(x, target)
+    if target is not out:
+        np.copyto(out, target)
+    return given
+
+
+class Conv2d(_convgeom.ConvGeometryProperties):
     """FP32 2-D convolution on NHWC batches, weights packed once, bias and activation fused.
 
     weight: float32 (out_channels, KH, KW, in_channels // groups); from torch's (out, in/groups, KH, KW)
@@ -106,22 +125,10 @@ class Conv2d:
         w, b, geo = _convgeom.torch_conv_args("Conv2d", module)
         return cls(w, b, **geo, **kwargs)
 
-    in_channels = property(lambda self: self._geometry[1], doc="input channels (all groups)")
-    out_channels = property(lambda self: self._geometry[0], doc="output channels (all groups)")
-    kernel_size = property(lambda self: self._geometry[2:4], doc="(KH, KW)")
-    groups = property(lambda self: self._geometry[4], doc="channel groups (in_channels: depthwise)")
-    stride = property(lambda self: self._geometry[5:7], doc="(stride_h, stride_w)")
-    dilation = property(lambda self: self._geometry[7:9], doc="(dilation_h, dilation_w)")
-    padding = property(lambda self: self._geometry[9:13], doc="(top, bottom, left, right)")
-    algorithm = property(lambda self: self._algorithm, doc="the algorithm calls use (\"auto\" by default)")
     activation = property(lambda self: self._activation, doc="the fused activation (None, relu, relu6, sigmoid, silu)")
     activation_method = property(lambda self: self._method, doc="the sigmoid kernels' method for sigmoid / silu")
     weight = property(lambda self: self._weight, doc="the weights (out, KH, KW, in // groups), read-only")
     bias = property(lambda self: self._bias, doc="the bias, read-only, or None")
-
-    def output_shape(self, input_shape: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
-        """(N, OH, OW, out_channels) for an NHWC input shape; ValueError if the kernel does not fit."""
-        return _convgeom.output_shape(self._geometry, input_shape, "Conv2d")
 
     def workspace_bytes(self, input_shape: tuple[int, int, int, int], algorithm: str | None = None) -> int:
         """The scratch bytes a call on this NHWC input shape takes with `algorithm` (default: the layer's);
@@ -151,20 +158,7 @@ class Conv2d:
     def _run(self, x, out, algorithm, kernel):
         """The call with an explicit algorithm and GEMM kernel name ("" = dispatched; a test hook)."""
         algorithm = check_algorithm(algorithm, "conv2d")
-        x = _float32(x, "x")
-        if x.ndim != 4:
-            raise ValueError(f"x must be 4-D NHWC (N, H, W, {self.in_channels}), got shape {x.shape}")
-        shape = self.output_shape(x.shape)
-        out, given = checked_output(out, shape, np.float32, x=x)
-        if out.size == 0:
-            return given
-        if not (x.flags.c_contiguous and x.flags.aligned):
-            x = np.ascontiguousarray(x) if x.flags.aligned else x.copy()
-        target = aligned_target(out)
-        self._packed.run(x, target, algorithm, kernel)
-        if target is not out:
-            np.copyto(out, target)
-        return given
+        return _call_nhwc(self, x, out, lambda xc, target: self._packed.run(xc, target, algorithm, kernel))
 
     def __getstate__(self):
         OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr = self._geometry
@@ -238,20 +232,7 @@ class InvertedResidual:
         return N, OH, OW, self.out_channels
 
     def __call__(self, x: ArrayIn, out: ArrayIn | None = None) -> np.ndarray:
-        x = _float32(x, "x")
-        if x.ndim != 4:
-            raise ValueError(f"x must be 4-D NHWC (N, H, W, {self.in_channels}), got shape {x.shape}")
-        shape = self.output_shape(x.shape)
-        out, given = checked_output(out, shape, np.float32, x=x)
-        if out.size == 0:
-            return given
-        if not (x.flags.c_contiguous and x.flags.aligned):
-            x = np.ascontiguousarray(x) if x.flags.aligned else x.copy()
-        target = aligned_target(out)
-        self._block.run(x, target)
-        if target is not out:
-            np.copyto(out, target)
-        return given
+        return _call_nhwc(self, x, out, self._block.run)
 
     def __repr__(self):
         return (f"InvertedResidual(in_channels={self.in_channels}, out_channels={self.out_channels}, "

@@ -20,7 +20,7 @@ def _algorithm(v):
     return check_algorithm(v, "qconv2d")
 
 
-class QConv2d:
+class QConv2d(_convgeom.ConvGeometryProperties):
     """Quantized 2-D convolution on NHWC batches, weights packed once, requantization fused (as QLinear).
 
     weight: float32 (out_channels, KH, KW, in_channels // groups), quantized per output channel at
@@ -133,14 +133,6 @@ class QConv2d:
         return cls(w, b, **geo, input_scale=input_scale, input_zero_point=input_zero_point, output_scale=output_scale,
                    output_zero_point=output_zero_point, **kwargs)
 
-    in_channels = property(lambda self: self._geometry[1], doc="input channels (all groups)")
-    out_channels = property(lambda self: self._geometry[0], doc="output channels (all groups)")
-    kernel_size = property(lambda self: self._geometry[2:4], doc="(KH, KW)")
-    groups = property(lambda self: self._geometry[4], doc="channel groups (in_channels: depthwise)")
-    stride = property(lambda self: self._geometry[5:7], doc="(stride_h, stride_w)")
-    dilation = property(lambda self: self._geometry[7:9], doc="(dilation_h, dilation_w)")
-    padding = property(lambda self: self._geometry[9:13], doc="(top, bottom, left, right)")
-    algorithm = property(lambda self: self._algorithm, doc="the algorithm calls use (\"auto\" by default)")
     output_dtype = property(lambda self: self._output_dtype, doc="uint8, int8, float32 or int32")
     relu = property(lambda self: self._relu, doc="whether ReLU is fused")
     input_scale = property(lambda self: self._input_scale, doc="the scale of the quantized input")
@@ -155,10 +147,6 @@ class QConv2d:
     def kernel(self) -> str:
         """The micro-kernel the weights were packed for at construction."""
         return self._packed.kernel_name
-
-    def output_shape(self, input_shape: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
-        """(N, OH, OW, out_channels) for an NHWC input shape; ValueError if the kernel does not fit."""
-        return _convgeom.output_shape(self._geometry, input_shape, "QConv2d")
 
     residual_scale = property(lambda self: self._residual_scale, doc="the scale of residual inputs (None: none)")
     residual_zero_point = property(lambda self: self._residual_zero_point, doc="the zero point of residual inputs")
