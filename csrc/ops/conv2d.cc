@@ -32,7 +32,8 @@ bool depthwise_applies(const ConvCall& c) {
   return g.groups == g.IC && g.groups == g.OC && (!c.conv || c.conv->depthwise);
 }
 
-// auto's rule, measured on one Sapphire Rapids core (AVX-512, GFLOP/s of mgemm / direct / indirect / im2col, one
+// auto's rule, in the table's order below (depthwise, the plain GEMM for pointwise layers, dot, mgemm, direct,
+// indirect), measured on one Sapphire Rapids core (AVX-512, GFLOP/s of mgemm / direct / indirect / im2col, one
 // thread, `python -m nnkern bench --op conv`):
 //   - mgemm where it applies and a row holds at least two whole tiles of its kernel inside the image (56x56
 //     64->64 3x3: 180 / 165 / 154 / 109; 104x104 32->64: 181 / 165 / 157 / 104); with one, its leftover columns
