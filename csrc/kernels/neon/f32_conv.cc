@@ -66,6 +66,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/f32_conv_list.h"
 
@@ -77,19 +78,7 @@ namespace {
 
 constexpr int L = 4;  // floats per vector
 
-template <int I>
-struct Int {
-  static constexpr int value = I;
-};
-
-// f(Int<I>{}) for I = 0 .. kEnd-1, with I a constant expression (lane indices must be immediates).
-template <int I, int kEnd, typename F>
-NNK_INLINE void static_for(F&& f) {
-  if constexpr (I < kEnd) {
-    f(Int<I>{});
-    static_for<I + 1, kEnd>(f);
-  }
-}
+#include "kernels/neon/static_for.inc"
 
 // Lanes [0, r) of p (r = 1..4), zero above: p[r..3] are never read.
 NNK_INLINE float32x4_t load_partial(const float* p, int r) {
@@ -131,16 +120,7 @@ struct Tail {
   }
 };
 
-// Pieces of a tile of n pixels: kNR at a time, then 8, 4, 2, 1 (never more than kNR).
-template <int kNR, class Piece>
-NNK_INLINE void pieces(size_t n, Piece&& piece) {
-  size_t j = 0;
-  while (n - j >= size_t(kNR)) j += piece(Int<kNR>{}, j);
-  if constexpr (kNR > 8) while (n - j >= 8) j += piece(Int<8>{}, j);
-  if constexpr (kNR > 4) if (n - j >= 4) j += piece(Int<4>{}, j);
-  if constexpr (kNR > 2) if (n - j >= 2) j += piece(Int<2>{}, j);
-  if constexpr (kNR > 1) if (n - j >= 1) j += piece(Int<1>{}, j);
-}
+#include "kernels/f32_conv_run.inc"
 
 // Bias (zero without one), + clamp, stored: the last vector's r = m - 4 (kNV - 1) lanes only.
 template <int kNV, int kN>
@@ -270,22 +250,7 @@ struct ConvNeon {
     epilogue<kNV, kN>(acc, a, y);
   }
 
-  template <int kNV, int kNR>
-  static void run_vectors(const F32ConvArgs& a) {
-    pieces<kNR>(a.n, [&](auto n, size_t j) NNK_INLINE_LAMBDA {
-      tile<kNV, decltype(n)::value>(a, a.x + j * a.x_pix, a.y + j * a.y_pix);
-      return size_t(decltype(n)::value);
-    });
-  }
-
-  static void run(const F32ConvArgs& a) {
-    switch ((a.m + L - 1) / L) {
-      case 1: run_vectors<1, kNR1>(a); break;
-      case 2: if constexpr (kMV >= 2) run_vectors<2, kNR2>(a); break;
-      case 3: if constexpr (kMV >= 3) run_vectors<3, kNR3>(a); break;
-      default: if constexpr (kMV >= 4) run_vectors<4, kNR4>(a); break;
-    }
-  }
+  static void run(const F32ConvArgs& a) { conv_run<ConvNeon, kMV, kNR1, kNR2, kNR3, kNR4, L>(a); }
 
   // A kernel without input reuse is its own run_any; an mGEMM kernel names its twin (same blocks, same order).
   static constexpr F32ConvKernel kernel(const char* name, bool auto_pick = true) {
@@ -344,27 +309,16 @@ struct DwconvNeon {
     epilogue<kNV, kN>(acc, a, y);
   }
 
-  template <int kNV, int kNR>
-  static void run_vectors(const F32ConvArgs& a) {
-    const bool part = a.m % L != 0;
-    pieces<kNR>(a.n, [&](auto n, size_t j) NNK_INLINE_LAMBDA {
-      constexpr int N = decltype(n)::value;
-      if (part)
-        tile<kNV, N, true>(a, a.x + j * a.x_pix, a.y + j * a.y_pix);
-      else
-        tile<kNV, N, false>(a, a.x + j * a.x_pix, a.y + j * a.y_pix);
-      return size_t(N);
-    });
+  // The tile for the call: a partial last vector (m % 4 != 0) takes the lane loads, full blocks plain loads.
+  template <int kNV, int kN>
+  static void tile(const F32ConvArgs& a, const float* x, float* y) {
+    if (a.m % L != 0)
+      tile<kNV, kN, true>(a, x, y);
+    else
+      tile<kNV, kN, false>(a, x, y);
   }
 
-  static void run(const F32ConvArgs& a) {
-    switch ((a.m + L - 1) / L) {
-      case 1: run_vectors<1, kNR1>(a); break;
-      case 2: if constexpr (kMV >= 2) run_vectors<2, kNR2>(a); break;
-      case 3: if constexpr (kMV >= 3) run_vectors<3, kNR3>(a); break;
-      default: if constexpr (kMV >= 4) run_vectors<4, kNR4>(a); break;
-    }
-  }
+  static void run(const F32ConvArgs& a) { conv_run<DwconvNeon, kMV, kNR1, kNR2, kNR3, kNR4, L>(a); }
 
   static constexpr F32ConvKernel kernel(const char* name) {
     return {name, kMR, L, 1, {kNR1, kNR2, kNR3, kNR4}, &run, {kNR1, kNR2, kNR3, kNR4}, &run, true, false, true};
@@ -421,22 +375,7 @@ struct DotNeon {
     });
   }
 
-  template <int kM, int kNR>
-  static void run_channels(const F32ConvArgs& a) {
-    pieces<kNR>(a.n, [&](auto n, size_t j) NNK_INLINE_LAMBDA {
-      tile<kM, decltype(n)::value>(a, a.x + j * a.x_pix, a.y + j * a.y_pix);
-      return size_t(decltype(n)::value);
-    });
-  }
-
-  static void run(const F32ConvArgs& a) {
-    switch (a.m) {
-      case 1: run_channels<1, kNR1>(a); break;
-      case 2: if constexpr (kMR >= 2) run_channels<2, kNR2>(a); break;
-      case 3: if constexpr (kMR >= 3) run_channels<3, kNR3>(a); break;
-      default: if constexpr (kMR >= 4) run_channels<4, kNR4>(a); break;
-    }
-  }
+  static void run(const F32ConvArgs& a) { conv_run<DotNeon, kMR, kNR1, kNR2, kNR3, kNR4, 1>(a); }
 
   static constexpr F32ConvKernel kernel(const char* name) {
     return {name, kMR, 1, 1, {kNR1, kNR2, kNR3, kNR4}, &run, {kNR1, kNR2, kNR3, kNR4}, &run, false, true, true};

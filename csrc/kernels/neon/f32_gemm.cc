@@ -72,19 +72,7 @@ constexpr size_t kStageK = 64;  // k steps per staged A chunk (an 8 x 64 float p
 
 enum BMode : int { kBroadcast = 0, kLanes = 1 };
 
-template <int I>
-struct Int {
-  static constexpr int value = I;
-};
-
-// f(Int<I>{}) for I = 0 .. kEnd-1, with I a constant expression (lane indices must be immediates).
-template <int I, int kEnd, typename F>
-NNK_INLINE void static_for(F&& f) {
-  if constexpr (I < kEnd) {
-    f(Int<I>{});
-    static_for<I + 1, kEnd>(f);
-  }
-}
+#include "kernels/neon/static_for.inc"
 
 // The B operand as the hot loop walks it: kLanes keeps one pointer to B(p, 0) (the columns follow it
 // contiguously), kBroadcast one pointer per column. Each step advances them by b_stride.
