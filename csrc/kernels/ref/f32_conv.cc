@@ -3,42 +3,38 @@
 
 namespace nnkern {
 
-void f32_conv_reference(const F32ConvArgs& a, size_t MR) {
+namespace {
+
+// The loop nest of the three formulas of kernels/f32_conv.h, taps in the kernels' order (kh, kw, c), one float32
+// accumulator per output: they differ only in the channels reduced (ic of them; depthwise: the output's own) and
+// where a weight lives (w_at(kh, kw, c, o)).
+template <class WeightAt>
+void conv_loops(const F32ConvArgs& a, bool depthwise, WeightAt w_at) {
+  const size_t channels = depthwise ? 1 : a.ic;
   for (size_t j = 0; j < a.n; ++j)
     for (size_t o = 0; o < a.m; ++o) {
       float acc = 0.0f;
       for (size_t kh = 0; kh < a.kh_n; ++kh)
         for (size_t kw = 0; kw < a.kw_n; ++kw)
-          for (size_t c = 0; c < a.ic; ++c)
-            acc += a.x[j * a.x_pix + kh * a.x_kh + kw * a.x_kw + c] * a.w[kh * a.w_kh + (kw * a.ic + c) * MR + o];
+          for (size_t c = 0; c < channels; ++c)
+            acc += a.x[j * a.x_pix + kh * a.x_kh + kw * a.x_kw + (depthwise ? o : c)] * a.w[w_at(kh, kw, c, o)];
       float* y = a.y + j * a.y_pix + o;
       *y = f32_epilogue_scalar(acc, y, o, *a.ep);
     }
+}
+
+}  // namespace
+
+void f32_conv_reference(const F32ConvArgs& a, size_t MR) {
+  conv_loops(a, false, [&](size_t kh, size_t kw, size_t c, size_t o) { return kh * a.w_kh + (kw * a.ic + c) * MR + o; });
 }
 
 void f32_dwconv_reference(const F32ConvArgs& a, size_t MR) {
-  for (size_t j = 0; j < a.n; ++j)
-    for (size_t o = 0; o < a.m; ++o) {
-      float acc = 0.0f;
-      for (size_t kh = 0; kh < a.kh_n; ++kh)
-        for (size_t kw = 0; kw < a.kw_n; ++kw)
-          acc += a.x[j * a.x_pix + kh * a.x_kh + kw * a.x_kw + o] * a.w[kh * a.w_kh + kw * MR + o];
-      float* y = a.y + j * a.y_pix + o;
-      *y = f32_epilogue_scalar(acc, y, o, *a.ep);
-    }
+  conv_loops(a, true, [&](size_t kh, size_t kw, size_t, size_t o) { return kh * a.w_kh + kw * MR + o; });
 }
 
 void f32_dotconv_reference(const F32ConvArgs& a) {
-  for (size_t j = 0; j < a.n; ++j)
-    for (size_t o = 0; o < a.m; ++o) {
-      float acc = 0.0f;
-      for (size_t kh = 0; kh < a.kh_n; ++kh)
-        for (size_t kw = 0; kw < a.kw_n; ++kw)
-          for (size_t c = 0; c < a.ic; ++c)
-            acc += a.x[j * a.x_pix + kh * a.x_kh + kw * a.x_kw + c] * a.w[o * a.w_oc + kh * a.w_kh + kw * a.ic + c];
-      float* y = a.y + j * a.y_pix + o;
-      *y = f32_epilogue_scalar(acc, y, o, *a.ep);
-    }
+  conv_loops(a, false, [&](size_t kh, size_t kw, size_t c, size_t o) { return o * a.w_oc + kh * a.w_kh + kw * a.ic + c; });
 }
 
 namespace {
