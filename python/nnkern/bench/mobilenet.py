@@ -21,7 +21,6 @@ import numpy as np
 from . import anchors as _anchors
 from . import conv as _conv
 from . import harness
-from . import ops as _ops
 from . import yolo as _yolo
 
 # (expansion t, output channels c, repeats n, first stride s): torchvision's MobileNet-v2 settings.
@@ -201,8 +200,7 @@ LIBRARIES: Dict[str, Callable] = {
 
 def library_calls(net: Net, threads: int, libraries: Optional[Sequence[str]] = None):
     """({name: call} of the installed libraries that run the network, {name: why it was skipped})."""
-    makers = {name: (lambda make=make: make(net, threads)) for name, make in LIBRARIES.items()}
-    return _conv.try_libraries(makers, NAME, libraries)
+    return _yolo.network_library_calls(LIBRARIES, NAME, net, threads, libraries)
 
 
 # --- measuring ------------------------------------------------------------------------------------------
@@ -221,20 +219,9 @@ def measure(net: Net, threads: int, *, isa: str, repeats: int = 7, libraries: Op
     as_library.out = lambda: unfused.out
     with ctx():
         diffs = _yolo.check(fused, {"nnkern/layer_by_layer": as_library, **libs})
-    fns = {"nnkern/": fused, "nnkern/layer_by_layer": unfused, **libs}
-    timings = harness.interleaved(fns, repeats=repeats, min_time=min_time,
-                                  contexts={"nnkern/": ctx, "nnkern/layer_by_layer": ctx},
-                                  pause_after=_ops._pauses(threads))
-    _anchors.set_threads(1)
-    work = net.flops()
-    out = []
-    for name, t in timings.items():
-        lib, _, alg = name.partition("/")
-        out.append(_conv.ConvResult("mobilenet", net.shape, lib, isa if lib == "nnkern" else "", threads, t.median,
-                                    t.best, work / t.median / 1e9, "GFLOP/s", layer=NAME, algorithm=alg,
-                                    max_diff=diffs.get(name)))
-    harness.annotate(out, "f32")
-    return out
+    return _yolo.timed_network("mobilenet", NAME, net.shape, net.flops(),
+                               {"nnkern/": fused, "nnkern/layer_by_layer": unfused}, libs, ctx, diffs, threads,
+                               isa=isa, repeats=repeats, min_time=min_time)
 
 
 def run(threads_list: Sequence[int], *, isa: str, repeats: int = 7, libraries: Optional[Sequence[str]] = None,

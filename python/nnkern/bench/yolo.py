@@ -205,10 +205,17 @@ LIBRARIES: Dict[str, Callable] = {
 }
 
 
+def network_library_calls(table: Dict[str, Callable], name: str, net, threads: int,
+                          libraries: Optional[Sequence[str]] = None):
+    """({library: call} of the installed libraries of ``table`` (library -> make(net, threads)) that run the
+    network ``name``, {library: why it was skipped}); shared with nnkern.bench.mobilenet."""
+    makers = {lib: (lambda make=make: make(net, threads)) for lib, make in table.items()}
+    return _conv.try_libraries(makers, name, libraries)
+
+
 def library_calls(bb: Backbone, threads: int, libraries: Optional[Sequence[str]] = None):
     """({name: call} of the installed libraries that run the backbone, {name: why it was skipped})."""
-    makers = {name: (lambda make=make: make(bb, threads)) for name, make in LIBRARIES.items()}
-    return _conv.try_libraries(makers, NAME, libraries)
+    return network_library_calls(LIBRARIES, NAME, bb, threads, libraries)
 
 
 def check(nn: Callable, libs: Dict[str, Callable]) -> Dict[str, float]:
@@ -242,17 +249,25 @@ def measure(bb: Backbone, threads: int, *, isa: str, repeats: int = 7, libraries
             checked.update(diffs)
     else:
         diffs = checked
-    fns = {"nnkern/auto": nn, **libs}
-    timings = harness.interleaved(fns, repeats=repeats, min_time=min_time, contexts={"nnkern/auto": ctx},
-                                  pause_after=_ops._pauses(threads))
+    return timed_network("yolo", NAME, bb.shape, bb.flops(), {"nnkern/auto": nn}, libs, ctx, diffs, threads,
+                         isa=isa, repeats=repeats, min_time=min_time)
+
+
+def timed_network(op: str, name: str, shape: Tuple[int, ...], work: float, nn_fns: Dict[str, Callable],
+                  libs: Dict[str, Callable], ctx, diffs: Dict[str, float], threads: int, *, isa: str, repeats: int,
+                  min_time: float) -> List[_conv.ConvResult]:
+    """nnkern's calls ("nnkern/<variant>", run under ctx) and the libraries', interleaved (harness.interleaved);
+    a ConvResult each, GFLOP/s of ``work``, with its max difference from ``diffs``. Shared with
+    nnkern.bench.mobilenet."""
+    timings = harness.interleaved({**nn_fns, **libs}, repeats=repeats, min_time=min_time,
+                                  contexts={k: ctx for k in nn_fns}, pause_after=_ops._pauses(threads))
     _anchors.set_threads(1)
-    work = bb.flops()
     out = []
-    for name, t in timings.items():
-        lib, _, alg = name.partition("/")
-        out.append(_conv.ConvResult("yolo", bb.shape, lib, isa if lib == "nnkern" else "", threads, t.median,
-                                    t.best, work / t.median / 1e9, "GFLOP/s", layer=NAME, algorithm=alg,
-                                    max_diff=diffs.get(name)))
+    for label, t in timings.items():
+        lib, _, alg = label.partition("/")
+        out.append(_conv.ConvResult(op, shape, lib, isa if lib == "nnkern" else "", threads, t.median, t.best,
+                                    work / t.median / 1e9, "GFLOP/s", layer=name, algorithm=alg,
+                                    max_diff=diffs.get(label)))
     harness.annotate(out, "f32")
     return out
 
