@@ -2,6 +2,7 @@
 // dtypes, shapes, parameters and the K bound; the object re-checks every array against its own sizes.
 #include "bindings/common.h"
 #include "kernels/qconv_direct_list.h"
+#include "kernels/qconv_low_ofm_list.h"
 #include "kernels/qdwconv_list.h"
 #include "ops/qconv2d.h"
 #include "ops/qgemm.h"
@@ -32,24 +33,27 @@ class QConv2dBinding {
     packed_ = std::make_unique<PackedQConv2d>(geo, wp, f, o, x_zero);
   }
 
-  // out (N, OH, OW, OC) = conv(x (N, H, W, IC) uint8 or int8). kernel: "" (dispatched), a qgemm kernel's
-  // name, a qdwconv or a qconv_direct kernel's name (tests; the other families stay dispatched). Returns the algorithm that ran.
+  // out (N, OH, OW, OC), or (N, OC, OH, OW) if planar, = conv(x (N, H, W, IC) uint8 or int8). kernel: ""
+  // (dispatched), a qgemm kernel's name, a qdwconv, qconv_direct or qconv_low_ofm kernel's name (tests; the
+  // other families stay dispatched). Returns the algorithm that ran.
   // residual: None or uint8 / int8 of out's shape, with its zero point and factor (ops/qconv2d.h QConvOutput).
   std::string run(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
-                  const py::object& residual, int residual_zero, float residual_factor) const {
+                  const py::object& residual, int residual_zero, float residual_factor, bool planar) const {
     const QConvGeometry& geo = packed_->geometry();
     const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
     const void* xp = checked_a8_in(x, "x", {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)});
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
     if (!H || !W || !geo.OH(H) || !geo.OW(W))
       throw py::value_error("x: the kernel does not fit the padded input");
-    const std::initializer_list<ssize_t> od = {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)};
+    const ssize_t OH = ssize_t(geo.OH(H)), OW = ssize_t(geo.OW(W)), OC = ssize_t(geo.OC);
+    const std::initializer_list<ssize_t> od = {ssize_t(N), planar ? OC : OH, planar ? OH : OW, planar ? OW : OC};
     QConvOutput o;
     o.out = out_;
     o.c = checked_q_out(out, out_, "out", od);
     o.relu = relu_;
     o.lo = lo_;
     o.hi = hi_;
+    o.planar = planar;
     if (!residual.is_none()) {
       const py::array r = residual.cast<py::array>();
       o.residual = checked_a8_in(r, "residual", od);
@@ -59,9 +63,11 @@ class QConv2dBinding {
     }
     const QDwconvKernel* dw = kernel.empty() ? nullptr : runnable_in(qdwconv_kernel_list(), kernel);
     const QConvDirectKernel* direct = kernel.empty() || dw ? nullptr : runnable_in(qconv_direct_kernel_list(), kernel);
-    const QGemmKernel* k = kernel.empty() || dw || direct ? nullptr : &runnable_qgemm_kernel(kernel);
+    const QConvLowOfmKernel* low_ofm =
+        kernel.empty() || dw || direct ? nullptr : runnable_in(qconv_low_ofm_kernel_list(), kernel);
+    const QGemmKernel* k = kernel.empty() || dw || direct || low_ofm ? nullptr : &runnable_qgemm_kernel(kernel);
     py::gil_scoped_release release;
-    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, xp, o, algorithm, k, dw, direct);
+    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, xp, o, algorithm, k, dw, direct, low_ofm);
   }
 
   std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }
@@ -83,7 +89,8 @@ void bind_qconv2d(py::module_& m) {
                     float, float, int>())
       .def("run", &QConv2dBinding::run, py::arg("x"), py::arg("out"), py::arg("algorithm") = "auto",
            py::arg("kernel") = "",
-           py::arg("residual") = py::none(), py::arg("residual_zero") = 0, py::arg("residual_factor") = 0.0f)
+           py::arg("residual") = py::none(), py::arg("residual_zero") = 0, py::arg("residual_factor") = 0.0f,
+           py::arg("planar") = false)
       .def("auto_algorithm", &QConv2dBinding::auto_algorithm)
       .def_property_readonly("kernel_name", &QConv2dBinding::kernel_name)
       .def_property_readonly("indirection_builds", &QConv2dBinding::indirection_builds);

@@ -3,10 +3,12 @@
 #include "ops/qconv2d.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
 #include "core/algorithm.h"
+#include "core/threadpool.h"
 #include "core/workspace.h"
 #include "ops/qgemm_driver.h"
 #include "ops/qgemm_pack.h"
@@ -31,11 +33,14 @@ bool direct_preferred(const QConvCall& c) {
 
 const AlgorithmTable<QConvCall>& qconv_algorithms() {
   // auto: depthwise for every depthwise layer (groups == IC: a per-group GEMM would be 1 x ks x m), then
-  // im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 49
+  // low_ofm for groups == 1 and OC <= 4 where a SIMD low_ofm kernel runs (x86: pixels in lanes beat channels
+  // in lanes of which OC would fill 4 at most), then im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 49
   // taps over 2-3 input channels (direct_preferred), indirect otherwise (no KH*KW-fold copy of the input).
   static const AlgorithmTable<QConvCall> table("qconv2d", {
       {"depthwise", [](const QConvCall& c) { return c.L.geometry().depthwise(); }, nullptr,
        &qconv_depthwise_workspace, [](const QConvCall& c, const Workspace& ws) { qconv_depthwise_run(c, ws.data()); }},
+      {"low_ofm", &qconv_low_ofm_applies, &qconv_low_ofm_preferred, &qconv_low_ofm_workspace,
+       [](const QConvCall& c, const Workspace& ws) { qconv_low_ofm_run(c, ws.data()); }},
       {"im2col", [](const QConvCall&) { return true; },
        [](const QConvCall& c) { return c.L.geometry().pointwise(); }, &qconv_im2col_workspace,
        [](const QConvCall& c, const Workspace& ws) { qconv_im2col_run(c, ws.data()); }},
@@ -49,6 +54,35 @@ const AlgorithmTable<QConvCall>& qconv_algorithms() {
 }
 
 [[maybe_unused]] const bool algorithms_registered = (qconv_algorithms(), true);
+
+// dst (N x OC x P) = src (N x P x OC), elements of esz bytes.
+void nhwc_to_planar(const uint8_t* src, uint8_t* dst, size_t N, size_t P, size_t OC, size_t esz) {
+  parallel_for(N * OC, [&](size_t t) {
+    const uint8_t* s = src + ((t / OC) * P * OC + t % OC) * esz;
+    uint8_t* d = dst + t * P * esz;
+    for (size_t p = 0; p < P; ++p) std::memcpy(d + p * esz, s + p * OC * esz, esz);
+  });
+}
+
+// Runs a on the call; a planar output that a does not write itself (all but low_ofm) goes through an NHWC copy.
+void run_algorithm(const Algorithm<QConvCall>& a, const QConvCall& c) {
+  if (!c.o.planar || std::strcmp(a.name, "low_ofm") == 0) {
+    Workspace ws(a.workspace_bytes ? a.workspace_bytes(c) : 0);
+    a.run(c, ws);
+    return;
+  }
+  const size_t OC = c.L.geometry().OC, esz = qout_elem_size(c.o.out);
+  Workspace tmp(c.M() * OC * esz);
+  QConvOutput nhwc = c.o;
+  nhwc.planar = false;
+  nhwc.c = tmp.data();
+  const QConvCall c2{c.L, c.k, c.N, c.H, c.W, c.OH, c.OW, c.x_type, c.x, nhwc, c.dw, c.direct, c.low_ofm};
+  {
+    Workspace ws(a.workspace_bytes ? a.workspace_bytes(c2) : 0);
+    a.run(c2, ws);
+  }
+  nhwc_to_planar(tmp.as<uint8_t>(), static_cast<uint8_t*>(c.o.c), c.N, c.OH * c.OW, OC, esz);
+}
 
 }  // namespace
 
@@ -113,6 +147,14 @@ const QConvDwWeights& PackedQConv2d::dw_weights() const {
   return *dw_;
 }
 
+const QConvLowOfmWeights& PackedQConv2d::low_ofm_weights() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!low_ofm_)  // groups == 1: group 0's padded factor / offset are OC-contiguous
+    low_ofm_ = qconv_pack_low_ofm(geo_, raw_.data(), factor_.size() ? factor_.data() : nullptr,
+                                  offset_.size() ? offset_.data() : nullptr);
+  return *low_ofm_;
+}
+
 const QConvDirectWeights& PackedQConv2d::direct_weights() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!direct_) {
@@ -152,15 +194,16 @@ size_t PackedQConv2d::indirection_builds() const {
 
 const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
                                const std::string& algorithm, const QGemmKernel* kern,
-                               const QDwconvKernel* dw, const QConvDirectKernel* direct) const {
+                               const QDwconvKernel* dw, const QConvDirectKernel* direct,
+                               const QConvLowOfmKernel* low_ofm) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
-  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o, dw, direct};
+  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o, dw, direct,
+                       low_ofm};
   const Algorithm<QConvCall>& a = qconv_algorithms().select(call, algorithm);  // errors before any work
   if (N == 0) return a.name;
   if (!o.residual) {
-    Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
-    a.run(call, ws);
+    run_algorithm(a, call);
     return a.name;
   }
   if (o.out == QOut::i32) throw std::invalid_argument("qconv2d: no residual with int32 output");
@@ -171,11 +214,9 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
   QConvOutput pre;
   pre.out = QOut::f32;
   pre.c = tmp.data();
-  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre, dw, direct};
-  {
-    Workspace ws(a.workspace_bytes ? a.workspace_bytes(pre_call) : 0);
-    a.run(pre_call, ws);
-  }
+  pre.planar = o.planar;  // t in the output's (and the residual's) layout
+  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre, dw, direct, low_ofm};
+  run_algorithm(a, pre_call);
   qconv_add_residual(tmp.as<float>(), count, o);
   return a.name;
 }

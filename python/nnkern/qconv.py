@@ -152,19 +152,29 @@ class QConv2d(_convgeom.ConvGeometryProperties):
     residual_zero_point = property(lambda self: self._residual_zero_point, doc="the zero point of residual inputs")
 
     def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, residual: ArrayIn | None = None,
-                 layout: str = "NHWC") -> np.ndarray:
+                 layout: str = "NHWC", out_layout: str | None = None) -> np.ndarray:
         """The layer on x (N, H, W, in_channels), uint8 or int8; returns (N, OH, OW, out_channels).
 
-        layout="NCHW": x, residual and out in torch's (N, C, H, W) order instead, for convenience: x (and the
-        residual) are copied to NHWC, the layer runs, and the result is copied back, so each call pays two or
-        three transposing copies that an NHWC model does not. The values are identical to the NHWC call's."""
-        if _convgeom.check_layout(layout) == "NHWC":
-            return self._run(x, out, self._algorithm, "", residual)
-        return _convgeom.nchw_call(lambda xt, rt: self._run(xt, None, self._algorithm, "", rt), self.in_channels, x,
-                                   out, self._output_dtype, residual)
+        layout="NCHW": x, residual and out in torch's (N, C, H, W) order instead, for convenience: x is copied
+        to NHWC (a transposing copy that an NHWC model does not pay), the output written planar (below). The
+        values are identical to the NHWC call's.
+        out_layout: the layout of out and residual, "NHWC" or "NCHW" (None: as ``layout``). "NCHW" gives the
+        planar (N, out_channels, OH, OW) result, e.g. an image for a network's RGB output layer, from NHWC x:
+        the "low_ofm" algorithm's kernels store it directly (16 consecutive pixels of a channel per vector
+        store, no transpose pass); the other algorithms go through an NHWC copy of the output."""
+        if out_layout is None:
+            out_layout = layout
+        planar = _convgeom.check_layout(out_layout) == "NCHW"
+        if _convgeom.check_layout(layout) == "NCHW":
+            x = as_array(x, "x")
+            if x.ndim != 4 or x.shape[1] != self.in_channels:
+                raise ValueError(f"x must be 4-D NCHW (N, {self.in_channels}, H, W), got shape {x.shape}")
+            x = x.transpose(0, 2, 3, 1)
+        return self._run(x, out, self._algorithm, "", residual, planar)
 
-    def _run(self, x, out, algorithm, kernel, residual=None):
-        """The call with an explicit algorithm and micro-kernel name ("" = dispatched; a test hook)."""
+    def _run(self, x, out, algorithm, kernel, residual=None, planar=False):
+        """The call with an explicit algorithm and micro-kernel name ("" = dispatched; a test hook); planar: out
+        (and residual) (N, out_channels, OH, OW)."""
         algorithm = _algorithm(algorithm)
         x = as_array(x, "x")
         if x.dtype not in _A8:
@@ -172,6 +182,8 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         if x.ndim != 4:
             raise ValueError(f"x must be 4-D NHWC (N, H, W, {self.in_channels}), got shape {x.shape}")
         shape = self.output_shape(x.shape)
+        if planar:
+            shape = (shape[0], shape[3], shape[1], shape[2])
         self._check_input(x.dtype)
         out, given = checked_output(out, shape, self._output_dtype, x=x)
         if residual is not None:
@@ -184,10 +196,10 @@ class QConv2d(_convgeom.ConvGeometryProperties):
             x = np.ascontiguousarray(x)
         target = aligned_target(out)
         if residual is None:
-            self._packed.run(x, target, algorithm, kernel)
+            self._packed.run(x, target, algorithm, kernel, planar=planar)
         else:
             self._packed.run(x, target, algorithm, kernel, np.ascontiguousarray(residual), self._residual_zero_point,
-                             self._residual_factor)
+                             self._residual_factor, planar)
         if target is not out:
             np.copyto(out, target)
         return given

@@ -1,0 +1,137 @@
+// The "low_ofm" convolution (seed I11): groups == 1, at most 4 output channels, output pixels in vector
+// lanes (kernels/qconv_low_ofm.h). The kernels gather from the NHWC input in place: no padded copy, no
+// indirection buffer. Padding is exact without a copy: a padding column is a masked-off gather lane that holds
+// the zero point za, and the compensation -za * (weights of the taps passed) removes what it adds; a padding
+// row is not passed at all, the compensation summing only the valid tap rows (row_sum), so every padding tap
+// adds exactly 0 as in sum (x - za) w. The one copy: when IC % 4 != 0 the last group of a pixel reads up to 3
+// bytes past its channels (weights 0 there), which past the last pixel of the input would leave the caller's
+// buffer, so the input's final row is copied with 4 bytes of slack into the workspace and read from there.
+// Tasks are output rows (image, oh); each computes its row whole (the weights, at most ks * IC * 4 bytes, stay
+// in cache), so results do not depend on the thread count.
+#include "ops/qconv2d_low_ofm.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "core/threadpool.h"
+#include "kernels/qconv_low_ofm_list.h"
+#include "ops/qconv2d.h"
+
+namespace nnkern {
+namespace {
+
+constexpr size_t kSlack = 4;  // readable bytes after the copied final row
+
+size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
+size_t last_row_bytes(const QConvCall& c) {
+  const ConvGeometry& geo = c.L.geometry();
+  return geo.IC % 4 ? round64(c.W * geo.IC + kSlack) : 0;
+}
+
+}  // namespace
+
+std::unique_ptr<QConvLowOfmWeights> qconv_pack_low_ofm(const ConvGeometry& geo, const int8_t* w, const float* factor,
+                                                       const float* offset) {
+  auto p = std::make_unique<QConvLowOfmWeights>();
+  const size_t OC = geo.OC, IC = geo.IC, KW = geo.KW, ks = geo.ks(), G = (IC + 3) / 4, M = kQConvLowOfmMaxOc;
+  p->groups4 = G;
+  p->w.resize(ks * G * M * 4);
+  p->row_sum.resize(geo.KH * M);
+  std::fill(p->w.data(), p->w.data() + ks * G * M * 4, int8_t(0));
+  std::fill(p->row_sum.data(), p->row_sum.data() + geo.KH * M, 0);
+  // w: ks * IC rows (tap t, channel ic at row t * IC + ic) of OC columns (groups == 1). Sums wrap as the kernels'.
+  for (size_t t = 0; t < ks; ++t)
+    for (size_t ic = 0; ic < IC; ++ic)
+      for (size_t oc = 0; oc < OC; ++oc) {
+        const int8_t v = w[(t * IC + ic) * OC + oc];
+        p->w.data()[((t * G + ic / 4) * M + oc) * 4 + ic % 4] = v;
+        int32_t& s = p->row_sum.data()[t / KW * M + oc];
+        s = int32_t(uint32_t(s) + uint32_t(int32_t(v)));
+      }
+  qconv_padded_factors(factor, offset, OC, M, &p->factor, &p->offset);
+  return p;
+}
+
+bool qconv_low_ofm_applies(const QConvCall& c) {
+  const ConvGeometry& g = c.L.geometry();
+  if (g.groups != 1 || g.OC > kQConvLowOfmMaxOc) return false;
+  // The kernels' int32 lane arithmetic: every column a lane forms (up to one block of 64 pixels past the row's
+  // last), times IC, must fit int32.
+  const double span = double(c.OW + 64) * double(g.sw) + double(g.KW) * double(g.dw) + double(g.pl) + double(c.W);
+  return span * double(g.IC) < double(INT32_MAX);
+}
+
+bool qconv_low_ofm_preferred(const QConvCall&) { return qconv_low_ofm_vectorized(); }
+
+size_t qconv_low_ofm_workspace(const QConvCall& c) { return last_row_bytes(c); }
+
+void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
+  const QConvLowOfmKernel& k = c.low_ofm ? *c.low_ofm : qconv_low_ofm_kernel();
+  const ConvGeometry& geo = c.L.geometry();
+  const QConvLowOfmWeights& w = c.L.low_ofm_weights();
+  const size_t IC = geo.IC, OC = geo.OC, M = kQConvLowOfmMaxOc, G = w.groups4, H = c.H, W = c.W, OH = c.OH,
+               OW = c.OW, row_bytes = W * IC;
+  const uint8_t* x = static_cast<const uint8_t*>(c.x);
+  const uint8_t* last_row = x + (c.N * H - 1) * row_bytes;
+  if (const size_t bytes = last_row_bytes(c)) {
+    uint8_t* copy = static_cast<uint8_t*>(workspace);
+    std::memcpy(copy, last_row, row_bytes);
+    std::memset(copy + row_bytes, 0, bytes - row_bytes);
+    last_row = copy;
+  }
+  const bool s8 = c.x_type == QType::s8;
+  const int32_t za = s8 ? c.L.x_zero() + 128 : c.L.x_zero();  // in the uint8 domain
+  QEpilogue ep0;
+  ep0.out = c.o.out;
+  ep0.relu = c.o.relu;
+  ep0.lo = c.o.lo;
+  ep0.hi = c.o.hi;
+  ep0.scale = w.factor.size() ? w.factor.data() : nullptr;
+  ep0.bias = w.offset.size() ? w.offset.data() : nullptr;
+  QConvLowOfmRow a0{};
+  a0.KW = geo.KW;
+  a0.ix0 = -ptrdiff_t(geo.pl);
+  a0.sw = geo.sw;
+  a0.dw = geo.dw;
+  a0.W = W;
+  a0.IC = IC;
+  a0.m = OC;
+  a0.n = OW;
+  a0.x_fill = uint32_t(uint8_t(c.L.x_zero())) * 0x01010101u;
+  a0.flip = s8;
+  a0.plane = c.o.planar ? OH * OW : 0;
+  const size_t esz = qout_elem_size(c.o.out);
+  uint8_t* out = static_cast<uint8_t*>(c.o.c);
+  parallel_for_scratch(c.N * OH, round64(geo.KH * sizeof(void*)), [&](size_t task, void* scratch) {
+    const size_t n = task / OH, oh = task % OH;
+    // Valid tap rows kh: 0 <= oh * sh + kh * dh - pt < H, a contiguous range [lo, hi).
+    size_t lo = 0, hi = 0;
+    for (size_t kh = 0; kh < geo.KH; ++kh) {
+      const ptrdiff_t iy = ptrdiff_t(oh * geo.sh + kh * geo.dh) - ptrdiff_t(geo.pt);
+      if (iy < 0) lo = kh + 1;
+      if (iy >= 0 && iy < ptrdiff_t(H)) hi = kh + 1;
+    }
+    const uint8_t** rows = static_cast<const uint8_t**>(scratch);
+    uint32_t sum[kQConvLowOfmMaxOc] = {};
+    for (size_t kh = lo; kh < hi; ++kh) {
+      const size_t r = (n * H + oh * geo.sh + kh * geo.dh - geo.pt);
+      rows[kh - lo] = r == c.N * H - 1 ? last_row : x + r * row_bytes;
+      for (size_t o = 0; o < M; ++o) sum[o] += uint32_t(w.row_sum.data()[kh * M + o]);
+    }
+    int32_t comp[kQConvLowOfmMaxOc];  // sum (x - za) w = sum x w - za * (the passed taps' weights), modulo 2^32
+    for (size_t o = 0; o < M; ++o) comp[o] = int32_t(0u - uint32_t(za) * sum[o]);
+    QEpilogue ep = ep0;
+    ep.col_comp = comp;
+    QConvLowOfmRow a = a0;
+    a.rows = rows;
+    a.kh_n = hi > lo ? hi - lo : 0;
+    a.w = w.w.data() + lo * geo.KW * G * M * 4;
+    a.c = out + (c.o.planar ? n * OC * OH * OW + oh * OW : (n * OH + oh) * OW * OC) * esz;
+    a.ep = &ep;
+    k.run(a);
+  });
+}
+
+}  // namespace nnkern
