@@ -5,7 +5,8 @@
 // row is not passed at all, the compensation summing only the valid tap rows (row_sum), so every padding tap
 // adds exactly 0 as in sum (x - za) w. The one copy: when IC % 4 != 0 the last group of a pixel reads up to 3
 // bytes past its channels (weights 0 there), which past the last pixel of the input would leave the caller's
-// buffer, so the input's final row is copied with 4 bytes of slack into the workspace and read from there.
+// buffer, so the input's final rows (the last one, or the last 2-3 if a row has under 3 bytes) are copied with 4
+// bytes of slack into the workspace and read from there.
 // Tasks are output rows (image, oh); each computes its row whole (the weights, at most ks * IC * 4 bytes, stay
 // in cache), so results do not depend on the thread count.
 #include "ops/qconv2d_low_ofm.h"
@@ -25,9 +26,15 @@ constexpr size_t kSlack = 4;  // readable bytes after the copied final row
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
-size_t last_row_bytes(const QConvCall& c) {
-  const ConvGeometry& geo = c.L.geometry();
-  return geo.IC % 4 ? round64(c.W * geo.IC + kSlack) : 0;
+// The final rows whose 3-byte over-read could pass the input's end (none when IC % 4 == 0).
+size_t tail_rows(const QConvCall& c) {
+  const size_t IC = c.L.geometry().IC, row_bytes = c.W * IC;
+  return IC % 4 ? std::min(c.N * c.H, (kSlack - 1 + row_bytes - 1) / row_bytes) : 0;
+}
+
+size_t tail_bytes(const QConvCall& c) {
+  const size_t t = tail_rows(c);
+  return t ? round64(t * c.W * c.L.geometry().IC + kSlack) : 0;
 }
 
 }  // namespace
@@ -65,7 +72,7 @@ bool qconv_low_ofm_applies(const QConvCall& c) {
 
 bool qconv_low_ofm_preferred(const QConvCall&) { return qconv_low_ofm_vectorized(); }
 
-size_t qconv_low_ofm_workspace(const QConvCall& c) { return last_row_bytes(c); }
+size_t qconv_low_ofm_workspace(const QConvCall& c) { return tail_bytes(c); }
 
 void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
   const QConvLowOfmKernel& k = c.low_ofm ? *c.low_ofm : qconv_low_ofm_kernel();
@@ -74,12 +81,11 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
   const size_t IC = geo.IC, OC = geo.OC, M = kQConvLowOfmMaxOc, G = w.groups4, H = c.H, W = c.W, OH = c.OH,
                OW = c.OW, row_bytes = W * IC;
   const uint8_t* x = static_cast<const uint8_t*>(c.x);
-  const uint8_t* last_row = x + (c.N * H - 1) * row_bytes;
-  if (const size_t bytes = last_row_bytes(c)) {
-    uint8_t* copy = static_cast<uint8_t*>(workspace);
-    std::memcpy(copy, last_row, row_bytes);
-    std::memset(copy + row_bytes, 0, bytes - row_bytes);
-    last_row = copy;
+  const size_t R = c.N * H, T = tail_rows(c);  // rows r >= R - T are read from the copy
+  uint8_t* copy = static_cast<uint8_t*>(workspace);
+  if (T) {
+    std::memcpy(copy, x + (R - T) * row_bytes, T * row_bytes);
+    std::memset(copy + T * row_bytes, 0, tail_bytes(c) - T * row_bytes);
   }
   const bool s8 = c.x_type == QType::s8;
   const int32_t za = s8 ? c.L.x_zero() + 128 : c.L.x_zero();  // in the uint8 domain
@@ -117,7 +123,7 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
     uint32_t sum[kQConvLowOfmMaxOc] = {};
     for (size_t kh = lo; kh < hi; ++kh) {
       const size_t r = (n * H + oh * geo.sh + kh * geo.dh - geo.pt);
-      rows[kh - lo] = r == c.N * H - 1 ? last_row : x + r * row_bytes;
+      rows[kh - lo] = r >= R - T ? copy + (r - (R - T)) * row_bytes : x + r * row_bytes;
       for (size_t o = 0; o < M; ++o) sum[o] += uint32_t(w.row_sum.data()[kh * M + o]);
     }
     int32_t comp[kQConvLowOfmMaxOc];  // sum (x - za) w = sum x w - za * (the passed taps' weights), modulo 2^32
