@@ -22,6 +22,6 @@ namespace {
 }  // namespace
 
 extern const QConvLowOfmKernel u8s8_conv_low_ofm_16x4c4__avx2 = {
-    "u8s8_conv_low_ofm_16x4c4__avx2", 16, QConvLowOfmTemplate<LowOfmWiden<LowOfmYmm>, 2>::run};
+    "u8s8_conv_low_ofm_16x4c4__avx2", 16, QConvLowOfmTemplate<LowOfmWiden<LowOfmYmm>, 2, 2>::run};
 
 }  // namespace nnkern

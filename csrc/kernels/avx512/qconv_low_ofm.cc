@@ -1,5 +1,5 @@
 // Low-output-channel INT8 convolution micro-kernel for AVX-512 without VNNI (kernels/qconv_low_ofm.h): the
-// AVX-512 VNNI kernel's template and block (4 vectors of 16 pixels x 4 channels) on the exact widening dot
+// AVX-512 VNNI kernel's template and block (2 vectors of 16 pixels x 4 channels) on the exact widening dot
 // product (kernels/low_ofm_widen.inc: vpmaddwd on zero- / sign-extended byte pairs).
 #include <immintrin.h>
 
@@ -22,6 +22,6 @@ namespace {
 }  // namespace
 
 extern const QConvLowOfmKernel u8s8_conv_low_ofm_64x4c4__avx512 = {
-    "u8s8_conv_low_ofm_64x4c4__avx512", 64, QConvLowOfmTemplate<LowOfmWiden<LowOfmZmm>, 4>::run};
+    "u8s8_conv_low_ofm_64x4c4__avx512", 64, QConvLowOfmTemplate<LowOfmWiden<LowOfmZmm>, 2, 4>::run};
 
 }  // namespace nnkern

@@ -1,5 +1,5 @@
 // Low-output-channel INT8 convolution micro-kernel for AVX-512 VNNI (kernels/qconv_low_ofm.h, seed I11):
-// 4 vectors of 16 output pixels x up to 4 output channels (16 accumulators), vpgatherdd of each pixel's 4
+// 2 vectors of 16 output pixels x up to 4 output channels (8 accumulators), vpgatherdd of each pixel's 4
 // input bytes, vpdpbusd against one channel's 4 weights broadcast (kernels/qconv_low_ofm_tile.inc).
 #include <immintrin.h>
 
@@ -30,6 +30,6 @@ struct LowOfmZmmVnni : LowOfmZmm {
 }  // namespace
 
 extern const QConvLowOfmKernel u8s8_conv_low_ofm_64x4c4__avx512vnni = {
-    "u8s8_conv_low_ofm_64x4c4__avx512vnni", 64, QConvLowOfmTemplate<LowOfmZmmVnni, 4>::run};
+    "u8s8_conv_low_ofm_64x4c4__avx512vnni", 64, QConvLowOfmTemplate<LowOfmZmmVnni, 2, 4>::run};
 
 }  // namespace nnkern

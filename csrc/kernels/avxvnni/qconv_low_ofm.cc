@@ -29,6 +29,6 @@ struct LowOfmYmmVnni : LowOfmYmm {
 }  // namespace
 
 extern const QConvLowOfmKernel u8s8_conv_low_ofm_16x4c4__avxvnni = {
-    "u8s8_conv_low_ofm_16x4c4__avxvnni", 16, QConvLowOfmTemplate<LowOfmYmmVnni, 2>::run};
+    "u8s8_conv_low_ofm_16x4c4__avxvnni", 16, QConvLowOfmTemplate<LowOfmYmmVnni, 2, 2>::run};
 
 }  // namespace nnkern
