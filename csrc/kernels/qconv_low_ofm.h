@@ -18,6 +18,13 @@
 // (arrays of m entries): C(o, j) at c + (j * m + o) elements when plane == 0 (NHWC, channels interleaved), at
 // c + (o * plane + j) when plane > 0 (planar, NCHW: a vector of L pixels of one channel is one store).
 // Reads only the pixels' bytes above (none of a padding column), writes exactly the m x n outputs.
+//
+// Re-laid-out input (q > 0; SIMD kernels, windows wider than one tap, where re-laying out each input row once
+// beats doing it per tap): rows[r] then points at int32 entries [G][sw][q] that relayout() made from input row r
+// (entry (g, f, i): the 4 bytes of group g of input column i * sw + f - pad_left, x_fill outside [0, W), each
+// byte XORed with 0x80 when flip), and the kernel reads xb(r, ix0 + j * sw + kw * dw, 4 g .. 4 g + 3) as entry
+// (g, (kw * dw) % sw, j + (kw * dw) / sw) (ix0 = -pad_left here: j counts from output pixel 0), for j below
+// n rounded up to the kernel's lanes; the caller sizes q for that. flip is then ignored by run().
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -40,14 +47,28 @@ struct QConvLowOfmRow {
   void* c;
   size_t plane;                // 0: NHWC; else the elements between output channels (planar)
   const QEpilogue* ep;         // out, relu, lo, hi; col_comp / scale / bias of m entries
+  size_t q = 0;                // > 0: rows are re-laid out (above), q entries per stride phase
 };
 
 using QConvLowOfmUkernel = void (*)(const QConvLowOfmRow& a);
+
+// One input row re-laid out for run() (above): dst[(g * sw + f) * q + i] for g < ceil(IC / 4), f < sw, i < q.
+// Reads the row's pixels as run() does (up to 3 bytes past a pixel's last channel).
+struct QConvLowOfmRelayout {
+  const uint8_t* x;  // the input row, W pixels of IC bytes
+  int32_t* dst;
+  size_t W, IC, sw, q, pad_left;
+  uint32_t x_fill;
+  bool flip;
+};
+using QConvLowOfmRelayoutFn = void (*)(const QConvLowOfmRelayout& r);
 
 struct QConvLowOfmKernel {
   const char* name;  // = its symbol: u8s8_conv_low_ofm_<pixels>x4c4__isa
   int pixels;        // output pixels per register block (the tests sweep widths past it)
   QConvLowOfmUkernel run;
+  int lanes = 1;                            // pixels per vector (q must cover n rounded up to it)
+  QConvLowOfmRelayoutFn relayout = nullptr;  // or null: run() reads the NHWC input only (the scalar kernel)
 };
 
 }  // namespace nnkern

@@ -7,8 +7,11 @@
 // bytes past its channels (weights 0 there), which past the last pixel of the input would leave the caller's
 // buffer, so the input's final rows (the last one, or the last 2-3 if a row has under 3 bytes) are copied with 4
 // bytes of slack into the workspace and read from there.
-// Tasks are output rows (image, oh); each computes its row whole (the weights, at most ks * IC * 4 bytes, stay
-// in cache), so results do not depend on the thread count.
+// Windows of more than one tap, on the SIMD kernels: every input row is first re-laid out once (the kernel's
+// relayout: groups of 4 channels x pixels, per stride phase, padding columns filled) into the workspace, so
+// that each of the KH x KW taps reading it is plain vector loads instead of a re-layout per tap.
+// Tasks are rows (image, row); each computes its row whole (the weights, at most ks * IC * 4 bytes, stay in
+// cache), so results do not depend on the thread count.
 #include "ops/qconv2d_low_ofm.h"
 
 #include <algorithm>
@@ -35,6 +38,22 @@ size_t tail_rows(const QConvCall& c) {
 size_t tail_bytes(const QConvCall& c) {
   const size_t t = tail_rows(c);
   return t ? round64(t * c.W * c.L.geometry().IC + kSlack) : 0;
+}
+
+const QConvLowOfmKernel& kernel_of(const QConvCall& c) { return c.low_ofm ? *c.low_ofm : qconv_low_ofm_kernel(); }
+
+// Entries per stride phase of a re-laid-out row (kernels/qconv_low_ofm.h), or 0: the kernel reads the NHWC rows.
+size_t relaid_q(const QConvCall& c) {
+  const ConvGeometry& geo = c.L.geometry();
+  const QConvLowOfmKernel& k = kernel_of(c);
+  if (!k.relayout || geo.ks() == 1) return 0;
+  const size_t L = size_t(k.lanes);
+  return ((c.OW + L - 1) / L * L + (geo.KW - 1) * geo.dw / geo.sw + L - 1) / L * L;
+}
+
+size_t relaid_row_ints(const QConvCall& c) {
+  const ConvGeometry& geo = c.L.geometry();
+  return (geo.IC + 3) / 4 * geo.sw * relaid_q(c);
 }
 
 }  // namespace
@@ -72,10 +91,12 @@ bool qconv_low_ofm_applies(const QConvCall& c) {
 
 bool qconv_low_ofm_preferred(const QConvCall&) { return qconv_low_ofm_vectorized(); }
 
-size_t qconv_low_ofm_workspace(const QConvCall& c) { return tail_bytes(c); }
+size_t qconv_low_ofm_workspace(const QConvCall& c) {
+  return tail_bytes(c) + round64(c.N * c.H * relaid_row_ints(c) * sizeof(int32_t));
+}
 
 void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
-  const QConvLowOfmKernel& k = c.low_ofm ? *c.low_ofm : qconv_low_ofm_kernel();
+  const QConvLowOfmKernel& k = kernel_of(c);
   const ConvGeometry& geo = c.L.geometry();
   const QConvLowOfmWeights& w = c.L.low_ofm_weights();
   const size_t IC = geo.IC, OC = geo.OC, M = kQConvLowOfmMaxOc, G = w.groups4, H = c.H, W = c.W, OH = c.OH,
@@ -89,6 +110,16 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
   }
   const bool s8 = c.x_type == QType::s8;
   const int32_t za = s8 ? c.L.x_zero() + 128 : c.L.x_zero();  // in the uint8 domain
+  const uint32_t x_fill = uint32_t(uint8_t(c.L.x_zero())) * 0x01010101u;
+  auto input_row = [&](size_t r) { return r >= R - T ? copy + (r - (R - T)) * row_bytes : x + r * row_bytes; };
+  // The re-laid-out rows, if the kernel reads them (row r at xt + r * row_ints).
+  const size_t q = relaid_q(c), row_ints = relaid_row_ints(c);
+  int32_t* xt = reinterpret_cast<int32_t*>(copy + tail_bytes(c));
+  if (q)
+    parallel_for(R, [&](size_t r) {
+      QConvLowOfmRelayout rl{input_row(r), xt + r * row_ints, W, IC, geo.sw, q, geo.pl, x_fill, s8};
+      k.relayout(rl);
+    });
   QEpilogue ep0;
   ep0.out = c.o.out;
   ep0.relu = c.o.relu;
@@ -105,7 +136,8 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
   a0.IC = IC;
   a0.m = OC;
   a0.n = OW;
-  a0.x_fill = uint32_t(uint8_t(c.L.x_zero())) * 0x01010101u;
+  a0.x_fill = x_fill;
+  a0.q = q;
   a0.flip = s8;
   a0.plane = c.o.planar ? OH * OW : 0;
   const size_t esz = qout_elem_size(c.o.out);
@@ -123,7 +155,7 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
     uint32_t sum[kQConvLowOfmMaxOc] = {};
     for (size_t kh = lo; kh < hi; ++kh) {
       const size_t r = (n * H + oh * geo.sh + kh * geo.dh - geo.pt);
-      rows[kh - lo] = r >= R - T ? copy + (r - (R - T)) * row_bytes : x + r * row_bytes;
+      rows[kh - lo] = q ? reinterpret_cast<const uint8_t*>(xt + r * row_ints) : input_row(r);
       for (size_t o = 0; o < M; ++o) sum[o] += uint32_t(w.row_sum.data()[kh * M + o]);
     }
     int32_t comp[kQConvLowOfmMaxOc];  // sum (x - za) w = sum x w - za * (the passed taps' weights), modulo 2^32

@@ -47,11 +47,21 @@ class QConv2d(_convgeom.ConvGeometryProperties):
       lanes, taps in the loop) and "direct" (groups == 1, AVX-VNNI / AVX-512 VNNI only, ValueError elsewhere:
       one padded uint8 copy of the input walked with strides by kernels holding 6 output pixels x 64 output
       channels in registers over the whole window, weights packed per 64 channels in groups of 4 input
-      channels). auto: "depthwise" for depthwise layers, else "im2col" for the 1x1 stride-1 unpadded case,
+      channels) and "low_ofm" (groups == 1 and out_channels <= 4 only, e.g. an image's RGB output layer, ValueError
+      elsewhere: output pixels in vector lanes, 16 per AVX-512 vector, one accumulator per output channel, each
+      pixel's input re-laid out on the fly as groups of 4 channels by in-register transposes of pixel loads, or
+      vpgatherdd for the groups left over, and multiplied by one channel's 4 weights broadcast (vpdpbusd; an
+      exact int16 widening without VNNI); windows of more than one tap re-lay out each input row once into
+      the workspace first, so every tap is plain loads; padding columns are masked-off lanes holding the zero
+      point and padding rows are skipped, both folded exactly into the column-sum compensation; no padded
+      copy. Kernels for AVX2, AVX-VNNI, AVX-512 and AVX-512 VNNI; on aarch64 only the scalar reference kernel
+      runs it, so auto keeps indirect / im2col there (ARM timings are not measured)). auto: "depthwise" for
+      depthwise layers, else "low_ofm" for groups == 1 and out_channels <= 4 where a SIMD low_ofm kernel runs
+      (x86; one Sapphire Rapids core, 128x128 64->3, GOP/s low_ofm vs the best of im2col / indirect vs torch
+      x86: 1x1 112 / 56 / 83, 3x3 pad 1 252 / 212 / 251), else "im2col" for the 1x1 stride-1 unpadded case,
       else "direct" for windows of >= 49 taps over 2-3 input channels where a direct kernel runs (the 7x7
       stems: 224x224 3->64 7x7/2 on one Sapphire Rapids core, 335 vs 256 GOP/s for indirect), else
-      "indirect". Every algorithm
-      gives bit-identical results on every ISA and thread count.
+      "indirect". Every algorithm gives bit-identical results on every ISA and thread count.
 
     residual_scale, residual_zero_point: with them, a call may pass ``residual=`` (uint8 or int8, the
       output's shape, e.g. a ResNet shortcut) whose real value ``(r - residual_zero_point) * residual_scale`` is

@@ -19,9 +19,11 @@ namespace {
 #include "kernels/low_ofm_widen.inc"
 #include "kernels/qconv_low_ofm_tile.inc"
 
+using Kernel = QConvLowOfmTemplate<LowOfmWiden<LowOfmYmm>, 2, 2>;
+
 }  // namespace
 
 extern const QConvLowOfmKernel u8s8_conv_low_ofm_16x4c4__avx2 = {
-    "u8s8_conv_low_ofm_16x4c4__avx2", 16, QConvLowOfmTemplate<LowOfmWiden<LowOfmYmm>, 2, 2>::run};
+    "u8s8_conv_low_ofm_16x4c4__avx2", 16, Kernel::run, 8, Kernel::relayout_fn};
 
 }  // namespace nnkern

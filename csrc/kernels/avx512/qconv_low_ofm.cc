@@ -19,9 +19,11 @@ namespace {
 #include "kernels/low_ofm_widen.inc"
 #include "kernels/qconv_low_ofm_tile.inc"
 
+using Kernel = QConvLowOfmTemplate<LowOfmWiden<LowOfmZmm>, 2, 4>;
+
 }  // namespace
 
 extern const QConvLowOfmKernel u8s8_conv_low_ofm_64x4c4__avx512 = {
-    "u8s8_conv_low_ofm_64x4c4__avx512", 64, QConvLowOfmTemplate<LowOfmWiden<LowOfmZmm>, 2, 4>::run};
+    "u8s8_conv_low_ofm_64x4c4__avx512", 64, Kernel::run, 16, Kernel::relayout_fn};
 
 }  // namespace nnkern

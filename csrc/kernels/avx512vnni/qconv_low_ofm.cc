@@ -27,9 +27,11 @@ struct LowOfmZmmVnni : LowOfmZmm {
 
 #include "kernels/qconv_low_ofm_tile.inc"
 
+using Kernel = QConvLowOfmTemplate<LowOfmZmmVnni, 2, 4>;
+
 }  // namespace
 
 extern const QConvLowOfmKernel u8s8_conv_low_ofm_64x4c4__avx512vnni = {
-    "u8s8_conv_low_ofm_64x4c4__avx512vnni", 64, QConvLowOfmTemplate<LowOfmZmmVnni, 2, 4>::run};
+    "u8s8_conv_low_ofm_64x4c4__avx512vnni", 64, Kernel::run, 16, Kernel::relayout_fn};
 
 }  // namespace nnkern

@@ -26,9 +26,11 @@ struct LowOfmYmmVnni : LowOfmYmm {
 
 #include "kernels/qconv_low_ofm_tile.inc"
 
+using Kernel = QConvLowOfmTemplate<LowOfmYmmVnni, 2, 2>;
+
 }  // namespace
 
 extern const QConvLowOfmKernel u8s8_conv_low_ofm_16x4c4__avxvnni = {
-    "u8s8_conv_low_ofm_16x4c4__avxvnni", 16, QConvLowOfmTemplate<LowOfmYmmVnni, 2, 2>::run};
+    "u8s8_conv_low_ofm_16x4c4__avxvnni", 16, Kernel::run, 8, Kernel::relayout_fn};
 
 }  // namespace nnkern
