@@ -21,6 +21,7 @@
 #include "core/threadpool.h"
 #include "kernels/qconv_low_ofm_list.h"
 #include "ops/qconv2d.h"
+#include "ops/qgemm.h"
 
 namespace nnkern {
 namespace {
@@ -89,7 +90,20 @@ bool qconv_low_ofm_applies(const QConvCall& c) {
   return span * double(g.IC) < double(INT32_MAX);
 }
 
-bool qconv_low_ofm_preferred(const QConvCall&) { return qconv_low_ofm_vectorized(); }
+bool qconv_low_ofm_preferred(const QConvCall& c) {
+  if (!qconv_low_ofm_vectorized()) return false;
+  // Against the AMX GEMM kernels (tiles of 16 x 64 bytes, idle lanes and all), indirect / im2col win past 64
+  // input channels and for strided windows. One Sapphire Rapids core, GOP/s low_ofm vs the best of indirect /
+  // im2col with AMX: 128x128 64->3 1x1 112 vs 56, 3x3 252 vs 212; 56x56 64->3 3x3/1 190 vs 192, /2 97 vs 149;
+  // 128->3 3x3 222 vs 299; 256->3 1x1 145 vs 200; 112x112 3->4 7x7/2 67 vs 25. Without AMX low_ofm won every
+  // such layer measured (1.5-6x: 32x32 512->4 3x3 392 vs 119).
+  const QGemmKernels* amx = qgemm_kernels_for(Isa::amx);
+  if (amx && &c.k == amx->i8) {
+    const ConvGeometry& g = c.L.geometry();
+    return g.IC <= 64 && ((g.sh == 1 && g.sw == 1) || g.IC < 16);
+  }
+  return true;
+}
 
 size_t qconv_low_ofm_workspace(const QConvCall& c) {
   return tail_bytes(c) + round64(c.N * c.H * relaid_row_ints(c) * sizeof(int32_t));
