@@ -7,11 +7,13 @@
 // bytes past its channels (weights 0 there), which past the last pixel of the input would leave the caller's
 // buffer, so the input's final rows (the last one, or the last 2-3 if a row has under 3 bytes) are copied with 4
 // bytes of slack into the workspace and read from there.
-// Windows of more than one tap, on the SIMD kernels: every input row is first re-laid out once (the kernel's
-// relayout: groups of 4 channels x pixels, per stride phase, padding columns filled) into the workspace, so
-// that each of the KH x KW taps reading it is plain vector loads instead of a re-layout per tap.
-// Tasks are rows (image, row); each computes its row whole (the weights, at most ks * IC * 4 bytes, stay in
-// cache), so results do not depend on the thread count.
+// Windows of more than one tap, on the SIMD kernels: tasks are bands of kBand output rows of one image, and a
+// band first re-lays out the input rows it reads (the kernel's relayout: groups of 4 channels x pixels per stride
+// phase, padding columns filled) into its thread's scratch, so that each of the KH x KW taps reading them is
+// plain vector loads instead of a re-layout per tap, from cache (rows shared by two bands are re-laid out by
+// both). Otherwise tasks are output rows. Every output row is computed whole by one kernel call (the weights,
+// at most ks * IC * 4 bytes, stay in cache), the same way whatever the band or thread: results do not depend
+// on the thread count.
 #include "ops/qconv2d_low_ofm.h"
 
 #include <algorithm>
@@ -27,6 +29,7 @@ namespace nnkern {
 namespace {
 
 constexpr size_t kSlack = 4;  // readable bytes after the copied final row
+constexpr size_t kBand = 8;   // output rows per task on re-laid-out rows
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -105,9 +108,10 @@ bool qconv_low_ofm_preferred(const QConvCall& c) {
   return true;
 }
 
-size_t qconv_low_ofm_workspace(const QConvCall& c) {
-  return tail_bytes(c) + round64(c.N * c.H * relaid_row_ints(c) * sizeof(int32_t));
-}
+// Input rows a band of kBand output rows reads at most.
+size_t band_rows(const ConvGeometry& geo) { return (kBand - 1) * geo.sh + (geo.KH - 1) * geo.dh + 1; }
+
+size_t qconv_low_ofm_workspace(const QConvCall& c) { return tail_bytes(c); }
 
 void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
   const QConvLowOfmKernel& k = kernel_of(c);
@@ -126,14 +130,7 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
   const int32_t za = s8 ? c.L.x_zero() + 128 : c.L.x_zero();  // in the uint8 domain
   const uint32_t x_fill = uint32_t(uint8_t(c.L.x_zero())) * 0x01010101u;
   auto input_row = [&](size_t r) { return r >= R - T ? copy + (r - (R - T)) * row_bytes : x + r * row_bytes; };
-  // The re-laid-out rows, if the kernel reads them (row r at xt + r * row_ints).
-  const size_t q = relaid_q(c), row_ints = relaid_row_ints(c);
-  int32_t* xt = reinterpret_cast<int32_t*>(copy + tail_bytes(c));
-  if (q)
-    parallel_for(R, [&](size_t r) {
-      QConvLowOfmRelayout rl{input_row(r), xt + r * row_ints, W, IC, geo.sw, q, geo.pl, x_fill, s8};
-      k.relayout(rl);
-    });
+  const size_t q = relaid_q(c), row_ints = relaid_row_ints(c);  // q > 0: the kernel reads re-laid-out rows
   QEpilogue ep0;
   ep0.out = c.o.out;
   ep0.relu = c.o.relu;
@@ -156,20 +153,22 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
   a0.plane = c.o.planar ? OH * OW : 0;
   const size_t esz = qout_elem_size(c.o.out);
   uint8_t* out = static_cast<uint8_t*>(c.o.c);
-  parallel_for_scratch(c.N * OH, round64(geo.KH * sizeof(void*)), [&](size_t task, void* scratch) {
-    const size_t n = task / OH, oh = task % OH;
-    // Valid tap rows kh: 0 <= oh * sh + kh * dh - pt < H, a contiguous range [lo, hi).
-    size_t lo = 0, hi = 0;
+  // Valid tap rows of output row oh: 0 <= iy = oh * sh + kh * dh - pt < H, kh in a contiguous range [lo, hi).
+  auto tap_rows = [&](size_t oh, size_t* lo, size_t* hi) {
+    *lo = *hi = 0;
     for (size_t kh = 0; kh < geo.KH; ++kh) {
       const ptrdiff_t iy = ptrdiff_t(oh * geo.sh + kh * geo.dh) - ptrdiff_t(geo.pt);
-      if (iy < 0) lo = kh + 1;
-      if (iy >= 0 && iy < ptrdiff_t(H)) hi = kh + 1;
+      if (iy < 0) *lo = kh + 1;
+      if (iy >= 0 && iy < ptrdiff_t(H)) *hi = kh + 1;
     }
-    const uint8_t** rows = static_cast<const uint8_t**>(scratch);
+  };
+  // Output row (n, oh); rows[kh - lo] = where tap row kh's input row is (NHWC, or re-laid out by row_of).
+  auto compute_row = [&](size_t n, size_t oh, const uint8_t** rows, const auto& row_of) {
+    size_t lo, hi;
+    tap_rows(oh, &lo, &hi);
     uint32_t sum[kQConvLowOfmMaxOc] = {};
     for (size_t kh = lo; kh < hi; ++kh) {
-      const size_t r = (n * H + oh * geo.sh + kh * geo.dh - geo.pt);
-      rows[kh - lo] = q ? reinterpret_cast<const uint8_t*>(xt + r * row_ints) : input_row(r);
+      rows[kh - lo] = row_of(oh * geo.sh + kh * geo.dh - geo.pt);
       for (size_t o = 0; o < M; ++o) sum[o] += uint32_t(w.row_sum.data()[kh * M + o]);
     }
     int32_t comp[kQConvLowOfmMaxOc];  // sum (x - za) w = sum x w - za * (the passed taps' weights), modulo 2^32
@@ -183,6 +182,36 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
     a.c = out + (c.o.planar ? n * OC * OH * OW + oh * OW : (n * OH + oh) * OW * OC) * esz;
     a.ep = &ep;
     k.run(a);
+  };
+  const size_t ptr_bytes = round64(geo.KH * sizeof(void*));
+  if (!q) {
+    parallel_for_scratch(c.N * OH, ptr_bytes, [&](size_t task, void* scratch) {
+      const size_t n = task / OH;
+      compute_row(n, task % OH, static_cast<const uint8_t**>(scratch),
+                  [&](size_t iy) { return input_row(n * H + iy); });
+    });
+    return;
+  }
+  const size_t bands = (OH + kBand - 1) / kBand, slots = band_rows(geo);
+  parallel_for_scratch(c.N * bands, ptr_bytes + slots * row_ints * sizeof(int32_t), [&](size_t task, void* scratch) {
+    const size_t n = task / bands, oh0 = task % bands * kBand, oh1 = std::min(OH, oh0 + kBand);
+    int32_t* xt = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(scratch) + ptr_bytes);
+    // The band's input rows [iy0, iy1), re-laid out: row iy at xt + (iy - iy0) * row_ints.
+    size_t lo, hi, iy0 = H, iy1 = 0;
+    for (size_t oh = oh0; oh < oh1; ++oh) {
+      tap_rows(oh, &lo, &hi);
+      if (lo >= hi) continue;
+      iy0 = std::min(iy0, oh * geo.sh + lo * geo.dh - geo.pt);
+      iy1 = std::max(iy1, oh * geo.sh + (hi - 1) * geo.dh - geo.pt + 1);
+    }
+    for (size_t iy = iy0; iy < iy1; ++iy) {
+      const QConvLowOfmRelayout rl{input_row(n * H + iy), xt + (iy - iy0) * row_ints, W, IC, geo.sw, q, geo.pl,
+                                   x_fill, s8};
+      k.relayout(rl);
+    }
+    for (size_t oh = oh0; oh < oh1; ++oh)
+      compute_row(n, oh, static_cast<const uint8_t**>(scratch),
+                  [&](size_t iy) { return reinterpret_cast<const uint8_t*>(xt + (iy - iy0) * row_ints); });
   });
 }
 
