@@ -178,15 +178,15 @@ def test_out_layout_planar_every_algorithm(rng):
 
 def test_auto_rule(rng):
     """auto: low_ofm for groups == 1 and at most 4 output channels where a SIMD low_ofm kernel runs (x86; with
-    the AMX GEMM only up to 64 input channels, and stride 1 unless under 16), the table's earlier depthwise for
-    depthwise layers, the other algorithms past 4 channels or with groups."""
+    the AMX GEMM only up to 256 input channels, and strided only under 16 of them or with 25 taps or more), the
+    table's earlier depthwise for depthwise layers, the other algorithms past 4 channels or with groups."""
     simd = any(k["supported"] and k["level"] != "scalar" for k in LOW_OFM_KERNELS)
     for OC in (1, 2, 3, 4):
-        for IC in (3, 15, 16, 64, 65, 200):
+        for IC in (3, 15, 16, 64, 200, 256, 257):
             for KH, kw in ((1, {}), (3, dict(padding=1)), (5, dict(stride=2, padding=2)), (7, dict(stride=(1, 2)))):
                 layer = make_layer(rng, OC, KH, KH, IC, **kw)
                 amx = layer.kernel.endswith("__amx")  # the GEMM kernel indirect / im2col would run
-                want = simd and not (amx and (IC > 64 or (layer.stride != (1, 1) and IC >= 16)))
+                want = simd and not (amx and (IC > 256 or (layer.stride != (1, 1) and IC >= 16 and KH < 5)))
                 assert (layer._packed.auto_algorithm(1, 16, 16) == "low_ofm") == want, (OC, IC, KH)
     assert make_layer(rng, 5, 3, 3, 8)._packed.auto_algorithm(1, 9, 9) == "indirect"
     assert make_layer(rng, 4, 3, 3, 2, groups=2)._packed.auto_algorithm(1, 9, 9) == "indirect"

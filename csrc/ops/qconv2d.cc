@@ -34,8 +34,8 @@ bool direct_preferred(const QConvCall& c) {
 const AlgorithmTable<QConvCall>& qconv_algorithms() {
   // auto: depthwise for every depthwise layer (groups == IC: a per-group GEMM would be 1 x ks x m), then
   // low_ofm for groups == 1 and OC <= 4 where a SIMD low_ofm kernel runs (x86: pixels in lanes beat channels
-  // in lanes of which OC would fill 4 at most; against AMX only up to 64 input channels, stride 1 unless
-  // under 16: qconv_low_ofm_preferred), then im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 49
+  // in lanes of which OC would fill 4 at most; against AMX only up to 256 input channels, and strided only
+  // under 16 of them or with 25 taps or more: qconv_low_ofm_preferred), then im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 49
   // taps over 2-3 input channels (direct_preferred), indirect otherwise (no KH*KW-fold copy of the input).
   static const AlgorithmTable<QConvCall> table("qconv2d", {
       {"depthwise", [](const QConvCall& c) { return c.L.geometry().depthwise(); }, nullptr,

@@ -95,15 +95,17 @@ bool qconv_low_ofm_applies(const QConvCall& c) {
 
 bool qconv_low_ofm_preferred(const QConvCall& c) {
   if (!qconv_low_ofm_vectorized()) return false;
-  // Against the AMX GEMM kernels (tiles of 16 x 64 bytes, idle lanes and all), indirect / im2col win past 64
-  // input channels and for strided windows. One Sapphire Rapids core, GOP/s low_ofm vs the best of indirect /
-  // im2col with AMX: 128x128 64->3 1x1 112 vs 56, 3x3 252 vs 212; 56x56 64->3 3x3/1 190 vs 192, /2 97 vs 149;
-  // 128->3 3x3 222 vs 299; 256->3 1x1 145 vs 200; 112x112 3->4 7x7/2 67 vs 25. Without AMX low_ofm won every
-  // such layer measured (1.5-6x: 32x32 512->4 3x3 392 vs 119).
+  // Against the AMX GEMM kernels (tiles of 16 x 64 bytes, idle lanes and all), indirect / im2col win past 256
+  // input channels and for strided windows under 25 taps over 16 or more channels (the re-layout of each input
+  // row then serves few outputs). One Sapphire Rapids core, GOP/s low_ofm vs the best of indirect / im2col with
+  // AMX: 56x56 3x3 64->3 /1 223 vs 197, /2 99 vs 157; 128->3 /1 254 vs 201, /2 116 vs 176; 256->3 /1 279 vs 247;
+  // 28x28 512->3 3x3 240 vs 277; 56x56 256->3 1x1 156 vs 146; 112x112 64->3 5x5/2 212 vs 176, 32->3 3x3/2 90 vs
+  // 85, 3->4 7x7/2 67 vs 25. Without AMX low_ofm won every such layer measured (1.5-6x).
   const QGemmKernels* amx = qgemm_kernels_for(Isa::amx);
   if (amx && &c.k == amx->i8) {
     const ConvGeometry& g = c.L.geometry();
-    return g.IC <= 64 && ((g.sh == 1 && g.sw == 1) || g.IC < 16);
+    if (g.IC > 256) return false;
+    if (g.sh > 1 || g.sw > 1) return g.IC < 16 || g.ks() >= 25;
   }
   return true;
 }

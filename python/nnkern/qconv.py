@@ -58,9 +58,9 @@ class QConv2d(_convgeom.ConvGeometryProperties):
       runs it, so auto keeps indirect / im2col there (ARM timings are not measured)). auto: "depthwise" for
       depthwise layers, else "low_ofm" for groups == 1 and out_channels <= 4 where a SIMD low_ofm kernel runs
       (x86; one Sapphire Rapids core, 128x128 64->3, GOP/s low_ofm vs the best of im2col / indirect vs torch
-      x86: 1x1 112 / 56 / 83, 3x3 pad 1 252 / 212 / 251), except where the GEMM runs on AMX and the layer has
-      more than 64 input channels, or a stride > 1 with 16 or more (AMX's indirect / im2col measured faster
-      there: 56x56 64->3 3x3/2 97 vs 149 GOP/s), else "im2col" for the 1x1 stride-1 unpadded case,
+      x86: 1x1 150 / 57 / 74, 3x3 pad 1 300 / 212 / 228), except where the GEMM runs on AMX and the layer has
+      more than 256 input channels, or a stride > 1 with 16 or more and a window under 25 taps (AMX's
+      indirect / im2col measured faster there: 56x56 64->3 3x3/2 99 vs 157 GOP/s), else "im2col" for the 1x1 stride-1 unpadded case,
       else "direct" for windows of >= 49 taps over 2-3 input channels where a direct kernel runs (the 7x7
       stems: 224x224 3->64 7x7/2 on one Sapphire Rapids core, 335 vs 256 GOP/s for indirect), else
       "indirect". Every algorithm gives bit-identical results on every ISA and thread count.
