@@ -135,8 +135,10 @@ def test_dispatched_path_every_isa(qisa, rng):
                 assert np.array_equal(layer(x, out_layout="NCHW"), planar(want)), (qisa, KH, odt, alg)
 
 
-def test_threads_bit_identical(rng):
-    layer = make_layer(rng, 3, 3, 3, 20, np.uint8, True, padding=1, stride=(1, 2), input_zero_point=-7)
+@pytest.mark.parametrize("KH", [1, 3])
+def test_threads_bit_identical(rng, KH):
+    """1 thread = 2, 3, 5 threads (rows of 1x1 windows; bands of re-laid-out rows for 3x3)."""
+    layer = make_layer(rng, 3, KH, KH, 20, np.uint8, True, padding=KH // 2, stride=(1, 2), input_zero_point=-7)
     x = rand_x(rng, np.int8, (2, 23, 70, 20))
     threads = nnkern.get_num_threads()
     try:

@@ -1,12 +1,13 @@
 // The "low_ofm" convolution (seed I11): groups == 1, at most 4 output channels, output pixels in vector
-// lanes (kernels/qconv_low_ofm.h). The kernels gather from the NHWC input in place: no padded copy, no
-// indirection buffer. Padding is exact without a copy: a padding column is a masked-off gather lane that holds
-// the zero point za, and the compensation -za * (weights of the taps passed) removes what it adds; a padding
-// row is not passed at all, the compensation summing only the valid tap rows (row_sum), so every padding tap
-// adds exactly 0 as in sum (x - za) w. The one copy: when IC % 4 != 0 the last group of a pixel reads up to 3
-// bytes past its channels (weights 0 there), which past the last pixel of the input would leave the caller's
-// buffer, so the input's final rows (the last one, or the last 2-3 if a row has under 3 bytes) are copied with 4
-// bytes of slack into the workspace and read from there.
+// lanes (kernels/qconv_low_ofm.h). The kernels read the NHWC input in place (pixel loads re-laid out by
+// in-register transposes, gathers for leftover channel groups): no padded copy, no indirection buffer. Padding
+// is exact without a copy: a padding column is a masked-off lane that holds the zero point za, and the
+// compensation -za * (weights of the taps passed) removes what it adds; a padding row is not passed at all, the
+// compensation summing only the valid tap rows (row_sum), so every padding tap adds exactly 0 as in
+// sum (x - za) w. The one copy: when IC % 4 != 0 the last group of a pixel reads up to 3 bytes past its
+// channels (weights 0 there), which past the last pixel of the input would leave the caller's buffer, so the
+// input's final rows (the last one, or the last 2-3 if a row has under 3 bytes) are copied with 4 bytes of slack
+// into the workspace and read from there.
 // Windows of more than one tap, on the SIMD kernels: tasks are bands of kBand output rows of one image, and a
 // band first re-lays out the input rows it reads (the kernel's relayout: groups of 4 channels x pixels per stride
 // phase, padding columns filled) into its thread's scratch, so that each of the KH x KW taps reading them is
