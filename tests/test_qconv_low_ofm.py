@@ -114,6 +114,20 @@ def test_extremes(lowkernel, xdt, zx, extreme):
         check(layer, x, lowkernel, what=str(wv))
 
 
+@pytest.mark.parametrize("stride,dilation", [((1, 1), (1, 9)), ((1, 2), (1, 3)), ((2, 3), (2, 5)), ((1, 3), (1, 1)),
+                                             ((1, 1), (3, 17))])
+def test_strides_and_dilations(lowkernel, stride, dilation):
+    """Taps whose offset into a re-laid-out row is past a vector (dilation 9, 17), stride phases (2, 3), their
+    mixes, widths around the vectors: every tap position the kernels load from."""
+    rng = np.random.default_rng(sum(stride) * 10 + sum(dilation))
+    for i, OW_in in enumerate((1, 7, 16, 17, 33, 70)):
+        layer = make_layer(rng, 1 + i % 4, 3, 3, 5 + 7 * i, [np.int32, np.float32, np.uint8][i % 3],
+                           stride=stride, dilation=dilation, padding=(1, 2, 2 * dilation[1], dilation[1] + 1),
+                           input_zero_point=int(rng.integers(0, 256)))
+        x = rand_x(rng, np.uint8, (2, 7, OW_in, layer.in_channels))
+        check(layer, x, lowkernel, what=f"W={OW_in} s={stride} d={dilation}")
+
+
 def test_no_access_past_guard_page(lowkernel):
     """Input (every IC tail: the last pixel's last group) and output (NHWC and planar tails) ending at an
     unmapped page (tests/qconv_low_ofm_guard_check.py, in a subprocess)."""
