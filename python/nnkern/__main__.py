@@ -11,7 +11,8 @@ bench         the fuller SGEMM table against every installed comparison library,
               --op conv: FP32 Conv2d per algorithm and auto vs torch (channels_last, NCHW) / onnxruntime on
               ResNet-50, MobileNet-v2, YoloV3-Tiny and a low-OC layer; --op yolo: YoloV3-Tiny's backbone end to
               end, latency vs torch / onnxruntime; --op mobilenet: MobileNet-v2 end to end, fused and layer by
-              layer, vs torch / onnxruntime).
+              layer, vs torch / onnxruntime; --op qnet: quantized ResNet-18 and MobileNet-v2 end to end vs
+              torch's quantized model / onnxruntime's QDQ model, batch 1 and 8, with their top-1 agreement).
 """
 from __future__ import annotations
 
@@ -210,6 +211,28 @@ def bench_network(args, threads) -> int:
     return _conv_outputs(args, results, threads)
 
 
+def bench_qnet(args, threads) -> int:
+    """Quantized ResNet-18 and MobileNet-v2 end to end: nnkern vs torch's quantized model / onnxruntime's QDQ
+    model latency at batch 1 and 8, and the three's top-1 agreement."""
+    from nnkern.bench import conv, harness, qnet
+    import nnkern
+    names, batches = qnet.select(args.shapes)
+    isa = args.isa.split(",")[-1] if args.isa else conv.QCONV.default_isa()
+    print_info()
+    print(harness.peaks_line("int8", "GOP/s", [isa]))
+    t0 = time.perf_counter()
+    results, notes, agree = qnet.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args),
+                                     names=names, batches=batches, progress=lambda s: print(s, flush=True))
+    print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
+    for name in names:
+        for batch in batches:
+            for t in threads:
+                print(qnet.markdown_table(results, name, batch, t, notes))
+                print()
+    print(qnet.agreement_table(agree) + "\n")
+    return _conv_outputs(args, results, threads)
+
+
 def _libraries(args):
     """--libraries: None (all installed), [] for 'none', else the names given."""
     if not args.libraries:
@@ -252,6 +275,8 @@ def bench(args) -> int:
         return bench_conv(args, threads, conv.QCONV if args.op == "qconv" else fconv.CONV)
     if args.op in ("yolo", "mobilenet"):
         return bench_network(args, threads)
+    if args.op == "qnet":
+        return bench_qnet(args, threads)
     if args.op != "sgemm":
         return bench_int8(args, threads)
     if args.shapes:
@@ -291,8 +316,8 @@ def main(argv=None) -> int:
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
-                   choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "sigmoid",
-                            "tanh", "topk", "lstm"],
+                   choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "qnet",
+                            "sigmoid", "tanh", "topk", "lstm"],
                    help="sgemm (default); qgemm (int8, B packed per call), qlinear (prepacked, fused "
                         "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
                         "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
@@ -300,7 +325,9 @@ def main(argv=None) -> int:
                         "algorithm on ResNet-50 / MobileNet-v2 / YoloV3-Tiny / low-OC layers, batch 1; --shapes as "
                         "qconv, e.g. yolo.3x3 lowoc); yolo (YoloV3-Tiny's backbone end to end, ReLU for leaky ReLU; "
                         "--shapes = the input size, default 416); mobilenet (MobileNet-v2 end to end, fused blocks "
-                        "and layer by layer; --shapes = the input size, default 224)")
+                        "and layer by layer; --shapes = the input size, default 224); qnet (quantized ResNet-18 and "
+                        "MobileNet-v2 end to end vs torch's quantized model / onnxruntime QDQ, batch 1 and 8, with "
+                        "top-1 agreement; --shapes = network names and batch sizes, e.g. resnet18 8)")
     b.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; lstm: 1)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")
