@@ -276,7 +276,6 @@ def _resnet18_program(q) -> Program:
 
 
 def _mobilenet_program(q) -> Program:
-    import nnkern
     prog = Program()
     x_q = _qparams(q.quant)
     last = prog.add(_quantize_step(x_q), 0)
