@@ -564,6 +564,20 @@ def test_residual_equals_unfused(rng, odt, relu, rdt, zr, groups):
         i32(x, residual=r)
 
 
+@pytest.mark.parametrize("odt", [np.uint8, np.float32])
+def test_residual_batch_in_chunks(rng, odt):
+    """A batch whose float32 pre-activation exceeds the residual stage's chunk (1 MiB: 40 x 40 x 96 x 4 bytes
+    = 600 KiB per image, one image per chunk): each image equals its own call, for every algorithm."""
+    layer = make_layer(np.random.default_rng(4), 96, 3, 3, 5, odt, True, padding=1, input_zero_point=9,
+                       residual_scale=0.03, residual_zero_point=100)
+    x = rand_x(rng, np.uint8, (3, 40, 40, 5))
+    r = rand_x(rng, np.uint8, layer.output_shape(x.shape))
+    for alg in algorithms_for(layer):
+        got = layer._run(x, None, alg, "", r)
+        for n in range(3):
+            assert np.array_equal(got[n:n + 1], layer._run(x[n:n + 1], None, alg, "", r[n:n + 1])), (alg, n)
+
+
 def test_residual_bad_construction(rng):
     with pytest.raises(ValueError, match="int32"):
         make_layer(rng, 4, 1, 1, 4, np.int32, residual_scale=0.1)
