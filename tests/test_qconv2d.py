@@ -590,6 +590,17 @@ def test_residual_bad_construction(rng):
         layer(rand_x(rng, np.uint8, (1, 2, 2, 4)), residual=np.zeros((1, 2, 2, 4), np.int8))
 
 
+@pytest.mark.parametrize("isa", nnkern.supported_isas())
+def test_im2col_dispatches_by_row_depth(isa, rng):
+    """im2col without a kernel asked for runs the kernel dispatched for its row's depth K = 7 * 7 * 3 = 147
+    (AMX where the CPU has it), not the one for 3 channels per tap: exact on every ISA cap."""
+    layer = make_layer(rng, 64, 7, 7, 3, np.int32, padding=3, stride=2, input_zero_point=200)
+    x = rand_x(rng, np.uint8, (2, 23, 20, 3))
+    with nnkern.max_isa(isa):
+        got = layer._run(x, None, "im2col", "", None)
+    assert np.array_equal(got, ref_layer(layer, x))
+
+
 def test_im2col_row_blocks(qkernel, rng):
     """A window of 7 x 7 x 70 on 1800 output pixels: the im2col matrix is built in several row blocks."""
     layer = make_layer(rng, 5, 7, 7, 70, np.int32, padding=3, input_zero_point=77)

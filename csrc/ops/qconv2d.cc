@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include "core/algorithm.h"
@@ -158,8 +159,14 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
                                const QDwconvKernel* dw, const QConvDirectKernel* direct) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
-  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o, dw, direct};
-  const Algorithm<QConvCall>& a = qconv_algorithms().select(call, algorithm);  // errors before any work
+  const QConvCall chosen{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o,
+                         dw, direct};
+  const Algorithm<QConvCall>& a = qconv_algorithms().select(chosen, algorithm);  // errors before any work
+  // The dispatched kernel suits the depth of one call's reduction: KH*KW taps of IC/groups for the indirect
+  // form, but one row of K = KH*KW*IC/groups for im2col (the 7x7 stem's 147, where AMX beats VNNI).
+  const bool gemm_depth = !kern && std::string_view(a.name) == "im2col";
+  const QConvCall call{*this, gemm_depth ? qgemm_kernel(8, geo_.kg()) : chosen.k, N, H, W, OH, OW, x_type, x, o, dw,
+                       direct};
   if (N == 0) return a.name;
   if (!o.residual) {
     Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
