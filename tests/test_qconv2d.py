@@ -197,11 +197,12 @@ def test_sweep_depthwise_every_dwconv_kernel(dwkernel):
 @pytest.mark.parametrize("m", [1, 2])
 def test_depthwise_channel_tails(dwkernel, C, m, rng):
     """Every channel count around the vector width and block (8, 16; AVX-512: 16, 32, 64), both input dtypes
-    and every output."""
-    for odt, xdt in [(np.int32, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8), (np.float32, np.int8)]:
+    and every output; rows of 4 + (0..3) output pixels (the kernels take up to 4 pixels at a time)."""
+    for i, (odt, xdt) in enumerate([(np.int32, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8),
+                                    (np.float32, np.int8)]):
         layer = make_layer(rng, C * m, 3, 3, 1, odt, relu=odt != np.int32, groups=C, padding=(1, 2, 0, 1),
                            input_zero_point=int(np.iinfo(xdt).min + 3))
-        x = rand_x(rng, xdt, (2, 6, 5, C))
+        x = rand_x(rng, xdt, (2, 6, 5 + (C + i) % 4, C))
         assert np.array_equal(layer._run(x, None, "depthwise", dwkernel), unfused(layer, ref_layer(layer, x)))
 
 

@@ -31,6 +31,6 @@ struct DwYmm : YmmOps {
 
 }  // namespace
 
-extern const QDwconvKernel u8s8_dwconv_16c__avx2 = {"u8s8_dwconv_16c__avx2", 16, QDwconvTemplate<DwYmm, 2>::run};
+extern const QDwconvKernel u8s8_dwconv_16c__avx2 = {"u8s8_dwconv_16c__avx2", 16, QDwconvTemplate<DwYmm, 2, 1, 4>::run};
 
 }  // namespace nnkern
