@@ -3,7 +3,7 @@
 // through QConv2d (whose packer only makes int8 weights and windows up to 7 x 7):
 //   weights over the contract's whole int16 range, at its ends and random; inputs 0 / 255 and random;
 //   every channel count 1 .. 2 * channel_tile + 17 (each block size and each tail of the vector width);
-//   1, 2, 3 and 5 pixels (the blocks of two pixels and the last one alone);
+//   1, 2, 3, 4, 5 and 7 pixels (blocks of 2 or 4 pixels, and the last ones alone);
 //   windows of 1, 3, 9 and 25 taps, and 64 / 65 / 81 (past the kernels' 64 row pointers on the stack);
 //   padding taps (the shared zero row, read as is) among rows moved by b_offset;
 //   every output: int32 (with col_comp and ReLU), float32 (scale, bias, ReLU), uint8 / int8 (clamp to
@@ -111,7 +111,7 @@ void test_kernel(const QDwconvKernel& kernel) {
   std::printf("testing %s (channel tile %zu, channels 1..%zu)\n", kernel.name, tile, cmax);
   uint32_t seed = 1;
   for (size_t channels = 1; channels <= cmax; ++channels)
-    for (size_t pixels : {1, 2, 3, 5})
+    for (size_t pixels : {1, 2, 3, 4, 5, 7})
       for (size_t ks : {1, 3, 9, 25})
         for (const OutCase& oc : kOuts) check_call(kernel, channels, pixels, ks, Fill::random, oc, seed++);
   // Long windows (the kernels' path past their 64 row pointers on the stack) and the extreme products.

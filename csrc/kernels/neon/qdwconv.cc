@@ -6,16 +6,19 @@
 // by SMLAL / SMLAL2: x * w is at most 255 * 32768 in magnitude, the sums wrap modulo 2^32 like every other
 // kernel's, nothing saturates.
 //
-// Channel tile: 32 channels (4 vectors) of 2 pixels per block, each tap's weights loaded once for both pixels.
-// Register budget (32 V registers): 16 accumulators (2 pixels x 4 vectors x 2 int32x4), 4 weight int16x8 and
-// 2-4 widened inputs live: about 24, no spills. A 16-channel block (the AVX2 kernel's) would run the tap loop
-// twice as often for the same products, paying its fixed cost (2 row pointers, the loop counter and branch,
-// 6 instructions) twice: 52 instructions per 16 SMLAL(2) against 46.
-// Tap loop as built (aarch64-linux-gnu-g++ 12.2 -O3 -march=armv8-a; tools/neon-loop-stats.py on the object
-// with --mac=smlal,smlal2), one iteration = one tap of the 32 x 2 block: 46 instructions, 16 SMLAL/SMLAL2
-// (64 MACs), 8 LDR d (inputs) + 4 LDP q (weights), 8 UXTL, 4 UZP1, 2 LDR x (the two pixels' row pointers) and
-// 4 add/cmp/branch; no stack access. The remaining channels go through 16- and 8-channel blocks, then the
-// tail (< 8) through a stack copy of exactly its bytes.
+// Channel tile: 32 channels (4 vectors) of 2 pixels per block, each tap's weights loaded once for both pixels;
+// where the channels fit two vectors (16 or fewer), 4 pixels at a time instead (the template's kNPNarrow).
+// Register budget (32 V registers): 16 accumulators (2 pixels x 4 vectors, or 4 x 2, of 2 int32x4), 4 weight
+// int16x8 and 2-4 widened inputs live: about 24, no spills. A 16-channel block (the AVX2 kernel's) would run
+// the tap loop twice as often for the same products, paying its fixed cost (2 row pointers, the loop counter
+// and branch: 6 instructions) twice: 52 instructions per 16 SMLAL(2) against 46.
+// Tap loops as built (aarch64-linux-gnu-g++ 12.2 -O3 -march=armv8-a; tools/neon-loop-stats.py on the object
+// with --mac=smlal,smlal2), one iteration = one tap, no stack access in either:
+//   32 channels x 2 pixels: 46 instructions, 16 SMLAL/SMLAL2 (64 MACs), 8 LDR d (inputs) + 4 LDP q (weights),
+//                           8 UXTL, 4 UZP1, 2 LDR x (the pixels' row pointers), 4 add/cmp/branch;
+//   16 channels x 4 pixels: 40 instructions, 16 SMLAL/SMLAL2, 8 UXTL, 2 UZP1 (the rest loads and loop).
+// The remaining channels go through 16- and 8-channel blocks, then the tail (< 8) through a stack copy of
+// exactly its bytes.
 //
 // One-definition rule: this file gets the NEON flags only; every helper has internal linkage, no STL.
 #include <arm_neon.h>
@@ -115,7 +118,9 @@ struct DwNeon {
 
 }  // namespace
 
-// Four vectors (32 channels) of two pixels per block: see the register budget above.
-extern const QDwconvKernel u8s8_dwconv_32c__neon = {"u8s8_dwconv_32c__neon", 32, QDwconvTemplate<DwNeon, 4, 2>::run};
+// Four vectors (32 channels) of two pixels per block, four pixels where the channels fit two vectors: see the
+// register budget above.
+extern const QDwconvKernel u8s8_dwconv_32c__neon = {"u8s8_dwconv_32c__neon", 32,
+                                                    QDwconvTemplate<DwNeon, 4, 2, 4>::run};
 
 }  // namespace nnkern
