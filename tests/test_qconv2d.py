@@ -196,8 +196,8 @@ def test_sweep_depthwise_every_dwconv_kernel(dwkernel):
 @pytest.mark.parametrize("C", [1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 70, 97])
 @pytest.mark.parametrize("m", [1, 2])
 def test_depthwise_channel_tails(dwkernel, C, m, rng):
-    """Every channel count around the vector width and block (8, 16; AVX-512: 16, 32, 64), both input dtypes
-    and every output; rows of 4 + (0..3) output pixels (the kernels take up to 4 pixels at a time)."""
+    """Every channel count around the vector width and block (8, 16; AVX-512: 16, 32, 64; NEON: 8, 16, 32), both
+    input dtypes and every output; rows of 4 + (0..3) output pixels (the kernels take up to 4 pixels at a time)."""
     for i, (odt, xdt) in enumerate([(np.int32, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8),
                                     (np.float32, np.int8)]):
         layer = make_layer(rng, C * m, 3, 3, 1, odt, relu=odt != np.int32, groups=C, padding=(1, 2, 0, 1),
