@@ -4,6 +4,7 @@
 // byte offsets into the prepared input (from a nominal base), the kernel adds the call's base (b_offset): the
 // same buffer serves every input address, and every group (the group's channel offset goes into b_offset too).
 #include <algorithm>
+#include <stdexcept>
 
 #include "core/threadpool.h"
 #include "ops/qconv2d.h"
@@ -47,6 +48,11 @@ void qconv_indirect_run(const QConvCall& c, void* workspace) {
   const size_t blocks = qgemm_ceil_div(tiles, kTilesPerTask), panel_bytes = qgemm_panel_bytes(k, icg, ks);
   const size_t c_elem = qout_elem_size(c.o.out);
   const bool compensate = in.za != 0 && !k.zero_points_in_kernel;
+  QConvFused* fuse = c.o.fuse;  // fused stage: each tile through a stack buffer, slot = tile
+  if (fuse) {
+    if (MR * NR * c_elem > kQConvFusedTileBytes) throw std::invalid_argument("qconv2d: tile too large to fuse");
+    fuse->begin(c.OH, c.OW, tiles);
+  }
   parallel_for_3d(geo.groups, w.panels, blocks, [&](size_t g, size_t panel, size_t block) {
     const size_t i = panel * MR, mi = std::min(MR, ocg - i);
     const int32_t* cs = w.colsum.data() + g * w.panels * MR + i;
@@ -69,8 +75,14 @@ void qconv_indirect_run(const QConvCall& c, void* workspace) {
     const size_t t1 = std::min(tiles, (block + 1) * kTilesPerTask);
     for (size_t tile = block * kTilesPerTask; tile < t1; ++tile) {
       const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
-      k.run(mi, nj, icg, ks, a, ind->ptrs.data() + tile * ks * NR, ind->zero.data(), b_offset,
-            out + (p0 * OC + g * ocg + i) * c_elem, OC, &ep);
+      const void* const* ptrs = ind->ptrs.data() + tile * ks * NR;
+      if (!fuse) {
+        k.run(mi, nj, icg, ks, a, ptrs, ind->zero.data(), b_offset, out + (p0 * OC + g * ocg + i) * c_elem, OC, &ep);
+      } else {
+        alignas(64) uint8_t buf[kQConvFusedTileBytes];
+        k.run(mi, nj, icg, ks, a, ptrs, ind->zero.data(), b_offset, buf, MR, &ep);
+        fuse->commit(tile, p0, nj, g * ocg + i, mi, buf, MR);
+      }
     }
     if (k.finish) k.finish();
   });
