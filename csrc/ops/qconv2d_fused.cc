@@ -5,37 +5,86 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 namespace nnkern {
 namespace {
 
-// The tile's per-channel sums added to row[0 .. m), pixels in order (so a double sum is reproducible).
+// Channels a helper takes at once (commit splits wider tiles: the depthwise rows carry every channel).
+constexpr size_t kChannels = 256;
+
+// The tile's per-channel sums added to row[0 .. m), pixels in order (so a double sum is reproducible). 8-bit
+// values are summed first in 16 bits, 255 pixels at a time (255 * 128 < 2^15), which vectorizes best.
 template <typename T, typename A>
 void pool_tile(A* row, const void* tile, size_t n, size_t m, size_t ld) {
   const T* t = static_cast<const T*>(tile);
-  for (size_t j = 0; j < n; ++j, t += ld)
-    for (size_t i = 0; i < m; ++i) row[i] += A(t[i]);
+  if constexpr (sizeof(T) == 1) {
+    using P = std::conditional_t<std::is_signed_v<T>, int16_t, uint16_t>;
+    P part[kChannels];
+    for (size_t j0 = 0; j0 < n; j0 += 255) {
+      for (size_t i = 0; i < m; ++i) part[i] = 0;
+      for (size_t j = j0; j < std::min(n, j0 + 255); ++j, t += ld)
+        for (size_t i = 0; i < m; ++i) part[i] = P(part[i] + t[i]);
+      for (size_t i = 0; i < m; ++i) row[i] += part[i];
+    }
+  } else {
+    for (size_t j = 0; j < n; ++j, t += ld)
+      for (size_t i = 0; i < m; ++i) row[i] += A(t[i]);
+  }
 }
 
-// Copies the tile's pixels to their shuffled places: channel ch of a pixel at base + chan_off[ch]; channels
-// of one run (run consecutive channels from a multiple of run) are contiguous there.
-template <typename T>
-void shuffle_tile(T* dst, const size_t* chan_off, size_t run, size_t OH, size_t OW, size_t r, size_t C, size_t p0,
-                  size_t n, size_t c0, size_t m, const T* tile, size_t ld) {
+// Copies `bytes` (> 0) from s to d with at most two fixed-size moves (head and tail may overlap): the runs
+// are short (r * C values), where a memcpy call or a byte loop would cost more than the move.
+inline void copy_run(unsigned char* d, const unsigned char* s, size_t bytes) {
+  auto two = [&](auto word) {
+    using W = decltype(word);
+    W a, b;
+    __builtin_memcpy(&a, s, sizeof(W));
+    __builtin_memcpy(&b, s + bytes - sizeof(W), sizeof(W));
+    __builtin_memcpy(d, &a, sizeof(W));
+    __builtin_memcpy(d + bytes - sizeof(W), &b, sizeof(W));
+  };
+  struct W16 { uint64_t lo, hi; };
+  if (bytes >= 32) {
+    std::memcpy(d, s, bytes);
+  } else if (bytes >= 16) {
+    two(W16{});
+  } else if (bytes >= 8) {
+    two(uint64_t{});
+  } else if (bytes >= 4) {
+    two(uint32_t{});
+  } else {
+    for (size_t k = 0; k < bytes; ++k) d[k] = s[k];
+  }
+}
+
+// One run of a tile's channels that lands contiguously in the output: bytes [src, src + len) of each pixel's
+// tile row go to the pixel's block + dst.
+struct Run {
+  size_t src, dst, len;
+};
+
+// Copies the tile's pixels to their shuffled places: channel ch of a pixel at block + chan_off[ch] (elements
+// of esz bytes), the pixel's block at ((img * OH + oh) * r * OW + ow) * r * C; channels whose places follow
+// each other form one run, copied at once.
+void shuffle_tile(unsigned char* dst, size_t esz, const size_t* chan_off, size_t OH, size_t OW, size_t r, size_t C,
+                  size_t p0, size_t n, size_t c0, size_t m, const unsigned char* tile, size_t ld) {
+  Run runs[kChannels];
+  size_t nr = 0;
+  for (size_t i = 0; i < m; ++i) {
+    const size_t off = chan_off[c0 + i] * esz;
+    if (nr && runs[nr - 1].dst + runs[nr - 1].len == off) runs[nr - 1].len += esz;
+    else runs[nr++] = {i * esz, off, esz};
+  }
+  const size_t step = r * C * esz, row = ld * esz;  // the next pixel's block; the next tile row
   size_t ow = p0 % OW, oh = p0 / OW % OH, img = p0 / OW / OH;
-  for (size_t j = 0; j < n; ++j, tile += ld) {
-    T* base = dst + ((img * OH * r + oh * r) * OW * r + ow * r) * C;
-    for (size_t ch = c0; ch < c0 + m;) {
-      const size_t end = std::min(c0 + m, (ch / run + 1) * run);
-      T* d = base + chan_off[ch];
-      const T* s = tile + (ch - c0);
-      for (size_t k = 0; k < end - ch; ++k) d[k] = s[k];
-      ch = end;
-    }
-    if (++ow == OW) {
-      ow = 0;
-      if (++oh == OH) oh = 0, ++img;
-    }
+  for (size_t j = 0; j < n;) {
+    unsigned char* block = dst + ((img * OH + oh) * r * OW + ow) * step;
+    const size_t jn = std::min(n, j + (OW - ow));  // the pixels left in this output row
+    for (; j < jn; ++j, block += step, tile += row)
+      for (size_t k = 0; k < nr; ++k) copy_run(block + runs[k].dst, tile + runs[k].src, runs[k].len);
+    ow = 0;
+    if (++oh == OH) oh = 0, ++img;
   }
 }
 
@@ -50,7 +99,6 @@ QConvFused QConvFused::shuffle(size_t r, size_t OC, QOut out, void* dst, bool ru
   f.r_ = r;
   f.C_ = OC / (r * r);
   f.runs_ = runs;
-  f.run_ = runs ? r * f.C_ : 1;
   f.dst_ = dst;
   return f;
 }
@@ -85,20 +133,21 @@ void QConvFused::begin(size_t OH, size_t OW, size_t slots) {
 }
 
 void QConvFused::commit(size_t slot, size_t p0, size_t n, size_t c0, size_t m, const void* tile, size_t ld) {
-  if (kind_ == Kind::shuffle) {
-    if (qout_elem_size(out_) == 1)
-      shuffle_tile(static_cast<uint8_t*>(dst_), chan_off_.data(), run_, OH_, OW_, r_, C_, p0, n, c0, m,
-                   static_cast<const uint8_t*>(tile), ld);
-    else
-      shuffle_tile(static_cast<uint32_t*>(dst_), chan_off_.data(), run_, OH_, OW_, r_, C_, p0, n, c0, m,
-                   static_cast<const uint32_t*>(tile), ld);
-    return;
-  }
-  switch (out_) {
-    case QOut::f32: return pool_tile<float>(fsum_.data() + slot * OC_ + c0, tile, n, m, ld);
-    case QOut::i32: return pool_tile<int32_t>(isum_.data() + slot * OC_ + c0, tile, n, m, ld);
-    case QOut::u8: return pool_tile<uint8_t>(isum_.data() + slot * OC_ + c0, tile, n, m, ld);
-    case QOut::s8: return pool_tile<int8_t>(isum_.data() + slot * OC_ + c0, tile, n, m, ld);
+  const size_t esz = qout_elem_size(out_);
+  for (size_t i0 = 0; i0 < m; i0 += kChannels) {
+    const size_t mi = std::min(kChannels, m - i0), c = c0 + i0;
+    const void* t = static_cast<const unsigned char*>(tile) + i0 * esz;
+    if (kind_ == Kind::shuffle) {
+      shuffle_tile(static_cast<unsigned char*>(dst_), esz, chan_off_.data(), OH_, OW_, r_, C_, p0, n, c, mi,
+                   static_cast<const unsigned char*>(t), ld);
+      continue;
+    }
+    switch (out_) {
+      case QOut::f32: pool_tile<float>(fsum_.data() + slot * OC_ + c, t, n, mi, ld); break;
+      case QOut::i32: pool_tile<int32_t>(isum_.data() + slot * OC_ + c, t, n, mi, ld); break;
+      case QOut::u8: pool_tile<uint8_t>(isum_.data() + slot * OC_ + c, t, n, mi, ld); break;
+      case QOut::s8: pool_tile<int8_t>(isum_.data() + slot * OC_ + c, t, n, mi, ld); break;
+    }
   }
 }
 

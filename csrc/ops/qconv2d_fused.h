@@ -62,7 +62,7 @@ class QConvFused {
   QOut out_ = QOut::f32;
   size_t OC_ = 0, OH_ = 0, OW_ = 0, slots_ = 0;
   // shuffle
-  size_t r_ = 1, C_ = 1, run_ = 1;
+  size_t r_ = 1, C_ = 1;
   bool runs_ = false;
   void* dst_ = nullptr;
   // Per channel (packed order): its element offset from output pixel (oh * r, ow * r), channel 0 (set by
