@@ -11,7 +11,9 @@ bench         the fuller SGEMM table against every installed comparison library,
               --op conv: FP32 Conv2d per algorithm and auto vs torch (channels_last, NCHW) / onnxruntime on
               ResNet-50, MobileNet-v2, YoloV3-Tiny and a low-OC layer; --op yolo: YoloV3-Tiny's backbone end to
               end, latency vs torch / onnxruntime; --op mobilenet: MobileNet-v2 end to end, fused and layer by
-              layer, vs torch / onnxruntime).
+              layer, vs torch / onnxruntime; --op fused: QConv2d's fused global average pooling and pixel
+              shuffle vs the unfused sequences and torch; --op espcn: an ESPCN super-resolution network end to
+              end, quantized, vs torch / onnxruntime).
 """
 from __future__ import annotations
 
@@ -210,6 +212,45 @@ def bench_network(args, threads) -> int:
     return _conv_outputs(args, results, threads)
 
 
+def bench_fused(args, threads) -> int:
+    """QConv2d's fused pooling / pixel shuffle vs the unfused sequences (--op fused)."""
+    from nnkern.bench import conv, fused, harness
+    cases = fused.select(args.shapes, args.quick)
+    isa = args.isa.split(",")[-1] if args.isa else conv.QCONV.default_isa()
+    print_info()
+    results, notes = fused.run(cases, threads, isa=isa, repeats=args.repeats, libraries=_libraries(args),
+                               progress=lambda s: print(s, flush=True))
+    print()
+    for t in threads:
+        print(fused.markdown_table(results, t, notes, isa))
+        print()
+    return _json(args, results)
+
+
+def bench_espcn(args, threads) -> int:
+    """The ESPCN network end to end, quantized, vs torch / onnxruntime (--op espcn)."""
+    from nnkern.bench import conv, espcn
+    size = int(args.shapes[0]) if args.shapes else espcn.SIZE
+    isa = args.isa.split(",")[-1] if args.isa else conv.QCONV.default_isa()
+    print_info()
+    results, notes = espcn.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args), size=size,
+                               progress=lambda s: print(s, flush=True))
+    print()
+    for t in threads:
+        print(espcn.markdown_table(results, t, notes))
+        print()
+    return _json(args, results)
+
+
+def _json(args, results) -> int:
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump([r.as_dict() for r in results], f, indent=1)
+        print(f"results written to {args.json}")
+    return 0
+
+
 def _libraries(args):
     """--libraries: None (all installed), [] for 'none', else the names given."""
     if not args.libraries:
@@ -252,6 +293,10 @@ def bench(args) -> int:
         return bench_conv(args, threads, conv.QCONV if args.op == "qconv" else fconv.CONV)
     if args.op in ("yolo", "mobilenet"):
         return bench_network(args, threads)
+    if args.op == "fused":
+        return bench_fused(args, threads)
+    if args.op == "espcn":
+        return bench_espcn(args, threads)
     if args.op != "sgemm":
         return bench_int8(args, threads)
     if args.shapes:
@@ -292,7 +337,7 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
                    choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "sigmoid",
-                            "tanh", "topk", "lstm"],
+                            "tanh", "topk", "lstm", "fused", "espcn"],
                    help="sgemm (default); qgemm (int8, B packed per call), qlinear (prepacked, fused "
                         "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
                         "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
@@ -300,7 +345,11 @@ def main(argv=None) -> int:
                         "algorithm on ResNet-50 / MobileNet-v2 / YoloV3-Tiny / low-OC layers, batch 1; --shapes as "
                         "qconv, e.g. yolo.3x3 lowoc); yolo (YoloV3-Tiny's backbone end to end, ReLU for leaky ReLU; "
                         "--shapes = the input size, default 416); mobilenet (MobileNet-v2 end to end, fused blocks "
-                        "and layer by layer; --shapes = the input size, default 224)")
+                        "and layer by layer; --shapes = the input size, default 224); fused (QConv2d's fused "
+                        "global average pooling / pixel shuffle vs conv + numpy / avg_pool2d / pixel_shuffle and "
+                        "torch; --shapes = parts of case names, e.g. gap ps4); espcn (an ESPCN super-resolution "
+                        "network, quantized, fused pixel shuffle, vs torch / onnxruntime; --shapes = the input "
+                        "size, default 128)")
     b.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; lstm: 1)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")
