@@ -12,18 +12,20 @@ and their arguments' checks, pickling, the NCHW call.
 """
 from __future__ import annotations
 
+import os
 import pickle
 
 import numpy as np
 import pytest
 
 import nnkern
-from helpers import QUICK
+from helpers import QUICK, describe_process, run_python_isolated
 from test_qconv2d import (algorithms_for, directkernel, dwkernel, make_layer, qkernel, rand_x,  # noqa: F401
                           random_config, ref_layer, unfused)
 from test_qgemm import qisa  # noqa: F401
 
 N_CONFIGS = 8 if QUICK else 60
+GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qconv_fused_guard_check.py")
 OUT_DTYPES = [np.uint8, np.int8, np.float32, np.int32]
 
 
@@ -232,6 +234,14 @@ def test_pool_requantized_defaults_and_explicit(rng):
     layer2 = make_layer(rng, 24, 3, 3, 8, np.float32, padding=1, pool="global_avg", pool_dtype=np.int8,
                         pool_scale=0.05, pool_zero_point=-3)
     check_pool(layer2, layer2(x), unfused(layer2, ref_layer(layer2, x)))
+
+
+def test_no_access_past_guard_page():
+    """Shuffled and pooled results and inputs ending at an unmapped page, every algorithm, r = 1..4, every output
+    dtype (tests/qconv_fused_guard_check.py, in a subprocess: a fault fails this test only)."""
+    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}]; "
+                               f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 
 # --- API -----------------------------------------------------------------------------------------------------
