@@ -100,7 +100,7 @@ void qconv_depthwise_run(const QConvCall& c, void* workspace) {
   const size_t chunks = (OW + chunk - 1) / chunk;
   fuse->begin(OH, OW, c.N * OH * chunks);
   parallel_for_2d(c.N, OH, [&](size_t n, size_t oh) {
-    AlignedBuffer<uint8_t> buf(chunk * OC * c_elem);
+    AlignedBuffer<uint8_t> buf(chunk * OC * c_elem + kQConvFusedSlack);
     for (size_t q = 0; q < chunks; ++q) {
       const size_t p0 = (n * OH + oh) * OW + q * chunk, np = std::min(chunk, OW - q * chunk);
       k.run(OC, np, ks, ind->ptrs.data() + p0 * ks, ind->zero.data(), b_offset, w.w.data(), w.cpad, buf.data(), OC,

@@ -111,10 +111,12 @@ void qconv_direct_run(const QConvCall& c, void* workspace) {
   // Fused: each row in chunks of whole pixel blocks through a stack buffer (ld B); slot = (row, chunk).
   QConvFused* fuse = c.o.fuse;
   const size_t px = size_t(k.pixels);
-  const size_t chunk = fuse ? std::min(OW, std::max(px, kQConvFusedTileBytes / (B * c_elem) / px * px)) : OW;
+  const size_t room = kQConvFusedTileBytes - kQConvFusedSlack;
+  const size_t chunk = fuse ? std::min(OW, std::max(px, room / (B * c_elem) / px * px)) : OW;
   const size_t chunks = (OW + chunk - 1) / chunk;
   if (fuse) {
-    if (chunk * B * c_elem > kQConvFusedTileBytes) throw std::invalid_argument("qconv2d: tile too large to fuse");
+    if (chunk * B * c_elem + kQConvFusedSlack > kQConvFusedTileBytes)
+      throw std::invalid_argument("qconv2d: tile too large to fuse");
     fuse->begin(OH, OW, c.N * OH * chunks);
   }
   parallel_for_3d(w.blocks, c.N, OH, [&](size_t b, size_t n, size_t oh) {

@@ -66,7 +66,10 @@ struct Run {
 
 // Copies the tile's pixels to their shuffled places: channel ch of a pixel at block + chan_off[ch] (elements
 // of esz bytes), the pixel's block at ((img * OH + oh) * r * OW + ow) * r * C; channels whose places follow
-// each other form one run, copied at once.
+// each other form one run. Run by run over the pixels of one output row: a whole run (r * C values, all of
+// the pixel's values for that output row) ends where the next pixel's begins, so up to 16 bytes it is moved
+// as one 16-byte load and store whose surplus the following pixels overwrite; the row's last pixels, and
+// partial runs (a tile ending inside a run: another tile writes the rest), are copied exactly.
 void shuffle_tile(unsigned char* dst, size_t esz, const size_t* chan_off, size_t OH, size_t OW, size_t r, size_t C,
                   size_t p0, size_t n, size_t c0, size_t m, const unsigned char* tile, size_t ld) {
   Run runs[kChannels];
@@ -80,9 +83,24 @@ void shuffle_tile(unsigned char* dst, size_t esz, const size_t* chan_off, size_t
   size_t ow = p0 % OW, oh = p0 / OW % OH, img = p0 / OW / OH;
   for (size_t j = 0; j < n;) {
     unsigned char* block = dst + ((img * OH + oh) * r * OW + ow) * step;
-    const size_t jn = std::min(n, j + (OW - ow));  // the pixels left in this output row
-    for (; j < jn; ++j, block += step, tile += row)
-      for (size_t k = 0; k < nr; ++k) copy_run(block + runs[k].dst, tile + runs[k].src, runs[k].len);
+    const size_t np = std::min(n - j, OW - ow);  // the tile's pixels in this output row
+    const unsigned char* t = tile + j * row;
+    for (size_t k = 0; k < nr; ++k) {
+      unsigned char* d = block + runs[k].dst;
+      const unsigned char* sp = t + runs[k].src;
+      const size_t len = runs[k].len;
+      size_t q = 0;
+      // 16-byte moves while they end within the row's last run of this tile ((np - q) * step >= 16); the
+      // tile buffers have 16 bytes of slack past the last row (kQConvFusedSlack).
+      if (len == step && len <= 16)
+        for (; q + 1 < np && (np - q) * step >= 16; ++q, d += step, sp += row) {
+          unsigned char v[16];
+          __builtin_memcpy(v, sp, 16);
+          __builtin_memcpy(d, v, 16);
+        }
+      for (; q < np; ++q, d += step, sp += row) copy_run(d, sp, len);
+    }
+    j += np;
     ow = 0;
     if (++oh == OH) oh = 0, ++img;
   }

@@ -20,8 +20,10 @@
 
 namespace nnkern {
 
-// Stack bytes an algorithm gives one tile (the largest GEMM tile is 64 x 6 or 32 x 32 int32).
+// Stack bytes an algorithm gives one tile (the largest GEMM tile is 64 x 6 or 32 x 32 int32), and the bytes a
+// tile buffer must have past its tile (commit reads rows with 16-byte loads).
 constexpr size_t kQConvFusedTileBytes = 8192;
+constexpr size_t kQConvFusedSlack = 16;
 
 struct QConvPoolParams {
   // pooled[n][oc] = ((sum / count) - zero) * scale in double (the mean of the stored outputs in real units:

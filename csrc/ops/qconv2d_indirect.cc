@@ -50,7 +50,8 @@ void qconv_indirect_run(const QConvCall& c, void* workspace) {
   const bool compensate = in.za != 0 && !k.zero_points_in_kernel;
   QConvFused* fuse = c.o.fuse;  // fused stage: each tile through a stack buffer, slot = tile
   if (fuse) {
-    if (MR * NR * c_elem > kQConvFusedTileBytes) throw std::invalid_argument("qconv2d: tile too large to fuse");
+    if (MR * NR * c_elem + kQConvFusedSlack > kQConvFusedTileBytes)
+      throw std::invalid_argument("qconv2d: tile too large to fuse");
     fuse->begin(c.OH, c.OW, tiles);
   }
   parallel_for_3d(geo.groups, w.panels, blocks, [&](size_t g, size_t panel, size_t block) {

@@ -38,7 +38,7 @@ TaskScratch task_scratch(const QPlan& P, size_t rows) {
   const size_t kc = P.kc < P.K ? P.kc : P.K;
   const size_t work_off = l.add(kc < P.K ? size_t(k.mr) * rows * sizeof(int32_t) : 0);
   const size_t panel_off = l.add(P.packed ? 0 : qgemm_panel_bytes(k, P.K));
-  const size_t tile_off = l.add(P.hook ? size_t(k.mr) * size_t(k.nr) * P.c_elem : 0);
+  const size_t tile_off = l.add(P.hook ? size_t(k.mr) * size_t(k.nr) * P.c_elem + 64 : 0);  // + a hook's slack
   return {work_off, panel_off, tile_off, l.bytes};
 }
 
