@@ -38,7 +38,8 @@ TaskScratch task_scratch(const QPlan& P, size_t rows) {
   const size_t kc = P.kc < P.K ? P.kc : P.K;
   const size_t work_off = l.add(kc < P.K ? size_t(k.mr) * rows * sizeof(int32_t) : 0);
   const size_t panel_off = l.add(P.packed ? 0 : qgemm_panel_bytes(k, P.K));
-  const size_t tile_off = l.add(P.hook ? size_t(k.mr) * size_t(k.nr) * P.c_elem + 64 : 0);  // + a hook's slack
+  // The task's final tiles (rows x MR) when they go to the hook, + 64 bytes of slack for its reads.
+  const size_t tile_off = l.add(P.hook ? round_up(rows, size_t(k.nr)) * size_t(k.mr) * P.c_elem + 64 : 0);
   return {work_off, panel_off, tile_off, l.bytes};
 }
 
@@ -51,7 +52,7 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
   const bool compensate = P.za != 0 && !k.zero_points_in_kernel;
   int32_t* work = reinterpret_cast<int32_t*>(static_cast<char*>(scratch) + ts.work_off);  // rows j0..j1 x MR
   uint8_t* panel_buf = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.panel_off);
-  uint8_t* tile_buf = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.tile_off);  // P.hook only
+  uint8_t* tiles = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.tile_off);  // P.hook only
   alignas(64) int32_t comp[64];
   const void* bptr[kMaxNR];
   alignas(64) uint32_t cs_local[64];
@@ -90,8 +91,6 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
     ep.bias = P.bias ? P.bias + i : nullptr;
     ep.lo = P.lo;
     ep.hi = P.hi;
-    ep.hook = P.hook;
-    ep.hook_ctx = P.hook_ctx;
     // K blocks (seed Q3 keeps whole K where the panel fits L1; beyond, the MR x kc slice of the panel stays
     // in L1 while the task's rows stream past it, and the partial sums go through `work`, L2-resident).
     size_t k0 = 0;
@@ -110,9 +109,9 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
         e.ld_in = MR;
         e.tile_i = i;
         e.tile_j = j;
-        if (last && P.hook) {
+        if (last && P.hook) {  // row j of the task at tiles + (j - j0) * MR
           e.row_sum = P.row_sum ? P.row_sum + j : nullptr;
-          k.run(mi, nj, kk, 1, a, bptr, nullptr, 0, tile_buf, MR, &e);
+          k.run(mi, nj, kk, 1, a, bptr, nullptr, 0, tiles + (j - j0) * MR * P.c_elem, MR, &e);
         } else if (last) {
           e.row_sum = P.row_sum ? P.row_sum + j : nullptr;
           k.run(mi, nj, kk, 1, a, bptr, nullptr, 0, static_cast<uint8_t*>(P.c) + (j * P.ldc + i) * P.c_elem, P.ldc, &e);
@@ -122,6 +121,10 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
       }
       k0 += kk;
     } while (k0 < P.K);
+    // The hook after the panel's kernels, not between them (between them, AMX's tile stores waited).
+    if (P.hook)
+      for (size_t j = j0; j < j1; j += NR)
+        P.hook(P.hook_ctx, QTile{i, j, mi, std::min(NR, j1 - j), P.out, tiles + (j - j0) * MR * P.c_elem, MR, nullptr});
   }
   if (k.finish) k.finish();
 }

@@ -37,8 +37,8 @@ struct QPlan {
   const float* bias;
   bool relu;
   float lo, hi;
-  // If not null, the final tiles go to a per-task buffer (ld MR) instead of c, and the kernel hands each one
-  // to hook (kernels/qgemm.h QTileHook; tile_i / tile_j: its channel and row in this plan): fused stages.
+  // If not null, the final tiles go to a per-task buffer (ld MR) instead of c, and each panel's tiles are then
+  // handed to hook (kernels/qgemm.h QTileHook; i0 / j0: the tile's channel and row in this plan): fused stages.
   QTileHook hook;
   void* hook_ctx;
 };
