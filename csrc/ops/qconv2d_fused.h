@@ -1,5 +1,6 @@
 // Fused output stages of QConv2d (seeds I14, I16): the algorithms store each tile of output pixels x channels
-// into a small L1-resident buffer instead of the output, and hand it to the stage (QConvFused::commit), which
+// into a small cache-resident buffer instead of the output (a task's tiles, or one tile / row chunk), and hand
+// it to the stage (QConvFused::commit), which
 //   pool     adds the tile's per-channel sums into a partial-sum slot (global average pooling): the (N, OH, OW,
 //            OC) output is never written, only (N, OC) means at the end;
 //   shuffle  copies the tile to its pixel-shuffled places in the (N, OH*r, OW*r, OC/(r*r)) output (torch's
@@ -20,8 +21,8 @@
 
 namespace nnkern {
 
-// Stack bytes an algorithm gives one tile (the largest GEMM tile is 64 x 6 or 32 x 32 int32), and the bytes a
-// tile buffer must have past its tile (commit reads rows with 16-byte loads).
+// Bytes of a direct / depthwise chunk buffer, and the bytes every tile buffer must have past its last tile
+// (commit reads rows with 16-byte loads).
 constexpr size_t kQConvFusedTileBytes = 8192;
 constexpr size_t kQConvFusedSlack = 16;
 
