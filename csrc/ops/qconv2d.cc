@@ -168,6 +168,24 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
   const QConvCall call{*this, gemm_depth ? qgemm_kernel(8, geo_.kg()) : chosen.k, N, H, W, OH, OW, x_type, x, o, dw,
                        direct};
   if (N == 0) return a.name;
+  if (o.fuse) {
+    if (o.residual) throw std::invalid_argument("qconv2d: no residual with fused pooling or pixel shuffle");
+    if (o.fuse->kind() == QConvFused::Kind::shuffle) {
+      Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
+      a.run(call, ws);
+      return a.name;
+    }
+    // Pooling: one image at a time, so that no tile spans two images (ops/qconv2d_fused.h).
+    const size_t image_bytes = H * W * geo_.IC;  // 8-bit input
+    for (size_t n = 0; n < N; ++n) {
+      const QConvCall img{*this, call.k, 1, H, W, OH, OW, x_type, static_cast<const uint8_t*>(x) + n * image_bytes,
+                          o, dw, direct};
+      Workspace ws(a.workspace_bytes ? a.workspace_bytes(img) : 0);
+      a.run(img, ws);
+      o.fuse->finish_image(n);
+    }
+    return a.name;
+  }
   if (!o.residual) {
     Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
     a.run(call, ws);

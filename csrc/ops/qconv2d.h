@@ -23,6 +23,7 @@
 #include "core/buffer.h"
 #include "kernels/qconv_direct.h"
 #include "ops/conv_geometry.h"
+#include "ops/qconv2d_fused.h"
 #include "kernels/qdwconv.h"
 #include "kernels/qgemm.h"
 #include "ops/qgemm.h"
@@ -68,6 +69,9 @@ struct QConvOutput {
   QType residual_type = QType::u8;
   int32_t residual_zero = 0;
   float residual_factor = 0.0f;
+  // A fused output stage (ops/qconv2d_fused.h: global average pooling or pixel shuffle), or null. Not with a
+  // residual. The algorithms then store each tile into a stack buffer and commit it to `fuse` (c unused).
+  QConvFused* fuse = nullptr;
 };
 
 // factor / offset (OC floats each, or null: int32 output) into dst_factor / dst_offset, padded with zeros to cpad;

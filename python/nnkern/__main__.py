@@ -12,7 +12,10 @@ bench         the fuller SGEMM table against every installed comparison library,
               ResNet-50, MobileNet-v2, YoloV3-Tiny and a low-OC layer; --op yolo: YoloV3-Tiny's backbone end to
               end, latency vs torch / onnxruntime; --op mobilenet: MobileNet-v2 end to end, fused and layer by
               layer, vs torch / onnxruntime; --op qnet: quantized ResNet-18 and MobileNet-v2 end to end vs
-              torch's quantized model / onnxruntime's QDQ model, batch 1 and 8, with their top-1 agreement).
+              torch's quantized model / onnxruntime's QDQ model, batch 1 and 8, with their top-1 agreement;
+              --op fused: QConv2d's fused global average pooling and pixel shuffle vs the unfused sequences
+              and torch; --op espcn: an ESPCN super-resolution network end to end, quantized, vs torch /
+              onnxruntime).
 """
 from __future__ import annotations
 
@@ -146,12 +149,7 @@ def bench_int8(args, threads) -> int:
     print(harness.peaks_line("int8", "GOP/s", isas) + "  (avx2/avx512: the saturating vpmaddubsw sequence; "
           "avxvnni/avx512vnni: vpdpbusd; amx: tdpbusd)")
     _plot(args, lambda plot: plot.from_results(results, threads, names))
-    if args.json:
-        import json
-        with open(args.json, "w") as f:
-            json.dump([r.as_dict() for r in results], f, indent=1)
-        print(f"results written to {args.json}")
-    return 0
+    return _json(args, results)
 
 
 def bench_conv(args, threads, kind) -> int:
@@ -179,12 +177,7 @@ def _conv_outputs(args, results, threads) -> int:
     """The convolution tables' charts (--plot) and JSON (--json)."""
     from nnkern.bench import conv
     _plot(args, lambda plot: conv.charts(results, threads))
-    if args.json:
-        import json
-        with open(args.json, "w") as f:
-            json.dump([r.as_dict() for r in results], f, indent=1)
-        print(f"results written to {args.json}")
-    return 0
+    return _json(args, results)
 
 
 def bench_network(args, threads) -> int:
@@ -233,6 +226,46 @@ def bench_qnet(args, threads) -> int:
     return _conv_outputs(args, results, threads)
 
 
+def bench_fused(args, threads) -> int:
+    """QConv2d's fused pooling / pixel shuffle vs the unfused sequences (--op fused)."""
+    from nnkern.bench import conv, fused
+    cases = fused.select(args.shapes, args.quick)
+    isa = args.isa.split(",")[-1] if args.isa else conv.QCONV.default_isa()
+    print_info()
+    results, notes = fused.run(cases, threads, isa=isa, repeats=args.repeats, libraries=_libraries(args),
+                               progress=lambda s: print(s, flush=True))
+    print()
+    for t in threads:
+        print(fused.markdown_table(results, t, notes, isa))
+        print()
+    return _json(args, results)
+
+
+def bench_espcn(args, threads) -> int:
+    """The ESPCN network end to end, quantized, vs torch / onnxruntime (--op espcn)."""
+    from nnkern.bench import conv, espcn
+    size = int(args.shapes[0]) if args.shapes else espcn.SIZE
+    isa = args.isa.split(",")[-1] if args.isa else conv.QCONV.default_isa()
+    print_info()
+    results, notes = espcn.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args), size=size,
+                               progress=lambda s: print(s, flush=True))
+    print()
+    for t in threads:
+        print(espcn.markdown_table(results, t, notes))
+        print()
+    return _json(args, results)
+
+
+def _json(args, results) -> int:
+    """--json FILE: the results as records."""
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump([r.as_dict() for r in results], f, indent=1)
+        print(f"results written to {args.json}")
+    return 0
+
+
 def _libraries(args):
     """--libraries: None (all installed), [] for 'none', else the names given."""
     if not args.libraries:
@@ -277,6 +310,10 @@ def bench(args) -> int:
         return bench_network(args, threads)
     if args.op == "qnet":
         return bench_qnet(args, threads)
+    if args.op == "fused":
+        return bench_fused(args, threads)
+    if args.op == "espcn":
+        return bench_espcn(args, threads)
     if args.op != "sgemm":
         return bench_int8(args, threads)
     if args.shapes:
@@ -299,12 +336,7 @@ def bench(args) -> int:
     print(harness.peaks_line("f32", "GFLOP/s"))
     print(ops.openblas_note())
     _plot(args, lambda plot: plot.from_results(results, threads, sorted({r.op for r in results})))
-    if args.json:
-        import json
-        with open(args.json, "w") as f:
-            json.dump([r.as_dict() for r in results], f, indent=1)
-        print(f"results written to {args.json}")
-    return 0
+    return _json(args, results)
 
 
 def main(argv=None) -> int:
@@ -317,7 +349,7 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
                    choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "qnet",
-                            "sigmoid", "tanh", "topk", "lstm"],
+                            "sigmoid", "tanh", "topk", "lstm", "fused", "espcn"],
                    help="sgemm (default); qgemm (int8, B packed per call), qlinear (prepacked, fused "
                         "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
                         "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
@@ -327,7 +359,11 @@ def main(argv=None) -> int:
                         "--shapes = the input size, default 416); mobilenet (MobileNet-v2 end to end, fused blocks "
                         "and layer by layer; --shapes = the input size, default 224); qnet (quantized ResNet-18 and "
                         "MobileNet-v2 end to end vs torch's quantized model / onnxruntime QDQ, batch 1 and 8, with "
-                        "top-1 agreement; --shapes = network names and batch sizes, e.g. resnet18 8)")
+                        "top-1 agreement; --shapes = network names and batch sizes, e.g. resnet18 8); fused (QConv2d's "
+                        "fused global average pooling / pixel shuffle vs conv + numpy / avg_pool2d / pixel_shuffle and "
+                        "torch; --shapes = parts of case names, e.g. gap ps4); espcn (an ESPCN super-resolution "
+                        "network, quantized, fused pixel shuffle, vs torch / onnxruntime; --shapes = the input "
+                        "size, default 128)")
     b.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; lstm: 1)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")

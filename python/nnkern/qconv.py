@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _C, _convgeom
+from ._qconv_fused import FusedStage
 from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, check_algorithm, check_no_overlap, checked_output,
                       read_only_copy)
 from .qgemm import (_A8, _OUT_KIND, _RANGE, _int_scalar, _output_stage, _positive_scale, _quantized_weights,
@@ -59,6 +60,24 @@ class QConv2d(_convgeom.ConvGeometryProperties):
       as above, y = t + float32(float32(r - residual_zero_point) * rf) (float32, one rounding each), rf =
       float32(residual_scale / output_scale) (float32 output: residual_scale); then ReLU, clamp, round half to
       even as without it. It runs as a second pass over a float32 copy of t. Not for int32 output.
+    pool="global_avg" (seed I14): the layer returns the global average pooling of its output, (N,
+      out_channels) of ``pool_dtype``, without writing the (N, OH, OW, out_channels) tensor: each tile is
+      summed per channel as it is stored (int64 for uint8 / int8 / int32 outputs, exact; double for float32,
+      in an order fixed by the shape and the algorithm: the same bits for every thread count). What is summed
+      is the output as the layer would store it (requantized uint8 / int8 values, float32 real values, int32
+      accumulators); with S that sum and count = OH * OW, in float64:
+      mean = (S / count - zo) * so (zo, so: output_zero_point, output_scale for uint8 / int8 output; 0, 1 else),
+      the mean of the outputs in real units (int32: in accumulator units). pool_dtype float32 (default):
+      float32(mean). uint8 / int8: rint(clamp(mean / pool_scale + pool_zero_point)) (half to even), pool_scale /
+      pool_zero_point defaulting to the output's (then the rounded mean of the stored integers, as torch's
+      quantized average pooling); float32 output needs pool_scale; int32 output pools to float32 only.
+    pixel_shuffle=r (seed I16): the output stage stores each tile at its pixel-shuffled place: the layer
+      returns (N, OH * r, OW * r, out_channels // (r * r)) of output_dtype, bit-identical to
+      ``nnkern.pixel_shuffle(layer_without(x), r, layout="NHWC")`` (torch's channel order: channel
+      c * r * r + i * r + j of pixel (oh, ow) goes to channel c of pixel (oh * r + i, ow * r + j)); r >= 1,
+      out_channels divisible by r * r. For groups == 1 the weights are packed with their channels in the order
+      (i, j, c), so that each pixel's tile row is copied in runs of r * C values.
+      Neither goes with a residual (residual_scale: ValueError), nor with each other.
     Calling the layer on x (N, H, W, in_channels), uint8 or int8 (non-contiguous x is copied), returns
     (N, OH, OW, out_channels) of output_dtype, OH = (H + top + bottom - dilation_h * (KH - 1) - 1) //
     stride_h + 1 (likewise OW); ``out=`` a C-contiguous array of that shape and dtype, not overlapping x.
@@ -71,7 +90,9 @@ class QConv2d(_convgeom.ConvGeometryProperties):
                  dilation: int | tuple[int, int] = 1, groups: int = 1, input_scale: float, input_zero_point: int,
                  output_scale: float | None = None, output_zero_point: int = 0,
                  output_dtype: npt.DTypeLike = np.uint8, relu: bool = False, algorithm: str = "auto",
-                 residual_scale: float | None = None, residual_zero_point: int = 0) -> None:
+                 residual_scale: float | None = None, residual_zero_point: int = 0, pool: str | None = None,
+                 pool_dtype: npt.DTypeLike = np.float32, pool_scale: float | None = None,
+                 pool_zero_point: int | None = None, pixel_shuffle: int | None = None) -> None:
         relu = as_bool(relu, "relu")
         self._algorithm = _algorithm(algorithm)
         weight = as_array(weight, "weight")
@@ -105,6 +126,8 @@ class QConv2d(_convgeom.ConvGeometryProperties):
             self._residual_scale, self._residual_zero_point, self._residual_factor = sr, zr, float(rf)
         elif _int_scalar(residual_zero_point, "residual_zero_point") != 0:
             raise ValueError("residual_zero_point without residual_scale")
+        self._fused = FusedStage(OC, groups, odt, output_scale, output_zero_point, residual_scale, pool, pool_dtype,
+                                 pool_scale, pool_zero_point, pixel_shuffle)
         self._geometry = geo
         self._output_dtype = odt
         self._relu = relu
@@ -120,6 +143,10 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         # Per group, the GEMM's K x N weights: row (kh * KW + kw) * ICg + c, column o of the group.
         OCg = OC // groups
         w_gemm = self._weight_q.reshape(groups, OCg, KH * KW * ICg).transpose(0, 2, 1)
+        perm = self._fused.permutation(OC)  # the fused pixel shuffle's channel order, or None
+        if perm is not None:
+            w_gemm = w_gemm[..., perm]
+            factor, offset = (None, None) if factor is None else (factor[perm], offset[perm])
         self._packed = _C.PackedQConv2d(np.ascontiguousarray(w_gemm), list(self._geometry), _OUT_KIND[odt],
                                         factor, offset, relu, float(lo), float(hi), zx)
 
@@ -148,6 +175,15 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         """The micro-kernel the weights were packed for at construction."""
         return self._packed.kernel_name
 
+    pool = property(lambda self: self._fused.pool, doc='"global_avg" when pooling is fused, else None')
+    pool_dtype = property(lambda self: self._fused.pool_dtype, doc="the pooled result's dtype")
+    pixel_shuffle = property(lambda self: self._fused.r, doc="the fused pixel shuffle's factor r, or None")
+
+    def result_shape(self, input_shape: tuple[int, int, int, int]) -> tuple[int, ...]:
+        """The shape a call returns for an NHWC input shape: output_shape, pooled or pixel-shuffled."""
+        shape = self.output_shape(input_shape)
+        return self._fused.result_shape(shape) if self._fused.kind else shape
+
     residual_scale = property(lambda self: self._residual_scale, doc="the scale of residual inputs (None: none)")
     residual_zero_point = property(lambda self: self._residual_zero_point, doc="the zero point of residual inputs")
 
@@ -160,6 +196,8 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         three transposing copies that an NHWC model does not. The values are identical to the NHWC call's."""
         if _convgeom.check_layout(layout) == "NHWC":
             return self._run(x, out, self._algorithm, "", residual)
+        if self._fused.kind == "pool":  # (N, out_channels): no layout
+            return self._run(_convgeom.nchw_input(x, self.in_channels), out, self._algorithm, "", residual)
         return _convgeom.nchw_call(lambda xt, rt: self._run(xt, None, self._algorithm, "", rt), self.in_channels, x,
                                    out, self._output_dtype, residual)
 
@@ -173,6 +211,10 @@ class QConv2d(_convgeom.ConvGeometryProperties):
             raise ValueError(f"x must be 4-D NHWC (N, H, W, {self.in_channels}), got shape {x.shape}")
         shape = self.output_shape(x.shape)
         self._check_input(x.dtype)
+        if self._fused.kind:
+            if residual is not None:
+                raise ValueError(f"this QConv2d fuses {self._fused.kind}: it takes no residual")
+            return self._run_fused(x, out, algorithm, kernel, self._fused.result_shape(shape))
         out, given = checked_output(out, shape, self._output_dtype, x=x)
         if residual is not None:
             residual = self._check_residual(residual, shape)
@@ -188,6 +230,18 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         else:
             self._packed.run(x, target, algorithm, kernel, np.ascontiguousarray(residual), self._residual_zero_point,
                              self._residual_factor)
+        if target is not out:
+            np.copyto(out, target)
+        return given
+
+    def _run_fused(self, x, out, algorithm, kernel, shape):
+        out, given = checked_output(out, shape, self._fused.result_dtype(), x=x)
+        if out.size == 0:
+            return given
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        target = aligned_target(out)
+        self._fused.run(self._packed, x, target, algorithm, kernel)
         if target is not out:
             np.copyto(out, target)
         return given
@@ -228,7 +282,8 @@ class QConv2d(_convgeom.ConvGeometryProperties):
                 "input_scale": self._input_scale, "input_zero_point": self._input_zero_point,
                 "output_scale": self._output_scale, "output_zero_point": self._output_zero_point,
                 "output_dtype": self._output_dtype, "relu": self._relu, "algorithm": self._algorithm,
-                "residual_scale": self._residual_scale, "residual_zero_point": self._residual_zero_point}
+                "residual_scale": self._residual_scale, "residual_zero_point": self._residual_zero_point,
+                **self._fused.state()}
 
     def __setstate__(self, state):
         state = dict(state)
@@ -239,4 +294,4 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         return (f"QConv2d(in_channels={IC}, out_channels={OC}, kernel_size=({KH}, {KW}), stride={self.stride}, "
                 f"padding={self.padding}, dilation={self.dilation}, groups={groups}, "
                 f"output_dtype={self.output_dtype.name}, relu={self.relu}, algorithm={self.algorithm!r}, "
-                f"kernel={self.kernel!r})")
+                f"kernel={self.kernel!r}{self._fused.repr_suffix()})")
