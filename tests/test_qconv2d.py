@@ -185,10 +185,11 @@ def test_depthwise_no_access_past_guard_page(dwkernel):
 
 def test_sweep_depthwise_every_dwconv_kernel(dwkernel):
     """The sweep restricted to depthwise layers (multiplier 1 and 2; 1x1 .. 7x7, 3x1, 1x5; channels 1..70, so
-    every tail of the vector width) on each qdwconv kernel, "auto" picking "depthwise" for all of them."""
+    every tail of the vector width) on each qdwconv kernel, "auto" picking "depthwise" for all of them but the
+    single-channel ones (one group: a plain convolution to auto)."""
     shapes = KERNEL_SHAPES + [(3, 1), (1, 5), (2, 2), (4, 6)]
     for desc, layer, x, want in sweep(np.random.default_rng(12), N_CONFIGS, kinds=("dw1", "dw2"), shapes=shapes):
-        assert layer._packed.auto_algorithm(*x.shape[:3]) == "depthwise"
+        assert (layer._packed.auto_algorithm(*x.shape[:3]) == "depthwise") == (layer.groups > 1), desc
         got = layer._run(x, None, "depthwise", dwkernel)
         assert got.dtype == want.dtype and np.array_equal(got, want), f"{dwkernel} {desc}"
 
@@ -393,11 +394,15 @@ def test_auto_rule_and_algorithm_argument(rng):
     for kw in (dict(stride=2), dict(padding=1)):
         assert make_layer(rng, 8, 1, 1, 8, **kw)._packed.auto_algorithm(1, 4, 4) == "indirect"
     assert make_layer(rng, 8, 3, 3, 8)._packed.auto_algorithm(1, 4, 4) == "indirect"
-    # direct: >= 49 taps over 2-3 input channels (the 7x7 stems), where a direct kernel runs at the ISA cap
+    # direct: >= 25 taps over 1-3 input channels (7x7 stems, 5x5 input layers), where a direct kernel runs at the
+    # ISA cap; one input channel and one group is depthwise only by name: auto treats it as a plain convolution
     stem = make_layer(rng, 64, 7, 7, 3, stride=2, padding=3)
     assert stem._packed.auto_algorithm(1, 16, 16) == ("direct" if direct_available() else "indirect")
-    for c, k in ((4, 7), (3, 5), (1, 7)):
-        assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) in ("indirect", "depthwise"), (c, k)
+    for c, k in ((3, 5), (2, 5), (1, 7)):
+        assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) == (
+            "direct" if direct_available() else "indirect"), (c, k)
+    for c, k in ((4, 7), (3, 3), (1, 3)):
+        assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) == "indirect", (c, k)
     for isa in ("avx2", "avx512"):  # no direct kernel under these caps
         if isa in _C.isa_levels():
             with nnkern.max_isa(isa):

@@ -21,24 +21,28 @@ constexpr size_t kIndirectionCacheEntries = 8;
 // (at least one image), about half of a core's L2 on the CPUs measured.
 constexpr size_t kResidualChunkBytes = size_t(1) << 20;
 
-// auto's one use of "direct": a large window over 2-3 input channels (the ResNet-50 / GoogLeNet 7x7 stems),
-// where the GEMM kernels' k = 2-3 per tap leaves most of each VNNI group's work to the k % 4 tail and the
-// direct kernels' padded copy makes every tap one group. Measured on one Sapphire Rapids core (Intel Xeon,
-// GOP/s direct vs indirect vs im2col): 224x224 3->64 7x7/2 amx 329 / 240 / 218, avx512vnni 335 / 256 / 227,
-// avxvnni 178 / 78 / 177; 112x112 3->64 7x7/1 amx 377 / 220 / 207; but 5x5/2 ties (225 / 220), 3x3 loses
-// (112x112 3->32 3x3/2: 66 / 114), and 4 or more channels lose (56x56 4->64 3x3: 229 / 313; 64->64 7x7 with
-// AMX: 748 / 1826).
+// auto's one use of "direct": a window of >= 25 taps (5x5 and up) over 1-3 input channels (the ResNet-50 /
+// GoogLeNet 7x7 stems, a super-resolution network's 5x5 input layer), where the GEMM kernels' k = 1-3 per tap
+// leaves most of each VNNI group's work to the k % 4 tail and the direct kernels' padded copy makes every tap
+// one group. Measured on one Sapphire Rapids core (Intel Xeon, GOP/s direct / im2col / indirect):
+// 224x224 3->64 7x7/2 324 / 311 / 232; 112x112 3->64 7x7/1 402 / 313 / 230; 128x128 3->64 5x5/1
+// 312 / 225 / 213; 2->64 5x5/1 208 / 177 / 163; 1->64 5x5/1 96 / 76 / 69; 1->64 7x7/1 130 / 114 / 80; but
+// 5x5/2 ties (222 / 238 / 229), 1->64 7x7/2 prefers im2col (100 / 117 / 80), 3x3 loses (224x224 3->32
+// 3x3/2: 73 / 80 / 129; 1->32 3x3/1: 43 / 28 / 46), and 4 channels tie (5x5/1: 441 / 289 / 476).
 bool direct_preferred(const QConvCall& c) {
   const QConvGeometry& g = c.L.geometry();
-  return g.groups == 1 && g.icg() >= 2 && g.icg() <= 3 && g.ks() >= 49 && qconv_direct_applies(c);
+  return g.groups == 1 && g.icg() <= 3 && g.ks() >= 25 && qconv_direct_applies(c);
 }
 
 const AlgorithmTable<QConvCall>& qconv_algorithms() {
-  // auto: depthwise for every depthwise layer (groups == IC: a per-group GEMM would be 1 x ks x m), then
-  // im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 49
-  // taps over 2-3 input channels (direct_preferred), indirect otherwise (no KH*KW-fold copy of the input).
+  // auto: depthwise for every depthwise layer of more than one group (groups == IC: a per-group GEMM would be
+  // 1 x ks x m; one input channel is a plain convolution, where the others run 2-3x faster: 128x128 1->64 5x5
+  // direct 102 vs depthwise 34 GOP/s, 1->32 3x3 indirect 48 vs 16 on one Sapphire Rapids core), then
+  // im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 25
+  // taps over 1-3 input channels (direct_preferred), indirect otherwise (no KH*KW-fold copy of the input).
   static const AlgorithmTable<QConvCall> table("qconv2d", {
-      {"depthwise", [](const QConvCall& c) { return c.L.geometry().depthwise(); }, nullptr,
+      {"depthwise", [](const QConvCall& c) { return c.L.geometry().depthwise(); },
+       [](const QConvCall& c) { return c.L.geometry().groups > 1; },
        &qconv_depthwise_workspace, [](const QConvCall& c, const Workspace& ws) { qconv_depthwise_run(c, ws.data()); }},
       {"im2col", [](const QConvCall&) { return true; },
        [](const QConvCall& c) { return c.L.geometry().pointwise(); }, &qconv_im2col_workspace,

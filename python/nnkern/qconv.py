@@ -48,11 +48,12 @@ class QConv2d(_convgeom.ConvGeometryProperties):
       lanes, taps in the loop) and "direct" (groups == 1, AVX-VNNI / AVX-512 VNNI only, ValueError elsewhere:
       one padded uint8 copy of the input walked with strides by kernels holding 6 output pixels x 64 output
       channels in registers over the whole window, weights packed per 64 channels in groups of 4 input
-      channels). auto: "depthwise" for depthwise layers, else "im2col" for the 1x1 stride-1 unpadded case,
-      else "direct" for windows of >= 49 taps over 2-3 input channels where a direct kernel runs (the 7x7
-      stems: 224x224 3->64 7x7/2 on one Sapphire Rapids core, 335 vs 256 GOP/s for indirect), else
-      "indirect". Every algorithm
-      gives bit-identical results on every ISA and thread count.
+      channels). auto: "depthwise" for depthwise layers of more than one group (a single input channel runs
+      as a plain convolution, 2-3x faster), else "im2col" for the 1x1 stride-1 unpadded case,
+      else "direct" for windows of >= 25 taps (5x5 and up) over 1-3 input channels where a direct kernel
+      runs (the 7x7 stems, a super-resolution network's 5x5 input layer: on one Sapphire Rapids core
+      224x224 3->64 7x7/2 324 vs 232 GOP/s for indirect, 128x128 3->64 5x5 312 vs 213), else "indirect".
+      Every algorithm gives bit-identical results on every ISA and thread count.
 
     residual_scale, residual_zero_point: with them, a call may pass ``residual=`` (uint8 or int8, the
       output's shape, e.g. a ResNet shortcut) whose real value ``(r - residual_zero_point) * residual_scale`` is
