@@ -187,10 +187,11 @@ def test_depthwise_no_access_past_guard_page(dwkernel):
 
 def test_sweep_depthwise_every_dwconv_kernel(dwkernel):
     """The sweep restricted to depthwise layers (multiplier 1 and 2; 1x1 .. 7x7, 3x1, 1x5; channels 1..70, so
-    every tail of the vector width) on each qdwconv kernel, "auto" picking "depthwise" for all of them."""
+    every tail of the vector width) on each qdwconv kernel, "auto" picking "depthwise" for all of them but the
+    single-channel ones (one group: a plain convolution to auto)."""
     shapes = KERNEL_SHAPES + [(3, 1), (1, 5), (2, 2), (4, 6)]
     for desc, layer, x, want in sweep(np.random.default_rng(12), N_CONFIGS, kinds=("dw1", "dw2"), shapes=shapes):
-        assert layer._packed.auto_algorithm(*x.shape[:3]) == "depthwise"
+        assert (layer._packed.auto_algorithm(*x.shape[:3]) == "depthwise") == (layer.groups > 1), desc
         got = layer._run(x, None, "depthwise", dwkernel)
         assert got.dtype == want.dtype and np.array_equal(got, want), f"{dwkernel} {desc}"
 
@@ -198,12 +199,13 @@ def test_sweep_depthwise_every_dwconv_kernel(dwkernel):
 @pytest.mark.parametrize("C", [1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 70, 97])
 @pytest.mark.parametrize("m", [1, 2])
 def test_depthwise_channel_tails(dwkernel, C, m, rng):
-    """Every channel count around the vector width and block (8, 16; AVX-512: 16, 32, 64), both input dtypes
-    and every output."""
-    for odt, xdt in [(np.int32, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8), (np.float32, np.int8)]:
+    """Every channel count around the vector width and block (8, 16; AVX-512: 16, 32, 64; NEON: 8, 16, 32), both
+    input dtypes and every output; rows of 4 + (0..3) output pixels (the kernels take up to 4 pixels at a time)."""
+    for i, (odt, xdt) in enumerate([(np.int32, np.uint8), (np.uint8, np.int8), (np.int8, np.uint8),
+                                    (np.float32, np.int8)]):
         layer = make_layer(rng, C * m, 3, 3, 1, odt, relu=odt != np.int32, groups=C, padding=(1, 2, 0, 1),
                            input_zero_point=int(np.iinfo(xdt).min + 3))
-        x = rand_x(rng, xdt, (2, 6, 5, C))
+        x = rand_x(rng, xdt, (2, 6, 5 + (C + i) % 4, C))
         assert np.array_equal(layer._run(x, None, "depthwise", dwkernel), unfused(layer, ref_layer(layer, x)))
 
 
@@ -396,11 +398,15 @@ def test_auto_rule_and_algorithm_argument(rng):
     for kw in (dict(stride=2), dict(padding=1)):
         assert make_layer(rng, 8, 1, 1, 8, **kw)._packed.auto_algorithm(1, 4, 4) == "indirect"
     assert make_layer(rng, 8, 3, 3, 8)._packed.auto_algorithm(1, 4, 4) == "indirect"
-    # direct: >= 49 taps over 2-3 input channels (the 7x7 stems), where a direct kernel runs at the ISA cap
+    # direct: >= 25 taps over 1-3 input channels (7x7 stems, 5x5 input layers), where a direct kernel runs at the
+    # ISA cap; one input channel and one group is depthwise only by name: auto treats it as a plain convolution
     stem = make_layer(rng, 64, 7, 7, 3, stride=2, padding=3)
     assert stem._packed.auto_algorithm(1, 16, 16) == ("direct" if direct_available() else "indirect")
-    for c, k in ((4, 7), (3, 5), (1, 7)):
-        assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) in ("indirect", "depthwise"), (c, k)
+    for c, k in ((3, 5), (2, 5), (1, 7)):
+        assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) == (
+            "direct" if direct_available() else "indirect"), (c, k)
+    for c, k in ((4, 7), (3, 3), (1, 3)):
+        assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) == "indirect", (c, k)
     for isa in ("avx2", "avx512"):  # no direct kernel under these caps
         if isa in _C.isa_levels():
             with nnkern.max_isa(isa):
@@ -568,6 +574,20 @@ def test_residual_equals_unfused(rng, odt, relu, rdt, zr, groups):
         i32(x, residual=r)
 
 
+@pytest.mark.parametrize("odt", [np.uint8, np.float32])
+def test_residual_batch_in_chunks(rng, odt):
+    """A batch whose float32 pre-activation exceeds the residual stage's chunk (1 MiB: 40 x 40 x 96 x 4 bytes
+    = 600 KiB per image, one image per chunk): each image equals its own call, for every algorithm."""
+    layer = make_layer(np.random.default_rng(4), 96, 3, 3, 5, odt, True, padding=1, input_zero_point=9,
+                       residual_scale=0.03, residual_zero_point=100)
+    x = rand_x(rng, np.uint8, (3, 40, 40, 5))
+    r = rand_x(rng, np.uint8, layer.output_shape(x.shape))
+    for alg in algorithms_for(layer):
+        got = layer._run(x, None, alg, "", r)
+        for n in range(3):
+            assert np.array_equal(got[n:n + 1], layer._run(x[n:n + 1], None, alg, "", r[n:n + 1])), (alg, n)
+
+
 def test_residual_bad_construction(rng):
     with pytest.raises(ValueError, match="int32"):
         make_layer(rng, 4, 1, 1, 4, np.int32, residual_scale=0.1)
@@ -578,6 +598,17 @@ def test_residual_bad_construction(rng):
     layer = make_layer(rng, 4, 1, 1, 4, np.uint8, residual_scale=0.1, residual_zero_point=200)
     with pytest.raises(ValueError, match="outside the range"):
         layer(rand_x(rng, np.uint8, (1, 2, 2, 4)), residual=np.zeros((1, 2, 2, 4), np.int8))
+
+
+@pytest.mark.parametrize("isa", nnkern.supported_isas())
+def test_im2col_dispatches_by_row_depth(isa, rng):
+    """im2col without a kernel asked for runs the kernel dispatched for its row's depth K = 7 * 7 * 3 = 147
+    (AMX where the CPU has it), not the one for 3 channels per tap: exact on every ISA cap."""
+    layer = make_layer(rng, 64, 7, 7, 3, np.int32, padding=3, stride=2, input_zero_point=200)
+    x = rand_x(rng, np.uint8, (2, 23, 20, 3))
+    with nnkern.max_isa(isa):
+        got = layer._run(x, None, "im2col", "", None)
+    assert np.array_equal(got, ref_layer(layer, x))
 
 
 def test_im2col_row_blocks(qkernel, rng):

@@ -234,3 +234,18 @@ def test_does_not_apply_and_bad_arguments(rng):
         layer(x, residual=np.zeros((1, 4, 4, 3), np.uint8), out_layout="NCHW")
     with pytest.raises(ValueError, match="unknown kernel|cannot run|no kernel|qconv_low_ofm|kernel"):
         layer._run(x, None, "low_ofm", "u8s8_conv_low_ofm_no_such_kernel")
+
+
+@pytest.mark.parametrize("KH", [1, 3])
+def test_fused_pool_and_pixel_shuffle(lowkernel, KH):
+    """The fused output stages (ops/qconv2d_fused.h) through low_ofm: rows wider than one fused chunk (so rows
+    go through the stage in several chunks, re-laid-out rows shifted to each), NHWC and re-laid-out input."""
+    from test_qconv_fused import check_pool, shuffled
+    rng = np.random.default_rng(KH)
+    for odt in OUT_DTYPES:
+        x = rand_x(rng, np.uint8, (2, 3, 1100, 6))
+        layer = make_layer(rng, 4, KH, KH, 6, odt, relu=odt != np.int32, padding=KH // 2, pixel_shuffle=2)
+        want_y = unfused(layer, ref_layer(layer, x))
+        assert np.array_equal(layer._run(x, None, "low_ofm", lowkernel), shuffled(want_y, 2)), odt
+        layer = make_layer(rng, 3, KH, KH, 6, odt, relu=odt != np.int32, padding=KH // 2, pool="global_avg")
+        check_pool(layer, layer._run(x, None, "low_ofm", lowkernel), unfused(layer, ref_layer(layer, x)), str(odt))

@@ -5,18 +5,24 @@ For each function, finds the loop (a backward branch) with the most FMA/dot inst
 its instruction mix: total, FMLA/SDOT/UDOT/SMMLA..., vector loads (ldr q / ldp q / ld1*), stores, and
 stack accesses (spills: [sp ...]). For a loop that stores q registers (an elementwise kernel: one
 stored q register = 4 float results), it also prints the instructions per 4 elements and the mix of
-operations. Usage: neon-loop-stats.py OBJ [FUNCTION-SUBSTRING] [-v]
+operations. Usage: neon-loop-stats.py OBJ [FUNCTION-SUBSTRING] [-v] [--mac=OP,OP...]
+--mac names the mnemonics that count as MACs (default: all below): an integer kernel whose requantization
+loops hold more FMLA than its hot loop holds SMLAL (the depthwise kernel) needs --mac=smlal,smlal2.
 """
 import re
 import sys
 
 from objdump_funcs import functions
 
-obj = sys.argv[1]
-want = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] != "-v" else ""
+args = [a for a in sys.argv[1:] if not a.startswith("-")]
+obj = args[0]
+want = args[1] if len(args) > 1 else ""
 funcs = functions(obj, "aarch64-linux-gnu-objdump")
 
 MAC = ("fmla", "sdot", "udot", "smmla", "ummla", "usmmla", "smlal", "smlal2", "umlal", "umlal2", "mla")
+for a in sys.argv[1:]:
+    if a.startswith("--mac="):
+        MAC = tuple(a[len("--mac="):].split(","))
 for name, ins in funcs.items():
     if want not in name:
         continue

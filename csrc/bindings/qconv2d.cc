@@ -1,5 +1,7 @@
 // Binding of the packed INT8 convolution (nnkern.QConv2d). The Python layer (nnkern/qconv.py) has checked
 // dtypes, shapes, parameters and the K bound; the object re-checks every array against its own sizes.
+#include <array>
+
 #include "bindings/common.h"
 #include "kernels/qconv_direct_list.h"
 #include "kernels/qconv_low_ofm_list.h"
@@ -40,19 +42,11 @@ class QConv2dBinding {
   std::string run(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
                   const py::object& residual, int residual_zero, float residual_factor, bool planar) const {
     const QConvGeometry& geo = packed_->geometry();
-    const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
-    const void* xp = checked_a8_in(x, "x", {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)});
-    const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
-    if (!H || !W || !geo.OH(H) || !geo.OW(W))
-      throw py::value_error("x: the kernel does not fit the padded input");
+    const auto [N, H, W] = input_shape(x);
     const ssize_t OH = ssize_t(geo.OH(H)), OW = ssize_t(geo.OW(W)), OC = ssize_t(geo.OC);
     const std::initializer_list<ssize_t> od = {ssize_t(N), planar ? OC : OH, planar ? OH : OW, planar ? OW : OC};
-    QConvOutput o;
-    o.out = out_;
+    QConvOutput o = output_stage();
     o.c = checked_q_out(out, out_, "out", od);
-    o.relu = relu_;
-    o.lo = lo_;
-    o.hi = hi_;
     o.planar = planar;
     if (!residual.is_none()) {
       const py::array r = residual.cast<py::array>();
@@ -61,13 +55,38 @@ class QConv2dBinding {
       o.residual_zero = residual_zero;
       o.residual_factor = residual_factor;
     }
-    const QDwconvKernel* dw = kernel.empty() ? nullptr : runnable_in(qdwconv_kernel_list(), kernel);
-    const QConvDirectKernel* direct = kernel.empty() || dw ? nullptr : runnable_in(qconv_direct_kernel_list(), kernel);
-    const QConvLowOfmKernel* low_ofm =
-        kernel.empty() || dw || direct ? nullptr : runnable_in(qconv_low_ofm_kernel_list(), kernel);
-    const QGemmKernel* k = kernel.empty() || dw || direct || low_ofm ? nullptr : &runnable_qgemm_kernel(kernel);
-    py::gil_scoped_release release;
-    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, xp, o, algorithm, k, dw, direct, low_ofm);
+    return call(x, o, algorithm, kernel);
+  }
+
+  // The layer with its output pixel-shuffled by r in the output stage: out (N, OH*r, OW*r, OC/(r*r)) of the
+  // output dtype. runs: the weights' channels were given in the (i, j, c) order (ops/qconv2d_fused.h).
+  std::string run_shuffled(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
+                           size_t r, bool runs) const {
+    const QConvGeometry& geo = packed_->geometry();
+    const auto [N, H, W] = input_shape(x);
+    if (r == 0 || geo.OC % (r * r)) throw py::value_error("pixel shuffle: out_channels must be divisible by r*r");
+    void* dst = checked_q_out(out, out_, "out", {ssize_t(N), ssize_t(geo.OH(H) * r), ssize_t(geo.OW(W) * r),
+                                                  ssize_t(geo.OC / (r * r))});
+    QConvFused f = QConvFused::shuffle(r, geo.OC, out_, dst, runs);
+    QConvOutput o = output_stage();
+    o.fuse = &f;
+    return call(x, o, algorithm, kernel);
+  }
+
+  // Global average pooling fused into the output stage: out (N, OC) float32 / uint8 / int8 with the
+  // parameters of ops/qconv2d_fused.h QConvPoolParams.
+  std::string run_pooled(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
+                         double zero, double scale, double out_scale, double out_zero, double lo, double hi) const {
+    const size_t N = input_shape(x)[0], OC = packed_->geometry().OC;
+    QConvPoolParams p;
+    p.zero = zero, p.scale = scale, p.out_scale = out_scale, p.out_zero = out_zero, p.lo = lo, p.hi = hi;
+    p.out = py::isinstance<py::array_t<float>>(out) ? QOut::f32
+            : py::isinstance<py::array_t<uint8_t>>(out) ? QOut::u8 : QOut::s8;
+    p.dst = checked_q_out(out, p.out, "out", {ssize_t(N), ssize_t(OC)});
+    QConvOutput o = output_stage();
+    QConvFused f = QConvFused::pool(OC, out_, p);
+    o.fuse = &f;
+    return call(x, o, algorithm, kernel);
   }
 
   std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }
@@ -75,6 +94,39 @@ class QConv2dBinding {
   size_t indirection_builds() const { return packed_->indirection_builds(); }
 
  private:
+  // x checked (uint8 / int8, N x H x W x IC, the kernel fits): {N, H, W}.
+  std::array<size_t, 3> input_shape(const py::array& x) const {
+    const QConvGeometry& geo = packed_->geometry();
+    checked_a8_in(x, "x", {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)});
+    const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
+    if (!H || !W || !geo.OH(H) || !geo.OW(W)) throw py::value_error("x: the kernel does not fit the padded input");
+    return {N, H, W};
+  }
+
+  // The output stage without its destination.
+  QConvOutput output_stage() const {
+    QConvOutput o;
+    o.out = out_;
+    o.relu = relu_;
+    o.lo = lo_;
+    o.hi = hi_;
+    return o;
+  }
+
+  // Runs o on x (checked by the caller) with the kernel asked for (see run). Releases the GIL.
+  std::string call(const py::array& x, const QConvOutput& o, const std::string& algorithm,
+                   const std::string& kernel) const {
+    const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
+    const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
+    const QDwconvKernel* dw = kernel.empty() ? nullptr : runnable_in(qdwconv_kernel_list(), kernel);
+    const QConvDirectKernel* direct = kernel.empty() || dw ? nullptr : runnable_in(qconv_direct_kernel_list(), kernel);
+    const QConvLowOfmKernel* low_ofm =
+        kernel.empty() || dw || direct ? nullptr : runnable_in(qconv_low_ofm_kernel_list(), kernel);
+    const QGemmKernel* k = kernel.empty() || dw || direct || low_ofm ? nullptr : &runnable_qgemm_kernel(kernel);
+    py::gil_scoped_release release;
+    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, x.data(), o, algorithm, k, dw, direct, low_ofm);
+  }
+
   std::unique_ptr<PackedQConv2d> packed_;
   QOut out_;
   bool relu_;
@@ -91,6 +143,11 @@ void bind_qconv2d(py::module_& m) {
            py::arg("kernel") = "",
            py::arg("residual") = py::none(), py::arg("residual_zero") = 0, py::arg("residual_factor") = 0.0f,
            py::arg("planar") = false)
+      .def("run_shuffled", &QConv2dBinding::run_shuffled, py::arg("x"), py::arg("out"), py::arg("algorithm"),
+           py::arg("kernel"), py::arg("r"), py::arg("runs"))
+      .def("run_pooled", &QConv2dBinding::run_pooled, py::arg("x"), py::arg("out"), py::arg("algorithm"),
+           py::arg("kernel"), py::arg("zero"), py::arg("scale"), py::arg("out_scale"), py::arg("out_zero"),
+           py::arg("lo"), py::arg("hi"))
       .def("auto_algorithm", &QConv2dBinding::auto_algorithm)
       .def_property_readonly("kernel_name", &QConv2dBinding::kernel_name)
       .def_property_readonly("indirection_builds", &QConv2dBinding::indirection_builds);

@@ -24,6 +24,22 @@ bool tap_col(const ConvGeometry& g, size_t W, size_t ow, size_t kw, size_t* iw) 
   return v >= g.pl && *iw < W;
 }
 
+// Copies n >= 1 bytes. Short runs (the stem's 21 bytes) with fixed-size 16- or 8-byte moves, the last one
+// overlapping the one before, instead of a library call of run-time size per run; long ones with memcpy.
+inline void copy_short(unsigned char* d, const unsigned char* s, size_t n) {
+  if (n > 64) {
+    std::memcpy(d, s, n);
+  } else if (n >= 16) {
+    for (size_t i = 0; i + 16 < n; i += 16) std::memcpy(d + i, s + i, 16);
+    std::memcpy(d + n - 16, s + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(d, s, 8);
+    std::memcpy(d + n - 8, s + n - 8, 8);
+  } else {
+    for (size_t i = 0; i < n; ++i) d[i] = s[i];
+  }
+}
+
 }  // namespace
 
 void conv_fill_indirection(const ConvGeometry& geo, const ConvInputShape& s, size_t NR, size_t row_bytes,
@@ -56,9 +72,12 @@ void conv_im2col(const ConvGeometry& geo, const ConvInputShape& s, const unsigne
   // Whole groups with dilation 1 along W: a kernel row's taps are consecutive input pixels, back to back.
   const bool contiguous = geo.dw == 1 && row_bytes == tap;
   parallel_for((r1 - r0 + kPixelsPerTask - 1) / kPixelsPerTask, [&](size_t task) {
-    const size_t p1 = std::min(r1, r0 + (task + 1) * kPixelsPerTask);
-    for (size_t p = r0 + task * kPixelsPerTask; p < p1; ++p) {
-      const size_t n = p / (OH * OW), oh = p / OW % OH, ow = p % OW;
+    const size_t p0 = r0 + task * kPixelsPerTask, p1 = std::min(r1, p0 + kPixelsPerTask);
+    // (n, oh, ow) of pixel p, divided out once per task and then stepped (two divisions per pixel cost
+    // as much as the stem's copies).
+    size_t n = p0 / (OH * OW), oh = p0 / OW % OH, ow = p0 % OW;
+    for (size_t p = p0; p < p1; ++p, ow = ow + 1 < OW ? ow + 1 : 0, oh += ow == 0,
+                n += ow == 0 && oh == OH, oh = oh == OH ? 0 : oh) {
       unsigned char* dst = cols + (p - r0) * geo.ks() * tap;
       for (size_t kh = 0; kh < geo.KH; ++kh) {
         size_t ih, iw;
@@ -71,13 +90,14 @@ void conv_im2col(const ConvGeometry& geo, const ConvInputShape& s, const unsigne
         if (row_inside && contiguous) {
           // The taps inside the input form one run of input pixels: one copy of run x IC bytes, not one
           // small copy per tap (the stem's 3 channels: 7 copies of 21 bytes per pixel instead of 49 of 3).
-          size_t kw = 0;
-          for (; kw < geo.KW && !col_inside(kw); ++kw, dst += tap) std::memcpy(dst, zero, tap);
-          size_t kw1 = kw;
-          while (kw1 < geo.KW && col_inside(kw1)) ++kw1;
-          if (kw1 > kw) std::memcpy(dst, src(kw), (kw1 - kw) * tap);
-          dst += (kw1 - kw) * tap;
-          for (kw = kw1; kw < geo.KW; ++kw, dst += tap) std::memcpy(dst, zero, tap);
+          // With dilation 1, tap kw is inside when pl <= ow * sw + kw < W + pl.
+          const size_t x0 = ow * geo.sw, KW = geo.KW;
+          const size_t kw0 = x0 >= geo.pl ? 0 : std::min(KW, geo.pl - x0);
+          const size_t kw1 = std::max(kw0, x0 < s.W + geo.pl ? std::min(KW, s.W + geo.pl - x0) : size_t(0));
+          for (size_t kw = 0; kw < kw0; ++kw, dst += tap) copy_short(dst, zero, tap);
+          if (kw1 > kw0) copy_short(dst, src(kw0), (kw1 - kw0) * tap);
+          dst += (kw1 - kw0) * tap;
+          for (size_t kw = kw1; kw < KW; ++kw, dst += tap) copy_short(dst, zero, tap);
           continue;
         }
         for (size_t kw = 0; kw < geo.KW; ++kw, dst += tap)

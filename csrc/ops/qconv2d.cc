@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include "core/algorithm.h"
@@ -18,27 +19,35 @@ namespace {
 
 // Input shapes whose indirection buffers a layer keeps (a model calls a layer on a few shapes at most).
 constexpr size_t kIndirectionCacheEntries = 8;
+// A residual layer computes its float32 pre-activation for about this many bytes of images at a time
+// (at least one image), about half of a core's L2 on the CPUs measured.
+constexpr size_t kResidualChunkBytes = size_t(1) << 20;
 
-// auto's one use of "direct": a large window over 2-3 input channels (the ResNet-50 / GoogLeNet 7x7 stems),
-// where the GEMM kernels' k = 2-3 per tap leaves most of each VNNI group's work to the k % 4 tail and the
-// direct kernels' padded copy makes every tap one group. Measured on one Sapphire Rapids core (Intel Xeon,
-// GOP/s direct vs indirect vs im2col): 224x224 3->64 7x7/2 amx 329 / 240 / 218, avx512vnni 335 / 256 / 227,
-// avxvnni 178 / 78 / 177; 112x112 3->64 7x7/1 amx 377 / 220 / 207; but 5x5/2 ties (225 / 220), 3x3 loses
-// (112x112 3->32 3x3/2: 66 / 114), and 4 or more channels lose (56x56 4->64 3x3: 229 / 313; 64->64 7x7 with
-// AMX: 748 / 1826).
+// auto's one use of "direct": a window of >= 25 taps (5x5 and up) over 1-3 input channels (the ResNet-50 /
+// GoogLeNet 7x7 stems, a super-resolution network's 5x5 input layer), where the GEMM kernels' k = 1-3 per tap
+// leaves most of each VNNI group's work to the k % 4 tail and the direct kernels' padded copy makes every tap
+// one group. Measured on one Sapphire Rapids core (Intel Xeon, GOP/s direct / im2col / indirect):
+// 224x224 3->64 7x7/2 324 / 311 / 232; 112x112 3->64 7x7/1 402 / 313 / 230; 128x128 3->64 5x5/1
+// 312 / 225 / 213; 2->64 5x5/1 208 / 177 / 163; 1->64 5x5/1 96 / 76 / 69; 1->64 7x7/1 130 / 114 / 80; but
+// 5x5/2 ties (222 / 238 / 229), 1->64 7x7/2 prefers im2col (100 / 117 / 80), 3x3 loses (224x224 3->32
+// 3x3/2: 73 / 80 / 129; 1->32 3x3/1: 43 / 28 / 46), and 4 channels tie (5x5/1: 441 / 289 / 476).
 bool direct_preferred(const QConvCall& c) {
   const QConvGeometry& g = c.L.geometry();
-  return g.groups == 1 && g.icg() >= 2 && g.icg() <= 3 && g.ks() >= 49 && qconv_direct_applies(c);
+  return g.groups == 1 && g.icg() <= 3 && g.ks() >= 25 && qconv_direct_applies(c);
 }
 
 const AlgorithmTable<QConvCall>& qconv_algorithms() {
-  // auto: depthwise for every depthwise layer (groups == IC: a per-group GEMM would be 1 x ks x m), then
+  // auto: depthwise for every depthwise layer of more than one group (groups == IC: a per-group GEMM would be
+  // 1 x ks x m; one input channel is a plain convolution, where the others run 2-3x faster: 128x128 1->64 5x5
+  // direct 102 vs depthwise 34 GOP/s, 1->32 3x3 indirect 48 vs 16 on one Sapphire Rapids core), then
   // low_ofm for groups == 1 and OC <= 4 where a SIMD low_ofm kernel runs (x86: pixels in lanes beat channels
   // in lanes of which OC would fill 4 at most; against AMX only up to 256 input channels, and strided only
-  // under 16 of them or with 25 taps or more: qconv_low_ofm_preferred), then im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 49
-  // taps over 2-3 input channels (direct_preferred), indirect otherwise (no KH*KW-fold copy of the input).
+  // under 16 of them or with 25 taps or more: qconv_low_ofm_preferred), then
+  // im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 25
+  // taps over 1-3 input channels (direct_preferred), indirect otherwise (no KH*KW-fold copy of the input).
   static const AlgorithmTable<QConvCall> table("qconv2d", {
-      {"depthwise", [](const QConvCall& c) { return c.L.geometry().depthwise(); }, nullptr,
+      {"depthwise", [](const QConvCall& c) { return c.L.geometry().depthwise(); },
+       [](const QConvCall& c) { return c.L.geometry().groups > 1; },
        &qconv_depthwise_workspace, [](const QConvCall& c, const Workspace& ws) { qconv_depthwise_run(c, ws.data()); }},
       {"low_ofm", &qconv_low_ofm_applies, &qconv_low_ofm_preferred, &qconv_low_ofm_workspace,
        [](const QConvCall& c, const Workspace& ws) { qconv_low_ofm_run(c, ws.data()); }},
@@ -199,26 +208,60 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
                                const QConvLowOfmKernel* low_ofm) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
-  const QConvCall call{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o, dw, direct,
-                       low_ofm};
-  const Algorithm<QConvCall>& a = qconv_algorithms().select(call, algorithm);  // errors before any work
+  const QConvCall chosen{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o,
+                         dw, direct, low_ofm};
+  const Algorithm<QConvCall>& a = qconv_algorithms().select(chosen, algorithm);  // errors before any work
+  // The dispatched kernel suits the depth of one call's reduction: KH*KW taps of IC/groups for the indirect
+  // form, but one row of K = KH*KW*IC/groups for im2col (the 7x7 stem's 147, where AMX beats VNNI).
+  const bool gemm_depth = !kern && std::string_view(a.name) == "im2col";
+  const QConvCall call{*this, gemm_depth ? qgemm_kernel(8, geo_.kg()) : chosen.k, N, H, W, OH, OW, x_type, x, o, dw,
+                       direct, low_ofm};
   if (N == 0) return a.name;
+  if (o.fuse) {
+    if (o.residual) throw std::invalid_argument("qconv2d: no residual with fused pooling or pixel shuffle");
+    if (o.planar) throw std::invalid_argument("qconv2d: no planar output with fused pooling or pixel shuffle");
+    if (o.fuse->kind() == QConvFused::Kind::shuffle) {
+      Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
+      a.run(call, ws);
+      return a.name;
+    }
+    // Pooling: one image at a time, so that no tile spans two images (ops/qconv2d_fused.h).
+    const size_t image_bytes = H * W * geo_.IC;  // 8-bit input
+    for (size_t n = 0; n < N; ++n) {
+      const QConvCall img{*this, call.k, 1, H, W, OH, OW, x_type, static_cast<const uint8_t*>(x) + n * image_bytes,
+                          o, dw, direct, low_ofm};
+      Workspace ws(a.workspace_bytes ? a.workspace_bytes(img) : 0);
+      a.run(img, ws);
+      o.fuse->finish_image(n);
+    }
+    return a.name;
+  }
   if (!o.residual) {
     run_algorithm(a, call);
     return a.name;
   }
   if (o.out == QOut::i32) throw std::invalid_argument("qconv2d: no residual with int32 output");
   // With a residual: the pre-activation t = fma(acc, factor, offset) as float32 first (the f32 epilogue on
-  // the same factor / offset), then the residual stage over it.
-  const size_t count = call.M() * geo_.OC;
-  Workspace tmp(count * sizeof(float));
-  QConvOutput pre;
-  pre.out = QOut::f32;
-  pre.c = tmp.data();
-  pre.planar = o.planar;  // t in the output's (and the residual's) layout
-  const QConvCall pre_call{*this, call.k, N, H, W, OH, OW, x_type, x, pre, dw, direct, low_ofm};
-  run_algorithm(a, pre_call);
-  qconv_add_residual(tmp.as<float>(), count, o);
+  // the same factor / offset), then the residual stage over it; a few images at a time, so that t (4 bytes
+  // per output) is read back from cache, not memory. t and the residual are in the output's layout (an image is
+  // OH * OW * OC elements either way).
+  const size_t image = OH * OW * geo_.OC, per = std::max<size_t>(1, kResidualChunkBytes / (image * sizeof(float)));
+  const size_t c_elem = qout_elem_size(o.out);
+  Workspace tmp(std::min(N, per) * image * sizeof(float));
+  for (size_t n0 = 0; n0 < N; n0 += per) {
+    const size_t n = std::min(per, N - n0);
+    QConvOutput pre;
+    pre.out = QOut::f32;
+    pre.c = tmp.data();
+    pre.planar = o.planar;
+    const void* xn = static_cast<const uint8_t*>(x) + n0 * H * W * geo_.IC;  // 1-byte activations
+    const QConvCall pre_call{*this, call.k, n, H, W, OH, OW, x_type, xn, pre, dw, direct, low_ofm};
+    run_algorithm(a, pre_call);
+    QConvOutput on = o;
+    on.c = static_cast<uint8_t*>(o.c) + n0 * image * c_elem;
+    on.residual = static_cast<const uint8_t*>(o.residual) + n0 * image;  // 1-byte residual
+    qconv_add_residual(tmp.as<float>(), n * image, on);
+  }
   return a.name;
 }
 

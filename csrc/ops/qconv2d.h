@@ -25,6 +25,7 @@
 #include "core/buffer.h"
 #include "kernels/qconv_direct.h"
 #include "ops/conv_geometry.h"
+#include "ops/qconv2d_fused.h"
 #include "ops/qconv2d_low_ofm.h"
 #include "kernels/qdwconv.h"
 #include "kernels/qgemm.h"
@@ -71,7 +72,11 @@ struct QConvOutput {
   QType residual_type = QType::u8;
   int32_t residual_zero = 0;
   float residual_factor = 0.0f;
+  // A fused output stage (ops/qconv2d_fused.h: global average pooling or pixel shuffle), or null. Not with a
+  // residual. The algorithms then store each tile into a stack buffer and commit it to `fuse` (c unused).
+  QConvFused* fuse = nullptr;
   // c (and residual) planar, N x OC x OH x OW: written so by "low_ofm", by the others through an NHWC copy.
+  // Not with a fused stage.
   bool planar = false;
 };
 

@@ -86,10 +86,27 @@ void qconv_depthwise_run(const QConvCall& c, void* workspace) {
   const size_t b_offset = reinterpret_cast<size_t>(base) - kQConvNominalBase;
   const size_t c_elem = qout_elem_size(c.o.out);
   uint8_t* out = static_cast<uint8_t*>(c.o.c);
+  QConvFused* fuse = c.o.fuse;
+  if (!fuse) {
+    parallel_for_2d(c.N, OH, [&](size_t n, size_t oh) {
+      const size_t p0 = (n * OH + oh) * OW;
+      k.run(OC, OW, ks, ind->ptrs.data() + p0 * ks, ind->zero.data(), b_offset, w.w.data(), w.cpad,
+            out + p0 * OC * c_elem, OC, &ep);
+    });
+    return;
+  }
+  // Fused: each row in chunks of pixels through a buffer of about kQConvFusedTileBytes; slot = (row, chunk).
+  const size_t chunk = std::min(OW, std::max<size_t>(1, kQConvFusedTileBytes / (OC * c_elem)));
+  const size_t chunks = (OW + chunk - 1) / chunk;
+  fuse->begin(OH, OW, c.N * OH * chunks);
   parallel_for_2d(c.N, OH, [&](size_t n, size_t oh) {
-    const size_t p0 = (n * OH + oh) * OW;
-    k.run(OC, OW, ks, ind->ptrs.data() + p0 * ks, ind->zero.data(), b_offset, w.w.data(), w.cpad,
-          out + p0 * OC * c_elem, OC, &ep);
+    AlignedBuffer<uint8_t> buf(chunk * OC * c_elem + kQConvFusedSlack);
+    for (size_t q = 0; q < chunks; ++q) {
+      const size_t p0 = (n * OH + oh) * OW + q * chunk, np = std::min(chunk, OW - q * chunk);
+      k.run(OC, np, ks, ind->ptrs.data() + p0 * ks, ind->zero.data(), b_offset, w.w.data(), w.cpad, buf.data(), OC,
+            &ep);
+      fuse->commit((n * OH + oh) * chunks + q, p0, np, 0, OC, buf.data(), OC);
+    }
   });
 }
 

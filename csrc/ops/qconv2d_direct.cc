@@ -8,6 +8,7 @@
 // are (OC block, image, output row), the block outermost so that a thread's consecutive rows reuse the
 // block's weights from its cache. groups == 1 only.
 #include <algorithm>
+#include <stdexcept>
 
 #include "core/threadpool.h"
 #include "kernels/qconv_direct_list.h"
@@ -107,6 +108,17 @@ void qconv_direct_run(const QConvCall& c, void* workspace) {
   const size_t c_elem = qout_elem_size(c.o.out);
   uint8_t* out = static_cast<uint8_t*>(c.o.c);
   const size_t x_pixel = geo.sw * icp, x_kh = geo.dh * Wp * icp, x_kw = geo.dw * icp;
+  // Fused: each row in chunks of whole pixel blocks through a stack buffer (ld B); slot = (row, chunk).
+  QConvFused* fuse = c.o.fuse;
+  const size_t px = size_t(k.pixels);
+  const size_t room = kQConvFusedTileBytes - kQConvFusedSlack;
+  const size_t chunk = fuse ? std::min(OW, std::max(px, room / (B * c_elem) / px * px)) : OW;
+  const size_t chunks = (OW + chunk - 1) / chunk;
+  if (fuse) {
+    if (chunk * B * c_elem + kQConvFusedSlack > kQConvFusedTileBytes)
+      throw std::invalid_argument("qconv2d: tile too large to fuse");
+    fuse->begin(OH, OW, c.N * OH * chunks);
+  }
   parallel_for_3d(w.blocks, c.N, OH, [&](size_t b, size_t n, size_t oh) {
     QEpilogue ep = ep0;
     ep.col_comp = comp + b * B;
@@ -114,8 +126,18 @@ void qconv_direct_run(const QConvCall& c, void* workspace) {
     ep.bias = w.offset.size() ? w.offset.data() + b * B : nullptr;
     const size_t m = std::min(B, OC - b * B);
     const uint8_t* xr = xp + (n * Hp + oh * geo.sh) * Wp * icp;
-    k.run(m, OW, xr, x_pixel, x_kh, x_kw, geo.KH, geo.KW, icp, w.w.data() + b * w.block_bytes,
-          out + ((n * OH + oh) * OW * OC + b * B) * c_elem, OC, &ep);
+    const int8_t* wb = w.w.data() + b * w.block_bytes;
+    if (!fuse) {
+      k.run(m, OW, xr, x_pixel, x_kh, x_kw, geo.KH, geo.KW, icp, wb, out + ((n * OH + oh) * OW * OC + b * B) * c_elem,
+            OC, &ep);
+      return;
+    }
+    alignas(64) uint8_t buf[kQConvFusedTileBytes];
+    for (size_t q = 0; q < chunks; ++q) {
+      const size_t np = std::min(chunk, OW - q * chunk);
+      k.run(m, np, xr + q * chunk * x_pixel, x_pixel, x_kh, x_kw, geo.KH, geo.KW, icp, wb, buf, B, &ep);
+      fuse->commit((n * OH + oh) * chunks + q, (n * OH + oh) * OW + q * chunk, np, b * B, m, buf, B);
+    }
   });
 }
 

@@ -35,6 +35,19 @@ struct Im2colLayout {
   }
 };
 
+// The driver's tile hook for a fused stage: the plan's tile (row j of block r0, channel i of group g) as the
+// call's pixel / channel; slot = the NR-aligned pixel tile (tiles start at multiples of NR in each block).
+struct FusedHookCtx {
+  QConvFused* fuse;
+  size_t p_base, c_base, NR;
+};
+
+void fused_hook(void* ctx, const QTile& t) {
+  const FusedHookCtx& h = *static_cast<const FusedHookCtx*>(ctx);
+  const size_t p0 = h.p_base + t.j0;
+  h.fuse->commit(p0 / h.NR, p0, t.n, h.c_base + t.i0, t.m, t.c, t.ldc);
+}
+
 }  // namespace
 
 size_t qconv_im2col_workspace(const QConvCall& c) { return Im2colLayout(c).l.bytes; }
@@ -50,6 +63,9 @@ void qconv_im2col_run(const QConvCall& c, void* workspace) {
   const bool pw = geo.pointwise();
   if (!pw) qconv_fill_zero_row(k, in.za, geo.icg(), ws + lay.zero_off);
   const size_t M = c.M(), rows = pw ? M : block_rows(c);
+  // Fused: a block's last tile and the next block's first may share a slot (blocks need not start at a
+  // multiple of NR); the blocks run one after the other, so the slot still adds its pixels in a fixed order.
+  if (c.o.fuse) c.o.fuse->begin(c.OH, c.OW, qgemm_ceil_div(M, size_t(k.nr)));
   for (size_t g = 0; g < geo.groups; ++g)
     for (size_t r0 = 0; r0 < M; r0 += rows) {
       QPlan P{};
@@ -74,13 +90,18 @@ void qconv_im2col_run(const QConvCall& c, void* workspace) {
       P.b_type = QType::s8;
       P.out = c.o.out;
       P.c_elem = qout_elem_size(c.o.out);
-      P.c = static_cast<uint8_t*>(c.o.c) + (r0 * geo.OC + g * ocg) * P.c_elem;
+      P.c = c.o.fuse ? nullptr : static_cast<uint8_t*>(c.o.c) + (r0 * geo.OC + g * ocg) * P.c_elem;
       P.ldc = geo.OC;
       P.scale = c.L.factor(g);
       P.bias = c.L.offset(g);
       P.relu = c.o.relu;
       P.lo = c.o.lo;
       P.hi = c.o.hi;
+      FusedHookCtx hook{c.o.fuse, r0, g * ocg, size_t(k.nr)};
+      if (c.o.fuse) {
+        P.hook = &fused_hook;
+        P.hook_ctx = &hook;
+      }
       qgemm_execute(P);
     }
 }

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <stdexcept>
 
 #include "core/threadpool.h"
 #include "kernels/qconv_low_ofm_list.h"
@@ -156,6 +157,17 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
   a0.plane = c.o.planar ? OH * OW : 0;
   const size_t esz = qout_elem_size(c.o.out);
   uint8_t* out = static_cast<uint8_t*>(c.o.c);
+  // Fused pooling / pixel shuffle (ops/qconv2d_fused.h): each row in chunks of whole pixel blocks through a stack
+  // buffer (NHWC, ld OC), committed as slot (row, chunk). A chunk starts at a multiple of the kernel's block, so
+  // a re-laid-out row shifted to it stays aligned.
+  QConvFused* fuse = c.o.fuse;
+  const size_t px = size_t(k.pixels), room = kQConvFusedTileBytes - kQConvFusedSlack;
+  const size_t chunk = fuse ? std::min(OW, std::max(px, room / (OC * esz) / px * px)) : OW;
+  const size_t chunks = (OW + chunk - 1) / chunk;
+  if (fuse) {
+    if (chunk * OC * esz > room) throw std::invalid_argument("qconv2d: tile too large to fuse");
+    fuse->begin(OH, OW, c.N * OH * chunks);
+  }
   // Valid tap rows of output row oh: 0 <= iy = oh * sh + kh * dh - pt < H, kh in a contiguous range [lo, hi).
   auto tap_rows = [&](size_t oh, size_t* lo, size_t* hi) {
     *lo = *hi = 0;
@@ -170,10 +182,13 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
     size_t lo, hi;
     tap_rows(oh, &lo, &hi);
     uint32_t sum[kQConvLowOfmMaxOc] = {};
-    for (size_t kh = lo; kh < hi; ++kh) {
-      rows[kh - lo] = row_of(oh * geo.sh + kh * geo.dh - geo.pt);
+    for (size_t kh = lo; kh < hi; ++kh)
       for (size_t o = 0; o < M; ++o) sum[o] += uint32_t(w.row_sum.data()[kh * M + o]);
-    }
+    // Pixels from ox0 on: NHWC rows through ix0, re-laid-out rows (entry = output pixel) shifted to it.
+    auto point_rows = [&](size_t ox0) {
+      for (size_t kh = lo; kh < hi; ++kh)
+        rows[kh - lo] = row_of(oh * geo.sh + kh * geo.dh - geo.pt) + (q ? ox0 * sizeof(int32_t) : 0);
+    };
     int32_t comp[kQConvLowOfmMaxOc];  // sum (x - za) w = sum x w - za * (the passed taps' weights), modulo 2^32
     for (size_t o = 0; o < M; ++o) comp[o] = int32_t(0u - uint32_t(za) * sum[o]);
     QEpilogue ep = ep0;
@@ -182,9 +197,24 @@ void qconv_low_ofm_run(const QConvCall& c, void* workspace) {
     a.rows = rows;
     a.kh_n = hi > lo ? hi - lo : 0;
     a.w = w.w.data() + lo * geo.KW * G * M * 4;
-    a.c = out + (c.o.planar ? n * OC * OH * OW + oh * OW : (n * OH + oh) * OW * OC) * esz;
     a.ep = &ep;
-    k.run(a);
+    if (!fuse) {
+      point_rows(0);
+      a.c = out + (c.o.planar ? n * OC * OH * OW + oh * OW : (n * OH + oh) * OW * OC) * esz;
+      k.run(a);
+      return;
+    }
+    alignas(64) uint8_t buf[kQConvFusedTileBytes];
+    a.c = buf;
+    a.plane = 0;
+    for (size_t i = 0; i < chunks; ++i) {
+      const size_t ox0 = i * chunk;
+      point_rows(ox0);
+      a.n = std::min(chunk, OW - ox0);
+      a.ix0 = ptrdiff_t(ox0 * geo.sw) - ptrdiff_t(geo.pl);
+      k.run(a);
+      fuse->commit((n * OH + oh) * chunks + i, (n * OH + oh) * OW + ox0, a.n, 0, OC, buf, OC);
+    }
   };
   const size_t ptr_bytes = round64(geo.KH * sizeof(void*));
   if (!q) {

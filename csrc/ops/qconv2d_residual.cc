@@ -2,7 +2,7 @@
 // that adds the dequantized residual, then ReLU / requantizes. Plain float32 operations, one rounding each
 // (no contraction: -ffp-contract=off), so numpy reproduces them bit for bit.
 #include <algorithm>
-#include <cmath>
+#include <cstdint>
 
 #include "core/threadpool.h"
 #include "ops/qconv2d.h"
@@ -12,16 +12,26 @@ namespace {
 
 constexpr size_t kChunk = 1 << 14;  // elements per task
 
+// Round half to even of |v| <= 2^22 in plain float arithmetic (the default rounding mode does it on the add):
+// the same result as std::nearbyint, which is a library call per element the compiler cannot vectorize.
+inline float round_even(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (v + kMagic) - kMagic;
+}
+
 template <typename R, typename C>
-void residual_chunk(const float* t, const R* r, C* c, size_t n, const QConvOutput& o) {
-  const float zr = float(o.residual_zero), f = o.residual_factor;
+void residual_chunk(const float* __restrict t, const R* __restrict r, C* __restrict c, size_t n,
+                    const QConvOutput& o) {
+  const float zr = float(o.residual_zero), f = o.residual_factor, lo = o.lo, hi = o.hi;
+  const bool relu = o.relu;
   for (size_t i = 0; i < n; ++i) {
     const float p = (float(r[i]) - zr) * f;  // float(r) - zr is exact (|.| < 2^9)
     const float y = t[i] + p;
     if constexpr (sizeof(C) == 4) {
-      c[i] = o.relu ? std::max(y, 0.0f) : y;
-    } else {
-      c[i] = C(std::nearbyint(std::min(std::max(y, o.lo), o.hi)));  // ties to even (default rounding mode)
+      c[i] = relu ? (y < 0.0f ? 0.0f : y) : y;
+    } else {  // the clamp keeps |y| <= 255 (NaN cannot occur: t and p are finite)
+      const float v = y < lo ? lo : (y > hi ? hi : y);
+      c[i] = C(int32_t(round_even(v)));
     }
   }
 }

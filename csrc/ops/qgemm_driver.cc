@@ -29,7 +29,7 @@ size_t round_up(size_t x, size_t m) { return qgemm_round_up(x, m); }
 
 // Per-task scratch: the partial sums of the K blocks (rows x MR int32) and the panel packed on first use.
 struct TaskScratch {
-  size_t work_off, panel_off, bytes;
+  size_t work_off, panel_off, tile_off, bytes;
 };
 
 TaskScratch task_scratch(const QPlan& P, size_t rows) {
@@ -38,7 +38,9 @@ TaskScratch task_scratch(const QPlan& P, size_t rows) {
   const size_t kc = P.kc < P.K ? P.kc : P.K;
   const size_t work_off = l.add(kc < P.K ? size_t(k.mr) * rows * sizeof(int32_t) : 0);
   const size_t panel_off = l.add(P.packed ? 0 : qgemm_panel_bytes(k, P.K));
-  return {work_off, panel_off, l.bytes};
+  // The task's final tiles (rows x MR) when they go to the hook, + 64 bytes of slack for its reads.
+  const size_t tile_off = l.add(P.hook ? round_up(rows, size_t(k.nr)) * size_t(k.mr) * P.c_elem + 64 : 0);
+  return {work_off, panel_off, tile_off, l.bytes};
 }
 
 void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const TaskScratch& ts, void* scratch) {
@@ -50,6 +52,7 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
   const bool compensate = P.za != 0 && !k.zero_points_in_kernel;
   int32_t* work = reinterpret_cast<int32_t*>(static_cast<char*>(scratch) + ts.work_off);  // rows j0..j1 x MR
   uint8_t* panel_buf = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.panel_off);
+  uint8_t* tiles = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.tile_off);  // P.hook only
   alignas(64) int32_t comp[64];
   const void* bptr[kMaxNR];
   alignas(64) uint32_t cs_local[64];
@@ -106,7 +109,10 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
         e.ld_in = MR;
         e.tile_i = i;
         e.tile_j = j;
-        if (last) {
+        if (last && P.hook) {  // row j of the task at tiles + (j - j0) * MR
+          e.row_sum = P.row_sum ? P.row_sum + j : nullptr;
+          k.run(mi, nj, kk, 1, a, bptr, nullptr, 0, tiles + (j - j0) * MR * P.c_elem, MR, &e);
+        } else if (last) {
           e.row_sum = P.row_sum ? P.row_sum + j : nullptr;
           k.run(mi, nj, kk, 1, a, bptr, nullptr, 0, static_cast<uint8_t*>(P.c) + (j * P.ldc + i) * P.c_elem, P.ldc, &e);
         } else {
@@ -115,6 +121,10 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
       }
       k0 += kk;
     } while (k0 < P.K);
+    // The hook after the panel's kernels, not between them (between them, AMX's tile stores waited).
+    if (P.hook)
+      for (size_t j = j0; j < j1; j += NR)
+        P.hook(P.hook_ctx, QTile{i, j, mi, std::min(NR, j1 - j), P.out, tiles + (j - j0) * MR * P.c_elem, MR, nullptr});
   }
   if (k.finish) k.finish();
 }

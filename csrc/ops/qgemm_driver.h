@@ -37,6 +37,10 @@ struct QPlan {
   const float* bias;
   bool relu;
   float lo, hi;
+  // If not null, the final tiles go to a per-task buffer (ld MR) instead of c, and each panel's tiles are then
+  // handed to hook (kernels/qgemm.h QTileHook; i0 / j0: the tile's channel and row in this plan): fused stages.
+  QTileHook hook;
+  void* hook_ctx;
 };
 
 // Runs the plan: tasks of (channels x rows) over the thread pool (ops/gemm_tasks.h).

@@ -11,7 +11,11 @@ bench         the fuller SGEMM table against every installed comparison library,
               --op conv: FP32 Conv2d per algorithm and auto vs torch (channels_last, NCHW) / onnxruntime on
               ResNet-50, MobileNet-v2, YoloV3-Tiny and a low-OC layer; --op yolo: YoloV3-Tiny's backbone end to
               end, latency vs torch / onnxruntime; --op mobilenet: MobileNet-v2 end to end, fused and layer by
-              layer, vs torch / onnxruntime).
+              layer, vs torch / onnxruntime; --op qnet: quantized ResNet-18 and MobileNet-v2 end to end vs
+              torch's quantized model / onnxruntime's QDQ model, batch 1 and 8, with their top-1 agreement;
+              --op fused: QConv2d's fused global average pooling and pixel shuffle vs the unfused sequences
+              and torch; --op espcn: an ESPCN super-resolution network end to end, quantized, vs torch /
+              onnxruntime).
 """
 from __future__ import annotations
 
@@ -145,12 +149,7 @@ def bench_int8(args, threads) -> int:
     print(harness.peaks_line("int8", "GOP/s", isas) + "  (avx2/avx512: the saturating vpmaddubsw sequence; "
           "avxvnni/avx512vnni: vpdpbusd; amx: tdpbusd)")
     _plot(args, lambda plot: plot.from_results(results, threads, names))
-    if args.json:
-        import json
-        with open(args.json, "w") as f:
-            json.dump([r.as_dict() for r in results], f, indent=1)
-        print(f"results written to {args.json}")
-    return 0
+    return _json(args, results)
 
 
 def bench_conv(args, threads, kind) -> int:
@@ -178,12 +177,7 @@ def _conv_outputs(args, results, threads) -> int:
     """The convolution tables' charts (--plot) and JSON (--json)."""
     from nnkern.bench import conv
     _plot(args, lambda plot: conv.charts(results, threads))
-    if args.json:
-        import json
-        with open(args.json, "w") as f:
-            json.dump([r.as_dict() for r in results], f, indent=1)
-        print(f"results written to {args.json}")
-    return 0
+    return _json(args, results)
 
 
 def bench_network(args, threads) -> int:
@@ -208,6 +202,68 @@ def bench_network(args, threads) -> int:
     for t in threads[1:]:
         print(conv.scaling_table(results, t, threads[0]) + "\n")
     return _conv_outputs(args, results, threads)
+
+
+def bench_qnet(args, threads) -> int:
+    """Quantized ResNet-18 and MobileNet-v2 end to end: nnkern vs torch's quantized model / onnxruntime's QDQ
+    model latency at batch 1 and 8, and the three's top-1 agreement."""
+    from nnkern.bench import conv, harness, qnet
+    import nnkern
+    names, batches = qnet.select(args.shapes)
+    isa = args.isa.split(",")[-1] if args.isa else conv.QCONV.default_isa()
+    print_info()
+    print(harness.peaks_line("int8", "GOP/s", [isa]))
+    t0 = time.perf_counter()
+    results, notes, agree = qnet.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args),
+                                     names=names, batches=batches, progress=lambda s: print(s, flush=True))
+    print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
+    for name in names:
+        for batch in batches:
+            for t in threads:
+                print(qnet.markdown_table(results, name, batch, t, notes))
+                print()
+    print(qnet.agreement_table(agree) + "\n")
+    return _conv_outputs(args, results, threads)
+
+
+def bench_fused(args, threads) -> int:
+    """QConv2d's fused pooling / pixel shuffle vs the unfused sequences (--op fused)."""
+    from nnkern.bench import conv, fused
+    cases = fused.select(args.shapes, args.quick)
+    isa = args.isa.split(",")[-1] if args.isa else conv.QCONV.default_isa()
+    print_info()
+    results, notes = fused.run(cases, threads, isa=isa, repeats=args.repeats, libraries=_libraries(args),
+                               progress=lambda s: print(s, flush=True))
+    print()
+    for t in threads:
+        print(fused.markdown_table(results, t, notes, isa))
+        print()
+    return _json(args, results)
+
+
+def bench_espcn(args, threads) -> int:
+    """The ESPCN network end to end, quantized, vs torch / onnxruntime (--op espcn)."""
+    from nnkern.bench import conv, espcn
+    size = int(args.shapes[0]) if args.shapes else espcn.SIZE
+    isa = args.isa.split(",")[-1] if args.isa else conv.QCONV.default_isa()
+    print_info()
+    results, notes = espcn.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args), size=size,
+                               progress=lambda s: print(s, flush=True))
+    print()
+    for t in threads:
+        print(espcn.markdown_table(results, t, notes))
+        print()
+    return _json(args, results)
+
+
+def _json(args, results) -> int:
+    """--json FILE: the results as records."""
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump([r.as_dict() for r in results], f, indent=1)
+        print(f"results written to {args.json}")
+    return 0
 
 
 def _libraries(args):
@@ -252,6 +308,12 @@ def bench(args) -> int:
         return bench_conv(args, threads, conv.QCONV if args.op == "qconv" else fconv.CONV)
     if args.op in ("yolo", "mobilenet"):
         return bench_network(args, threads)
+    if args.op == "qnet":
+        return bench_qnet(args, threads)
+    if args.op == "fused":
+        return bench_fused(args, threads)
+    if args.op == "espcn":
+        return bench_espcn(args, threads)
     if args.op != "sgemm":
         return bench_int8(args, threads)
     if args.shapes:
@@ -274,12 +336,7 @@ def bench(args) -> int:
     print(harness.peaks_line("f32", "GFLOP/s"))
     print(ops.openblas_note())
     _plot(args, lambda plot: plot.from_results(results, threads, sorted({r.op for r in results})))
-    if args.json:
-        import json
-        with open(args.json, "w") as f:
-            json.dump([r.as_dict() for r in results], f, indent=1)
-        print(f"results written to {args.json}")
-    return 0
+    return _json(args, results)
 
 
 def main(argv=None) -> int:
@@ -291,8 +348,8 @@ def main(argv=None) -> int:
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
-                   choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "sigmoid",
-                            "tanh", "topk", "lstm"],
+                   choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "qnet",
+                            "sigmoid", "tanh", "topk", "lstm", "fused", "espcn"],
                    help="sgemm (default); qgemm (int8, B packed per call), qlinear (prepacked, fused "
                         "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
                         "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
@@ -300,7 +357,13 @@ def main(argv=None) -> int:
                         "algorithm on ResNet-50 / MobileNet-v2 / YoloV3-Tiny / low-OC layers, batch 1; --shapes as "
                         "qconv, e.g. yolo.3x3 lowoc); yolo (YoloV3-Tiny's backbone end to end, ReLU for leaky ReLU; "
                         "--shapes = the input size, default 416); mobilenet (MobileNet-v2 end to end, fused blocks "
-                        "and layer by layer; --shapes = the input size, default 224)")
+                        "and layer by layer; --shapes = the input size, default 224); qnet (quantized ResNet-18 and "
+                        "MobileNet-v2 end to end vs torch's quantized model / onnxruntime QDQ, batch 1 and 8, with "
+                        "top-1 agreement; --shapes = network names and batch sizes, e.g. resnet18 8); fused (QConv2d's "
+                        "fused global average pooling / pixel shuffle vs conv + numpy / avg_pool2d / pixel_shuffle and "
+                        "torch; --shapes = parts of case names, e.g. gap ps4); espcn (an ESPCN super-resolution "
+                        "network, quantized, fused pixel shuffle, vs torch / onnxruntime; --shapes = the input "
+                        "size, default 128)")
     b.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; lstm: 1)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")

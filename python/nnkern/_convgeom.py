@@ -135,12 +135,19 @@ def check_layout(layout) -> str:
     return layout
 
 
+def nchw_input(x, in_channels: int):
+    """An NCHW x (N, in_channels, H, W) checked and viewed as NHWC (the layer copies it)."""
+    x = as_array(x, "x")
+    if x.ndim != 4 or x.shape[1] != in_channels:
+        raise ValueError(f"x must be 4-D NCHW (N, {in_channels}, H, W), got shape {x.shape}")
+    return x.transpose(0, 2, 3, 1)
+
+
 def nchw_call(run: Callable, in_channels: int, x, out, dtype, residual=None):
     """The NCHW convenience: x (and a residual) copied to NHWC, run(x_nhwc, residual_nhwc) -> NHWC result,
     copied back into out (N, C, H, W)."""
     x = as_array(x, "x")
-    if x.ndim != 4 or x.shape[1] != in_channels:
-        raise ValueError(f"x must be 4-D NCHW (N, {in_channels}, H, W), got shape {x.shape}")
+    nchw_input(x, in_channels)
     if residual is not None:
         residual = as_array(residual, "residual")
         if residual.ndim != 4:

@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _C, _convgeom
+from ._qconv_fused import FusedStage
 from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, check_algorithm, check_no_overlap, checked_output,
                       read_only_copy)
 from .qgemm import (_A8, _OUT_KIND, _RANGE, _int_scalar, _output_stage, _positive_scale, _quantized_weights,
@@ -56,14 +57,16 @@ class QConv2d(_convgeom.ConvGeometryProperties):
       point and padding rows are skipped, both folded exactly into the column-sum compensation; no padded
       copy. Kernels for AVX2, AVX-VNNI, AVX-512 and AVX-512 VNNI; on aarch64 only the scalar reference kernel
       runs it, so auto keeps indirect / im2col there (ARM timings are not measured)). auto: "depthwise" for
-      depthwise layers, else "low_ofm" for groups == 1 and out_channels <= 4 where a SIMD low_ofm kernel runs
-      (x86; one Sapphire Rapids core, 128x128 64->3, GOP/s low_ofm vs the best of im2col / indirect vs torch
-      x86: 1x1 150 / 57 / 74, 3x3 pad 1 300 / 212 / 228), except where the GEMM runs on AMX and the layer has
-      more than 256 input channels, or a stride > 1 with 16 or more and a window under 25 taps (AMX's
-      indirect / im2col measured faster there: 56x56 64->3 3x3/2 99 vs 157 GOP/s), else "im2col" for the 1x1 stride-1 unpadded case,
-      else "direct" for windows of >= 49 taps over 2-3 input channels where a direct kernel runs (the 7x7
-      stems: 224x224 3->64 7x7/2 on one Sapphire Rapids core, 335 vs 256 GOP/s for indirect), else
-      "indirect". Every algorithm gives bit-identical results on every ISA and thread count.
+      depthwise layers of more than one group (a single input channel runs as a plain convolution, 2-3x
+      faster), else "low_ofm" for groups == 1 and out_channels <= 4 where a SIMD low_ofm kernel runs (x86; one
+      Sapphire Rapids core, 128x128 64->3, GOP/s low_ofm vs the best of im2col / indirect vs torch x86: 1x1 150
+      / 57 / 74, 3x3 pad 1 300 / 212 / 228), except where the GEMM runs on AMX and the layer has more than 256
+      input channels, or a stride > 1 with 16 or more and a window under 25 taps (AMX's indirect / im2col
+      measured faster there: 56x56 64->3 3x3/2 99 vs 157 GOP/s), else "im2col" for the 1x1 stride-1 unpadded
+      case, else "direct" for windows of >= 25 taps (5x5 and up) over 1-3 input channels where a direct kernel
+      runs (the 7x7 stems, a super-resolution network's 5x5 input layer: on one Sapphire Rapids core
+      224x224 3->64 7x7/2 324 vs 232 GOP/s for indirect, 128x128 3->64 5x5 312 vs 213), else "indirect".
+      Every algorithm gives bit-identical results on every ISA and thread count.
 
     residual_scale, residual_zero_point: with them, a call may pass ``residual=`` (uint8 or int8, the
       output's shape, e.g. a ResNet shortcut) whose real value ``(r - residual_zero_point) * residual_scale`` is
@@ -71,6 +74,24 @@ class QConv2d(_convgeom.ConvGeometryProperties):
       as above, y = t + float32(float32(r - residual_zero_point) * rf) (float32, one rounding each), rf =
       float32(residual_scale / output_scale) (float32 output: residual_scale); then ReLU, clamp, round half to
       even as without it. It runs as a second pass over a float32 copy of t. Not for int32 output.
+    pool="global_avg" (seed I14): the layer returns the global average pooling of its output, (N,
+      out_channels) of ``pool_dtype``, without writing the (N, OH, OW, out_channels) tensor: each tile is
+      summed per channel as it is stored (int64 for uint8 / int8 / int32 outputs, exact; double for float32,
+      in an order fixed by the shape and the algorithm: the same bits for every thread count). What is summed
+      is the output as the layer would store it (requantized uint8 / int8 values, float32 real values, int32
+      accumulators); with S that sum and count = OH * OW, in float64:
+      mean = (S / count - zo) * so (zo, so: output_zero_point, output_scale for uint8 / int8 output; 0, 1 else),
+      the mean of the outputs in real units (int32: in accumulator units). pool_dtype float32 (default):
+      float32(mean). uint8 / int8: rint(clamp(mean / pool_scale + pool_zero_point)) (half to even), pool_scale /
+      pool_zero_point defaulting to the output's (then the rounded mean of the stored integers, as torch's
+      quantized average pooling); float32 output needs pool_scale; int32 output pools to float32 only.
+    pixel_shuffle=r (seed I16): the output stage stores each tile at its pixel-shuffled place: the layer
+      returns (N, OH * r, OW * r, out_channels // (r * r)) of output_dtype, bit-identical to
+      ``nnkern.pixel_shuffle(layer_without(x), r, layout="NHWC")`` (torch's channel order: channel
+      c * r * r + i * r + j of pixel (oh, ow) goes to channel c of pixel (oh * r + i, ow * r + j)); r >= 1,
+      out_channels divisible by r * r. For groups == 1 the weights are packed with their channels in the order
+      (i, j, c), so that each pixel's tile row is copied in runs of r * C values.
+      Neither goes with a residual (residual_scale: ValueError), nor with each other.
     Calling the layer on x (N, H, W, in_channels), uint8 or int8 (non-contiguous x is copied), returns
     (N, OH, OW, out_channels) of output_dtype, OH = (H + top + bottom - dilation_h * (KH - 1) - 1) //
     stride_h + 1 (likewise OW); ``out=`` a C-contiguous array of that shape and dtype, not overlapping x.
@@ -83,7 +104,9 @@ class QConv2d(_convgeom.ConvGeometryProperties):
                  dilation: int | tuple[int, int] = 1, groups: int = 1, input_scale: float, input_zero_point: int,
                  output_scale: float | None = None, output_zero_point: int = 0,
                  output_dtype: npt.DTypeLike = np.uint8, relu: bool = False, algorithm: str = "auto",
-                 residual_scale: float | None = None, residual_zero_point: int = 0) -> None:
+                 residual_scale: float | None = None, residual_zero_point: int = 0, pool: str | None = None,
+                 pool_dtype: npt.DTypeLike = np.float32, pool_scale: float | None = None,
+                 pool_zero_point: int | None = None, pixel_shuffle: int | None = None) -> None:
         relu = as_bool(relu, "relu")
         self._algorithm = _algorithm(algorithm)
         weight = as_array(weight, "weight")
@@ -117,6 +140,8 @@ class QConv2d(_convgeom.ConvGeometryProperties):
             self._residual_scale, self._residual_zero_point, self._residual_factor = sr, zr, float(rf)
         elif _int_scalar(residual_zero_point, "residual_zero_point") != 0:
             raise ValueError("residual_zero_point without residual_scale")
+        self._fused = FusedStage(OC, groups, odt, output_scale, output_zero_point, residual_scale, pool, pool_dtype,
+                                 pool_scale, pool_zero_point, pixel_shuffle)
         self._geometry = geo
         self._output_dtype = odt
         self._relu = relu
@@ -132,6 +157,10 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         # Per group, the GEMM's K x N weights: row (kh * KW + kw) * ICg + c, column o of the group.
         OCg = OC // groups
         w_gemm = self._weight_q.reshape(groups, OCg, KH * KW * ICg).transpose(0, 2, 1)
+        perm = self._fused.permutation(OC)  # the fused pixel shuffle's channel order, or None
+        if perm is not None:
+            w_gemm = w_gemm[..., perm]
+            factor, offset = (None, None) if factor is None else (factor[perm], offset[perm])
         self._packed = _C.PackedQConv2d(np.ascontiguousarray(w_gemm), list(self._geometry), _OUT_KIND[odt],
                                         factor, offset, relu, float(lo), float(hi), zx)
 
@@ -160,6 +189,15 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         """The micro-kernel the weights were packed for at construction."""
         return self._packed.kernel_name
 
+    pool = property(lambda self: self._fused.pool, doc='"global_avg" when pooling is fused, else None')
+    pool_dtype = property(lambda self: self._fused.pool_dtype, doc="the pooled result's dtype")
+    pixel_shuffle = property(lambda self: self._fused.r, doc="the fused pixel shuffle's factor r, or None")
+
+    def result_shape(self, input_shape: tuple[int, int, int, int]) -> tuple[int, ...]:
+        """The shape a call returns for an NHWC input shape: output_shape, pooled or pixel-shuffled."""
+        shape = self.output_shape(input_shape)
+        return self._fused.result_shape(shape) if self._fused.kind else shape
+
     residual_scale = property(lambda self: self._residual_scale, doc="the scale of residual inputs (None: none)")
     residual_zero_point = property(lambda self: self._residual_zero_point, doc="the zero point of residual inputs")
 
@@ -168,20 +206,27 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         """The layer on x (N, H, W, in_channels), uint8 or int8; returns (N, OH, OW, out_channels).
 
         layout="NCHW": x, residual and out in torch's (N, C, H, W) order instead, for convenience: x is copied
-        to NHWC (a transposing copy that an NHWC model does not pay), the output written planar (below). The
-        values are identical to the NHWC call's.
-        out_layout: the layout of out and residual, "NHWC" or "NCHW" (None: as ``layout``). "NCHW" gives the
-        planar (N, out_channels, OH, OW) result, e.g. an image for a network's RGB output layer, from NHWC x:
-        the "low_ofm" algorithm's kernels store it directly (16 consecutive pixels of a channel per vector
-        store, no transpose pass); the other algorithms go through an NHWC copy of the output."""
-        if out_layout is None:
-            out_layout = layout
-        planar = _convgeom.check_layout(out_layout) == "NCHW"
-        if _convgeom.check_layout(layout) == "NCHW":
-            x = as_array(x, "x")
-            if x.ndim != 4 or x.shape[1] != self.in_channels:
-                raise ValueError(f"x must be 4-D NCHW (N, {self.in_channels}, H, W), got shape {x.shape}")
-            x = x.transpose(0, 2, 3, 1)
+        to NHWC (a transposing copy that an NHWC model does not pay), the output written planar (below); with
+        pixel_shuffle, the NHWC result is copied back instead; with pool, only x has a layout. The values are
+        identical to the NHWC call's.
+        out_layout: the layout of out and residual, "NHWC" or "NCHW" (None: as ``layout``; not settable apart
+        from it with pool / pixel_shuffle). "NCHW" gives the planar (N, out_channels, OH, OW) result, e.g. an
+        image for a network's RGB output layer, from NHWC x: the "low_ofm" algorithm's kernels store it directly
+        (16 consecutive pixels of a channel per vector store, no transpose pass); the other algorithms go
+        through an NHWC copy of the output."""
+        nchw_in = _convgeom.check_layout(layout) == "NCHW"
+        if self._fused.kind:
+            if out_layout is not None and _convgeom.check_layout(out_layout) != layout:
+                raise ValueError(f"this QConv2d fuses {self._fused.kind}: out_layout must be its layout")
+            if not nchw_in:
+                return self._run(x, out, self._algorithm, "", residual)
+            if self._fused.kind == "pool":  # (N, out_channels): no layout
+                return self._run(_convgeom.nchw_input(x, self.in_channels), out, self._algorithm, "", residual)
+            return _convgeom.nchw_call(lambda xt, rt: self._run(xt, None, self._algorithm, "", rt), self.in_channels,
+                                       x, out, self._output_dtype, residual)
+        planar = _convgeom.check_layout(layout if out_layout is None else out_layout) == "NCHW"
+        if nchw_in:
+            x = _convgeom.nchw_input(x, self.in_channels)
         return self._run(x, out, self._algorithm, "", residual, planar)
 
     def _run(self, x, out, algorithm, kernel, residual=None, planar=False):
@@ -197,6 +242,10 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         if planar:
             shape = (shape[0], shape[3], shape[1], shape[2])
         self._check_input(x.dtype)
+        if self._fused.kind:
+            if residual is not None:
+                raise ValueError(f"this QConv2d fuses {self._fused.kind}: it takes no residual")
+            return self._run_fused(x, out, algorithm, kernel, self._fused.result_shape(shape))
         out, given = checked_output(out, shape, self._output_dtype, x=x)
         if residual is not None:
             residual = self._check_residual(residual, shape)
@@ -212,6 +261,18 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         else:
             self._packed.run(x, target, algorithm, kernel, np.ascontiguousarray(residual), self._residual_zero_point,
                              self._residual_factor, planar)
+        if target is not out:
+            np.copyto(out, target)
+        return given
+
+    def _run_fused(self, x, out, algorithm, kernel, shape):
+        out, given = checked_output(out, shape, self._fused.result_dtype(), x=x)
+        if out.size == 0:
+            return given
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        target = aligned_target(out)
+        self._fused.run(self._packed, x, target, algorithm, kernel)
         if target is not out:
             np.copyto(out, target)
         return given
@@ -252,7 +313,8 @@ class QConv2d(_convgeom.ConvGeometryProperties):
                 "input_scale": self._input_scale, "input_zero_point": self._input_zero_point,
                 "output_scale": self._output_scale, "output_zero_point": self._output_zero_point,
                 "output_dtype": self._output_dtype, "relu": self._relu, "algorithm": self._algorithm,
-                "residual_scale": self._residual_scale, "residual_zero_point": self._residual_zero_point}
+                "residual_scale": self._residual_scale, "residual_zero_point": self._residual_zero_point,
+                **self._fused.state()}
 
     def __setstate__(self, state):
         state = dict(state)
@@ -263,4 +325,4 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         return (f"QConv2d(in_channels={IC}, out_channels={OC}, kernel_size=({KH}, {KW}), stride={self.stride}, "
                 f"padding={self.padding}, dilation={self.dilation}, groups={groups}, "
                 f"output_dtype={self.output_dtype.name}, relu={self.relu}, algorithm={self.algorithm!r}, "
-                f"kernel={self.kernel!r})")
+                f"kernel={self.kernel!r}{self._fused.repr_suffix()})")

@@ -24,6 +24,7 @@ struct DwYmm : YmmOps {
     __builtin_memcpy(&q, p, size_t(n));  // n < 8 bytes: never past the row's end
     return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(q));
   }
+  static NNK_INLINE V load_w(const int32_t* p) { return load(p); }
   static NNK_INLINE V madd(V acc, V x, V w) { return add(acc, mullo(x, w)); }  // vpmulld: any int32 w
 };
 
@@ -31,6 +32,6 @@ struct DwYmm : YmmOps {
 
 }  // namespace
 
-extern const QDwconvKernel u8s8_dwconv_16c__avx2 = {"u8s8_dwconv_16c__avx2", 16, QDwconvTemplate<DwYmm, 2>::run};
+extern const QDwconvKernel u8s8_dwconv_16c__avx2 = {"u8s8_dwconv_16c__avx2", 16, QDwconvTemplate<DwYmm, 2, 1, 4>::run};
 
 }  // namespace nnkern

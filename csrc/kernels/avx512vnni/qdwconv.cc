@@ -28,6 +28,6 @@ struct DwZmmVnni : DwZmmLoads {
 }  // namespace
 
 extern const QDwconvKernel u8s8_dwconv_64c__avx512vnni = {"u8s8_dwconv_64c__avx512vnni", 64,
-                                                          QDwconvTemplate<DwZmmVnni, 4, 2>::run};
+                                                          QDwconvTemplate<DwZmmVnni, 4, 2, 4>::run};
 
 }  // namespace nnkern

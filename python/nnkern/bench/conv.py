@@ -222,6 +222,7 @@ def torch_call(layer: Layer, d: ConvData, threads: int) -> Callable:
     def call():
         last["y"] = op(qx, packed, d.y_scale, d.y_zero_point)
     call.out = lambda: last["y"].int_repr().permute(0, 2, 3, 1).numpy()
+    call.last_q = lambda: last["y"]  # the quantized result itself (nnkern.bench.fused goes on from it)
     return call
 
 

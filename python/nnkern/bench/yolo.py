@@ -255,10 +255,10 @@ def measure(bb: Backbone, threads: int, *, isa: str, repeats: int = 7, libraries
 
 def timed_network(op: str, name: str, shape: Tuple[int, ...], work: float, nn_fns: Dict[str, Callable],
                   libs: Dict[str, Callable], ctx, diffs: Dict[str, float], threads: int, *, isa: str, repeats: int,
-                  min_time: float) -> List[_conv.ConvResult]:
+                  min_time: float, unit: str = "GFLOP/s", peak_kind: str = "f32") -> List[_conv.ConvResult]:
     """nnkern's calls ("nnkern/<variant>", run under ctx) and the libraries', interleaved (harness.interleaved);
-    a ConvResult each, GFLOP/s of ``work``, with its max difference from ``diffs``. Shared with
-    nnkern.bench.mobilenet."""
+    a ConvResult each, ``unit`` (G-operations per second) of ``work``, % of the ``peak_kind`` peak, with its max
+    difference from ``diffs``. Shared with nnkern.bench.mobilenet and nnkern.bench.qnet."""
     timings = harness.interleaved({**nn_fns, **libs}, repeats=repeats, min_time=min_time,
                                   contexts={k: ctx for k in nn_fns}, pause_after=_ops._pauses(threads))
     _anchors.set_threads(1)
@@ -266,9 +266,9 @@ def timed_network(op: str, name: str, shape: Tuple[int, ...], work: float, nn_fn
     for label, t in timings.items():
         lib, _, alg = label.partition("/")
         out.append(_conv.ConvResult(op, shape, lib, isa if lib == "nnkern" else "", threads, t.median, t.best,
-                                    work / t.median / 1e9, "GFLOP/s", layer=name, algorithm=alg,
+                                    work / t.median / 1e9, unit, layer=name, algorithm=alg,
                                     max_diff=diffs.get(label)))
-    harness.annotate(out, "f32")
+    harness.annotate(out, peak_kind)
     return out
 
 
@@ -289,16 +289,18 @@ def run(threads_list: Sequence[int], *, isa: str, repeats: int = 7, libraries: O
 
 
 def markdown_table(results: Sequence[_conv.ConvResult], threads: int, notes: Optional[Dict[str, str]] = None, *,
-                   title: str = "yolo: YoloV3-Tiny backbone", notes_text: Optional[str] = None) -> str:
-    """A row per library: latency (median, best), GFLOP/s, % of the f32 peak x threads (nnkern), its time over
-    nnkern's, the max difference of its output to nnkern's. title / notes_text: another network's (mobilenet)."""
+                   title: str = "yolo: YoloV3-Tiny backbone", notes_text: Optional[str] = None,
+                   unit: str = "GFLOP/s", peak_kind: str = "f32") -> str:
+    """A row per library: latency (median, best), ``unit``, % of the ``peak_kind`` peak x threads (nnkern), its
+    time over nnkern's, the max difference of its output to nnkern's. title / notes_text / unit / peak_kind:
+    another network's (mobilenet, qnet)."""
     rs = [r for r in results if r.threads == threads]
     if not rs:
         return ""
     mine = next((r for r in rs if r.library == "nnkern" and not r.algorithm), None) or next(
         (r for r in rs if r.library == "nnkern"), None)
     N, H, W, C = rs[0].shape
-    head = ["library", "ms (median)", "ms (best)", "GFLOP/s", "% of f32 peak", "time / nnkern's", "max diff"]
+    head = ["library", "ms (median)", "ms (best)", unit, f"% of {peak_kind} peak", "time / nnkern's", "max diff"]
     lines = [f"**{title} ({H}x{W}x{C}, batch {N}), {threads} thread(s)** - latency of one "
              f"forward pass, median (best) of the repetitions; nnkern on {mine.isa if mine else '-'}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
