@@ -249,3 +249,12 @@ def test_fused_pool_and_pixel_shuffle(lowkernel, KH):
         assert np.array_equal(layer._run(x, None, "low_ofm", lowkernel), shuffled(want_y, 2)), odt
         layer = make_layer(rng, 3, KH, KH, 6, odt, relu=odt != np.int32, padding=KH // 2, pool="global_avg")
         check_pool(layer, layer._run(x, None, "low_ofm", lowkernel), unfused(layer, ref_layer(layer, x)), str(odt))
+
+
+def test_wide_rows_of_many_channels_stay_nhwc(lowkernel):
+    """A band of re-laid-out rows over 4 MiB (10 rows of 1700 pixels x 256 channels, 3x3): the SIMD kernels
+    then read the NHWC rows per tap (in-register re-layout and gathers), as for 1x1 windows."""
+    rng = np.random.default_rng(3)
+    layer = make_layer(rng, 2, 3, 3, 257, np.int32, padding=1, input_zero_point=-100)
+    x = rand_x(rng, np.int8, (1, 3, 1700, 257))
+    check(layer, x, lowkernel)

@@ -32,6 +32,8 @@ namespace {
 
 constexpr size_t kSlack = 4;  // readable bytes after the copied final row
 constexpr size_t kBand = 8;   // output rows per task on re-laid-out rows
+// A band's re-laid-out rows larger than this (very wide rows of many channels) stay NHWC: the per-tap path.
+constexpr size_t kMaxBandBytes = size_t(4) << 20;
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -48,13 +50,18 @@ size_t tail_bytes(const QConvCall& c) {
 
 const QConvLowOfmKernel& kernel_of(const QConvCall& c) { return c.low_ofm ? *c.low_ofm : qconv_low_ofm_kernel(); }
 
+// Input rows a band of kBand output rows reads at most.
+size_t band_rows(const ConvGeometry& geo) { return (kBand - 1) * geo.sh + (geo.KH - 1) * geo.dh + 1; }
+
 // Entries per stride phase of a re-laid-out row (kernels/qconv_low_ofm.h), or 0: the kernel reads the NHWC rows.
 size_t relaid_q(const QConvCall& c) {
   const ConvGeometry& geo = c.L.geometry();
   const QConvLowOfmKernel& k = kernel_of(c);
   if (!k.relayout || geo.ks() == 1) return 0;
   const size_t L = size_t(k.lanes);
-  return ((c.OW + L - 1) / L * L + (geo.KW - 1) * geo.dw / geo.sw + L - 1) / L * L;
+  const size_t q = ((c.OW + L - 1) / L * L + (geo.KW - 1) * geo.dw / geo.sw + L - 1) / L * L;
+  const double band_bytes = double(band_rows(geo)) * double((geo.IC + 3) / 4 * geo.sw * q) * sizeof(int32_t);
+  return band_bytes <= double(kMaxBandBytes) ? q : 0;
 }
 
 size_t relaid_row_ints(const QConvCall& c) {
@@ -111,9 +118,6 @@ bool qconv_low_ofm_preferred(const QConvCall& c) {
   }
   return true;
 }
-
-// Input rows a band of kBand output rows reads at most.
-size_t band_rows(const ConvGeometry& geo) { return (kBand - 1) * geo.sh + (geo.KH - 1) * geo.dh + 1; }
 
 size_t qconv_low_ofm_workspace(const QConvCall& c) { return tail_bytes(c); }
 
