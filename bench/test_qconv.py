@@ -1,8 +1,10 @@
-"""INT8 convolution benchmarks: nnkern.QConv2d per algorithm (im2col, indirect, auto) and each comparison
-library (torch quantized conv2d, x86 engine, channels_last; onnxruntime QLinearConv, NCHW) on the ResNet-50
-and MobileNet-v2 layers of ``nnkern.bench.conv`` at batch 1, 1 and 2 threads.
+"""INT8 convolution benchmarks: nnkern.QConv2d per algorithm (im2col, indirect, depthwise, direct, low_ofm where
+they apply, auto) and each comparison library (torch quantized conv2d, x86 engine, channels_last; onnxruntime
+QLinearConv, NCHW) on the ResNet-50, MobileNet-v2 and low-output-channel (RGB output) layers of
+``nnkern.bench.conv`` at batch 1, 1 and 2 threads.
 
     python -m pytest bench/test_qconv.py -k "rn50.s2.3x3"          # one layer, every column
+    python -m pytest bench/test_qconv.py -k "lowoc"                 # the low_ofm layers (1x1, 3x3 to 3 channels)
     python -m pytest bench/test_qconv.py -k "indirect and t1"       # one algorithm, 1 thread
     python -m nnkern bench --op qconv                               # the same as a table
     python -m pytest bench/test_qconv.py -k qnet                    # quantized ResNet-18 / MobileNet-v2 end to end

@@ -23,6 +23,10 @@ def test_suite_is_the_networks_layers():
     assert all(l.groups == l.IC == l.OC for l in dws)
     assert len(conv.QUICK) == 3 and {l.groups > 1 for l in conv.QUICK} == {True, False}
     assert conv.select(["dw"]) == dws and conv.select(None, quick=True) == conv.QUICK
+    low = conv.select(["lowoc"])  # the low_ofm layers: 1x1 and 3x3 64 -> 3 at 128x128, 3x3 at 256x256
+    assert [(l.H, l.IC, l.OC, l.KH) for l in low] == [(128, 64, 3, 1), (128, 64, 3, 3), (256, 64, 3, 3)]
+    assert all("low_ofm" in conv.algorithms(l) for l in low)
+    assert not any("low_ofm" in conv.algorithms(l) for l in conv.RESNET50 + conv.MOBILENET_V2)
 
 
 def test_ops_count():

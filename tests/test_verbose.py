@@ -25,7 +25,7 @@ nnkern.quantize_dynamic(a)
 nnkern.Linear(np.ones((5, 3), f))(a)
 nnkern.QLinear(np.ones((5, 3), f))(a)
 nnkern.LSTM(np.ones((8, 3), f), np.ones((8, 2), f))(np.ones((6, 1, 3), f))
-nnkern.QConv2d(np.ones((4, 3, 3, 2), f), input_scale=0.1, input_zero_point=0, output_dtype=np.int32,
+nnkern.QConv2d(np.ones((5, 3, 3, 2), f), input_scale=0.1, input_zero_point=0, output_dtype=np.int32,
                padding=1)(np.ones((1, 5, 5, 2), np.uint8))
 try:
     nnkern.sigmoid(np.ones(2))  # a failing call logs nothing

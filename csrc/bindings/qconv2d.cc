@@ -4,6 +4,7 @@
 
 #include "bindings/common.h"
 #include "kernels/qconv_direct_list.h"
+#include "kernels/qconv_low_ofm_list.h"
 #include "kernels/qdwconv_list.h"
 #include "ops/qconv2d.h"
 #include "ops/qgemm.h"
@@ -34,16 +35,19 @@ class QConv2dBinding {
     packed_ = std::make_unique<PackedQConv2d>(geo, wp, f, o, x_zero);
   }
 
-  // out (N, OH, OW, OC) = conv(x (N, H, W, IC) uint8 or int8). kernel: "" (dispatched), a qgemm kernel's
-  // name, a qdwconv or a qconv_direct kernel's name (tests; the other families stay dispatched). Returns the algorithm that ran.
+  // out (N, OH, OW, OC), or (N, OC, OH, OW) if planar, = conv(x (N, H, W, IC) uint8 or int8). kernel: ""
+  // (dispatched), a qgemm kernel's name, a qdwconv, qconv_direct or qconv_low_ofm kernel's name (tests; the
+  // other families stay dispatched). Returns the algorithm that ran.
   // residual: None or uint8 / int8 of out's shape, with its zero point and factor (ops/qconv2d.h QConvOutput).
   std::string run(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
-                  const py::object& residual, int residual_zero, float residual_factor) const {
+                  const py::object& residual, int residual_zero, float residual_factor, bool planar) const {
     const QConvGeometry& geo = packed_->geometry();
     const auto [N, H, W] = input_shape(x);
-    const std::initializer_list<ssize_t> od = {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)};
+    const ssize_t OH = ssize_t(geo.OH(H)), OW = ssize_t(geo.OW(W)), OC = ssize_t(geo.OC);
+    const std::initializer_list<ssize_t> od = {ssize_t(N), planar ? OC : OH, planar ? OH : OW, planar ? OW : OC};
     QConvOutput o = output_stage();
     o.c = checked_q_out(out, out_, "out", od);
+    o.planar = planar;
     if (!residual.is_none()) {
       const py::array r = residual.cast<py::array>();
       o.residual = checked_a8_in(r, "residual", od);
@@ -116,9 +120,11 @@ class QConv2dBinding {
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
     const QDwconvKernel* dw = kernel.empty() ? nullptr : runnable_in(qdwconv_kernel_list(), kernel);
     const QConvDirectKernel* direct = kernel.empty() || dw ? nullptr : runnable_in(qconv_direct_kernel_list(), kernel);
-    const QGemmKernel* k = kernel.empty() || dw || direct ? nullptr : &runnable_qgemm_kernel(kernel);
+    const QConvLowOfmKernel* low_ofm =
+        kernel.empty() || dw || direct ? nullptr : runnable_in(qconv_low_ofm_kernel_list(), kernel);
+    const QGemmKernel* k = kernel.empty() || dw || direct || low_ofm ? nullptr : &runnable_qgemm_kernel(kernel);
     py::gil_scoped_release release;
-    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, x.data(), o, algorithm, k, dw, direct);
+    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, x.data(), o, algorithm, k, dw, direct, low_ofm);
   }
 
   std::unique_ptr<PackedQConv2d> packed_;
@@ -135,7 +141,8 @@ void bind_qconv2d(py::module_& m) {
                     float, float, int>())
       .def("run", &QConv2dBinding::run, py::arg("x"), py::arg("out"), py::arg("algorithm") = "auto",
            py::arg("kernel") = "",
-           py::arg("residual") = py::none(), py::arg("residual_zero") = 0, py::arg("residual_factor") = 0.0f)
+           py::arg("residual") = py::none(), py::arg("residual_zero") = 0, py::arg("residual_factor") = 0.0f,
+           py::arg("planar") = false)
       .def("run_shuffled", &QConv2dBinding::run_shuffled, py::arg("x"), py::arg("out"), py::arg("algorithm"),
            py::arg("kernel"), py::arg("r"), py::arg("runs"))
       .def("run_pooled", &QConv2dBinding::run_pooled, py::arg("x"), py::arg("out"), py::arg("algorithm"),

@@ -3,11 +3,13 @@
 #include "ops/qconv2d.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
 
 #include "core/algorithm.h"
+#include "core/threadpool.h"
 #include "core/workspace.h"
 #include "ops/qgemm_driver.h"
 #include "ops/qgemm_pack.h"
@@ -38,12 +40,17 @@ const AlgorithmTable<QConvCall>& qconv_algorithms() {
   // auto: depthwise for every depthwise layer of more than one group (groups == IC: a per-group GEMM would be
   // 1 x ks x m; one input channel is a plain convolution, where the others run 2-3x faster: 128x128 1->64 5x5
   // direct 102 vs depthwise 34 GOP/s, 1->32 3x3 indirect 48 vs 16 on one Sapphire Rapids core), then
+  // low_ofm for groups == 1 and OC <= 4 where a SIMD low_ofm kernel runs (x86: pixels in lanes beat channels
+  // in lanes of which OC would fill 4 at most; against AMX only up to 256 input channels, and strided only
+  // under 16 of them or with 25 taps or more: qconv_low_ofm_preferred), then
   // im2col for the pointwise case (a plain GEMM over the input rows, no copy), direct for a window of >= 25
   // taps over 1-3 input channels (direct_preferred), indirect otherwise (no KH*KW-fold copy of the input).
   static const AlgorithmTable<QConvCall> table("qconv2d", {
       {"depthwise", [](const QConvCall& c) { return c.L.geometry().depthwise(); },
        [](const QConvCall& c) { return c.L.geometry().groups > 1; },
        &qconv_depthwise_workspace, [](const QConvCall& c, const Workspace& ws) { qconv_depthwise_run(c, ws.data()); }},
+      {"low_ofm", &qconv_low_ofm_applies, &qconv_low_ofm_preferred, &qconv_low_ofm_workspace,
+       [](const QConvCall& c, const Workspace& ws) { qconv_low_ofm_run(c, ws.data()); }},
       {"im2col", [](const QConvCall&) { return true; },
        [](const QConvCall& c) { return c.L.geometry().pointwise(); }, &qconv_im2col_workspace,
        [](const QConvCall& c, const Workspace& ws) { qconv_im2col_run(c, ws.data()); }},
@@ -57,6 +64,35 @@ const AlgorithmTable<QConvCall>& qconv_algorithms() {
 }
 
 [[maybe_unused]] const bool algorithms_registered = (qconv_algorithms(), true);
+
+// dst (N x OC x P) = src (N x P x OC), elements of esz bytes.
+void nhwc_to_planar(const uint8_t* src, uint8_t* dst, size_t N, size_t P, size_t OC, size_t esz) {
+  parallel_for(N * OC, [&](size_t t) {
+    const uint8_t* s = src + ((t / OC) * P * OC + t % OC) * esz;
+    uint8_t* d = dst + t * P * esz;
+    for (size_t p = 0; p < P; ++p) std::memcpy(d + p * esz, s + p * OC * esz, esz);
+  });
+}
+
+// Runs a on the call; a planar output that a does not write itself (all but low_ofm) goes through an NHWC copy.
+void run_algorithm(const Algorithm<QConvCall>& a, const QConvCall& c) {
+  if (!c.o.planar || std::strcmp(a.name, "low_ofm") == 0) {
+    Workspace ws(a.workspace_bytes ? a.workspace_bytes(c) : 0);
+    a.run(c, ws);
+    return;
+  }
+  const size_t OC = c.L.geometry().OC, esz = qout_elem_size(c.o.out);
+  Workspace tmp(c.M() * OC * esz);
+  QConvOutput nhwc = c.o;
+  nhwc.planar = false;
+  nhwc.c = tmp.data();
+  const QConvCall c2{c.L, c.k, c.N, c.H, c.W, c.OH, c.OW, c.x_type, c.x, nhwc, c.dw, c.direct, c.low_ofm};
+  {
+    Workspace ws(a.workspace_bytes ? a.workspace_bytes(c2) : 0);
+    a.run(c2, ws);
+  }
+  nhwc_to_planar(tmp.as<uint8_t>(), static_cast<uint8_t*>(c.o.c), c.N, c.OH * c.OW, OC, esz);
+}
 
 }  // namespace
 
@@ -121,6 +157,14 @@ const QConvDwWeights& PackedQConv2d::dw_weights() const {
   return *dw_;
 }
 
+const QConvLowOfmWeights& PackedQConv2d::low_ofm_weights() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!low_ofm_)  // groups == 1: group 0's padded factor / offset are OC-contiguous
+    low_ofm_ = qconv_pack_low_ofm(geo_, raw_.data(), factor_.size() ? factor_.data() : nullptr,
+                                  offset_.size() ? offset_.data() : nullptr);
+  return *low_ofm_;
+}
+
 const QConvDirectWeights& PackedQConv2d::direct_weights() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!direct_) {
@@ -160,20 +204,22 @@ size_t PackedQConv2d::indirection_builds() const {
 
 const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
                                const std::string& algorithm, const QGemmKernel* kern,
-                               const QDwconvKernel* dw, const QConvDirectKernel* direct) const {
+                               const QDwconvKernel* dw, const QConvDirectKernel* direct,
+                               const QConvLowOfmKernel* low_ofm) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
   const QConvCall chosen{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o,
-                         dw, direct};
+                         dw, direct, low_ofm};
   const Algorithm<QConvCall>& a = qconv_algorithms().select(chosen, algorithm);  // errors before any work
   // The dispatched kernel suits the depth of one call's reduction: KH*KW taps of IC/groups for the indirect
   // form, but one row of K = KH*KW*IC/groups for im2col (the 7x7 stem's 147, where AMX beats VNNI).
   const bool gemm_depth = !kern && std::string_view(a.name) == "im2col";
   const QConvCall call{*this, gemm_depth ? qgemm_kernel(8, geo_.kg()) : chosen.k, N, H, W, OH, OW, x_type, x, o, dw,
-                       direct};
+                       direct, low_ofm};
   if (N == 0) return a.name;
   if (o.fuse) {
     if (o.residual) throw std::invalid_argument("qconv2d: no residual with fused pooling or pixel shuffle");
+    if (o.planar) throw std::invalid_argument("qconv2d: no planar output with fused pooling or pixel shuffle");
     if (o.fuse->kind() == QConvFused::Kind::shuffle) {
       Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
       a.run(call, ws);
@@ -183,7 +229,7 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
     const size_t image_bytes = H * W * geo_.IC;  // 8-bit input
     for (size_t n = 0; n < N; ++n) {
       const QConvCall img{*this, call.k, 1, H, W, OH, OW, x_type, static_cast<const uint8_t*>(x) + n * image_bytes,
-                          o, dw, direct};
+                          o, dw, direct, low_ofm};
       Workspace ws(a.workspace_bytes ? a.workspace_bytes(img) : 0);
       a.run(img, ws);
       o.fuse->finish_image(n);
@@ -191,14 +237,14 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
     return a.name;
   }
   if (!o.residual) {
-    Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
-    a.run(call, ws);
+    run_algorithm(a, call);
     return a.name;
   }
   if (o.out == QOut::i32) throw std::invalid_argument("qconv2d: no residual with int32 output");
   // With a residual: the pre-activation t = fma(acc, factor, offset) as float32 first (the f32 epilogue on
   // the same factor / offset), then the residual stage over it; a few images at a time, so that t (4 bytes
-  // per output) is read back from cache, not memory.
+  // per output) is read back from cache, not memory. t and the residual are in the output's layout (an image is
+  // OH * OW * OC elements either way).
   const size_t image = OH * OW * geo_.OC, per = std::max<size_t>(1, kResidualChunkBytes / (image * sizeof(float)));
   const size_t c_elem = qout_elem_size(o.out);
   Workspace tmp(std::min(N, per) * image * sizeof(float));
@@ -207,12 +253,10 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
     QConvOutput pre;
     pre.out = QOut::f32;
     pre.c = tmp.data();
+    pre.planar = o.planar;
     const void* xn = static_cast<const uint8_t*>(x) + n0 * H * W * geo_.IC;  // 1-byte activations
-    const QConvCall pre_call{*this, call.k, n, H, W, OH, OW, x_type, xn, pre, dw, direct};
-    {
-      Workspace ws(a.workspace_bytes ? a.workspace_bytes(pre_call) : 0);
-      a.run(pre_call, ws);
-    }
+    const QConvCall pre_call{*this, call.k, n, H, W, OH, OW, x_type, xn, pre, dw, direct, low_ofm};
+    run_algorithm(a, pre_call);
     QConvOutput on = o;
     on.c = static_cast<uint8_t*>(o.c) + n0 * image * c_elem;
     on.residual = static_cast<const uint8_t*>(o.residual) + n0 * image;  // 1-byte residual

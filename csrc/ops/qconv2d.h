@@ -10,6 +10,8 @@
 //             the loop, one output row per call, through a pixel-major indirection buffer (ops/qconv2d_depthwise.cc).
 //   direct    (groups == 1, VNNI levels only) the direct kernels (kernels/qconv_direct.h): a padded uint8 copy of
 //             the input walked with strides, pixels x output channels in registers (ops/qconv2d_direct.cc).
+//   low_ofm   (groups == 1, OC <= 4) the low-output-channel kernels (kernels/qconv_low_ofm.h): output pixels in
+//             vector lanes, their input gathered in place (ops/qconv2d_low_ofm.cc).
 // Other groups are a loop over per-group GEMMs on the IC/groups slice of each row.
 // Exact: sum over taps and channels of (x - zx) w in int32, which the caller has bounded (K limit).
 #pragma once
@@ -24,6 +26,7 @@
 #include "kernels/qconv_direct.h"
 #include "ops/conv_geometry.h"
 #include "ops/qconv2d_fused.h"
+#include "ops/qconv2d_low_ofm.h"
 #include "kernels/qdwconv.h"
 #include "kernels/qgemm.h"
 #include "ops/qgemm.h"
@@ -72,6 +75,9 @@ struct QConvOutput {
   // A fused output stage (ops/qconv2d_fused.h: global average pooling or pixel shuffle), or null. Not with a
   // residual. The algorithms then store each tile into a stack buffer and commit it to `fuse` (c unused).
   QConvFused* fuse = nullptr;
+  // c (and residual) planar, N x OC x OH x OW: written so by "low_ofm", by the others through an NHWC copy.
+  // Not with a fused stage.
+  bool planar = false;
 };
 
 // factor / offset (OC floats each, or null: int32 output) into dst_factor / dst_offset, padded with zeros to cpad;
@@ -112,7 +118,8 @@ class PackedQConv2d {
   // Returns the name of the algorithm that ran.
   const char* run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
                   const std::string& algorithm, const QGemmKernel* kern = nullptr,
-                  const QDwconvKernel* dw = nullptr, const QConvDirectKernel* direct = nullptr) const;
+                  const QDwconvKernel* dw = nullptr, const QConvDirectKernel* direct = nullptr,
+                  const QConvLowOfmKernel* low_ofm = nullptr) const;
   // The algorithm "auto" picks for an input of this size.
   const char* auto_algorithm(size_t N, size_t H, size_t W) const;
 
@@ -127,6 +134,7 @@ class PackedQConv2d {
                                                       int32_t za_eff) const;
   const QConvDwWeights& dw_weights() const;  // depthwise layers: packed on first use, then kept
   const QConvDirectWeights& direct_weights() const;  // groups == 1: packed on first "direct" call, then kept
+  const QConvLowOfmWeights& low_ofm_weights() const;  // OC <= 4: packed on first "low_ofm" call, then kept
   const float* factor(size_t g) const { return factor_.size() ? factor_.data() + g * pad_ : nullptr; }
   const float* offset(size_t g) const { return offset_.size() ? offset_.data() + g * pad_ : nullptr; }
   int32_t x_zero() const { return x_zero_; }
@@ -142,6 +150,7 @@ class PackedQConv2d {
   mutable std::vector<std::unique_ptr<QConvWeights>> packed_;  // one per kernel used, never dropped
   mutable std::unique_ptr<QConvDwWeights> dw_;
   mutable std::unique_ptr<QConvDirectWeights> direct_;
+  mutable std::unique_ptr<QConvLowOfmWeights> low_ofm_;
   mutable std::vector<std::shared_ptr<const QConvIndirection>> indirect_;  // most recent last
   mutable size_t builds_ = 0;
 };
@@ -156,6 +165,7 @@ struct QConvCall {
   const QConvOutput& o;
   const QDwconvKernel* dw = nullptr;  // "depthwise": the kernel asked for (null: the dispatched one)
   const QConvDirectKernel* direct = nullptr;  // "direct": the kernel asked for (null: the dispatched one)
+  const QConvLowOfmKernel* low_ofm = nullptr;  // "low_ofm": the kernel asked for (null: the dispatched one)
   size_t M() const { return N * OH * OW; }
 };
 

@@ -48,9 +48,22 @@ class QConv2d(_convgeom.ConvGeometryProperties):
       lanes, taps in the loop) and "direct" (groups == 1, AVX-VNNI / AVX-512 VNNI only, ValueError elsewhere:
       one padded uint8 copy of the input walked with strides by kernels holding 6 output pixels x 64 output
       channels in registers over the whole window, weights packed per 64 channels in groups of 4 input
-      channels). auto: "depthwise" for depthwise layers of more than one group (a single input channel runs
-      as a plain convolution, 2-3x faster), else "im2col" for the 1x1 stride-1 unpadded case,
-      else "direct" for windows of >= 25 taps (5x5 and up) over 1-3 input channels where a direct kernel
+      channels) and "low_ofm" (groups == 1 and out_channels <= 4 only, e.g. an image's RGB output layer, ValueError
+      elsewhere: output pixels in vector lanes, 16 per AVX-512 vector, one accumulator per output channel, each
+      pixel's input re-laid out on the fly as groups of 4 channels by in-register transposes of pixel loads, or
+      vpgatherdd for the groups left over, and multiplied by one channel's 4 weights broadcast (vpdpbusd; an
+      exact int16 widening without VNNI); windows of more than one tap re-lay out each input row once into
+      the workspace first, so every tap is plain loads; padding columns are masked-off lanes holding the zero
+      point and padding rows are skipped, both folded exactly into the column-sum compensation; no padded
+      copy. Kernels for AVX2, AVX-VNNI, AVX-512 and AVX-512 VNNI; on aarch64 only the scalar reference kernel
+      runs it, so auto keeps indirect / im2col there (ARM timings are not measured)). auto: "depthwise" for
+      depthwise layers of more than one group (a single input channel runs as a plain convolution, 2-3x
+      faster), else "low_ofm" for groups == 1 and out_channels <= 4 where a SIMD low_ofm kernel runs (x86; one
+      Sapphire Rapids core, 128x128 64->3, GOP/s low_ofm vs the best of im2col / indirect vs torch x86: 1x1 150
+      / 57 / 74, 3x3 pad 1 300 / 212 / 228), except where the GEMM runs on AMX and the layer has more than 256
+      input channels, or a stride > 1 with 16 or more and a window under 25 taps (AMX's indirect / im2col
+      measured faster there: 56x56 64->3 3x3/2 99 vs 157 GOP/s), else "im2col" for the 1x1 stride-1 unpadded
+      case, else "direct" for windows of >= 25 taps (5x5 and up) over 1-3 input channels where a direct kernel
       runs (the 7x7 stems, a super-resolution network's 5x5 input layer: on one Sapphire Rapids core
       224x224 3->64 7x7/2 324 vs 232 GOP/s for indirect, 128x128 3->64 5x5 312 vs 213), else "indirect".
       Every algorithm gives bit-identical results on every ISA and thread count.
@@ -189,21 +202,36 @@ class QConv2d(_convgeom.ConvGeometryProperties):
     residual_zero_point = property(lambda self: self._residual_zero_point, doc="the zero point of residual inputs")
 
     def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, residual: ArrayIn | None = None,
-                 layout: str = "NHWC") -> np.ndarray:
+                 layout: str = "NHWC", out_layout: str | None = None) -> np.ndarray:
         """The layer on x (N, H, W, in_channels), uint8 or int8; returns (N, OH, OW, out_channels).
 
-        layout="NCHW": x, residual and out in torch's (N, C, H, W) order instead, for convenience: x (and the
-        residual) are copied to NHWC, the layer runs, and the result is copied back, so each call pays two or
-        three transposing copies that an NHWC model does not. The values are identical to the NHWC call's."""
-        if _convgeom.check_layout(layout) == "NHWC":
-            return self._run(x, out, self._algorithm, "", residual)
-        if self._fused.kind == "pool":  # (N, out_channels): no layout
-            return self._run(_convgeom.nchw_input(x, self.in_channels), out, self._algorithm, "", residual)
-        return _convgeom.nchw_call(lambda xt, rt: self._run(xt, None, self._algorithm, "", rt), self.in_channels, x,
-                                   out, self._output_dtype, residual)
+        layout="NCHW": x, residual and out in torch's (N, C, H, W) order instead, for convenience: x is copied
+        to NHWC (a transposing copy that an NHWC model does not pay), the output written planar (below); with
+        pixel_shuffle, the NHWC result is copied back instead; with pool, only x has a layout. The values are
+        identical to the NHWC call's.
+        out_layout: the layout of out and residual, "NHWC" or "NCHW" (None: as ``layout``; not settable apart
+        from it with pool / pixel_shuffle). "NCHW" gives the planar (N, out_channels, OH, OW) result, e.g. an
+        image for a network's RGB output layer, from NHWC x: the "low_ofm" algorithm's kernels store it directly
+        (16 consecutive pixels of a channel per vector store, no transpose pass); the other algorithms go
+        through an NHWC copy of the output."""
+        nchw_in = _convgeom.check_layout(layout) == "NCHW"
+        if self._fused.kind:
+            if out_layout is not None and _convgeom.check_layout(out_layout) != layout:
+                raise ValueError(f"this QConv2d fuses {self._fused.kind}: out_layout must be its layout")
+            if not nchw_in:
+                return self._run(x, out, self._algorithm, "", residual)
+            if self._fused.kind == "pool":  # (N, out_channels): no layout
+                return self._run(_convgeom.nchw_input(x, self.in_channels), out, self._algorithm, "", residual)
+            return _convgeom.nchw_call(lambda xt, rt: self._run(xt, None, self._algorithm, "", rt), self.in_channels,
+                                       x, out, self._output_dtype, residual)
+        planar = _convgeom.check_layout(layout if out_layout is None else out_layout) == "NCHW"
+        if nchw_in:
+            x = _convgeom.nchw_input(x, self.in_channels)
+        return self._run(x, out, self._algorithm, "", residual, planar)
 
-    def _run(self, x, out, algorithm, kernel, residual=None):
-        """The call with an explicit algorithm and micro-kernel name ("" = dispatched; a test hook)."""
+    def _run(self, x, out, algorithm, kernel, residual=None, planar=False):
+        """The call with an explicit algorithm and micro-kernel name ("" = dispatched; a test hook); planar: out
+        (and residual) (N, out_channels, OH, OW)."""
         algorithm = _algorithm(algorithm)
         x = as_array(x, "x")
         if x.dtype not in _A8:
@@ -211,6 +239,8 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         if x.ndim != 4:
             raise ValueError(f"x must be 4-D NHWC (N, H, W, {self.in_channels}), got shape {x.shape}")
         shape = self.output_shape(x.shape)
+        if planar:
+            shape = (shape[0], shape[3], shape[1], shape[2])
         self._check_input(x.dtype)
         if self._fused.kind:
             if residual is not None:
@@ -227,10 +257,10 @@ class QConv2d(_convgeom.ConvGeometryProperties):
             x = np.ascontiguousarray(x)
         target = aligned_target(out)
         if residual is None:
-            self._packed.run(x, target, algorithm, kernel)
+            self._packed.run(x, target, algorithm, kernel, planar=planar)
         else:
             self._packed.run(x, target, algorithm, kernel, np.ascontiguousarray(residual), self._residual_zero_point,
-                             self._residual_factor)
+                             self._residual_factor, planar)
         if target is not out:
             np.copyto(out, target)
         return given

@@ -1,6 +1,6 @@
 """``python -m nnkern bench --op qconv``: nnkern.QConv2d per algorithm against torch's quantized conv2d
-(x86 engine, channels_last) and onnxruntime's QLinearConv (NCHW), on ResNet-50 and MobileNet-v2 layers at
-batch 1.
+(x86 engine, channels_last) and onnxruntime's QLinearConv (NCHW), on ResNet-50 and MobileNet-v2 layers and
+low-output-channel layers (an image's RGB output: ``--shapes lowoc``) at batch 1.
 
 Every library computes the same layer on the same data: uint8 activations (scale, zero point), int8
 weights quantized per output channel (zero point 0), an int32-representable bias, uint8 output.  The
@@ -100,7 +100,15 @@ MOBILENET_V2: List[Layer] = [
     _L("mbv2.project", 56, 144, 24, 1),
 ]
 
-SUITE: List[Layer] = RESNET50 + MOBILENET_V2
+#: Low output-channel counts (a GAN's / super-resolution network's RGB output layer, seed I11): the "low_ofm"
+#: algorithm's layers.
+LOW_OC: List[Layer] = [
+    _L("lowoc.1x1.128x64.oc3", 128, 64, 3, 1),
+    _L("lowoc.3x3.128x64.oc3", 128, 64, 3, 3),
+    _L("lowoc.3x3.256x64.oc3", 256, 64, 3, 3),
+]
+
+SUITE: List[Layer] = RESNET50 + MOBILENET_V2 + LOW_OC
 #: --quick: a 3x3, a 1x1 (the plain-GEMM path of im2col) and a depthwise layer.
 QUICK: List[Layer] = [l for l in SUITE if l.name in ("rn50.s2.3x3", "rn50.s2.expand", "mbv2.dw.14x384")]
 
@@ -153,11 +161,14 @@ def make_data(layer: Layer) -> ConvData:
 
 def algorithms(layer: Optional["Layer"] = None) -> List[str]:
     """The qconv2d algorithms and "auto"; for a layer, those that apply to it ("depthwise" needs
-    groups == IC, "direct" groups == 1 and a direct kernel at the ISA cap: AVX-VNNI or AVX-512 VNNI)."""
+    groups == IC, "direct" groups == 1 and a direct kernel at the ISA cap: AVX-VNNI or AVX-512 VNNI,
+    "low_ofm" groups == 1 and OC <= 4)."""
     from .. import _C
     names = list(_C.algorithms("qconv2d")) + ["auto"]
     if layer is not None and layer.groups != layer.IC:
         names = [a for a in names if a != "depthwise"]
+    if layer is not None and (layer.groups != 1 or layer.OC > 4):
+        names = [a for a in names if a != "low_ofm"]
     if layer is not None and (layer.groups != 1 or _C.cpu_info()["kernels"].get("u8s8_conv_direct", "none") == "none"):
         names = [a for a in names if a != "direct"]
     return names
