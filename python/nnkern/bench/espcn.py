@@ -19,7 +19,6 @@ GOP/s counts 2 x the multiply-adds of the three convolutions.
 from __future__ import annotations
 
 import dataclasses
-import time
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -29,6 +28,7 @@ from . import anchors as _anchors
 from . import conv as _conv
 from . import harness
 from . import ops as _ops
+from . import yolo as _yolo
 
 SIZE = 128
 R = 3
@@ -243,15 +243,9 @@ def run(threads_list: Sequence[int], *, isa: str, repeats: int = 7, libraries: O
         size: int = SIZE, progress: Optional[Callable[[str], None]] = print
         ) -> Tuple[List[_conv.ConvResult], Dict[str, str]]:
     net = make_net(size)
-    results, notes = [], {}
-    for t in threads_list:
-        t0 = time.perf_counter()
-        res = measure(net, t, isa=isa, repeats=repeats, libraries=libraries, notes=notes)
-        results += res
-        if progress:
-            progress(f"[espcn t={t}] {net.describe()}  " + "  ".join(f"{r.label} {r.seconds * 1e3:.2f} ms" for r in res)
-                     + f"  ({time.perf_counter() - t0:.1f} s)")
-    return results, notes
+    return _yolo.run_threads("espcn", net.describe(), threads_list, progress,
+                             lambda t, notes: measure(net, t, isa=isa, repeats=repeats, libraries=libraries,
+                                                      notes=notes))
 
 
 def markdown_table(results: Sequence[_conv.ConvResult], threads: int, notes: Optional[Dict[str, str]] = None) -> str:

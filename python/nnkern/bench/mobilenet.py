@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import time
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -228,15 +227,9 @@ def run(threads_list: Sequence[int], *, isa: str, repeats: int = 7, libraries: O
         size: int = SIZE, progress: Optional[Callable[[str], None]] = print
         ) -> Tuple[List[_conv.ConvResult], Dict[str, str]]:
     net = make_net(size)
-    results, notes = [], {}
-    for t in threads_list:
-        t0 = time.perf_counter()
-        res = measure(net, t, isa=isa, repeats=repeats, libraries=libraries, notes=notes)
-        results += res
-        if progress:
-            progress(f"[mobilenet t={t}] {net.describe()}  " + "  ".join(
-                f"{r.label} {r.seconds * 1e3:.2f} ms" for r in res) + f"  ({time.perf_counter() - t0:.1f} s)")
-    return results, notes
+    return _yolo.run_threads("mobilenet", net.describe(), threads_list, progress,
+                             lambda t, notes: measure(net, t, isa=isa, repeats=repeats, libraries=libraries,
+                                                      notes=notes))
 
 
 def markdown_table(results: Sequence[_conv.ConvResult], threads: int, notes: Optional[Dict[str, str]] = None) -> str:

@@ -277,13 +277,25 @@ def run(threads_list: Sequence[int], *, isa: str, repeats: int = 7, libraries: O
         ) -> Tuple[List[_conv.ConvResult], Dict[str, str]]:
     """The backbone at every thread count; returns the results and the skipped libraries' notes."""
     bb = make_backbone(size, width_div)
-    results, checked, notes = [], {}, {}
+    checked: Dict[str, float] = {}
+    return run_threads("yolo", bb.describe(), threads_list, progress,
+                       lambda t, notes: measure(bb, t, isa=isa, repeats=repeats, libraries=libraries,
+                                                checked=checked, notes=notes))
+
+
+def run_threads(op: str, what: str, threads_list: Sequence[int], progress: Optional[Callable[[str], None]],
+                measure_at: Callable[[int, Dict[str, str]], List[_conv.ConvResult]]
+                ) -> Tuple[List[_conv.ConvResult], Dict[str, str]]:
+    """measure_at(threads, notes) for every thread count, a progress line each ("[op t=N] what  label ms ...");
+    the results and the skipped libraries' notes. Shared by the network benchmarks (mobilenet, espcn)."""
+    results: List[_conv.ConvResult] = []
+    notes: Dict[str, str] = {}
     for t in threads_list:
         t0 = time.perf_counter()
-        res = measure(bb, t, isa=isa, repeats=repeats, libraries=libraries, checked=checked, notes=notes)
+        res = measure_at(t, notes)
         results += res
         if progress:
-            progress(f"[yolo t={t}] {bb.describe()}  " + "  ".join(f"{r.label} {r.seconds * 1e3:.2f} ms" for r in res)
+            progress(f"[{op} t={t}] {what}  " + "  ".join(f"{r.label} {r.seconds * 1e3:.2f} ms" for r in res)
                      + f"  ({time.perf_counter() - t0:.1f} s)")
     return results, notes
 
