@@ -114,6 +114,20 @@ def ort_session(model: bytes, threads: int):
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
+def ort_nchw_call(name: str, nodes, inits, x_nchw, y_nchw, threads: int):
+    """One graph of ``nodes`` (input "A", output "Y", element types from the arrays' dtypes; ``inits`` the
+    initializers) run with I/O binding on the preallocated NCHW input and output; ``call.out()`` the output
+    as an NHWC view. Shared by the convolution and network benchmarks."""
+    from onnx import helper
+    def value(n, a):
+        return helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+    graph = helper.make_graph(nodes, name, [value("A", x_nchw)], [value("Y", y_nchw)], inits)
+    sess = ort_session(onnx_model_bytes(graph), threads)
+    call = _ort_call(sess, x_nchw, y_nchw)
+    call.out = lambda: y_nchw.transpose(0, 2, 3, 1)
+    return call
+
+
 def _ort_call(sess, A, C):
     """Callable running ``sess`` with A bound as input and C (preallocated) bound as output."""
     io = sess.io_binding()

@@ -231,7 +231,7 @@ def torch_call(layer: Layer, d: ConvData, threads: int) -> Callable:
 def ort_call(layer: Layer, d: ConvData, threads: int) -> Callable:
     """A one-node QLinearConv model (weights, scales, bias as initializers) run with I/O binding on
     preallocated NCHW input and output; ``call.out()`` the NHWC uint8 result."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     OH, OW = layer.out_hw
     x_nchw = np.ascontiguousarray(d.x.transpose(0, 3, 1, 2))
     y = np.empty((layer.N, layer.OC, OH, OW), np.uint8)
@@ -246,12 +246,7 @@ def ort_call(layer: Layer, d: ConvData, threads: int) -> Callable:
     node = helper.make_node("QLinearConv", ["A", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["Y"],
                             kernel_shape=[layer.KH, layer.KW], strides=[layer.stride] * 2,
                             pads=[layer.pad] * 4, group=layer.groups)
-    graph = helper.make_graph([node], "qconv", [helper.make_tensor_value_info("A", TensorProto.UINT8, list(x_nchw.shape))],
-                              [helper.make_tensor_value_info("Y", TensorProto.UINT8, list(y.shape))], inits)
-    sess = _anchors.ort_session(_anchors.onnx_model_bytes(graph), threads)
-    call = _anchors._ort_call(sess, x_nchw, y)
-    call.out = lambda: y.transpose(0, 2, 3, 1)
-    return call
+    return _anchors.ort_nchw_call("qconv", [node], inits, x_nchw, y, threads)
 
 
 LIBRARIES: Dict[str, Callable] = {"torch": torch_call, "onnxruntime": ort_call}

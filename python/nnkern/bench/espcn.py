@@ -171,7 +171,7 @@ def torch_call(net: Net, threads: int) -> Callable:
 
 def ort_call(net: Net, threads: int) -> Callable:
     """QLinearConv nodes and DepthToSpace (CRD) in one graph, I/O bound to preallocated NCHW uint8 arrays."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     nodes, inits, prev = [], [], "A"
     for i, q in enumerate(net.layers):
         names = [f"{n}{i}" for n in ("xs", "xz", "w", "ws", "wz", "ys", "yz", "b")]
@@ -187,12 +187,7 @@ def ort_call(net: Net, threads: int) -> Callable:
     x_nchw = np.ascontiguousarray(net.x.transpose(0, 3, 1, 2))
     N, OH, OW, C = net.out_shape
     y = np.empty((N, C, OH, OW), np.uint8)
-    graph = helper.make_graph(nodes, NAME, [helper.make_tensor_value_info("A", TensorProto.UINT8, list(x_nchw.shape))],
-                              [helper.make_tensor_value_info("Y", TensorProto.UINT8, list(y.shape))], inits)
-    sess = _anchors.ort_session(_anchors.onnx_model_bytes(graph), threads)
-    call = _anchors._ort_call(sess, x_nchw, y)
-    call.out = lambda: y.transpose(0, 2, 3, 1)
-    return call
+    return _anchors.ort_nchw_call(NAME, nodes, inits, x_nchw, y, threads)
 
 
 LIBRARIES: Dict[str, Callable] = {"torch": torch_call, "onnxruntime": ort_call}

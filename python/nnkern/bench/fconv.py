@@ -164,17 +164,11 @@ def onnx_conv(name: str, inp: str, out: str, w_ohwi: np.ndarray, b: Optional[np.
 def ort_call(layer: Layer, d: F32Data, threads: int) -> Callable:
     """A one-node Conv model (weights and bias as initializers) run with I/O binding on preallocated NCHW input
     and output; ``call.out()`` the NHWC result."""
-    from onnx import TensorProto, helper
     OH, OW = layer.out_hw
     x_nchw = np.ascontiguousarray(d.x.transpose(0, 3, 1, 2))
     y = np.empty((layer.N, layer.OC, OH, OW), np.float32)
     node, inits = onnx_conv("conv", "A", "Y", d.w, d.b, layer.stride, layer.pad, layer.groups)
-    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("A", TensorProto.FLOAT, list(x_nchw.shape))],
-                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, list(y.shape))], inits)
-    sess = _anchors.ort_session(_anchors.onnx_model_bytes(graph), threads)
-    call = _anchors._ort_call(sess, x_nchw, y)
-    call.out = lambda: y.transpose(0, 2, 3, 1)
-    return call
+    return _anchors.ort_nchw_call("conv", [node], inits, x_nchw, y, threads)
 
 
 LIBRARIES: Dict[str, Callable] = {

@@ -171,7 +171,7 @@ def torch_call(bb: Backbone, threads: int, channels_last: bool = True) -> Callab
 def ort_call(bb: Backbone, threads: int) -> Callable:
     """One graph (Conv, Relu, MaxPool nodes; weights as initializers) run with I/O binding on preallocated NCHW
     input and output; ``call.out()`` the NHWC result."""
-    from onnx import TensorProto, helper
+    from onnx import helper
     nodes, inits, prev = [], [], "A"
     ci = iter(bb.convs)
     for i, (kind, v) in enumerate(bb.stages):
@@ -189,13 +189,7 @@ def ort_call(bb: Backbone, threads: int) -> Callable:
     x_nchw = np.ascontiguousarray(bb.x.transpose(0, 3, 1, 2))
     n, oh, ow, oc = bb.out_shape
     y = np.empty((n, oc, oh, ow), np.float32)
-    graph = helper.make_graph(nodes, "yolov3_tiny_backbone",
-                              [helper.make_tensor_value_info("A", TensorProto.FLOAT, list(x_nchw.shape))],
-                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, list(y.shape))], inits)
-    sess = _anchors.ort_session(_anchors.onnx_model_bytes(graph), threads)
-    call = _anchors._ort_call(sess, x_nchw, y)
-    call.out = lambda: y.transpose(0, 2, 3, 1)
-    return call
+    return _anchors.ort_nchw_call("yolov3_tiny_backbone", nodes, inits, x_nchw, y, threads)
 
 
 LIBRARIES: Dict[str, Callable] = {
