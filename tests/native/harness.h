@@ -10,6 +10,9 @@
 #include <cstring>
 #include <string>
 
+#include "core/isa.h"
+#include "core/kernel_list.h"
+
 namespace nnkern_test {
 
 inline long& passed() { static long n = 0; return n; }
@@ -62,6 +65,25 @@ inline int expected_feature(const char* name) {
   size_t at = s.find(key);
   if (at == std::string::npos) return -1;
   return s[at + key.size()] == '1' ? 1 : 0;
+}
+
+// Calls fn(kernel, level) for every kernel of `list` this CPU can run, after checking that each is listed
+// under its own name; prints a skip line, naming the ISA, for the others. Returns how many ran.
+template <typename K, typename F>
+int for_each_runnable(const nnkern::KernelList<K>& list, F fn) {
+  int ran = 0;
+  for (size_t i = 0; i < list.kernels.size(); ++i) {
+    const K& kern = *list.kernels[i];
+    const nnkern::KernelInfo& info = list.info[i];
+    check(std::strcmp(kern.name, info.name) == 0, "kernel %s is listed as %s", kern.name, info.name);
+    if (!nnkern::isa_supported(info.level)) {
+      std::printf("skip %s: this CPU lacks %s\n", info.name, nnkern::isa_name(info.level));
+      continue;
+    }
+    fn(kern, info.level);
+    ++ran;
+  }
+  return ran;
 }
 
 }  // namespace nnkern_test

@@ -125,20 +125,10 @@ void test_kernel(const QDwconvKernel& kernel) {
 }  // namespace
 
 int main() {
-  int tested = 0;
-  const KernelList<QDwconvKernel>& list = qdwconv_kernel_list();
-  for (size_t i = 0; i < list.kernels.size(); ++i) {
-    const QDwconvKernel& kern = *list.kernels[i];
-    const KernelInfo& info = list.info[i];
-    check(std::strcmp(kern.name, info.name) == 0, "kernel %s is listed as %s", kern.name, info.name);
-    if (info.level == Isa::scalar) continue;  // the oracle
-    if (!isa_supported(info.level)) {
-      std::printf("skip %s: this CPU lacks %s\n", info.name, isa_name(info.level));
-      continue;
-    }
-    test_kernel(kern);
-    ++tested;
-  }
+  int tested = 0;  // the scalar kernel is the oracle
+  nnkern_test::for_each_runnable(qdwconv_kernel_list(), [&](const QDwconvKernel& kern, Isa level) {
+    if (level != Isa::scalar) test_kernel(kern), ++tested;
+  });
   check(tested > 0 || isa_levels().size() == 1, "no SIMD depthwise kernel ran on this CPU");
   return nnkern_test::finish();
 }

@@ -472,19 +472,11 @@ int main() {
   // Every kernel of the list (kernels/qgemm_list.h) this CPU can run; the references are tested as the
   // oracle of the others (and the indirect form of each against the plain one of its reference).
   int tested = 0;
-  const KernelList<QGemmKernel>& list = qgemm_kernel_list();
-  for (size_t i = 0; i < list.kernels.size(); ++i) {
-    const QGemmKernel& kern = *list.kernels[i];
-    const KernelInfo& info = list.info[i];
-    check(std::strcmp(kern.name, info.name) == 0, "kernel %s is listed as %s", kern.name, info.name);
-    if (!isa_supported(info.level)) {
-      std::printf("skip %s: this CPU lacks %s\n", info.name, isa_name(info.level));
-      continue;
-    }
-    if (info.level != Isa::scalar) test_kernel(kern), ++tested;
+  nnkern_test::for_each_runnable(qgemm_kernel_list(), [&](const QGemmKernel& kern, Isa level) {
+    if (level != Isa::scalar) test_kernel(kern), ++tested;
     test_indirect(kern);
     test_pack_taps(kern);
-  }
+  });
   for (Isa cap : isa_levels())
     if (isa_supported(cap)) test_driver(cap);
   check(tested > 0 || isa_levels().size() == 1, "no SIMD integer GEMM kernel ran on this CPU");

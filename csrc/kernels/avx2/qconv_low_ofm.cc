@@ -1,5 +1,6 @@
 // Low-output-channel INT8 convolution micro-kernel for AVX2 (kernels/qconv_low_ofm.h): 2 vectors of 8
-// output pixels x up to 4 output channels, vpgatherdd of each pixel's 4 input bytes, the exact widening dot
+// output pixels x up to 4 output channels, each pixel's 4 input bytes per lane (transposed, or gathered for
+// leftover groups: kernels/qconv_low_ofm_tile.inc), the exact widening dot
 // product (kernels/low_ofm_widen.inc: vpmaddwd on zero- / sign-extended byte pairs, no saturating vpmaddubsw).
 #include <immintrin.h>
 

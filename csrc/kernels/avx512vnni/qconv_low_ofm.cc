@@ -1,6 +1,7 @@
 // Low-output-channel INT8 convolution micro-kernel for AVX-512 VNNI (kernels/qconv_low_ofm.h, seed I11):
-// 2 vectors of 16 output pixels x up to 4 output channels (8 accumulators), vpgatherdd of each pixel's 4
-// input bytes, vpdpbusd against one channel's 4 weights broadcast (kernels/qconv_low_ofm_tile.inc).
+// 2 vectors of 16 output pixels x up to 4 output channels (8 accumulators), each pixel's 4 input bytes per
+// lane (transposed, or gathered for leftover groups), vpdpbusd against one channel's 4 weights broadcast
+// (kernels/qconv_low_ofm_tile.inc).
 #include <immintrin.h>
 
 #include <cstddef>

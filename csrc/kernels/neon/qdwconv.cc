@@ -61,27 +61,23 @@ struct DwNeon {
   static NNK_INLINE VF minf(VF a, VF b) { return {vminnmq_f32(a.lo, b.lo), vminnmq_f32(a.hi, b.hi)}; }
   static NNK_INLINE V rnd(VF a) { return {vcvtnq_s32_f32(a.lo), vcvtnq_s32_f32(a.hi)}; }  // ties to even
   // NEON has no masked stores: a partial vector goes through the stack, then exactly cnt elements out.
-  static NNK_INLINE void store_i32(int32_t* p, V x, int cnt) {
+  template <typename E, typename Q, typename St>
+  static NNK_INLINE void store_halves(E* p, Q lo, Q hi, int cnt, St st) {
     if (cnt == L) {
-      vst1q_s32(p, x.lo);
-      vst1q_s32(p + 4, x.hi);
+      st(p, lo);
+      st(p + 4, hi);
       return;
     }
-    int32_t t[L];
-    vst1q_s32(t, x.lo);
-    vst1q_s32(t + 4, x.hi);
-    __builtin_memcpy(p, t, size_t(cnt) * sizeof(int32_t));
+    E t[L];
+    st(t, lo);
+    st(t + 4, hi);
+    __builtin_memcpy(p, t, size_t(cnt) * sizeof(E));
+  }
+  static NNK_INLINE void store_i32(int32_t* p, V x, int cnt) {
+    store_halves(p, x.lo, x.hi, cnt, [](int32_t* d, int32x4_t v) { vst1q_s32(d, v); });
   }
   static NNK_INLINE void store_f32(float* p, VF x, int cnt) {
-    if (cnt == L) {
-      vst1q_f32(p, x.lo);
-      vst1q_f32(p + 4, x.hi);
-      return;
-    }
-    float t[L];
-    vst1q_f32(t, x.lo);
-    vst1q_f32(t + 4, x.hi);
-    __builtin_memcpy(p, t, size_t(cnt) * sizeof(float));
+    store_halves(p, x.lo, x.hi, cnt, [](float* d, float32x4_t v) { vst1q_f32(d, v); });
   }
   // x is already within [-128, 255]: keep the low byte of each lane.
   static NNK_INLINE void store_b8(uint8_t* p, V x, int cnt) {
