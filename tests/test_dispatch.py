@@ -210,11 +210,21 @@ def test_blocking_mode_validation_and_blocks():
     _C.set_blocking_mode("fixed")
     assert _C.get_blocking_mode() == "fixed"
     assert tuple(_C.gemm_blocking(1000)) == (256, 4032, 48)
+    assert _C.gemm_order(4096, 4096) == "panel"  # the seed's loop, whatever the shape
     _C.set_blocking_mode("cache")
-    for K in (1, 7, 300, 5000):
-        kc, mc, nc = _C.gemm_blocking(K)
-        assert kc >= 1 and mc >= 1 and nc >= 1
-        assert kc % 8 == 0  # whole K unrolls
+    kernel = nnkern.cpu_info()["kernels"]["f32_gemm"]
+    mr, nr = next((k["mr"], k["nr"]) for k in _C.kernel_list("f32_gemm") if k["name"] == kernel)
+    for order in ("panel", "block"):
+        for K in (1, 7, 300, 5000):
+            kc, mc, nc = _C.gemm_blocking(K, order)
+            assert kc >= 1 and mc >= 1 and nc >= 1
+            assert kc % 8 == 0  # whole K unrolls
+            assert mc % mr == 0 and nc % nr == 0  # blocks start on panel / sliver boundaries
+    with pytest.raises(ValueError):
+        _C.gemm_blocking(64, "blis")
+    # C beyond L2 runs in block order (deeper K blocks: fewer passes over C), a small one in panel order.
+    assert _C.gemm_order(4096, 4096) == "block"
+    assert _C.gemm_order(16, 16) == "panel"
 
 
 # --- AMX: CPUID, XCR0 and Linux's per-process permission --------------------------------------------

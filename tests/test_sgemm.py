@@ -479,6 +479,35 @@ def test_blocking_modes_are_correct(isa, rng, mode):
             assert_gemm_close(c, a, b, beta=-1.0, c0=c0, what=f"{mode} {M}x{N}x{K}")
 
 
+def order_shape(order, mr, nr):
+    """(M, N, K) that runs in `order` (asserted), with N and M off the tile multiples and K over 2 K blocks
+    plus a remainder of that order's kc."""
+    kc = _C.gemm_blocking(4096, order)[0]
+    N = 2 * mr + 5
+    for M in (3 * nr + 1, 37 * nr + 3, 301 * nr + 5, 1201 * nr + 7):
+        if _C.gemm_order(M, N) == order:
+            return M, N, 2 * kc + 9
+    pytest.fail(f"no shape of this list runs in {order} order")
+
+
+@pytest.mark.parametrize("order", ["panel", "block"])
+def test_both_loop_orders(isa, rng, order):
+    """Each loop order (an A panel in L1 / an A block in L2) on tails of M, N and K: plain and transposed
+    operands (A read in place, copied or packed; B packed or not), and Linear's prepacked panels with a
+    bias and ReLU applied at the last K block only."""
+    _, mr, nr = _C.f32_gemm_tile(isa)
+    M, N, K = order_shape(order, mr, nr)
+    a, b, c0 = rand(rng, M, K), rand(rng, K, N), rand(rng, M, N)
+    for trans_a, trans_b in TRANSPOSES:
+        c = c0.copy()
+        nnkern.sgemm(stored(a, trans_a), stored(b, trans_b), trans_a=trans_a, trans_b=trans_b, alpha=0.5,
+                     beta=-1.25, c=c)
+        assert_gemm_close(c, a, b, alpha=0.5, beta=-1.25, c0=c0, what=f"{order} {M}x{N}x{K} {trans_a} {trans_b}")
+    w, bias = np.ascontiguousarray(b.T), rand(rng, N)
+    layer = nnkern.Linear(w, bias, activation="relu")
+    check_within_bound(layer(a), *linear_ref(a, w, bias, True), what=f"{order} Linear {K}->{N} x{M}")
+
+
 def test_gil_is_released_and_concurrent_calls_agree(isa, rng):
     a, b = rand(rng, 200, 300), rand(rng, 300, 150)
     want = nnkern.matmul(a, b)

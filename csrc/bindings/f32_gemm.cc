@@ -257,10 +257,15 @@ void bind_f32_gemm(py::module_& m) {
     else throw py::value_error("blocking mode must be 'cache' or 'fixed'");
   });
   m.def("get_blocking_mode", [] { return std::string(blocking_mode() == BlockingMode::cache ? "cache" : "fixed"); });
-  m.def("gemm_blocking", [](size_t K) {
-    GemmBlocking b = gemm_blocking(f32_gemm_kernel(), K);
+  // The loop order a row-major M x N output runs in, and the blocks of an order at depth K.
+  m.def("gemm_order", [](size_t M, size_t N) {
+    return std::string(gemm_order(f32_gemm_kernel(), M, N) == GemmOrder::block ? "block" : "panel");
+  }, py::arg("M"), py::arg("N"));
+  m.def("gemm_blocking", [](size_t K, const std::string& order) {
+    if (order != "block" && order != "panel") throw py::value_error("order must be 'block' or 'panel'");
+    GemmBlocking b = gemm_blocking(f32_gemm_kernel(), K, order == "block" ? GemmOrder::block : GemmOrder::panel);
     return py::make_tuple(b.kc, b.mc, b.nc);
-  });
+  }, py::arg("K"), py::arg("order") = "block");
   m.def("sgemm", &sgemm_binding, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"), py::arg("c"),
         py::arg("alpha"), py::arg("beta"), py::arg("bias"), py::arg("relu"), py::arg("algorithm") = "auto");
   m.def("sgemm_fast", &sgemm_fast, py::arg("a"), py::arg("b"), py::arg("trans_a") = false,

@@ -44,6 +44,7 @@ enum class PanelKind {
 
 struct Plan {
   const F32GemmKernel* kernel;
+  GemmOrder order;
   size_t m, n, k;
   PanelKind a_kind;
   const float* a;
@@ -65,6 +66,21 @@ void pack_panel_rows(float* dst, const float* a, size_t ld, size_t i0, size_t mi
   }
   for (size_t i = mi; i < mr; ++i)
     for (size_t p = 0; p < kb; ++p) dst[p * mr + i] = 0.0f;
+}
+
+// The panels of rows [i0, i0 + mi) of a column-major A for the K block [p0, p0 + kb), one row of A at a
+// time: each row is one contiguous run of mi floats, so the reads stream (the in-place reads of
+// copy-on-first-use step a whole row per k instead); panel ip at dst + ip * MR * kb, zero-padded.
+void pack_block_cols(float* dst, const float* a, size_t ld, size_t i0, size_t mi, size_t p0, size_t kb, size_t mr) {
+  for (size_t p = 0; p < kb; ++p) {
+    const float* src = a + (p0 + p) * ld + i0;
+    for (size_t ip = 0; ip < mi; ip += mr) {
+      float* d = dst + ip * kb + p * mr;
+      const size_t n = std::min(mr, mi - ip);
+      std::copy(src + ip, src + ip + n, d);
+      std::fill(d + n, d + mr, 0.0f);
+    }
+  }
 }
 
 // dst[p * NR + j] = B(p0 + p, j0 + j): one kb x NR sliver of the broadcast operand, zero-padded.
@@ -89,10 +105,11 @@ F32Epilogue block_epilogue(const F32Epilogue& ep, bool first, bool last) {
   return e;
 }
 
-// One task: rows [i0, i1) x columns [j0, j1) of C for the K block [pc, pc + kb).
+// One task's K block [pc, pc + kb) over rows [i0, i1) x columns [j0, j1) of C, in panel order (seeds
+// O6, O7): one A panel (MR x kb, kept in L1) at a time against every column group's B sliver.
 // a_block: this K block's A, already in packed panels (panel ip at a_block + ip * MR * kb), or null.
 // panel: scratch for one MR x kb A panel (packed from a row-major A, or copied on first use).
-void run_tile_block(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, const float* a_block,
+void run_panel_order(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, const float* a_block,
                     const float* b_packed, size_t i0, size_t i1, size_t j0, size_t j1, float* panel) {
   const size_t mr = P.kernel->mr, nr = P.kernel->nr;
   const float* bptr[kMaxNR];
@@ -140,6 +157,45 @@ void run_tile_block(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, 
   }
 }
 
+// The same in block order (BLIS): A is packed mc rows at a time into `block` (MR x kb panels, kept in
+// L2), then each column group's B sliver (kb x NR, kept in L1) runs against all of the block's panels.
+// Its K blocks are 3x deeper than the panel order's, so a C larger than L2 is read and written 3x less.
+void run_block_order(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, const float* a_block,
+                     const float* b_packed, size_t i0, size_t i1, size_t j0, size_t j1, float* block) {
+  const size_t mr = P.kernel->mr, nr = P.kernel->nr;
+  const float* bptr[kMaxNR];
+  for (size_t ib = i0; ib < i1; ib += P.blk.mc) {
+    const size_t ie = std::min(i1, ib + P.blk.mc);
+    const float* panels = a_block ? a_block + ib * kb : block;  // ib is a multiple of MR
+    if (!a_block) {
+      if (P.a_kind == PanelKind::col_major) {
+        pack_block_cols(block, P.a, P.lda, ib, ie - ib, pc, kb, mr);
+      } else {
+        for (size_t i = ib; i < ie; i += mr)
+          pack_panel_rows(block + (i - ib) * kb, P.a, P.lda, i, std::min(mr, P.m - i), pc, kb, mr);
+      }
+    }
+    for (size_t j = j0; j < j1; j += nr) {
+      const size_t nj = std::min(nr, P.n - j);
+      size_t b_stride;
+      if (b_packed) {
+        const float* base = b_packed + (j / nr) * nr * kb;
+        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = base + jj;
+        b_stride = nr;
+      } else {
+        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.b + (j + jj) * P.b_js + pc * P.b_ps;
+        b_stride = P.b_ps;
+      }
+      for (size_t i = ib; i < ie; i += mr) {
+        F32Epilogue tile_ep = ep;
+        if (tile_ep.bias) tile_ep.bias += i;
+        P.kernel->run(std::min(mr, P.m - i), nj, kb, panels + (i - ib) * kb, mr, nullptr, bptr, b_stride,
+                      P.c + j * P.ldc + i, P.ldc, &tile_ep);
+      }
+    }
+  }
+}
+
 // Splits m and n into blocks no larger than the cache blocks, with at least one task per thread.
 void split_tasks(const Plan& P, size_t* mc, size_t* nc) {
   const double flops = 2.0 * double(P.m) * double(P.n) * double(std::max<size_t>(P.k, 1));
@@ -169,8 +225,11 @@ void execute(const Plan& P) {
   }
 
   // Each task owns a block of C and runs the K blocks (seed O7's outer loop) over it, then the A panels
-  // (M) and the column groups (N) inside each K block.
-  parallel_for_scratch(tm * tn, P.kernel->mr * std::min(kc, std::max<size_t>(K, 1)) * sizeof(float), [&](size_t t, void* panel) {
+  // (M) and the column groups (N) inside each K block, in either order.
+  const bool block_order = P.order == GemmOrder::block;
+  const size_t a_rows = block_order ? round_up(std::min(mc, P.m), P.kernel->mr) : P.kernel->mr;
+  const size_t scratch = P.a_kind == PanelKind::prepacked ? 0 : a_rows * std::min(kc, std::max<size_t>(K, 1)) * sizeof(float);
+  parallel_for_scratch(tm * tn, scratch, [&](size_t t, void* panel) {
     const size_t bi = t % tm, bj = t / tm;
     const size_t i0 = bi * mc, i1 = std::min(P.m, i0 + mc), j0 = bj * nc, j1 = std::min(P.n, j0 + nc);
     size_t pc = 0;
@@ -178,7 +237,8 @@ void execute(const Plan& P) {
       const size_t kb = std::min(kc, K - pc);
       const F32Epilogue ep = block_epilogue(P.ep, pc == 0, pc + kb >= K);
       const float* a_block = P.a_kind == PanelKind::prepacked ? P.a + pc * P.m_padded : nullptr;
-      run_tile_block(P, pc, kb, ep, a_block, bp ? bp + pc * n_pad : nullptr, i0, i1, j0, j1, static_cast<float*>(panel));
+      (block_order ? run_block_order : run_panel_order)(P, pc, kb, ep, a_block, bp ? bp + pc * n_pad : nullptr, i0,
+                                                        i1, j0, j1, static_cast<float*>(panel));
       pc += kb;
     } while (pc < K);
   });
@@ -198,11 +258,13 @@ Plan base_plan(const F32GemmKernel* kernel, size_t M, size_t N, size_t K, const 
   P.ldc = ldc;
   P.ep = ep;
   if (K == 0) P.ep.alpha = 0.0f;  // BLAS: C = beta * C, even for an infinite alpha
-  P.blk = gemm_blocking(*kernel, K);
-  // Pack the broadcast operand when it is strided along K, or when enough A panels reuse it: packing
-  // reads and writes all of it once per call, which a few panels do not repay (3136x64x576, 4 AVX2
-  // panels, ran at half the speed packed; 16 panels or more gain or break even).
-  P.pack_b = M > 1 && (trans_x || N >= kPackBMinPanels * size_t(kernel->mr));
+  P.order = gemm_order(*kernel, M, N);
+  P.blk = gemm_blocking(*kernel, K, P.order);
+  // Pack the broadcast operand when it is strided along K. In panel order also when enough A panels
+  // reuse it: packing reads and writes all of it once per call, which a few panels do not repay
+  // (3136x64x576, 4 AVX2 panels, ran at half the speed packed; 16 panels or more gain or break even).
+  // In block order a contiguous sliver is read from L1 after its first panel, so packing only costs.
+  P.pack_b = M > 1 && (trans_x || (P.order == GemmOrder::panel && N >= kPackBMinPanels * size_t(kernel->mr)));
   return P;
 }
 
@@ -238,20 +300,39 @@ namespace {
 void set_blocking_mode(BlockingMode mode) { g_blocking_mode.store(int(mode)); }
 BlockingMode blocking_mode() { return BlockingMode(g_blocking_mode.load()); }
 
-GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K) {
+GemmOrder gemm_order(const F32GemmKernel& k, size_t M, size_t N) {
+  (void)k;
+  if (blocking_mode() == BlockingMode::fixed) return GemmOrder::panel;
+  // The panel order's shallow K blocks cost a pass over C each: cheap while C stays in L2, not beyond.
+  // (Sapphire Rapids, AVX-512, one thread: 256^3 and 32x1024x1024 run 3-8% faster in panel order;
+  // 512^3 .. 2048^3, 784x128x1152 and 3136x64x576 3-20% faster in block order.)
+  const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
+  return double(M) * double(N) * sizeof(float) > double(l2 / 8) ? GemmOrder::block : GemmOrder::panel;
+}
+
+GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K, GemmOrder order) {
   if (blocking_mode() == BlockingMode::fixed) return {256, 4032, 48};  // seed O7, non-transposed
   const CpuFeatures& f = cpu_features();
   const size_t l1 = f.l1d ? f.l1d : 32 * 1024, l2 = f.l2 ? f.l2 : 256 * 1024;
-  // kc: the A panel (MR x kc), reused by every column group of a task, fills half of L1d and the
-  // streamed B slivers the rest; the K blocks are then balanced so that K = 300 runs as 2 x 152,
-  // not 256 + 44. (48x8 on a 48 KiB L1d: kc = 128; 16x6: kc = 384.)
-  const size_t kc_max = std::max<size_t>(64, (l1 / 2) / (k.mr * sizeof(float)) / 8 * 8);
+  // kc, panel order: the A panel (MR x kc), reused by every column group of a task, fills half of L1d
+  // and the streamed B slivers the rest (48x8 on a 48 KiB L1d: kc = 128; 16x6: kc = 384).
+  // kc, block order: the B sliver (kc x NR) that the A panels stream past fills at most a quarter of
+  // L1d, 384 deep at most (48x8 on 48 KiB: 384; on 32 KiB: 256).
+  // The K blocks are then balanced, so that K = 500 runs as 2 x 256, not 384 + 116.
+  const size_t kc_max = order == GemmOrder::panel
+                            ? std::max<size_t>(64, (l1 / 2) / (k.mr * sizeof(float)) / 8 * 8)
+                            : std::max<size_t>(64, std::min<size_t>(384, (l1 / 4) / (k.nr * sizeof(float)) / 8 * 8));
   const size_t kc = std::max<size_t>(8, std::min(round_up(ceil_div(K, ceil_div(std::max<size_t>(K, 1), kc_max)), 8), kc_max));
-  // nc: the block of B (kc x nc) that all A panels stream against stays in half of L2.
-  const size_t nc = std::max<size_t>(k.nr, (l2 / 2) / (kc * sizeof(float)) / k.nr * k.nr);
-  // mc: C rows per task; the A panels are packed one at a time, so this only sets task granularity.
-  const size_t mc = round_up(4096, k.mr);
-  return {kc, mc, nc};
+  if (order == GemmOrder::panel) {
+    // nc: the block of B (kc x nc) that all A panels stream against stays in half of L2.
+    const size_t nc = std::max<size_t>(k.nr, (l2 / 2) / (kc * sizeof(float)) / k.nr * k.nr);
+    // mc: C rows per task; the A panels are packed one at a time, so this only sets task granularity.
+    return {kc, round_up(4096, k.mr), nc};
+  }
+  // mc: the packed A block (mc x kc) that every B sliver of a task runs against stays in half of L2.
+  const size_t mc = std::max<size_t>(k.mr, (l2 / 2) / (kc * sizeof(float)) / k.mr * k.mr);
+  // nc: C columns per task. Each task packs its own A blocks, so fewer, wider tasks pack A less often.
+  return {kc, mc, round_up(4096, k.nr)};
 }
 
 namespace {
@@ -293,7 +374,7 @@ void sgemm(const SgemmArgs& g, const std::string& algorithm) {
 PackedF32Gemm::PackedF32Gemm(const float* weight, size_t N, size_t K, size_t ldw)
     : kernel_(&f32_gemm_kernel()), N_(N), K_(K) {
   const size_t mr = kernel_->mr;
-  kc_ = gemm_blocking(*kernel_, K).kc;
+  kc_ = gemm_blocking(*kernel_, K, GemmOrder::block).kc;  // either order runs on these panels
   n_panels_ = ceil_div(N, mr);
   const size_t m_padded = n_panels_ * mr;
   packed_.resize(std::max<size_t>(m_padded * K, 1));

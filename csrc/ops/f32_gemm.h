@@ -36,10 +36,14 @@ struct SgemmArgs {
 struct GemmBlocking {
   size_t kc, mc, nc;  // in the kernel's column-major terms: mc along A's rows (= N), nc along B's columns (= M)
 };
+// Loop order of the tiles (ops/f32_gemm.cc): panel = seeds O6/O7 (an A panel in L1, B slivers streamed,
+// copy-on-first-use), block = BLIS (an A block in L2, a B sliver in L1, deeper K blocks).
+enum class GemmOrder { panel, block };
 enum class BlockingMode { cache, fixed };
 void set_blocking_mode(BlockingMode mode);  // fixed = seed O7's 256 / 4032 / 48; cache = from cache sizes
 BlockingMode blocking_mode();
-GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K);
+GemmOrder gemm_order(const F32GemmKernel& k, size_t M, size_t N);  // by the size of C against L2
+GemmBlocking gemm_blocking(const F32GemmKernel& k, size_t K, GemmOrder order);
 
 // algorithm: "auto" or an entry of the op's algorithm table (`_C.algorithms("sgemm")`): "dot" (small N, or
 // M == 1 with B^T), "rows" (M <= 3), "tiles" (any shape); std::invalid_argument if unknown or not applicable.

@@ -48,7 +48,9 @@ def print_info() -> None:
     for op, k in i.get("kernels", {}).items():
         print(f"kernel {op}: {k}")
     if hasattr(_C, "gemm_blocking"):
-        print(f"sgemm blocking ({_C.get_blocking_mode()}): kc, mc, nc = {_C.gemm_blocking(1024)} at K=1024")
+        print(f"sgemm blocking ({_C.get_blocking_mode()}) at K=1024, kc, mc, nc: panel order "
+              f"{_C.gemm_blocking(1024, 'panel')}, block order {_C.gemm_blocking(1024, 'block')}; "
+              f"1024 x 1024 runs in {_C.gemm_order(1024, 1024)} order")
 
 
 def run_check() -> bool:
