@@ -605,7 +605,8 @@ def test_every_algorithm_is_exact_where_it_applies(rng):
     names = nnkern._C.algorithms("qgemm")
     assert set(names) >= {"gemv", "pack_per_panel", "pack_all"}
     ran = set()
-    for M, N, K in [(1, 70, 33), (3, 5, 300), (4, 129, 64), (9, 17, 40), (37, 5000, 20)]:
+    # (5, 2100, 70): rows of B 2 KiB apart, packed with software prefetches.
+    for M, N, K in [(1, 70, 33), (3, 5, 300), (4, 129, 64), (9, 17, 40), (37, 5000, 20), (5, 2100, 70)]:
         a = rng.integers(0, 256, (M, K), dtype=np.uint8)
         b = rng.integers(-128, 128, (K, N), dtype=np.int8)
         zb = rng.integers(-5, 5, N)

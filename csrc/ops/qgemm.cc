@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/algorithm.h"
+#include "core/isa.h"
 #include "core/workspace.h"
 #include "kernels/qgemm_list.h"
 #include "ops/qgemm_driver.h"
@@ -86,9 +87,14 @@ const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
          qgemm_gemv(*qgemm_kernels().gemv, u.g, P);
        }},
       // Each task packs the panel of B it is about to use (a column strip: K lines on at most K pages while
-      // B's rows fit a page), so the packed panel is read from L1.
+      // B's rows fit a page), so the packed panel is read from L1. Preferred while all rows of A fit one
+      // task's L2 block: beyond, every block of rows packs every panel again (2048^3 on AMX, Sapphire
+      // Rapids: 690 GOP/s, against 990 packing all of B once).
       {"pack_per_panel", [](const QgemmCall&) { return true; },
-       [](const QgemmCall& c) { return c.g.ldb * c.b_esz() <= 4096; },
+       [](const QgemmCall& c) {
+         const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
+         return c.g.ldb * c.b_esz() <= 4096 && c.g.M * c.g.K * qgemm_a_elem_size(c.k) <= l2 / 2;
+       },
        [](const QgemmCall& c) { return CommonScratch(c).l.bytes; },
        [](const QgemmCall& c, const Workspace& ws) {
          QPlan P{};

@@ -18,6 +18,8 @@ namespace {
 
 size_t ceil_div(size_t a, size_t b) { return qgemm_ceil_div(a, b); }
 
+constexpr size_t kPackPrefetchGroups = 8;
+
 
 // Groups [g0, g1) of one MR x round_up(K, G) panel of B (channels n0 .. n0 + nn - 1 of a K x N row-major
 // matrix) in the kernel's interleaved layout: dst[(p / G) * MR * G + i * G + p % G] = B[p, n0 + i], zero-padded
@@ -30,9 +32,18 @@ void pack_groups_t(Out* dst, const In* b, size_t ldb, size_t K, size_t n0, size_
 #if defined(__SSE2__)
   const size_t full_groups = std::min(g1, K / G);
   const size_t full_chunks = G == 4 || G == 2 ? nn / 16 : 0;
+  const bool far_rows = ldb * sizeof(In) >= 2048;
   for (; g < full_groups && full_chunks; ++g) {
     const In* src = b + g * G * ldb + n0;
     Out* d = dst + g * MR * G;
+    // Rows 2 KiB or more apart defeat the hardware prefetchers (at most 2 lines per page): fetch the
+    // groups kPackPrefetchGroups ahead ourselves, every line of the strip (prefetches never fault).
+    // (128x3072x768 with B per call, AMX, Sapphire Rapids: 690 -> 830 GOP/s; with rows closer, as in
+    // 32x1024x1024, the prefetches only cost.)
+    if (far_rows && g + kPackPrefetchGroups < full_groups)
+      for (size_t r = 0; r < size_t(G); ++r)
+        for (size_t off = 0; off < nn * sizeof(In); off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(src + (kPackPrefetchGroups * G + r) * ldb) + off, _MM_HINT_T0);
     for (size_t c = 0; c < full_chunks; ++c) {
       if constexpr (G != 4 && G != 2) {
         break;  // no transpose of this shape (unreachable: full_chunks == 0)
