@@ -180,6 +180,18 @@ void epilogue(size_t m, size_t n, const int32_t* acc, bool add_c_in, void* c, si
   }
 }
 
+// Starts fetching the output tile's lines: written only after the K loop, they would otherwise miss
+// at the tile stores, which then stall the next tile (a C larger than the caches: 1024^3 with int32
+// output, 4 MiB; 5-15% on one Sapphire Rapids core).
+NNK_INLINE void prefetch_output(size_t m, size_t n, void* c, size_t ldc, const QEpilogue* ep) {
+  const size_t esz = qout_elem_size(ep->out);
+  for (size_t j = 0; j < n; ++j) {
+    const char* row = ep->c_rows ? static_cast<const char*>(ep->c_rows[j]) : static_cast<const char*>(c) + j * ldc * esz;
+    for (size_t off = 0; off < m * esz; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
+    _mm_prefetch(row + m * esz - 1, _MM_HINT_T0);  // the last line of an unaligned row
+  }
+}
+
 template <bool kM2, bool kN2>
 void run_tile(size_t m, size_t n, size_t k, size_t ks, const int8_t* a, const void* const* b, const void* zero,
               size_t b_offset, void* c, size_t ldc, const QEpilogue* ep) {
@@ -187,6 +199,7 @@ void run_tile(size_t m, size_t n, size_t k, size_t ks, const int8_t* a, const vo
   // allow (the driver's K blocks); anything else goes through acc and the epilogue.
   const bool whole = m % 16 == 0;
   const bool load_c_in = ep->c_in && whole;
+  prefetch_output(m, n, c, ldc, ep);
   tile<kM2, kN2>(n, k, ks, a, b, zero, b_offset, load_c_in ? ep->c_in : nullptr, ep->ld_in);
   if (whole && ep->out == QOut::i32 && !ep->relu && !ep->col_comp && !ep->b_zero && !ep->c_rows) {
     store_tiles<kM2, kN2>(static_cast<int32_t*>(c), ldc);
