@@ -19,6 +19,7 @@ namespace {
 size_t ceil_div(size_t a, size_t b) { return qgemm_ceil_div(a, b); }
 
 constexpr size_t kPackPrefetchGroups = 8;
+constexpr size_t kPackSliceGroups = 8;
 
 
 // Groups [g0, g1) of one MR x round_up(K, G) panel of B (channels n0 .. n0 + nn - 1 of a K x N row-major
@@ -187,11 +188,15 @@ void qgemm_pack_all(const QGemmKernel& k, QType b_type, const void* b, size_t ld
   AlignedBuffer<uint32_t> partial(colsum ? tasks * np : 1);
   parallel_for(tasks, [&](size_t t) {
     const size_t g0 = t * gpt, g1 = std::min(groups, g0 + gpt);
-    // Row groups outer, panels inner: B is read along its rows (sequential, one page at a time).
-    for (size_t g = g0; g < g1; ++g)
+    // Slices of row groups outer, panels inner: B is read along its rows (a slice of kPackSliceGroups
+    // groups, one page at a time, stays in L1 while every panel takes its part), and each call packs a
+    // slice, not a single group: per-group calls cost more than the packing (8x1024x1024, AMX, Sapphire
+    // Rapids: 123 GOP/s).
+    for (size_t gs = g0; gs < g1; gs += kPackSliceGroups)
       for (size_t ip = 0; ip < panels; ++ip) {
         const size_t nn = std::min(MR, N - ip * MR);
-        qgemm_pack_groups(k, b_type, packed + ip * panel_bytes, b, ldb, K, ip * MR, nn, g, g + 1);
+        qgemm_pack_groups(k, b_type, packed + ip * panel_bytes, b, ldb, K, ip * MR, nn, gs,
+                          std::min(g1, gs + kPackSliceGroups));
       }
     if (colsum) {
       uint32_t* cs = partial.data() + t * np;
