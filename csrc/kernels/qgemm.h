@@ -130,6 +130,9 @@ struct QGemmKernel {
   // The column sums of one packed panel of `groups` groups (ks = 1), all MR channels, into cs (set, modulo
   // 2^32), where the kernel's ISA does it faster than the baseline loop (ops/qgemm_pack.h). Or null.
   void (*panel_sums)(const void* panel, size_t groups, uint32_t* cs) = nullptr;
+  // Runs all of K in one call wherever it can (ops/qgemm_driver.h qgemm_choose_kc): for kernels whose
+  // partial sums cost more than streaming a panel deeper than L1 (AMX: tile stores and reloads).
+  bool whole_k = false;
 };
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where

@@ -46,8 +46,8 @@ struct QPlan {
 // Runs the plan: tasks of (channels x rows) over the thread pool (ops/gemm_tasks.h).
 void qgemm_execute(const QPlan& P);
 
-// The K block for k and K: whole K while an MR x K panel fits half of L1d (seed Q3), else balanced blocks
-// that do (or the set_qgemm_kc override).
+// The K block for k and K: whole K for a whole_k kernel (AMX) or while an MR x K panel fits half of L1d
+// (seed Q3), else balanced blocks that do (or the set_qgemm_kc override).
 size_t qgemm_choose_kc(const QGemmKernel& k, size_t K);
 
 // Prepares the broadcast operand into P (a, a_row_bytes, row_sum): int8 activations shifted to uint8 for the
