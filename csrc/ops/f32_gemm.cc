@@ -105,12 +105,26 @@ F32Epilogue block_epilogue(const F32Epilogue& ep, bool first, bool last) {
   return e;
 }
 
+// The column pointers of the B sliver of columns [j, j + nj) in the K block at pc (packed, or in place)
+// into bptr; returns their stride.
+size_t sliver_pointers(const Plan& P, size_t pc, size_t kb, const float* b_packed, size_t j, size_t nj,
+                       const float** bptr) {
+  const size_t nr = P.kernel->nr;
+  if (b_packed) {
+    const float* base = b_packed + (j / nr) * nr * kb;
+    for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = base + jj;
+    return nr;
+  }
+  for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.b + (j + jj) * P.b_js + pc * P.b_ps;
+  return P.b_ps;
+}
+
 // One task's K block [pc, pc + kb) over rows [i0, i1) x columns [j0, j1) of C, in panel order (seeds
 // O6, O7): one A panel (MR x kb, kept in L1) at a time against every column group's B sliver.
 // a_block: this K block's A, already in packed panels (panel ip at a_block + ip * MR * kb), or null.
 // panel: scratch for one MR x kb A panel (packed from a row-major A, or copied on first use).
 void run_panel_order(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep, const float* a_block,
-                    const float* b_packed, size_t i0, size_t i1, size_t j0, size_t j1, float* panel) {
+                     const float* b_packed, size_t i0, size_t i1, size_t j0, size_t j1, float* panel) {
   const size_t mr = P.kernel->mr, nr = P.kernel->nr;
   const float* bptr[kMaxNR];
   for (size_t i = i0; i < i1; i += mr) {
@@ -137,15 +151,7 @@ void run_panel_order(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep,
     }
     for (size_t j = j0; j < j1; j += nr) {
       const size_t nj = std::min(nr, P.n - j);
-      size_t b_stride;
-      if (b_packed) {
-        const float* base = b_packed + (j / nr) * nr * kb;
-        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = base + jj;
-        b_stride = nr;
-      } else {
-        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.b + (j + jj) * P.b_js + pc * P.b_ps;
-        b_stride = P.b_ps;
-      }
+      const size_t b_stride = sliver_pointers(P, pc, kb, b_packed, j, nj, bptr);
       float* a_copy = copy_first ? panel : nullptr;
       P.kernel->run(mi, nj, kb, a, a_stride, a_copy, bptr, b_stride, P.c + j * P.ldc + i, P.ldc, &tile_ep);
       if (copy_first) {  // later column groups read the packed copy
@@ -177,18 +183,10 @@ void run_block_order(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep,
     }
     for (size_t j = j0; j < j1; j += nr) {
       const size_t nj = std::min(nr, P.n - j);
-      size_t b_stride;
-      if (b_packed) {
-        const float* base = b_packed + (j / nr) * nr * kb;
-        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = base + jj;
-        b_stride = nr;
-      } else {
-        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.b + (j + jj) * P.b_js + pc * P.b_ps;
-        b_stride = P.b_ps;
-      }
+      const size_t b_stride = sliver_pointers(P, pc, kb, b_packed, j, nj, bptr);
       for (size_t i = ib; i < ie; i += mr) {
         F32Epilogue tile_ep = ep;
-        if (tile_ep.bias) tile_ep.bias += i;
+        if (tile_ep.bias) tile_ep.bias += i;  // the kernel indexes the bias by its own tile row
         P.kernel->run(std::min(mr, P.m - i), nj, kb, panels + (i - ib) * kb, mr, nullptr, bptr, b_stride,
                       P.c + j * P.ldc + i, P.ldc, &tile_ep);
       }
