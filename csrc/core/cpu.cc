@@ -1,9 +1,10 @@
 // CPU feature detection: cpuid + xgetbv on x86-64, getauxval on aarch64.
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
+#include <string>
 
 #include "core/isa.h"
 
@@ -19,6 +20,23 @@
 
 namespace nnkern {
 namespace {
+
+// The first line of a small text file (sysfs, /proc), without its newline; false if it cannot be read.
+// C stdio, not iostreams: formatted iostream input goes through the process's locale facets, and on a
+// Sapphire Rapids host running a Python 3.12 venv with torch, `ifstream >> int` here crashed inside
+// libstdc++ (a facet call landing in the wrong function) before any kernel ran.
+bool read_line(FILE* f, char* buf, size_t n) {
+  if (!std::fgets(buf, int(n), f)) return false;
+  buf[std::strcspn(buf, "\n")] = 0;
+  return true;
+}
+bool read_first_line(const std::string& path, char* buf, size_t n) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return false;
+  const bool ok = read_line(f, buf, n);
+  std::fclose(f);
+  return ok;
+}
 
 #if defined(__x86_64__) || defined(_M_X64)
 struct Regs { uint32_t a = 0, b = 0, c = 0, d = 0; };
@@ -100,28 +118,33 @@ void detect_arm64(CpuFeatures& f) {
   f.asimd = hw & (1ul << 1);     // HWCAP_ASIMD
   f.asimddp = hw & (1ul << 20);  // HWCAP_ASIMDDP
   f.i8mm = hw2 & (1ul << 13);    // HWCAP2_I8MM
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("CPU implementer", 0) == 0 && f.vendor.empty()) f.vendor = line.substr(line.find(':') + 2);
-    if (line.rfind("CPU part", 0) == 0 && f.model.empty()) f.model = "part " + line.substr(line.find(':') + 2);
+  FILE* in = std::fopen("/proc/cpuinfo", "r");
+  if (!in) return;
+  char buf[1024];
+  while (read_line(in, buf, sizeof buf)) {  // a longer line comes in pieces, none of them one of these
+    const std::string line(buf);
+    const size_t colon = line.find(": ");
+    if (colon == std::string::npos) continue;
+    if (line.rfind("CPU implementer", 0) == 0 && f.vendor.empty()) f.vendor = line.substr(colon + 2);
+    if (line.rfind("CPU part", 0) == 0 && f.model.empty()) f.model = "part " + line.substr(colon + 2);
   }
+  std::fclose(in);
 }
 #endif
 
 // Cache size of a level from sysfs (per core for L1d/L2), sysconf as a fallback.
 size_t cache_bytes(int level, const char* type, int sc_name) {
   for (int idx = 0; idx < 8; ++idx) {
-    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
-    std::ifstream lv(dir + "level"), ty(dir + "type"), sz(dir + "size");
-    int l = 0;
-    std::string t, s;
-    if (!(lv >> l) || !(ty >> t) || !(sz >> s)) continue;
-    if (l != level || (t != type && t != "Unified")) continue;
-    size_t v = std::strtoull(s.c_str(), nullptr, 10);
-    char unit = s.empty() ? 0 : s.back();
-    if (unit == 'K') v <<= 10;
-    if (unit == 'M') v <<= 20;
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/";
+    char lv[32], ty[32], sz[32];
+    if (!read_first_line(dir + "level", lv, sizeof lv) || !read_first_line(dir + "type", ty, sizeof ty) ||
+        !read_first_line(dir + "size", sz, sizeof sz))
+      continue;
+    if (std::atoi(lv) != level || (std::strcmp(ty, type) != 0 && std::strcmp(ty, "Unified") != 0)) continue;
+    char* unit = nullptr;
+    size_t v = std::strtoull(sz, &unit, 10);
+    if (*unit == 'K') v <<= 10;
+    if (*unit == 'M') v <<= 20;
     return v;
   }
   long v = sysconf(sc_name);
