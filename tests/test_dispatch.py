@@ -148,6 +148,30 @@ def test_environment_variable_invalid_value_warns_and_is_ignored(bad):
     assert proc.stdout.strip() == default.stdout.strip() == nnkern.supported_isas()[-1]
 
 
+def sysfs_cache_bytes(level, kind):
+    """cpu0's cache of `level` and type `kind` (or Unified) as sysfs describes it, or None."""
+    import glob
+    for d in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
+        try:
+            with open(d + "/level") as f_level, open(d + "/type") as f_type, open(d + "/size") as f_size:
+                lv, ty, size = int(f_level.read()), f_type.read().strip(), f_size.read().strip()
+        except (OSError, ValueError):
+            continue
+        if lv == level and ty in (kind, "Unified"):
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+            return int(size.rstrip("KM")) * scale
+    return None
+
+
+@pytest.mark.parametrize("key, level, kind", [("l1d", 1, "Data"), ("l2", 2, "Unified"), ("l3", 3, "Unified")])
+def test_cache_sizes_match_sysfs(key, level, kind):
+    """The cache sizes the blocking is derived from, parsed from sysfs (where the system has it)."""
+    want = sysfs_cache_bytes(level, kind)
+    if want is None:
+        pytest.skip(f"no sysfs entry for the L{level} cache on this system")
+    assert nnkern.cpu_info()["caches"][key] == want
+
+
 def test_cpu_info_keys_and_types():
     info = nnkern.cpu_info()
     for key in ("arch", "vendor", "model", "features", "caches", "isa_levels", "supported_isas", "max_isa",
