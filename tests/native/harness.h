@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,14 @@
 #include "core/kernel_list.h"
 
 namespace nnkern_test {
+
+// The tests' deterministic draws: an LCG, so that no test depends on the C++ library's RNG. 24 bits.
+inline uint32_t next_random(uint32_t& s) {
+  s = s * 1664525u + 1013904223u;
+  return s >> 8;
+}
+// A float in [-1, 1) from the same draws.
+inline float next_unit(uint32_t& s) { return float(next_random(s)) / float(1u << 23) - 1.0f; }
 
 inline long& passed() { static long n = 0; return n; }
 inline long& failed() { static long n = 0; return n; }

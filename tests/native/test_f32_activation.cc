@@ -173,8 +173,7 @@ void tails(const F32ActivationKernels& k) {
   float base[kBase], full[kBase];
   uint32_t s = 12345;
   for (float& v : base) {  // deterministic values in [-12, 12) (an LCG, not the C++ library's RNG)
-    s = s * 1664525u + 1013904223u;
-    v = float(s >> 8) / float(1u << 23) * 12.0f - 12.0f;
+    v = float(nnkern_test::next_random(s)) / float(1u << 23) * 12.0f - 12.0f;
   }
   base[7] = NAN;
   base[8] = -INFINITY;

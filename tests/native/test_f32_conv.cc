@@ -27,10 +27,6 @@ namespace {
 
 constexpr float kSentinel = -777.0f;
 
-float next_value(uint32_t& s) {  // deterministic values in [-1, 1)
-  s = s * 1664525u + 1013904223u;
-  return float(s >> 8) / float(1u << 23) - 1.0f;
-}
 
 // n floats ending at a guard page.
 struct Guarded {
@@ -73,7 +69,7 @@ void check_call(const F32ConvKernel& k, bool any, size_t m, size_t n, const Shap
   for (size_t j = 0; j < n; ++j)
     for (size_t kh = 0; kh < kh_n; ++kh)
       for (size_t kw = 0; kw < kw_n; ++kw)
-        for (size_t c = 0; c < used; ++c) x[j * x_pix + kh * x_kh + kw * x_kw + c] = next_value(s);
+        for (size_t c = 0; c < used; ++c) x[j * x_pix + kh * x_kh + kw * x_kw + c] = nnkern_test::next_unit(s);
   // Weights, a kernel column and row more than the rectangle (NaN there). Packed blocks of MR channels: rows past m
   // are read by contract (values that only reach unstored lanes: NaN here). Dot: the layer's rows, w_oc apart,
   // nothing readable past row m - 1's last tap.
@@ -88,10 +84,10 @@ void check_call(const F32ConvKernel& k, bool any, size_t m, size_t n, const Shap
   for (size_t kh = 0; kh < kh_n; ++kh)
     for (size_t kw = 0; kw < kw_n; ++kw)
       for (size_t c = 0; c < ic; ++c)
-        for (size_t o = 0; o < m; ++o) w[w_at(o, kh, kw, c)] = next_value(s);
+        for (size_t o = 0; o < m; ++o) w[w_at(o, kh, kw, c)] = nnkern_test::next_unit(s);
   // Bias (m floats before a guard page) and output (the last stored float before one).
   Guarded bg(m);
-  for (size_t o = 0; o < m; ++o) bg.data()[o] = next_value(s);
+  for (size_t o = 0; o < m; ++o) bg.data()[o] = nnkern_test::next_unit(s);
   const size_t y_pix = MR + 3, y_len = (n - 1) * y_pix + m;
   Guarded yg(y_len);
   for (size_t i = 0; i < y_len; ++i) yg.data()[i] = kSentinel;

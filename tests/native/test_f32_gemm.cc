@@ -28,11 +28,6 @@ struct Case {
   bool use_bias;
 };
 
-// Deterministic values in [-1, 1) (an LCG: the test must not depend on the C++ library's RNG).
-float next_value(uint32_t& s) {
-  s = s * 1664525u + 1013904223u;
-  return float(s >> 8) / float(1u << 23) - 1.0f;
-}
 
 // C's starting values and the bias, drawn after the operands (the same draws in both forms), and the case's
 // epilogue with that bias.
@@ -40,8 +35,8 @@ struct Outputs {
   std::vector<float> c0, bias;
   F32Epilogue ep;
   Outputs(size_t MR, size_t NR, size_t ldc, const Case& cs, uint32_t& s) : c0(NR * ldc), bias(MR), ep(cs.ep) {
-    for (float& v : c0) v = next_value(s);
-    for (float& v : bias) v = next_value(s);
+    for (float& v : c0) v = nnkern_test::next_unit(s);
+    for (float& v : bias) v = nnkern_test::next_unit(s);
     if (cs.use_bias) ep.bias = bias.data();
   }
 };
@@ -89,14 +84,14 @@ void check_tile(const F32GemmKernel& kernel, size_t m, size_t n, size_t k, size_
   uint32_t s = seed;
   std::vector<float> a(a_stride * k + MR, kSentinel);
   for (size_t p = 0; p < k; ++p)
-    for (size_t i = 0; i < m; ++i) a[p * a_stride + i] = next_value(s);  // rows >= m stay sentinels
+    for (size_t i = 0; i < m; ++i) a[p * a_stride + i] = nnkern_test::next_unit(s);  // rows >= m stay sentinels
   // B: contiguous columns (b[j] = base + j, stride NR + 2) or scattered (each column its own place).
   const size_t b_stride = scattered_b ? 3 : NR + 2;
   std::vector<float> b((NR + 1) * (b_stride * k + NR + 1), kSentinel);
   std::vector<const float*> bp(NR);
   for (size_t j = 0; j < NR; ++j) bp[j] = scattered_b ? b.data() + (NR - 1 - j) * (b_stride * k + 1) : b.data() + j;
   for (size_t j = 0; j < n; ++j)
-    for (size_t p = 0; p < k; ++p) const_cast<float*>(bp[j])[p * b_stride] = next_value(s);
+    for (size_t p = 0; p < k; ++p) const_cast<float*>(bp[j])[p * b_stride] = nnkern_test::next_unit(s);
   const Outputs out(MR, NR, ldc, cs, s);
   const F32Epilogue& ep = out.ep;
   const auto same_col = [](size_t j) { return j; };
@@ -150,7 +145,7 @@ void check_igemm(const F32GemmKernel& kernel, size_t m, size_t n, size_t k, size
   const size_t MR = kernel.mr, NR = kernel.nr, ldc = MR + 3;
   uint32_t s = seed;
   std::vector<float> a(MR * ks * k + MR);
-  for (float& v : a) v = next_value(s);  // packed: all MR rows readable (rows >= m feed unstored lanes)
+  for (float& v : a) v = nnkern_test::next_unit(s);  // packed: all MR rows readable (rows >= m feed unstored lanes)
   // x: one column of k floats per (tap, column), 2 apart; the pointers in the buffer are `shift` back.
   const size_t col = k + 2;
   std::vector<float> x(shift + ks * NR * col + 1, kSentinel);
@@ -164,7 +159,7 @@ void check_igemm(const F32GemmKernel& kernel, size_t m, size_t n, size_t k, size
         ind[q] = zero.data();
       } else {
         float* p = x.data() + shift + q * col;
-        for (size_t i = 0; i < k; ++i) p[i] = next_value(s);
+        for (size_t i = 0; i < k; ++i) p[i] = nnkern_test::next_unit(s);
         ind[q] = p - shift;
       }
     }
@@ -222,7 +217,7 @@ uint64_t next_mask(uint32_t& s, int pattern) {
   if (pattern == 0) return 0;                  // no padding tap
   if (pattern == 1) return ~uint64_t(0);       // every tap the zero row
   uint64_t r = 0;
-  for (int w = 0; w < 4; ++w) r = r << 16 | ((s = s * 1664525u + 1013904223u) >> 16);
+  for (int w = 0; w < 4; ++w) r = r << 16 | (nnkern_test::next_random(s) >> 8);
   return pattern == 2 ? r : r & (r >> 7);      // about half, or about a quarter zero
 }
 

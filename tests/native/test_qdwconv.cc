@@ -25,13 +25,10 @@
 
 using namespace nnkern;
 using nnkern_test::check;
+using nnkern_test::next_random;
 
 namespace {
 
-uint32_t next(uint32_t& s) {
-  s = s * 1664525u + 1013904223u;
-  return s >> 8;
-}
 
 enum class Fill { random, max_pos, max_neg };  // products at their largest: 255 * 32767, 255 * -32768
 
@@ -52,12 +49,12 @@ void check_call(const QDwconvKernel& kernel, size_t channels, size_t pixels, siz
                 uint32_t seed) {
   uint32_t s = seed;
   const size_t cpad = (channels + kQDwconvChannelPad - 1) / kQDwconvChannelPad * kQDwconvChannelPad;
-  const size_t b_offset = 3 + next(s) % 100, ldc = channels + 5;
-  const uint8_t za = uint8_t(next(s));
+  const size_t b_offset = 3 + next_random(s) % 100, ldc = channels + 5;
+  const uint8_t za = uint8_t(next_random(s));
   std::vector<int32_t> w(ks * cpad, 0);
   for (size_t t = 0; t < ks; ++t)
     for (size_t c = 0; c < channels; ++c)
-      w[t * cpad + c] = fill == Fill::random    ? int32_t(next(s) % 65536) - 32768
+      w[t * cpad + c] = fill == Fill::random    ? int32_t(next_random(s) % 65536) - 32768
                         : fill == Fill::max_pos ? 32767
                                                 : -32768;
   // The zero row (channels bytes of za) and one exact-size row per pixel and tap; about one tap in five pads.
@@ -66,20 +63,20 @@ void check_call(const QDwconvKernel& kernel, size_t channels, size_t pixels, siz
   std::vector<std::unique_ptr<uint8_t[]>> rows;
   std::vector<const void*> b(pixels * ks);
   for (size_t i = 0; i < pixels * ks; ++i) {
-    if (next(s) % 5 == 0) {
+    if (next_random(s) % 5 == 0) {
       b[i] = zero.get();
       continue;
     }
     rows.emplace_back(new uint8_t[channels]);
-    for (size_t c = 0; c < channels; ++c) rows.back()[c] = fill == Fill::random ? uint8_t(next(s)) : 255;
+    for (size_t c = 0; c < channels; ++c) rows.back()[c] = fill == Fill::random ? uint8_t(next_random(s)) : 255;
     b[i] = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(rows.back().get()) - b_offset);
   }
   std::vector<int32_t> comp(cpad, 0);
   std::vector<float> scale(cpad, 0.0f), bias(cpad, 0.0f);
   for (size_t c = 0; c < channels; ++c) {
-    comp[c] = int32_t(next(s) % 2000001) - 1000000;
-    scale[c] = (next(s) % 2 ? 1.0f : -1.0f) * 1e-6f * float(1 + next(s) % 3000);
-    bias[c] = float(int32_t(next(s) % 301) - 150) + 0.5f;  // .5: rounding ties reached now and then
+    comp[c] = int32_t(next_random(s) % 2000001) - 1000000;
+    scale[c] = (next_random(s) % 2 ? 1.0f : -1.0f) * 1e-6f * float(1 + next_random(s) % 3000);
+    bias[c] = float(int32_t(next_random(s) % 301) - 150) + 0.5f;  // .5: rounding ties reached now and then
   }
   QEpilogue ep;
   ep.out = oc.out;

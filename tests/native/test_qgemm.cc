@@ -24,13 +24,10 @@
 
 using namespace nnkern;
 using nnkern_test::check;
+using nnkern_test::next_random;
 
 namespace {
 
-uint32_t next(uint32_t& s) {
-  s = s * 1664525u + 1013904223u;
-  return s >> 8;
-}
 
 const QGemmKernel& reference_of(QKind kind) {
   switch (kind) {
@@ -92,7 +89,7 @@ enum class Fill {
 int64_t fill_value(Fill f, const Data& d, bool w, uint32_t& s) {
   const int64_t lo = w ? d.w_lo : d.x_lo, hi = w ? d.w_hi : d.x_hi;
   switch (f) {
-    case Fill::random: return lo + int64_t(next(s) % uint32_t(hi - lo + 1));
+    case Fill::random: return lo + int64_t(next_random(s) % uint32_t(hi - lo + 1));
     case Fill::max_pos: return d.x_lo < 0 ? lo : hi;
     case Fill::max_neg: return w ? lo : hi;
     default: return lo;
@@ -149,12 +146,12 @@ struct EpilogueData {
   std::vector<float> scale = std::vector<float>(64), bias = std::vector<float>(64);
   QEpilogue ep;
   EpilogueData(const EpilogueCase& ec, size_t ldc, uint32_t& s) : c_in(NR_MAX * ldc) {
-    for (auto& v : comp) v = int32_t(next(s) % 20001) - 10000;
-    for (auto& v : bzero) v = int32_t(next(s) % 256) - 128;
-    for (auto& v : rsum) v = int32_t(next(s) % 100001) - 50000;
-    for (auto& v : c_in) v = int32_t(next(s));
-    for (auto& v : scale) v = 1e-6f * float(1 + next(s) % 1000);
-    for (auto& v : bias) v = float(int32_t(next(s) % 300) - 100);
+    for (auto& v : comp) v = int32_t(next_random(s) % 20001) - 10000;
+    for (auto& v : bzero) v = int32_t(next_random(s) % 256) - 128;
+    for (auto& v : rsum) v = int32_t(next_random(s) % 100001) - 50000;
+    for (auto& v : c_in) v = int32_t(next_random(s));
+    for (auto& v : scale) v = 1e-6f * float(1 + next_random(s) % 1000);
+    for (auto& v : bias) v = float(int32_t(next_random(s) % 300) - 100);
     ep.out = ec.out;
     ep.relu = ec.relu;
     if (ec.comp) ep.col_comp = comp.data(), ep.b_zero = bzero.data(), ep.row_sum = rsum.data();
@@ -240,7 +237,7 @@ void test_kernel(const QGemmKernel& kernel) {
   const long failed_before = nnkern_test::failed();
   uint32_t seed = 7;
   std::vector<int32_t> wz_rand(64), wz_lo(64, -128), wz_hi(64, 127);
-  for (auto& v : wz_rand) v = int32_t(next(seed) % 256) - 128;
+  for (auto& v : wz_rand) v = int32_t(next_random(seed) % 256) - 128;
   const size_t ncases = sizeof(kCases) / sizeof(kCases[0]);
   for (size_t k = 0; k <= kmax; ++k)
     for (size_t m : tile_sizes(MR, large))
@@ -248,7 +245,7 @@ void test_kernel(const QGemmKernel& kernel) {
         const EpilogueCase& ec = kCases[(m + 3 * n + k) % ncases];
         check_tile(kernel, m, n, k, Fill::random, ec, 0, nullptr, ++seed);
         if (kernel.zero_points_in_kernel)
-          check_tile(kernel, m, n, k, Fill::random, kCases[(m + n + 2 * k) % ncases], int32_t(next(seed) % 256),
+          check_tile(kernel, m, n, k, Fill::random, kCases[(m + n + 2 * k) % ncases], int32_t(next_random(seed) % 256),
                      &wz_rand, ++seed);
       }
   if (large)
@@ -364,11 +361,11 @@ void test_indirect(const QGemmKernel& kernel) {
     for (size_t m : tile_sizes(MR, large))
       for (size_t n : tile_sizes(NR, large)) {
         const size_t ks = 1 + (m + n + k) % 9;
-        const uint32_t mask = (m + k) % 3 == 0 ? 0u : next(seed);
-        check_indirect(kernel, m, n, k, ks, mask, Fill::random, kCases[(m + 3 * n + k) % ncases], int32_t(next(seed) % 256), ++seed);
+        const uint32_t mask = (m + k) % 3 == 0 ? 0u : next_random(seed);
+        check_indirect(kernel, m, n, k, ks, mask, Fill::random, kCases[(m + 3 * n + k) % ncases], int32_t(next_random(seed) % 256), ++seed);
       }
   for (size_t ks = 1; ks <= 9; ++ks)
-    for (uint32_t mask : {0u, ~0u, next(seed)})
+    for (uint32_t mask : {0u, ~0u, next_random(seed)})
       for (Fill f : {Fill::max_pos, Fill::max_neg, Fill::random})
         for (const EpilogueCase& ec : kCases)
           check_indirect(kernel, MR - (ks % 2), NR - (ks % 3 == 0), step + 3 + ks, ks, mask, f, ec,
@@ -387,7 +384,7 @@ void test_pack_taps(const QGemmKernel& kernel) {
         const size_t N = MR + 3, n0 = 2, kg = (K + G - 1) / G;
         std::vector<int8_t> w8(ks * K * N);
         std::vector<int16_t> w16(ks * K * N);
-        for (size_t x = 0; x < w8.size(); ++x) w8[x] = int8_t(next(s)), w16[x] = int16_t(next(s));
+        for (size_t x = 0; x < w8.size(); ++x) w8[x] = int8_t(next_random(s)), w16[x] = int16_t(next_random(s));
         const bool s16 = kernel.kind == QKind::s16;
         std::vector<uint8_t> got(qgemm_panel_bytes(kernel, K, ks), 0xA5);
         std::vector<int32_t> cs(MR, 7);
@@ -434,10 +431,10 @@ void test_driver(Isa cap) {
       std::vector<uint8_t> a(M * K);
       std::vector<int8_t> b(K * N);
       std::vector<int32_t> zb(N), c(M * N);
-      for (auto& v : a) v = uint8_t(next(s));
-      for (auto& v : b) v = int8_t(next(s));
-      for (auto& v : zb) v = int32_t(next(s) % 256) - 128;
-      const int32_t za = s8 ? int32_t(next(s) % 256) - 128 : int32_t(next(s) % 256);
+      for (auto& v : a) v = uint8_t(next_random(s));
+      for (auto& v : b) v = int8_t(next_random(s));
+      for (auto& v : zb) v = int32_t(next_random(s) % 256) - 128;
+      const int32_t za = s8 ? int32_t(next_random(s) % 256) - 128 : int32_t(next_random(s) % 256);
       QgemmArgs g;
       g.M = M, g.N = N, g.K = K;
       g.a_type = s8 ? QType::s8 : QType::u8;

@@ -27,7 +27,6 @@ import numpy as np
 from . import anchors as _anchors
 from . import conv as _conv
 from . import harness
-from . import ops as _ops
 from . import yolo as _yolo
 
 SIZE = 128
@@ -219,18 +218,12 @@ def measure(net: Net, threads: int, *, isa: str, repeats: int = 7, libraries: Op
     if not np.array_equal(nn["nnkern/layer_by_layer"].out, ref):
         raise AssertionError("espcn: nnkern's fused pixel shuffle differs from layer by layer")
     agree = {name: agreement(f.out(), ref) for name, f in libs.items()}
-    timings = harness.interleaved({**nn, **libs}, repeats=repeats, min_time=min_time,
-                                  contexts={k: ctx for k in nn}, pause_after=_ops._pauses(threads))
-    _anchors.set_threads(1)
-    out = []
-    for label, t in timings.items():
-        lib, _, variant = label.partition("/")
-        r = _conv.ConvResult("espcn", net.shape, lib, isa if lib == "nnkern" else "", threads, t.median, t.best,
-                             net.ops() / t.median / 1e9, "GOP/s", layer=NAME, algorithm=variant,
-                             max_diff=agree[label][0] if label in agree else 0)
-        r.differing = agree[label][1] if label in agree else 0.0
-        out.append(r)
-    harness.annotate(out, "int8")
+    agree.update({name: (0, 0.0) for name in nn})  # nnkern's two forms are checked bit-identical above
+    out = _yolo.timed_network("espcn", NAME, net.shape, net.ops(), nn, libs, ctx,
+                              {name: a[0] for name, a in agree.items()}, threads, isa=isa, repeats=repeats,
+                              min_time=min_time, unit="GOP/s", peak_kind="int8")
+    for r in out:
+        r.differing = agree[r.label][1]
     return out
 
 
