@@ -302,8 +302,8 @@ GemmOrder gemm_order(const F32GemmKernel& k, size_t M, size_t N) {
   (void)k;
   if (blocking_mode() == BlockingMode::fixed) return GemmOrder::panel;
   // The panel order's shallow K blocks cost a pass over C each: cheap while C stays in L2, not beyond.
-  // (Sapphire Rapids, AVX-512, one thread: 256^3 and 32x1024x1024 run 3-8% faster in panel order;
-  // 512^3 .. 2048^3, 784x128x1152 and 3136x64x576 3-20% faster in block order.)
+  // (Sapphire Rapids, AVX-512, one thread, each order forced: 128^3, 256^3 and 32x1024x1024 run 5-15%
+  // faster in panel order; 512^3 .. 2048^3, 784x128x1152 and 3136x64x576 0-26% faster in block order.)
   const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
   return double(M) * double(N) * sizeof(float) > double(l2 / 8) ? GemmOrder::block : GemmOrder::panel;
 }
