@@ -1,7 +1,9 @@
 """INT8 GEMM benchmarks: nnkern.qgemm (B packed per call) and nnkern.QLinear (prepacked weights, fused
 requantization to uint8) per ISA level, and each comparison library (onnxruntime MatMulInteger, oneDNN
 dnnl_gemm_u8s8s32, torch._int_mm, torch quantized Linear), on the SGEMM shape list plus transformer
-shapes, 1 and 2 threads.
+shapes, 1 and 2 threads. qgemm is compared with the libraries taking B per call (onnxruntime's B a graph
+input); QLinear with the same plus the prepacked ones (onnxruntime's B an initializer, torch's quantized
+Linear).
 
     python -m pytest bench/test_qgemm.py -k "128-768-768"            # one shape, every column
     python -m pytest bench/test_qgemm.py -k "avx512vnni and t1"       # nnkern VNNI, 1 thread
@@ -51,16 +53,17 @@ def test_int8_nnkern(benchmark, qshape, threads, isa, op, anchor_cache):
         pytest.skip(f"{isa} is too slow for {qshape} (> {ops.SCALAR_MAX_WORK} ops)")
     run_benchmark(benchmark, fn, work=op.work(qshape), unit=op.unit, context=ctx,
                   peak_ops=harness.peak("int8", isa) * threads,
-                  anchors=anchor_cache.get(QGEMM, qshape, threads),
+                  anchors=anchor_cache.get(op, qshape, threads),
                   op=op.name, shape=list(qshape), library="nnkern", isa=isa, threads=threads, kernel=kernel)
 
 
+@pytest.mark.parametrize("op", [QGEMM, QLINEAR], ids=["qgemm", "qlinear"])
 @pytest.mark.parametrize("library", ANCHOR_LIBS)
-def test_int8_anchor(benchmark, qshape, threads, library, anchor_cache):
-    fns = _anchors.qgemm_anchors(*qshape, threads=threads)
+def test_int8_anchor(benchmark, qshape, threads, library, op, anchor_cache):
+    fns = op.anchors(qshape, threads)
     if library not in fns:
-        pytest.skip(f"{library} is not installed (or cannot run this shape)")
-    run_benchmark(benchmark, fns[library], work=QGEMM.work(qshape), unit=QGEMM.unit,
-                  anchors=anchor_cache.get(QGEMM, qshape, threads),
-                  op="qgemm", shape=list(qshape), library=library, isa="", threads=threads)
+        pytest.skip(f"{library} is not installed (or cannot run this shape, or is not a {op.name} counterpart)")
+    run_benchmark(benchmark, fns[library], work=op.work(qshape), unit=op.unit,
+                  anchors=anchor_cache.get(op, qshape, threads),
+                  op=op.name, shape=list(qshape), library=library, isa="", threads=threads)
     _anchors.set_threads(1)

@@ -1,4 +1,5 @@
-"""SGEMM benchmarks: one per (shape, threads, nnkern ISA | comparison library), plus the
+"""SGEMM benchmarks: one per (shape, threads, nnkern ISA | comparison library), nnkern.Linear (prepacked
+weights) against onnxruntime with B an initializer and the same libraries, plus the
 cache-derived vs fixed (seed O7: kc/mc/nc = 256/48/4032) blocking comparison on the large shapes.
 
     python -m pytest bench/test_sgemm.py -k "64-64-64"          # one shape, every column
@@ -21,6 +22,7 @@ from nnkern.bench import harness, ops
 from .conftest import run_benchmark
 
 SGEMM = ops.sgemm_op()
+LINEAR = ops.linear_op()
 ANCHOR_LIBS = ["numpy", "onnxruntime", "onednn", "torch"]
 ISAS = list(nnkern.ISA_LEVELS)
 SIMD_ISAS = [i for i in ISAS if i != "scalar"]
@@ -49,15 +51,33 @@ def test_sgemm_nnkern(benchmark, sgemm_shape, threads, isa, anchor_cache):
                   kernel=kernel, blocking=_C.get_blocking_mode() if hasattr(_C, "get_blocking_mode") else None)
 
 
+@pytest.mark.parametrize("op", [SGEMM, LINEAR], ids=["sgemm", "linear"])
 @pytest.mark.parametrize("library", ANCHOR_LIBS)
-def test_sgemm_anchor(benchmark, sgemm_shape, threads, library, anchor_cache):
-    fns = _anchors.sgemm_anchors(*sgemm_shape, threads=threads)
+def test_sgemm_anchor(benchmark, sgemm_shape, threads, library, op, anchor_cache):
+    fns = op.anchors(sgemm_shape, threads)
     if library not in fns:
         pytest.skip(f"{library} is not installed (or cannot run this shape)")
-    run_benchmark(benchmark, fns[library], work=SGEMM.work(sgemm_shape), unit=SGEMM.unit,
-                  anchors=anchor_cache.get(SGEMM, sgemm_shape, threads),
-                  op="sgemm", shape=list(sgemm_shape), library=library, isa="", threads=threads)
+    run_benchmark(benchmark, fns[library], work=op.work(sgemm_shape), unit=op.unit,
+                  anchors=anchor_cache.get(op, sgemm_shape, threads),
+                  op=op.name, shape=list(sgemm_shape), library=library, isa="", threads=threads)
     _anchors.set_threads(1)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_linear_nnkern(benchmark, sgemm_shape, threads, isa, anchor_cache):
+    """nnkern.Linear (weights prepacked at construction) against onnxruntime with B an initializer (prepacked
+    too) and the libraries taking B per call."""
+    _require_isa(isa)
+    ctx = harness.nnkern_context(isa, threads)
+    with ctx():
+        fn = LINEAR.nnkern(sgemm_shape, isa)
+        kernel = nnkern.cpu_info()["kernels"].get("f32_gemm")
+    if fn is None:
+        pytest.skip(f"{isa} is too slow for {sgemm_shape} (> {ops.SCALAR_MAX_WORK} flops)")
+    run_benchmark(benchmark, fn, work=LINEAR.work(sgemm_shape), unit=LINEAR.unit, context=ctx,
+                  peak_ops=harness.peak("f32", isa) * threads,
+                  anchors=anchor_cache.get(LINEAR, sgemm_shape, threads),
+                  op="linear", shape=list(sgemm_shape), library="nnkern", isa=isa, threads=threads, kernel=kernel)
 
 
 # --- blocking: cache-derived vs fixed (O7) ------------------------------------------------------

@@ -5,7 +5,8 @@
 info          just the CPU and the chosen kernels.
 check         just the self-check.
 bench         the fuller SGEMM table against every installed comparison library, 1 and 2 threads
-              (--op qgemm / qlinear / int8: the INT8 GEMM tables instead, % of the int8 peak;
+              (--op linear: FP32 Linear with prepacked weights instead; --op qgemm / qlinear / int8: the
+              INT8 GEMM tables, % of the int8 peak;
               --op lstm: nnkern.LSTM per activation method vs torch.nn.LSTM, 1 thread;
               --op qconv: QConv2d per algorithm vs torch / onnxruntime on ResNet-50 and MobileNet-v2 layers;
               --op conv: FP32 Conv2d per algorithm and auto vs torch (channels_last, NCHW) / onnxruntime on
@@ -316,7 +317,7 @@ def bench(args) -> int:
         return bench_fused(args, threads)
     if args.op == "espcn":
         return bench_espcn(args, threads)
-    if args.op != "sgemm":
+    if args.op not in ("sgemm", "linear"):
         return bench_int8(args, threads)
     if args.shapes:
         shapes = [harness.parse_shape(s) for s in args.shapes]
@@ -326,7 +327,7 @@ def bench(args) -> int:
     print_info()
     print(ops.openblas_note())
     print(harness.peaks_line("f32", "GFLOP/s"))
-    op = ops.sgemm_op(numpy_unset=not args.no_subprocess)
+    op = ops.sgemm_op(numpy_unset=not args.no_subprocess) if args.op == "sgemm" else ops.linear_op()
     t0 = time.perf_counter()
     results = harness.run(op, shapes, threads, isas=isas, repeats=args.repeats,
                           libraries=_libraries(args), progress=lambda s: print(s, flush=True))
@@ -334,7 +335,7 @@ def bench(args) -> int:
     for t in threads:
         print(harness.markdown_table(results, t))
         print()
-    _print_scaling(results, threads, "sgemm")
+    _print_scaling(results, threads, op.name)
     print(harness.peaks_line("f32", "GFLOP/s"))
     print(ops.openblas_note())
     _plot(args, lambda plot: plot.from_results(results, threads, sorted({r.op for r in results})))
@@ -350,9 +351,11 @@ def main(argv=None) -> int:
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
-                   choices=["sgemm", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "qnet",
+                   choices=["sgemm", "linear", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "qnet",
                             "sigmoid", "tanh", "topk", "lstm", "fused", "espcn"],
-                   help="sgemm (default); qgemm (int8, B packed per call), qlinear (prepacked, fused "
+                   help="sgemm (default; B per call, as every comparison library); linear (FP32 Linear, weights "
+                        "prepacked, vs onnxruntime with B an initializer and the others); qgemm (int8, B packed per "
+                        "call, vs libraries taking B per call), qlinear (prepacked, fused "
                         "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
                         "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
                         "batch 1; --shapes = parts of layer names, e.g. rn50.s2 dw); conv (FP32 Conv2d per "

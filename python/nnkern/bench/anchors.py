@@ -84,15 +84,19 @@ def _i8_inputs(M, N, K):
 
 # --- ONNX Runtime -------------------------------------------------------------------------------
 
-def _ort_session(op, A_type, B, out_type, M, threads):
-    """InferenceSession for Y = op(A, B) with B an initializer (so ORT prepacks it)."""
+def _ort_session(op, A_type, B, B_type, out_type, M, threads, prepacked):
+    """InferenceSession for Y = op(A, B): B an initializer (ORT prepacks it once, at session creation) when
+    ``prepacked``, else a second graph input (bound per call, so ORT packs it in every call, as nnkern.sgemm /
+    qgemm do)."""
     from onnx import helper, numpy_helper
     K, N = B.shape
+    inputs = [helper.make_tensor_value_info("A", A_type, [M, K])]
+    if not prepacked:
+        inputs.append(helper.make_tensor_value_info("B", B_type, [K, N]))
     graph = helper.make_graph(
-        [helper.make_node(op, ["A", "B"], ["Y"])], "gemm",
-        [helper.make_tensor_value_info("A", A_type, [M, K])],
+        [helper.make_node(op, ["A", "B"], ["Y"])], "gemm", inputs,
         [helper.make_tensor_value_info("Y", out_type, [M, N])],
-        [numpy_helper.from_array(B, "B")])
+        [numpy_helper.from_array(B, "B")] if prepacked else [])
     return ort_session(onnx_model_bytes(graph), threads)
 
 
@@ -128,28 +132,33 @@ def ort_nchw_call(name: str, nodes, inits, x_nchw, y_nchw, threads: int):
     return call
 
 
-def _ort_call(sess, A, C):
-    """Callable running ``sess`` with A bound as input and C (preallocated) bound as output."""
+def _ort_call(sess, A, C, B=None):
+    """Callable running ``sess`` with A (and B, if given) bound as inputs and C (preallocated) bound as
+    output."""
     io = sess.io_binding()
     io.bind_cpu_input("A", A)
+    if B is not None:
+        io.bind_cpu_input("B", B)
     io.bind_output("Y", "cpu", 0, C.dtype, list(C.shape), C.ctypes.data)
 
-    def call(_keep=(A, C)):
+    def call(_keep=(A, B, C)):
         sess.run_with_iobinding(io)
     return call
 
 
-def _ort_sgemm(A, B, C, threads):
+def _ort_sgemm(A, B, C, threads, prepacked):
     from onnx import TensorProto
-    sess = _ort_session("MatMul", TensorProto.FLOAT, B, TensorProto.FLOAT, A.shape[0], threads)
-    return _ort_call(sess, A, C)
+    sess = _ort_session("MatMul", TensorProto.FLOAT, B, TensorProto.FLOAT, TensorProto.FLOAT, A.shape[0], threads,
+                        prepacked)
+    return _ort_call(sess, A, C, None if prepacked else B)
 
 
-def _ort_qgemm(A, B, C, threads):
-    """MatMulInteger, u8 A input x s8 B initializer -> int32, zero points omitted (= 0)."""
+def _ort_qgemm(A, B, C, threads, prepacked):
+    """MatMulInteger, u8 A input x s8 B (initializer or input) -> int32, zero points omitted (= 0)."""
     from onnx import TensorProto
-    sess = _ort_session("MatMulInteger", TensorProto.UINT8, B, TensorProto.INT32, A.shape[0], threads)
-    return _ort_call(sess, A, C)
+    sess = _ort_session("MatMulInteger", TensorProto.UINT8, B, TensorProto.INT8, TensorProto.INT32, A.shape[0],
+                        threads, prepacked)
+    return _ort_call(sess, A, C, None if prepacked else B)
 
 
 # --- torch ----------------------------------------------------------------------------------------
@@ -212,15 +221,17 @@ def _try_make(make, name="?"):
     return fn
 
 
-def sgemm_anchors(M, N, K, threads=1):
+def sgemm_anchors(M, N, K, threads=1, prepacked=False):
     """{name: fn}: fn() computes C = A @ B for float32 row-major A (MxK), B (KxN) in that library.
 
     Names: 'numpy', 'onnxruntime', 'onednn', 'torch' (those installed).  Each fn has its own
-    preallocated A, B, C (same data for all, seed ``SEED``); ``fn.A``, ``fn.B``, ``fn.C`` expose them."""
+    preallocated A, B, C (same data for all, seed ``SEED``); ``fn.A``, ``fn.B``, ``fn.C`` expose them.
+    onnxruntime's B is a graph input, packed in every call (the counterpart of nnkern.sgemm), or with
+    ``prepacked`` an initializer packed once (of nnkern.Linear); the others take B per call either way."""
     set_threads(threads)
     A, B = _f32_inputs(M, N, K)
     makers = {"numpy": lambda C: (lambda: np.matmul(A, B, out=C)),
-              "onnxruntime": lambda C: _ort_sgemm(A, B, C, threads)}
+              "onnxruntime": lambda C: _ort_sgemm(A, B, C, threads, prepacked)}
     if _onednn.load() is not None:
         makers["onednn"] = lambda C: _onednn.sgemm_call(A, B, C)
     if _torch() is not None:
@@ -228,21 +239,24 @@ def sgemm_anchors(M, N, K, threads=1):
     return _build(makers, A, B, lambda: np.zeros((M, N), np.float32))
 
 
-def qgemm_anchors(M, N, K, threads=1):
+def qgemm_anchors(M, N, K, threads=1, prepacked=False):
     """{name: fn}: int8 GEMM, A uint8 (MxK) x B int8 (KxN) -> int32 C, in that library.
 
     Names: 'onnxruntime' (MatMulInteger u8 x s8), 'onednn' (dnnl_gemm_u8s8s32),
-    'torch_int_mm' (torch._int_mm, **s8 x s8**: its A is A - 128), 'torch_qlinear'
+    'torch_int_mm' (torch._int_mm, **s8 x s8**: its A is A - 128), and with ``prepacked`` 'torch_qlinear'
     (torch.ops.quantized.linear u8 x s8 with requantization to quint8; returns a quantized tensor,
-    C unused).  ``fn.A``, ``fn.B``, ``fn.C`` expose the arrays."""
+    C unused).  ``fn.A``, ``fn.B``, ``fn.C`` expose the arrays.  Without ``prepacked`` (the counterparts of
+    nnkern.qgemm) every library takes B per call: onnxruntime's B is a graph input; with it (of QLinear)
+    onnxruntime's B is an initializer packed once and torch's quantized Linear is added (prepacked too)."""
     set_threads(threads)
     A, B = _i8_inputs(M, N, K)
-    makers = {"onnxruntime": lambda C: _ort_qgemm(A, B, C, threads)}
+    makers = {"onnxruntime": lambda C: _ort_qgemm(A, B, C, threads, prepacked)}
     if _onednn.load() is not None:
         makers["onednn"] = lambda C: _onednn.gemm_u8s8s32_call(A, B, C)
     if _torch() is not None:
         makers["torch_int_mm"] = lambda C: _torch_int_mm(A, B, C)
-        makers["torch_qlinear"] = lambda C: _torch_qlinear(A, B, threads)
+        if prepacked:
+            makers["torch_qlinear"] = lambda C: _torch_qlinear(A, B, threads)
     return _build(makers, A, B, lambda: np.zeros((M, N), np.int32))
 
 
@@ -358,10 +372,18 @@ def _result(fn):
     return fn.C
 
 
+def _both_kinds(anchors, M, N, K, threads):
+    """(name, fn) of every anchor with B per call, then (name/prepacked, fn) of every prepacked one."""
+    for prepacked in (False, True):
+        for name, fn in anchors(M, N, K, threads, prepacked=prepacked).items():
+            yield name + ("/prepacked" if prepacked else ""), fn
+
+
 def _check_sgemm(M, N, K, threads):
-    """{name: max relative error} of each fp32 anchor vs a float64 reference."""
+    """{name: max relative error} of each fp32 anchor (B per call, and prepacked: name/prepacked) vs a float64
+    reference."""
     errs = {}
-    for name, fn in sgemm_anchors(M, N, K, threads).items():
+    for name, fn in _both_kinds(sgemm_anchors, M, N, K, threads):
         ref = fn.A.astype(np.float64) @ fn.B.astype(np.float64)
         err = np.abs(_result(fn) - ref).max() / max(np.abs(ref).max(), 1e-30)
         assert err < 1e-5, f"sgemm {name} {M}x{N}x{K}: rel err {err:.2e}"
@@ -370,13 +392,14 @@ def _check_sgemm(M, N, K, threads):
 
 
 def _check_qgemm(M, N, K, threads):
-    """{name: max abs error} of each int8 anchor vs an int64 reference (0 = exact)."""
+    """{name: max abs error} of each int8 anchor (B per call, and prepacked: name/prepacked) vs an int64
+    reference (0 = exact)."""
     errs = {}
-    for name, fn in qgemm_anchors(M, N, K, threads).items():
-        A = fn.A.astype(np.int64) - (128 if name == "torch_int_mm" else 0)
+    for name, fn in _both_kinds(qgemm_anchors, M, N, K, threads):
+        A = fn.A.astype(np.int64) - (128 if name.startswith("torch_int_mm") else 0)
         ref = A @ fn.B.astype(np.int64)
         got = _result(fn)
-        if name == "torch_qlinear":  # requantized: compare with the clipped reference, within one step
+        if name.startswith("torch_qlinear"):  # requantized: compare with the clipped reference, within one step
             s = _qlinear_out_scale(K)
             err = np.abs(got - np.clip(ref, -128 * s, 127 * s)).max()
             assert err <= s * (0.5 + 1e-3), f"qgemm {name} {M}x{N}x{K}: err {err} > scale {s}"

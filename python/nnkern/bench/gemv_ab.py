@@ -28,6 +28,9 @@ for (M, N, K) in shapes:
     lin = nnkern.Linear(W)
     Y = np.zeros((M, N), np.float32)
     fns = dict(anchors)
+    prepacked = sgemm_anchors(M, N, K, threads, prepacked=True)
+    if "onnxruntime" in prepacked:
+        fns["onnxruntime_prepacked"] = prepacked["onnxruntime"]
     for isa in ("avx512", "avx2"):
         def mk(isa=isa):
             def f():

@@ -40,6 +40,27 @@ def sgemm_anchors(shape: Shape, threads: int) -> Dict[str, object]:
     return _anchors.sgemm_anchors(*shape, threads=threads)
 
 
+def linear_nnkern(shape: Shape, isa: str):
+    """nnkern.Linear (weights B^T, prepacked at construction) on the anchors' data: the prepacked counterpart
+    of sgemm, against onnxruntime with B an initializer."""
+    import nnkern
+    if isa == "scalar" and sgemm_work(shape) > SCALAR_MAX_WORK:
+        return None
+    M, N, K = shape
+    A, B = _anchors._f32_inputs(M, N, K)
+    layer = nnkern.Linear(np.ascontiguousarray(B.T))
+    out = np.zeros((M, N), np.float32)
+
+    def call():
+        layer(A, out=out)
+    call.A, call.B, call.C = A, B, out
+    return call
+
+
+def linear_anchors(shape: Shape, threads: int) -> Dict[str, object]:
+    return _anchors.sgemm_anchors(*shape, threads=threads, prepacked=True)
+
+
 def sgemm_numpy_unset(shape: Shape, threads: int) -> Dict[str, float]:
     """numpy with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset (child process), as 'numpy-envunset'."""
     try:
@@ -60,6 +81,13 @@ def sgemm_op(numpy_unset: bool = True, anchors: bool = True) -> Op:
     return Op(name="sgemm", unit="GFLOP/s", peak_kind="f32", work=sgemm_work, nnkern=sgemm_nnkern,
               anchors=sgemm_anchors if anchors else (lambda shape, threads: {}),
               external=sgemm_numpy_unset if numpy_unset else None, pause_after=_pauses)
+
+
+def linear_op() -> Op:
+    """FP32 Linear with prepacked weights (nnkern.Linear, onnxruntime's initializer) next to the libraries that
+    take B per call."""
+    return Op(name="linear", unit="GFLOP/s", peak_kind="f32", work=sgemm_work, nnkern=linear_nnkern,
+              anchors=linear_anchors, pause_after=_pauses)
 
 
 def numpy_only_anchors(shape: Shape, threads: int) -> Dict[str, object]:
@@ -161,14 +189,19 @@ def qgemm_anchors(shape: Shape, threads: int) -> Dict[str, object]:
     return _anchors.qgemm_anchors(*shape, threads=threads)
 
 
+def qlinear_anchors(shape: Shape, threads: int) -> Dict[str, object]:
+    return _anchors.qgemm_anchors(*shape, threads=threads, prepacked=True)
+
+
 def qgemm_op(anchors: bool = True) -> Op:
-    """qgemm (unpacked B: packing is part of every call) against MatMulInteger / dnnl_gemm_u8s8s32 /
-    torch._int_mm / torch quantized Linear."""
+    """qgemm (unpacked B: packing is part of every call) against MatMulInteger with B a graph input /
+    dnnl_gemm_u8s8s32 / torch._int_mm, all taking B per call."""
     return Op(name="qgemm", unit="GOP/s", peak_kind="int8", work=qgemm_work, nnkern=qgemm_nnkern,
               anchors=qgemm_anchors if anchors else (lambda shape, threads: {}), pause_after=_pauses)
 
 
 def qlinear_op(anchors: bool = True) -> Op:
-    """QLinear (prepacked weights, fused requantization to uint8) against the same libraries."""
+    """QLinear (prepacked weights, fused requantization to uint8) against MatMulInteger with B an initializer
+    (prepacked), torch's quantized Linear (prepacked), dnnl_gemm_u8s8s32 and torch._int_mm."""
     return Op(name="qlinear", unit="GOP/s", peak_kind="int8", work=qgemm_work, nnkern=qlinear_nnkern,
-              anchors=qgemm_anchors if anchors else (lambda shape, threads: {}), pause_after=_pauses)
+              anchors=qlinear_anchors if anchors else (lambda shape, threads: {}), pause_after=_pauses)
