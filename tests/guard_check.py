@@ -262,6 +262,36 @@ def gemv_guard(isa):
             check_within_bound(out, want, gemm_bound(x[None, :k].astype(np.float64), B.astype(np.float64), k)[0] + 1e-6,
                                f"{isa} rows n={n} k={k}")
             del acc, out
+    # rows_m (where the level has one): B (k x n), x (m rows of k) and acc (m x n) each end at a guard page.
+    mr = _C.f32_gemv_rows_mr(isa)
+    gXm, gAm = Guarded(max(mr, 1) * 13), Guarded(max(mr, 1) * 129)
+    for k in ((0, 1, 3, 4, 5, 13) if mr else ()):
+        for n in (1, 15, 16, 17, 33, 129):
+            for m in sorted({1, 3, 4, 5, mr}):
+                B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+                b_off = gRB.n - k * n
+                gRB.all[b_off:] = B.ravel()
+                x = gXm.tail(m * k) if k else gXm.all
+                x[:] = rng.uniform(-1, 1, x.size)
+                acc = gAm.tail(m * n)
+                acc[:] = 0.0
+                _C.f32_gemv_rows_m(isa, m, n, k, x, 0, max(k, 1), 1, gRB.all, b_off, n, acc, 0, n)
+                xm = x[:m * k].reshape(m, k).astype(np.float64)
+                check_within_bound(acc.reshape(m, n), xm @ B, gemm_bound(xm, B.astype(np.float64), k) + 1e-6,
+                                   f"{isa} rows_m m={m} n={n} k={k}")
+                del x, acc
+    # The rows path over rows_m's groups of rows: a (plain and transposed), b and c ending at guard pages.
+    for M, N, K in ([(M, N, K) for M in (2, 5, 8, mr) for N in (17, 300) for K in (3, 70)] if mr else []):
+        a, b = rng.uniform(-1, 1, (M, K)).astype(np.float32), rng.uniform(-1, 1, (K, N)).astype(np.float32)
+        for trans_a in (False, True):
+            sa = np.ascontiguousarray(a.T if trans_a else a)
+            ga, gb, gc = Guarded(sa.size), Guarded(b.size), Guarded(M * N)
+            av, bv, cv = ga.tail(sa.size).reshape(sa.shape), gb.tail(b.size).reshape(b.shape), gc.tail(M * N).reshape(M, N)
+            av[...], bv[...], cv[...] = sa, b, 0.5
+            nnkern.sgemm(av, bv, trans_a=trans_a, alpha=1.5, beta=-1.0, c=cv, algorithm="rows")
+            assert_gemm_close(cv, a, b, alpha=1.5, beta=-1.0, c0=np.full((M, N), 0.5, np.float32),
+                              what=f"{isa} rows {M}x{N}x{K} trans_a {trans_a}")
+            del av, bv, cv
     # Driver: M = 1 (every transpose) and small N, a, b and c ending at guard pages.
     shapes = [(1, N, K) for N in (1, 5, 9, 16, 17, 65, 300) for K in (1, 15, 16, 17, 70)]
     shapes += [(M, N, K) for M in (1, 2, 4, 40) for N in range(1, 10) for K in (16, 17, 33)]

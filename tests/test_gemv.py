@@ -31,7 +31,7 @@ def gemv_info(isa):
         pytest.skip(f"{isa} has no f32_gemv kernel of its own")
 
 
-def sweep(rng, Ms, Ns, Ks, trans_a, trans_b, alpha, beta):
+def sweep(rng, Ms, Ns, Ks, trans_a, trans_b, alpha, beta, algorithm="auto"):
     """Every (M, N, K) of the grid; results of one K share a float64 reference (C[:M, :N] of the
     largest product), gathered and compared in one vectorized check."""
     Mx, Nx, Kx = max(Ms), max(Ns), max(Ks)
@@ -50,7 +50,7 @@ def sweep(rng, Ms, Ns, Ks, trans_a, trans_b, alpha, beta):
             for jn, N in enumerate(Ns):
                 b = stored(B[:K, :N], trans_b)
                 c = C0[:M, :N].copy() if beta != 0.0 else np.full((M, N), np.nan, np.float32)
-                nnkern.sgemm(a, b, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta, c=c)
+                nnkern.sgemm(a, b, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta, c=c, algorithm=algorithm)
                 got[ik, im, jn, :M, :N] = c
                 want[ik, im, jn, :M, :N] = full[:M, :N]
                 bound[ik, im, jn, :M, :N] = full_bound[:M, :N]
@@ -233,6 +233,71 @@ def test_rows_and_store_every_tail(isa, rng):
                 want = np.maximum(want, 0)
             check_within_bound(c[:n], want, 4 * EPS * (np.abs(want) + 4) + 1e-30, f"{isa} store n={n}")
             assert np.array_equal(c[n:], c0[n:]), f"{isa} store n={n}: wrote past n"
+
+
+def rows_mr(isa):
+    """The most rows the level's rows_m kernel takes at once; skip where it has none."""
+    gemv_info(isa)
+    mr = _C.f32_gemv_rows_mr(isa)
+    if not mr:
+        pytest.skip(f"{isa} has no rows_m kernel (the rows path runs rows once per row of x)")
+    return mr
+
+
+def test_rows_m_is_rows_per_row(isa, rng):
+    """rows_m on every row count up to rows_mr, column tails around its 16-wide vectors, K tails around its
+    4-row steps, x row-major and transposed (strided): each row bit-identical to the level's rows kernel on that
+    row alone (one FMA chain per element, in row order), nothing written outside the m x n block of acc."""
+    mr = rows_mr(isa)
+    ns = list(range(0, 40)) + [63, 64, 65, 127, 128, 129, 513] if not QUICK else [0, 1, 15, 16, 17, 33, 64, 129]
+    ks = (0, 1, 3, 4, 5, 7, 8, 9, 12, 17)
+    kmax, nmax = max(ks), max(ns)
+    ldb = nmax + 3
+    b = rand(rng, kmax * ldb)
+    for x_row, incx in ((kmax + 1, 1), (1, mr + 1)):  # x row-major (padded rows), or transposed
+        x = rand(rng, max(mr * x_row, kmax * incx) + kmax)
+        for m in range(1, mr + 1):
+            for k in ks:
+                for n in ns:
+                    ldacc = n + 5
+                    acc0 = rand(rng, (mr + 1) * ldacc)
+                    acc = acc0.copy()
+                    _C.f32_gemv_rows_m(isa, m, n, k, x, 0, x_row, incx, b, 0, ldb, acc, 0, ldacc)
+                    want = acc0.copy()
+                    for i in range(m):
+                        _C.f32_gemv_rows(isa, n, k, x, i * x_row, incx, b, 0, ldb, want, i * ldacc)
+                    assert np.array_equal(acc, want), f"{isa} rows_m m={m} n={n} k={k} x_row={x_row}"
+
+
+def test_rows_path_multi_row(isa, rng):
+    """The rows algorithm on up to rows_mr rows of x (each group of rows one pass over B, the column chunk
+    narrowed to fit the group's accumulators): every row count, A plain and transposed, alpha / beta, column
+    counts around the chunk widths."""
+    mr = rows_mr(isa)
+    Ms = range(1, mr + 1) if not QUICK else (1, 2, 5, 8, mr)
+    for trans_a in (False, True):
+        sweep(rng, list(Ms), [1, 17, 255, 256, 257, 511, 513, 1030], [1, 4, 7, 300], trans_a, False,
+              alpha=0.75, beta=-1.5, algorithm="rows")
+    nnkern.set_num_threads(3)  # threads split the columns only: the same bits
+    a, b = rand(rng, 6, 200), rand(rng, 200, 3000)
+    many = nnkern.sgemm(a, b, algorithm="rows")
+    nnkern.set_num_threads(1)
+    assert np.array_equal(many, nnkern.sgemm(a, b, algorithm="rows"))
+
+
+def test_rows_path_auto_for_few_rows_and_a_large_b(isa, rng):
+    """With a rows_m kernel, auto streams B's rows for up to 8 rows of x once B outgrows L2, and keeps the
+    register tile for an L2-resident B or more rows."""
+    rows_mr(isa)
+    l2 = nnkern.cpu_info()["caches"]["l2"] or 256 * 1024
+    K = 256
+    big, small = 2 * l2 // (4 * K) + 1, max(l2 // (8 * K), 9)
+    for M, N, want in ((8, big, True), (4, big, True), (9, big, False), (8, small, False)):
+        a, b = rand(rng, M, K), rand(rng, K, N)
+        got = nnkern.sgemm(a, b)
+        assert (_C.last_algorithm("sgemm") == "rows") == want, (M, N, _C.last_algorithm("sgemm"))
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        check_within_bound(got, ref, gemm_bound(a.astype(np.float64), b.astype(np.float64), K), f"{isa} {M}x{N}x{K}")
 
 
 def test_routing_is_listed():

@@ -808,14 +808,17 @@ def test_linear_concurrent_python_threads_identical(isa, rng):
 def test_every_algorithm_within_the_bound_where_it_applies(rng):
     names = nnkern._C.algorithms("sgemm")
     assert names == ["dot", "rows", "tiles"]
+    # rows: up to 3 rows of x, or as many as the dispatched level's rows_m kernel takes at once
+    gemv_level = nnkern.cpu_info()["kernels"]["f32_gemv"].split("__")[1]
+    rows_max = _C.f32_gemv_rows_mr(gemv_level) or 3
     ran = set()
     for M, N, K in [(1, 300, 40), (1, 5, 17), (2, 1100, 30), (3, 70, 9), (4, 40, 5), (7, 3, 50), (33, 70, 20),
-                    (1, 1, 0), (3, 4, 1)]:
+                    (1, 1, 0), (3, 4, 1), (rows_max, 50, 6), (rows_max + 1, 50, 6)]:
         for ta, tb in [(False, False), (True, False), (False, True), (True, True)]:
             a, b = rand(rng, M, K), rand(rng, K, N)
             sa, sb = (a.T.copy() if ta else a), (b.T.copy() if tb else b)
             for name in names:
-                applies = {"dot": not ta or M == 1, "rows": M <= 3 and not tb, "tiles": True}[name]
+                applies = {"dot": not ta or M == 1, "rows": M <= rows_max and not tb, "tiles": True}[name]
                 if not applies:
                     with pytest.raises(ValueError, match="does not apply"):
                         nnkern.sgemm(sa, sb, trans_a=ta, trans_b=tb, algorithm=name)

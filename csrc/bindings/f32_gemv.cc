@@ -29,6 +29,18 @@ void bind_f32_gemv(py::module_& m) {
                             const py::array& b, size_t b_off, size_t ldb, py::array& acc, size_t acc_off) {
     gemv_kernel(isa).rows(n, k, cdata<float>(x) + x_off, incx, cdata<float>(b) + b_off, ldb, mdata<float>(acc) + acc_off);
   });
+  // acc[acc_off + i * ldacc + j] += sum_p x[x_off + i * x_row + p * incx] * b[b_off + p * ldb + j], i < mm
+  m.def("f32_gemv_rows_m", [](const std::string& isa, size_t mm, size_t n, size_t k, const py::array& x, size_t x_off,
+                              size_t x_row, size_t incx, const py::array& b, size_t b_off, size_t ldb, py::array& acc,
+                              size_t acc_off, size_t ldacc) {
+    const F32GemvKernel& g = gemv_kernel(isa);
+    if (!g.rows_m) throw py::value_error(std::string(g.name) + " has no rows_m kernel");
+    if (mm > size_t(g.rows_mr)) throw py::value_error("more rows than the kernel takes");
+    g.rows_m(mm, n, k, cdata<float>(x) + x_off, x_row, incx, cdata<float>(b) + b_off, ldb, mdata<float>(acc) + acc_off,
+             ldacc);
+  });
+  // The most rows rows_m takes at once (0: the level has none).
+  m.def("f32_gemv_rows_mr", [](const std::string& isa) { return gemv_kernel(isa).rows_m ? gemv_kernel(isa).rows_mr : 0; });
   // c[c_off + j] = epilogue(acc[acc_off + j])
   m.def("f32_gemv_store", [](const std::string& isa, size_t n, const py::array& acc, size_t acc_off, py::array& c,
                              size_t c_off, float alpha, float beta, const py::object& bias, bool relu) {

@@ -10,6 +10,9 @@
 //     acc[j] += x[p * incx] * b[p * ldb + j]   for p = 0 .. k-1 in order, j < n,
 //   one FMA per term, in p order: each acc[j] is one sequential FMA chain whatever the blocking
 //   (n, column chunks, K blocks of the caller), so results never depend on the thread count.
+// rows_m (optional): the rows form for m <= rows_mr rows of x at once, B read once for all of them:
+//     acc[i * ldacc + j] += x[i * x_row + p * incx] * b[p * ldb + j]   i < m, j < n, p in order,
+//   each element the same FMA chain as rows gives it for its row alone (bit-identical to m calls of rows).
 // store: c[j] = epilogue(acc[j]) (bias[j] per column; beta == 0 never reads c), j < n.
 // dot ("dot-product form", vectorized along K):
 //     C(i, j) = epilogue(sum_p a[i * lda + p] * bt[j * ldbt + p]),  c[i * ldc + j], bias[j],
@@ -26,6 +29,8 @@ namespace nnkern {
 
 using F32GemvRowsFn = void (*)(size_t n, size_t k, const float* x, size_t incx, const float* b, size_t ldb,
                                float* acc);
+using F32GemvRowsMFn = void (*)(size_t m, size_t n, size_t k, const float* x, size_t x_row, size_t incx,
+                                const float* b, size_t ldb, float* acc, size_t ldacc);
 using F32GemvStoreFn = void (*)(size_t n, const float* acc, float* c, const F32Epilogue* ep);
 using F32GemvDotFn = void (*)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* bt, size_t ldbt,
                               float* c, size_t ldc, const F32Epilogue* ep);
@@ -36,6 +41,8 @@ struct F32GemvKernel {
   F32GemvStoreFn store;
   int dot_mr, dot_nr;
   F32GemvDotFn dot;
+  F32GemvRowsMFn rows_m = nullptr;  // or null: the driver runs rows once per row of x
+  int rows_mr = 0;
 };
 
 extern const F32GemvKernel f32_gemv__scalar;      // scalar reference: the oracle and the fallback

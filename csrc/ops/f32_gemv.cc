@@ -4,8 +4,10 @@
 //   dot  path: N <= dot_threshold and K >= kDotMinK, with A rows contiguous (trans_a == false, or M == 1,
 //              where the strided x is copied); B^T is packed once per call (N x K, tiny) unless trans_b
 //              already stores it so.   Also M == 1 with trans_b, any N (y[j] = x . B^T[j]).
-//   rows path: M <= 3, trans_b == false, any other N (each row y = x B streaming B's rows); taken for
-//              M > 1 only where B's rows are a page or more apart (see kRowsMaxM).
+//   rows path: M <= 3 (<= rows_mr with a rows_m kernel), trans_b == false, any other N (y = x B streaming
+//              B's rows, once per row of x, or once per group of rows with rows_m); taken for M > 1 only where
+//              B's rows are a page or more apart (see kRowsMaxM) or, with rows_m, up to 8 rows where B is
+//              larger than L2 (kRowsMultiMaxM).
 // Results never depend on the thread count: tasks only split independent output elements, and each
 // kernel call sums an element in a fixed order (kernels/f32_gemv.h).
 #include "ops/f32_gemv.h"
@@ -15,6 +17,7 @@
 
 #include "core/buffer.h"
 #include "core/dispatch.h"
+#include "core/isa.h"
 #include "core/threadpool.h"
 #include "core/workspace.h"
 #include "kernels/f32_gemv_list.h"
@@ -29,6 +32,11 @@ constexpr double kMinFlopsPerThread = 2e5;
 // k: there auto prefers the rows (one Zen 3 core, 2x1024x1024: 11 -> 24 GFLOP/s, 3x4096x1024: 14 -> 22);
 // with shorter rows the tile stays ahead (2x1000x300: rows 23, tiles 31).
 constexpr size_t kRowsMaxM = 3;
+// With a rows_m kernel (B read once for a group of rows) auto takes the rows path up to this many rows where B
+// outgrows L2: streamed from L3 or memory, B's rows beat the tile driver's column strips of them (one Sapphire
+// Rapids core, 8x1024x1024: tiles 68, rows 82 GFLOP/s; 8x768x768 93 -> 109), while an L2-resident B favours
+// the register tile (8x1000x300: 135 against 108).
+constexpr size_t kRowsMultiMaxM = 8;
 constexpr size_t kRowsPreferredStride = 4096;  // bytes
 constexpr size_t kRowsChunk = 4096;  // columns per rows-path task: a 16 KiB accumulator strip; one row segment
                                      // per K step is then 16 KiB contiguous (1x4096x4096: 10 -> 13 GB/s)
@@ -68,19 +76,24 @@ void run_dot(const F32GemvKernel& gk, size_t M, size_t N, size_t K, const float*
 }
 
 // y[N] = epilogue(x B), x[p] = x[p * incx], B(p, j) = b[p * ldb + j].
-// Rows m < M of y = x B: x row m at x + m * x_row (elements incx apart), y row m at y + m * ldy.
+// Rows m < M of y = x B: x row m at x + m * x_row (elements incx apart), y row m at y + m * ldy. With rows_m,
+// groups of rows share one pass over B, the column chunk narrowed so their accumulators fit kRowsChunk.
 void run_rows(const F32GemvKernel& gk, size_t M, size_t N, size_t K, const float* x, size_t x_row, size_t incx,
               const float* b, size_t ldb, float* y, size_t ldy, const F32Epilogue& ep) {
   const size_t threads = useful_threads(2.0 * double(M) * double(N) * double(K));
-  const size_t chunk = std::min(kRowsChunk, round_up(ceil_div(N, threads), 16));
+  const size_t group = gk.rows_m && M > 1 ? std::min(M, size_t(gk.rows_mr)) : 1;
+  const size_t width = std::max<size_t>(16, kRowsChunk / group / 16 * 16);
+  const size_t chunk = std::min(width, round_up(ceil_div(N, threads), 16));
   parallel_for(ceil_div(N, chunk), [&](size_t t) {
     const size_t j0 = t * chunk, nj = std::min(chunk, N - j0);
     const F32Epilogue e = offset_bias(ep, j0);
     alignas(64) float acc[kRowsChunk];
-    for (size_t m = 0; m < M; ++m) {
-      std::memset(acc, 0, nj * sizeof(float));
-      gk.rows(nj, K, x + m * x_row, incx, b + j0, ldb, acc);
-      gk.store(nj, acc, y + m * ldy + j0, &e);
+    for (size_t m0 = 0; m0 < M; m0 += group) {
+      const size_t mm = std::min(group, M - m0);
+      std::memset(acc, 0, mm * nj * sizeof(float));
+      if (group > 1) gk.rows_m(mm, nj, K, x + m0 * x_row, x_row, incx, b + j0, ldb, acc, nj);
+      else gk.rows(nj, K, x + m0 * x_row, incx, b + j0, ldb, acc);
+      for (size_t i = 0; i < mm; ++i) gk.store(nj, acc + i * nj, y + (m0 + i) * ldy + j0, &e);
     }
   });
 }
@@ -142,9 +155,15 @@ void sgemm_run_dot(const SgemmArgs& g, const Workspace& ws) {
   run_dot(f32_gemv_kernel(), g.M, g.N, g.K, a, lda, bt, ldbt, g.c, g.ldc, ep);
 }
 
-bool sgemm_rows_applies(const SgemmArgs& g) { return g.M <= kRowsMaxM && !g.trans_b; }
+size_t rows_max_m(const F32GemvKernel& gk) { return gk.rows_m ? size_t(gk.rows_mr) : kRowsMaxM; }
 
-bool sgemm_rows_preferred(const SgemmArgs& g) { return g.M == 1 || g.ldb * sizeof(float) >= kRowsPreferredStride; }
+bool sgemm_rows_applies(const SgemmArgs& g) { return g.M <= rows_max_m(f32_gemv_kernel()) && !g.trans_b; }
+
+bool sgemm_rows_preferred(const SgemmArgs& g) {
+  if (g.M == 1 || (g.M <= kRowsMaxM && g.ldb * sizeof(float) >= kRowsPreferredStride)) return true;
+  const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
+  return f32_gemv_kernel().rows_m && g.M <= kRowsMultiMaxM && g.K * g.N * sizeof(float) > l2;
+}
 
 void sgemm_run_rows(const SgemmArgs& g) {
   F32Epilogue ep = g.ep;
