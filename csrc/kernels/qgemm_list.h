@@ -28,7 +28,7 @@
 // uses the best one below it.
 #define NNKERN_QGEMV_LIST(X)                                                                            \
   NNKERN_AVX2(X(u8s8_gemv_4x16__avx2, avx2))                                                            \
-  NNKERN_AVX512VNNI(X(u8s8_gemv_8x64__avx512vnni, avx512vnni))
+  NNKERN_AVX512VNNI(X(u8s8_gemv_12x64__avx512vnni, avx512vnni))
 
 namespace nnkern {
 
