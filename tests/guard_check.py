@@ -263,7 +263,7 @@ def gemv_guard(isa):
                                f"{isa} rows n={n} k={k}")
             del acc, out
     # rows_m (where the level has one): B (k x n), x (m rows of k) and acc (m x n) each end at a guard page.
-    mr = _C.f32_gemv_rows_mr(isa)
+    mr = _C.f32_gemv_rows_m_info(isa)[0]
     gXm, gAm = Guarded(max(mr, 1) * 13), Guarded(max(mr, 1) * 129)
     for k in ((0, 1, 3, 4, 5, 13) if mr else ()):
         for n in (1, 15, 16, 17, 33, 129):

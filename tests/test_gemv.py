@@ -238,7 +238,7 @@ def test_rows_and_store_every_tail(isa, rng):
 def rows_mr(isa):
     """The most rows the level's rows_m kernel takes at once; skip where it has none."""
     gemv_info(isa)
-    mr = _C.f32_gemv_rows_mr(isa)
+    mr = _C.f32_gemv_rows_m_info(isa)[0]
     if not mr:
         pytest.skip(f"{isa} has no rows_m kernel (the rows path runs rows once per row of x)")
     return mr
@@ -286,13 +286,17 @@ def test_rows_path_multi_row(isa, rng):
 
 
 def test_rows_path_auto_for_few_rows_and_a_large_b(isa, rng):
-    """With a rows_m kernel, auto streams B's rows for up to 8 rows of x once B outgrows L2, and keeps the
-    register tile for an L2-resident B or more rows."""
+    """With a rows_m kernel, auto streams B's rows for up to 8 rows of x once B outgrows L2, and for up to the
+    kernel's rows_m_auto rows whatever B's size; otherwise it keeps the register tile."""
     rows_mr(isa)
+    auto_m = _C.f32_gemv_rows_m_info(isa)[1]
     l2 = nnkern.cpu_info()["caches"]["l2"] or 256 * 1024
     K = 256
-    big, small = 2 * l2 // (4 * K) + 1, max(l2 // (8 * K), 9)
-    for M, N, want in ((8, big, True), (4, big, True), (9, big, False), (8, small, False)):
+    # small: B in half of L2, and rows under a page long (3 rows or fewer would take the rows path then)
+    big, small = 2 * l2 // (4 * K) + 1, min(max(l2 // (8 * K), 9), 1000)
+    cases = [(8, big, True), (4, big, True), (max(9, auto_m + 1), big, False), (8, small, 8 <= auto_m),
+             (max(auto_m, 2), small, auto_m > 0), (max(auto_m + 1, 4), small, False)]
+    for M, N, want in cases:
         a, b = rand(rng, M, K), rand(rng, K, N)
         got = nnkern.sgemm(a, b)
         assert (_C.last_algorithm("sgemm") == "rows") == want, (M, N, _C.last_algorithm("sgemm"))

@@ -810,7 +810,7 @@ def test_every_algorithm_within_the_bound_where_it_applies(rng):
     assert names == ["dot", "rows", "tiles"]
     # rows: up to 3 rows of x, or as many as the dispatched level's rows_m kernel takes at once
     gemv_level = nnkern.cpu_info()["kernels"]["f32_gemv"].split("__")[1]
-    rows_max = _C.f32_gemv_rows_mr(gemv_level) or 3
+    rows_max = _C.f32_gemv_rows_m_info(gemv_level)[0] or 3
     ran = set()
     for M, N, K in [(1, 300, 40), (1, 5, 17), (2, 1100, 30), (3, 70, 9), (4, 40, 5), (7, 3, 50), (33, 70, 20),
                     (1, 1, 0), (3, 4, 1), (rows_max, 50, 6), (rows_max + 1, 50, 6)]:

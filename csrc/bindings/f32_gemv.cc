@@ -1,6 +1,7 @@
 // Test hooks of the skinny-GEMM kernels (kernels/f32_gemv.h): one ISA's kernel called directly, so the
 // tests can place its operands at guard pages. The public entry points stay nnkern.sgemm / Linear.
 #include <cmath>
+#include <utility>
 
 #include "bindings/common.h"
 #include "ops/f32_gemv.h"
@@ -39,8 +40,11 @@ void bind_f32_gemv(py::module_& m) {
     g.rows_m(mm, n, k, cdata<float>(x) + x_off, x_row, incx, cdata<float>(b) + b_off, ldb, mdata<float>(acc) + acc_off,
              ldacc);
   });
-  // The most rows rows_m takes at once (0: the level has none).
-  m.def("f32_gemv_rows_mr", [](const std::string& isa) { return gemv_kernel(isa).rows_m ? gemv_kernel(isa).rows_mr : 0; });
+  // (the most rows rows_m takes at once, the rows up to which auto runs it whatever B's size); (0, 0) without one.
+  m.def("f32_gemv_rows_m_info", [](const std::string& isa) {
+    const F32GemvKernel& g = gemv_kernel(isa);
+    return g.rows_m ? std::make_pair(g.rows_mr, g.rows_m_auto) : std::make_pair(0, 0);
+  });
   // c[c_off + j] = epilogue(acc[acc_off + j])
   m.def("f32_gemv_store", [](const std::string& isa, size_t n, const py::array& acc, size_t acc_off, py::array& c,
                              size_t c_off, float alpha, float beta, const py::object& bias, bool relu) {

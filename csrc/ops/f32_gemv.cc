@@ -7,7 +7,7 @@
 //   rows path: M <= 3 (<= rows_mr with a rows_m kernel), trans_b == false, any other N (y = x B streaming
 //              B's rows, once per row of x, or once per group of rows with rows_m); taken for M > 1 only where
 //              B's rows are a page or more apart (see kRowsMaxM) or, with rows_m, up to 8 rows where B is
-//              larger than L2 (kRowsMultiMaxM).
+//              larger than L2 (kRowsMultiMaxM), or up to the kernel's rows_m_auto rows whatever B's size.
 // Results never depend on the thread count: tasks only split independent output elements, and each
 // kernel call sums an element in a fixed order (kernels/f32_gemv.h).
 #include "ops/f32_gemv.h"
@@ -161,8 +161,10 @@ bool sgemm_rows_applies(const SgemmArgs& g) { return g.M <= rows_max_m(f32_gemv_
 
 bool sgemm_rows_preferred(const SgemmArgs& g) {
   if (g.M == 1 || (g.M <= kRowsMaxM && g.ldb * sizeof(float) >= kRowsPreferredStride)) return true;
+  const F32GemvKernel& gk = f32_gemv_kernel();
+  if (!gk.rows_m) return false;
   const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
-  return f32_gemv_kernel().rows_m && g.M <= kRowsMultiMaxM && g.K * g.N * sizeof(float) > l2;
+  return g.M <= size_t(gk.rows_m_auto) || (g.M <= kRowsMultiMaxM && g.K * g.N * sizeof(float) > l2);
 }
 
 void sgemm_run_rows(const SgemmArgs& g) {

@@ -37,8 +37,10 @@ def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = Fals
       (NaN included); with c=None a new array is returned. c must not overlap a or b.
     K == 0 gives beta * C. NaN and Inf propagate as in numpy.
     algorithm: "auto", or one path of ``nnkern._C.algorithms("sgemm")``: "dot" (small N, or M == 1 with
-      trans_b; auto's choice there), "rows" (M <= 3, each row streaming B; auto's choice for M == 1 and
-      where B's rows are 4 KiB or more apart), "tiles" (the register-tile driver, any shape). All keep the
+      trans_b; auto's choice there), "rows" (B's rows streamed; M <= 3, or M <= 16
+      with AVX2 / AVX-512, where groups of rows share one pass over B; auto's choice for M == 1, for M <= 3
+      where B's rows are 4 KiB or more apart, for M <= 8 where B is larger than L2 and, with AVX2, for
+      M <= 8 always), "tiles" (the register-tile driver, any shape). All keep the
       error bound below; a path that does not apply raises ValueError.
     Error bound per element: |C - exact| <= (2 K + 2) eps |alpha| (|op(A)| @ |op(B)|) + 2 eps |beta C|,
     eps = 2**-24.

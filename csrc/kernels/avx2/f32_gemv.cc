@@ -4,6 +4,10 @@
 //   x values + 4 accumulators + 1 temporary = 13 of 16 ymm. The 8 rows are 8 sequential streams.
 //   Row tails: 4, 2, 1; column tails: 8-wide vectors, then one masked vector (vmaskmovps never faults
 //   on masked-out lanes).
+// rows_m (2-16 rows of x, B read once for all of them): kernels/f32_gemv_rows_m.inc, 2 rows of x at a time.
+//   Auto takes it for up to 8 rows whatever B's size: the 16x6 tile runs 8 rows as 6 + 2 and packs B's
+//   column strips (one Sapphire Rapids core at the AVX2 level, rows / tiles GFLOP/s: 8x1024x1024 64 / 45,
+//   8x3072x768 59 / 30, 8x1000x300 84 / 76, 4x1000x300 65 / 66; 12 rows: 66 / 60, 84 / 86).
 // dot (small N, or GEMV against a transposed B): a 3 x 4 tile of accumulators (12 ymm + 3 A rows +
 //   1 B^T row = 16), each an 8-lane partial sum along K; per 8-step of K, 3 + 4 loads feed 12
 //   independent FMAs. The K tail is one masked step. Lanes are added in a fixed order (hsum), then
@@ -25,8 +29,8 @@ namespace {
 
 constexpr int kDotMR = 3, kDotNR = 4;
 
-// Lane i of tail_mask(r) is all-ones iff i < r (0 <= r <= 8).
-alignas(64) const int32_t kMaskTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+#include "kernels/avx2/f32_traits.inc"  // Avx2F32; kMaskTable: lane i of tail_mask(r) is all-ones iff i < r
+#include "kernels/f32_gemv_rows_m.inc"  // rows_m<Avx2F32>
 
 NNK_INLINE __m256i tail_mask(size_t r) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + 8 - r));
@@ -155,6 +159,7 @@ __attribute__((noinline)) void dot_tile(size_t k, const float* a, size_t lda, co
 
 }  // namespace
 
-const F32GemvKernel f32_gemv_3x4__avx2 = {"f32_gemv_3x4__avx2", rows_avx2, store_avx2, kDotMR, kDotNR, dot_tiles};
+const F32GemvKernel f32_gemv_3x4__avx2 = {"f32_gemv_3x4__avx2", rows_avx2, store_avx2, kDotMR, kDotNR, dot_tiles,
+                                         rows_m<Avx2F32>, 16, 8};
 
 }  // namespace nnkern

@@ -5,7 +5,7 @@
 //   row order) and are stored back. The 8 rows are 8 sequential streams (hardware-prefetch friendly,
 //   one page per row at a time), instead of 48-float slivers of every row 4 KiB apart. Row tails: 4,
 //   2, 1; column tails: 16-wide vectors, then one masked vector (maskz loads never fault).
-// rows_m (2-16 rows of x, B read once for all of them): see rows_m_block below.
+// rows_m (2-16 rows of x, B read once for all of them): kernels/f32_gemv_rows_m.inc, 4 rows of x at a time.
 // dot (small N, or GEMV against a transposed B): a 3 x 8 tile of accumulators (24 zmm + 3 A rows + 1
 //   B^T row = 28 of 32), each a 16-lane partial sum along K; per 16-step of K, 3 + 8 loads feed 24
 //   independent FMAs (FMA bound, not load bound). The K tail is one masked step. Lanes are added in
@@ -74,78 +74,8 @@ void rows_avx512(size_t n, size_t k, const float* x, size_t incx, const float* b
   if (k - p >= 1) rows_block<1>(n, x + p * incx, incx, b + p * ldb, ldb, acc);
 }
 
-// rows_m: kR = 4 rows of B at a time against the rows of x in groups of up to 4, their 4 x 4 broadcasts held in
-// registers for the whole column range (16 + 4 B vectors + 1 accumulator of 32 zmm); per 16 columns a group
-// loads 4 B vectors (L1 hits after the first group), and per row of x loads, updates (4 FMAs in row
-// order) and stores one accumulator: FMA bound where the M = 1 form reads B once per row of x.
-template <int kM, int kR>
-NNK_INLINE void rows_m_block(size_t n, const float* x, size_t x_row, size_t incx, const float* b, size_t ldb,
-                             float* acc, size_t ldacc, const float* next) {
-  __m512 vx[kM][kR];
-#pragma GCC unroll 4
-  for (int i = 0; i < kM; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < kR; ++r) vx[i][r] = _mm512_set1_ps(x[i * x_row + r * incx]);
-  size_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    __m512 vb[kR];
-#pragma GCC unroll 4
-    for (int r = 0; r < kR; ++r) vb[r] = _mm512_loadu_ps(b + r * ldb + j);
-    if (next)
-#pragma GCC unroll 4
-      for (int r = 0; r < kR; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * ldb + j), _MM_HINT_T0);
-#pragma GCC unroll 4
-    for (int i = 0; i < kM; ++i) {
-      float* a = acc + i * ldacc + j;
-      __m512 s = _mm512_loadu_ps(a);
-#pragma GCC unroll 4
-      for (int r = 0; r < kR; ++r) s = _mm512_fmadd_ps(vx[i][r], vb[r], s);
-      _mm512_storeu_ps(a, s);
-    }
-  }
-  if (j < n) {
-    const __mmask16 mask = tail_mask(n - j);
-    __m512 vb[kR];
-#pragma GCC unroll 4
-    for (int r = 0; r < kR; ++r) vb[r] = _mm512_maskz_loadu_ps(mask, b + r * ldb + j);
-#pragma GCC unroll 4
-    for (int i = 0; i < kM; ++i) {
-      float* a = acc + i * ldacc + j;
-      __m512 s = _mm512_maskz_loadu_ps(mask, a);
-#pragma GCC unroll 4
-      for (int r = 0; r < kR; ++r) s = _mm512_fmadd_ps(vx[i][r], vb[r], s);
-      _mm512_mask_storeu_ps(a, mask, s);
-    }
-  }
-}
-
-// kR rows of B (from row p) against every row of x, in groups of 4 rows of x; the first group also fetches
-// the next kR rows (next, or null) into L1: row segments of a few KiB, a page apart, are too short for the
-// hardware prefetchers (8 x 1024 x 1024 on one Sapphire Rapids core: 73 -> 82 GFLOP/s).
-template <int kR>
-NNK_INLINE void rows_m_step(size_t m, size_t n, const float* x, size_t x_row, size_t incx, const float* b,
-                            size_t ldb, float* acc, size_t ldacc, const float* next) {
-  for (size_t i = 0; i < m; i += 4) {
-    const float* xi = x + i * x_row;
-    float* ai = acc + i * ldacc;
-    const float* nx = i == 0 ? next : nullptr;
-    switch (m - i) {
-      case 1: rows_m_block<1, kR>(n, xi, x_row, incx, b, ldb, ai, ldacc, nx); break;
-      case 2: rows_m_block<2, kR>(n, xi, x_row, incx, b, ldb, ai, ldacc, nx); break;
-      case 3: rows_m_block<3, kR>(n, xi, x_row, incx, b, ldb, ai, ldacc, nx); break;
-      default: rows_m_block<4, kR>(n, xi, x_row, incx, b, ldb, ai, ldacc, nx); break;
-    }
-  }
-}
-
-void rows_m_avx512(size_t m, size_t n, size_t k, const float* x, size_t x_row, size_t incx, const float* b,
-                   size_t ldb, float* acc, size_t ldacc) {
-  if (n == 0) return;
-  size_t p = 0;
-  for (; p + 4 <= k; p += 4)
-    rows_m_step<4>(m, n, x + p * incx, x_row, incx, b + p * ldb, ldb, acc, ldacc, p + 8 <= k ? b + (p + 4) * ldb : nullptr);
-  for (; p < k; ++p) rows_m_step<1>(m, n, x + p * incx, x_row, incx, b + p * ldb, ldb, acc, ldacc, nullptr);
-}
+#include "kernels/avx512/f32_traits.inc"
+#include "kernels/f32_gemv_rows_m.inc"  // rows_m<Avx512F32>
 
 // alpha * acc, + beta * C (only if beta != 0), + bias, clamp: the order of f32_gemm's epilogue.
 NNK_INLINE __m512 epilogue_v(__m512 v, const float* c, const float* bias, __mmask16 mask, const F32Epilogue& ep) {
@@ -216,6 +146,6 @@ __attribute__((noinline)) void dot_tile(size_t k, const float* a, size_t lda, co
 }  // namespace
 
 const F32GemvKernel f32_gemv_3x8__avx512 = {"f32_gemv_3x8__avx512", rows_avx512, store_avx512, kDotMR, kDotNR, dot_tiles,
-                                           rows_m_avx512, 16};
+                                           rows_m<Avx512F32>, 16};
 
 }  // namespace nnkern
