@@ -35,19 +35,22 @@ def _require_isa(isa):
         pytest.skip(f"{isa} runs the same f32 GEMM kernel as a lower level")
 
 
+@pytest.mark.parametrize("op", [SGEMM, LINEAR], ids=["sgemm", "linear"])
 @pytest.mark.parametrize("isa", ISAS)
-def test_sgemm_nnkern(benchmark, sgemm_shape, threads, isa, anchor_cache):
+def test_sgemm_nnkern(benchmark, sgemm_shape, threads, isa, op, anchor_cache):
+    """nnkern.sgemm (B per call), and nnkern.Linear (weights prepacked at construction) against onnxruntime
+    with B an initializer (prepacked too) and the libraries taking B per call."""
     _require_isa(isa)
     ctx = harness.nnkern_context(isa, threads)
     with ctx():
-        fn = SGEMM.nnkern(sgemm_shape, isa)
+        fn = op.nnkern(sgemm_shape, isa)
         kernel = nnkern.cpu_info()["kernels"].get("f32_gemm")
     if fn is None:
         pytest.skip(f"{isa} is too slow for {sgemm_shape} (> {ops.SCALAR_MAX_WORK} flops)")
-    run_benchmark(benchmark, fn, work=SGEMM.work(sgemm_shape), unit=SGEMM.unit, context=ctx,
+    run_benchmark(benchmark, fn, work=op.work(sgemm_shape), unit=op.unit, context=ctx,
                   peak_ops=harness.peak("f32", isa) * threads,
-                  anchors=anchor_cache.get(SGEMM, sgemm_shape, threads),
-                  op="sgemm", shape=list(sgemm_shape), library="nnkern", isa=isa, threads=threads,
+                  anchors=anchor_cache.get(op, sgemm_shape, threads),
+                  op=op.name, shape=list(sgemm_shape), library="nnkern", isa=isa, threads=threads,
                   kernel=kernel, blocking=_C.get_blocking_mode() if hasattr(_C, "get_blocking_mode") else None)
 
 
@@ -61,23 +64,6 @@ def test_sgemm_anchor(benchmark, sgemm_shape, threads, library, op, anchor_cache
                   anchors=anchor_cache.get(op, sgemm_shape, threads),
                   op=op.name, shape=list(sgemm_shape), library=library, isa="", threads=threads)
     _anchors.set_threads(1)
-
-
-@pytest.mark.parametrize("isa", ISAS)
-def test_linear_nnkern(benchmark, sgemm_shape, threads, isa, anchor_cache):
-    """nnkern.Linear (weights prepacked at construction) against onnxruntime with B an initializer (prepacked
-    too) and the libraries taking B per call."""
-    _require_isa(isa)
-    ctx = harness.nnkern_context(isa, threads)
-    with ctx():
-        fn = LINEAR.nnkern(sgemm_shape, isa)
-        kernel = nnkern.cpu_info()["kernels"].get("f32_gemm")
-    if fn is None:
-        pytest.skip(f"{isa} is too slow for {sgemm_shape} (> {ops.SCALAR_MAX_WORK} flops)")
-    run_benchmark(benchmark, fn, work=LINEAR.work(sgemm_shape), unit=LINEAR.unit, context=ctx,
-                  peak_ops=harness.peak("f32", isa) * threads,
-                  anchors=anchor_cache.get(LINEAR, sgemm_shape, threads),
-                  op="linear", shape=list(sgemm_shape), library="nnkern", isa=isa, threads=threads, kernel=kernel)
 
 
 # --- blocking: cache-derived vs fixed (O7) ------------------------------------------------------
