@@ -379,8 +379,8 @@ constexpr size_t kLinearDotMinK = 128;
 
 PackedF32Gemm::PackedF32Gemm(const float* weight, size_t N, size_t K, size_t ldw)
     : kernel_(&f32_gemm_kernel()), N_(N), K_(K) {
-  if (N <= kLinearRowsMaxN) {
-    rows_.resize(std::max<size_t>(N * K, 1));
+  if (N <= kLinearRowsMaxN && K >= kLinearDotMinK) {
+    rows_.resize(N * K);
     for (size_t i = 0; i < N; ++i) std::copy(weight + i * ldw, weight + i * ldw + K, rows_.data() + i * K);
   }
   const size_t mr = kernel_->mr;
@@ -407,11 +407,11 @@ void PackedF32Gemm::unpack(float* w) const {
 }
 
 void PackedF32Gemm::run(size_t M, const float* x, size_t ldx, float* c, size_t ldc, const F32Epilogue& ep) const {
-  if (N_ <= kLinearRowsMaxN && K_ >= kLinearDotMinK) {
+  if (rows_.size()) {
     SgemmArgs g;
     g.M = M; g.N = N_; g.K = K_;
     g.a = x; g.lda = ldx;
-    g.b = rows_.data(); g.ldb = std::max<size_t>(K_, 1); g.trans_b = true;
+    g.b = rows_.data(); g.ldb = K_; g.trans_b = true;
     g.c = c; g.ldc = ldc; g.ep = ep;
     if (sgemm_dot_preferred(g)) {
       sgemm(g, "dot");

@@ -68,7 +68,7 @@ class PackedF32Gemm {
   const F32GemmKernel* kernel_;
   size_t N_, K_, kc_, n_panels_;
   AlignedBuffer<float> packed_;
-  AlignedBuffer<float> rows_;  // W itself for a few output features (the dot path reads it as is), else empty
+  AlignedBuffer<float> rows_;  // W itself for a few output features and a deep K (the dot path reads it), or none
 };
 
 }  // namespace nnkern
