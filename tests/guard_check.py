@@ -286,7 +286,8 @@ def gemv_guard(isa):
         for trans_a in (False, True):
             sa = np.ascontiguousarray(a.T if trans_a else a)
             ga, gb, gc = Guarded(sa.size), Guarded(b.size), Guarded(M * N)
-            av, bv, cv = ga.tail(sa.size).reshape(sa.shape), gb.tail(b.size).reshape(b.shape), gc.tail(M * N).reshape(M, N)
+            av, bv = ga.tail(sa.size).reshape(sa.shape), gb.tail(b.size).reshape(b.shape)
+            cv = gc.tail(M * N).reshape(M, N)
             av[...], bv[...], cv[...] = sa, b, 0.5
             nnkern.sgemm(av, bv, trans_a=trans_a, alpha=1.5, beta=-1.0, c=cv, algorithm="rows")
             assert_gemm_close(cv, a, b, alpha=1.5, beta=-1.0, c0=np.full((M, N), 0.5, np.float32),

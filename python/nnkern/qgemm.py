@@ -119,9 +119,9 @@ def qgemm(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int | 
     Non-contiguous inputs are copied. out: optional int32 (M, N) C-contiguous array, not overlapping
     the inputs.
     algorithm: "auto", or one path of ``nnkern._C.algorithms("qgemm")``: "gemv" (small M on CPUs with a
-    GEMV kernel: M <= 12 with AVX-512 VNNI or AMX, M <= 4 with AVX2; B read once, unpacked), "pack_per_panel" (each task packs the panel of B it uses;
-    auto's choice while B's rows fit a page), "pack_all" (all of B packed first). Every path gives the same
-    exact result; a path that does not apply raises ValueError.
+    GEMV kernel: M <= 12 with AVX-512 VNNI or AMX, M <= 4 with AVX2; B read once, unpacked), "pack_per_panel"
+    (each task packs the panel of B it uses; auto's choice while B's rows fit a page), "pack_all" (all of B
+    packed first). Every path gives the same exact result; a path that does not apply raises ValueError.
     """
     if algorithm is _AUTO and type(a_zero_point) is int and type(b_zero_point) is int and \
             -256 < a_zero_point < 256 and -256 < b_zero_point < 256:

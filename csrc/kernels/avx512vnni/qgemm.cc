@@ -46,11 +46,11 @@ extern const QGemmKernel s16_gemm_64x6c2__avx512vnni = {"s16_gemm_64x6c2__avx512
 // B is read along its rows: per group of 16 rows, a block of up to kColBlock channels (one run of up to 2 KiB
 // per row, which the hardware prefetchers stream), interleaved in registers 64 channels x 4 rows at a time (4
 // masked loads, 8 vpunpck per 128-bit lane), then 4 (M + (colsum ? 1 : 0)) vpdpbusd per interleaved vector
-// into accumulators kept in L1 for the whole block, each loaded and stored once per 16 rows. Walking 64-channel strips down all of K instead (registers
-// as accumulators) read one line per row per strip, a page apart: 13 GB/s of B from L3 and 25 from L2 on one
-// Sapphire Rapids core. The lane-wise interleave leaves accumulator q of a 64-channel group holding channels
-// 16 L + 4 q + d in lane L; one 4 x 4 transpose of 128-bit blocks (vshufi32x4) converts to and from the
-// channel order at the block's load and store.
+// into accumulators kept in L1 for the whole block, each loaded and stored once per 16 rows. Walking
+// 64-channel strips down all of K instead (registers as accumulators) read one line per row per strip, a page
+// apart: 13 GB/s of B from L3 and 25 from L2 on one Sapphire Rapids core. The lane-wise interleave leaves
+// accumulator q of a 64-channel group holding channels 16 L + 4 q + d in lane L; one 4 x 4 transpose of 128-bit
+// blocks (vshufi32x4) converts to and from the channel order at the block's load and store.
 namespace nnkern {
 namespace {
 
