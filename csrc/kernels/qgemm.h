@@ -133,6 +133,9 @@ struct QGemmKernel {
   // Runs all of K in one call wherever it can (ops/qgemm_driver.h qgemm_choose_kc): for kernels whose
   // partial sums cost more than streaming a panel deeper than L1 (AMX: tile stores and reloads).
   bool whole_k = false;
+  // Work per thread (2 M N K ops) below which the GEMM driver uses fewer threads; 0: its default
+  // (ops/qgemm_driver.h kQGemmMinOpsPerThread). A measured limit, where a second thread costs more than it gives.
+  double min_ops_per_thread = 0;
 };
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where

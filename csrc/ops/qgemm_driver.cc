@@ -161,7 +161,8 @@ void qgemm_execute(const QPlan& P) {
   const size_t rows_max = std::max<size_t>(size_t(k.nr), (l2 / 2) / row_bytes / size_t(k.nr) * size_t(k.nr));
   size_t mc, nc;
   const double ops = 2.0 * double(P.M) * double(P.N) * double(std::max<size_t>(P.K, 1));
-  split_gemm_tasks(P.N, P.M, size_t(k.mr), size_t(k.nr), P.N, rows_max, ops, kQGemmMinOpsPerThread, &mc, &nc);
+  const double min_ops = k.min_ops_per_thread > 0 ? k.min_ops_per_thread : kQGemmMinOpsPerThread;
+  split_gemm_tasks(P.N, P.M, size_t(k.mr), size_t(k.nr), P.N, rows_max, ops, min_ops, &mc, &nc);
   const size_t tm = ceil_div(P.N, mc), tn = ceil_div(P.M, nc);
   const TaskScratch ts = task_scratch(P, std::min(nc, P.M));
   parallel_for_scratch(tm * tn, ts.bytes, [&](size_t t, void* scratch) {
