@@ -18,22 +18,25 @@ def sgemm_work(shape: Shape) -> float:
     return 2.0 * M * N * K
 
 
+def _too_slow(isa: str, work: float) -> bool:
+    return isa == "scalar" and work > SCALAR_MAX_WORK
+
+
+def _timed(fn, A, B, C):
+    """fn as the harness times it, carrying its arrays (fn.A, fn.B, fn.C) as the anchors' callables do."""
+    fn.A, fn.B, fn.C = A, B, C
+    return fn
+
+
 def sgemm_nnkern(shape: Shape, isa: str):
     """nnkern.sgemm(A, B, c=C) on the anchors' data (same seed), or None for scalar on big shapes."""
     import nnkern
-    if isa == "scalar" and sgemm_work(shape) > SCALAR_MAX_WORK:
+    if _too_slow(isa, sgemm_work(shape)):
         return None
-    M, N, K = shape
-    rng = np.random.default_rng(_anchors.SEED)
-    A = rng.standard_normal((M, K), dtype=np.float32)
-    B = rng.standard_normal((K, N), dtype=np.float32)
-    C = np.zeros((M, N), np.float32)
+    A, B = _anchors._f32_inputs(*shape)
+    C = np.zeros((shape[0], shape[1]), np.float32)
     sgemm = nnkern.sgemm
-
-    def call():
-        sgemm(A, B, c=C)
-    call.A, call.B, call.C = A, B, C
-    return call
+    return _timed(lambda: sgemm(A, B, c=C), A, B, C)
 
 
 def sgemm_anchors(shape: Shape, threads: int) -> Dict[str, object]:
@@ -44,17 +47,12 @@ def linear_nnkern(shape: Shape, isa: str):
     """nnkern.Linear (weights B^T, prepacked at construction) on the anchors' data: the prepacked counterpart
     of sgemm, against onnxruntime with B an initializer."""
     import nnkern
-    if isa == "scalar" and sgemm_work(shape) > SCALAR_MAX_WORK:
+    if _too_slow(isa, sgemm_work(shape)):
         return None
-    M, N, K = shape
-    A, B = _anchors._f32_inputs(M, N, K)
+    A, B = _anchors._f32_inputs(*shape)
     layer = nnkern.Linear(np.ascontiguousarray(B.T))
-    out = np.zeros((M, N), np.float32)
-
-    def call():
-        layer(A, out=out)
-    call.A, call.B, call.C = A, B, out
-    return call
+    out = np.zeros((shape[0], shape[1]), np.float32)
+    return _timed(lambda: layer(A, out=out), A, B, out)
 
 
 def linear_anchors(shape: Shape, threads: int) -> Dict[str, object]:
@@ -93,11 +91,8 @@ def linear_op() -> Op:
 def numpy_only_anchors(shape: Shape, threads: int) -> Dict[str, object]:
     """Just numpy (np.matmul(out=)), for the main job's short table."""
     _anchors.set_threads(threads)
-    M, N, K = shape
-    rng = np.random.default_rng(_anchors.SEED)
-    A = rng.standard_normal((M, K), dtype=np.float32)
-    B = rng.standard_normal((K, N), dtype=np.float32)
-    C = np.zeros((M, N), np.float32)
+    A, B = _anchors._f32_inputs(*shape)
+    C = np.zeros((shape[0], shape[1]), np.float32)
     return {"numpy": lambda: np.matmul(A, B, out=C)}
 
 
@@ -153,24 +148,19 @@ def qgemm_work(shape: Shape) -> float:
 def qgemm_nnkern(shape: Shape, isa: str):
     """nnkern.qgemm(A, B, out=C) on the anchors' data (A uint8, B int8, unpacked: packed per call)."""
     import nnkern
-    if isa == "scalar" and qgemm_work(shape) > SCALAR_MAX_WORK:
+    if _too_slow(isa, qgemm_work(shape)):
         return None
-    M, N, K = shape
-    A, B = _anchors._i8_inputs(M, N, K)
-    C = np.zeros((M, N), np.int32)
+    A, B = _anchors._i8_inputs(*shape)
+    C = np.zeros((shape[0], shape[1]), np.int32)
     qgemm = nnkern.qgemm
-
-    def call():
-        qgemm(A, B, out=C)
-    call.A, call.B, call.C = A, B, C
-    return call
+    return _timed(lambda: qgemm(A, B, out=C), A, B, C)
 
 
 def qlinear_nnkern(shape: Shape, isa: str):
     """nnkern.QLinear (weights B^T prepacked at construction) with uint8 output: GEMM + the fused
     requantization, as torch's quantized Linear (same scales as the torch_qlinear anchor)."""
     import nnkern
-    if isa == "scalar" and qgemm_work(shape) > SCALAR_MAX_WORK:
+    if _too_slow(isa, qgemm_work(shape)):
         return None
     M, N, K = shape
     A, B = _anchors._i8_inputs(M, N, K)
@@ -178,11 +168,7 @@ def qlinear_nnkern(shape: Shape, isa: str):
                            output_scale=_anchors._qlinear_out_scale(K), output_zero_point=128,
                            output_dtype=np.uint8)
     out = np.empty((M, N), np.uint8)
-
-    def call():
-        layer(A, out=out)
-    call.A, call.B, call.C = A, B, out
-    return call
+    return _timed(lambda: layer(A, out=out), A, B, out)
 
 
 def qgemm_anchors(shape: Shape, threads: int) -> Dict[str, object]:
