@@ -740,3 +740,50 @@ def test_amx_configuration_survives_other_tile_users(rng):
             assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=5), want)
             _C.i8_peak_ops("amx", 1e-4)
             assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=5), want)
+
+
+def _at_offset(x, offset):
+    """A copy of x whose data starts `offset` bytes past a 64-byte line."""
+    buf = np.empty(x.nbytes + 128, np.uint8)
+    start = -buf.ctypes.data % 64 + offset
+    y = buf[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    y[...] = x
+    assert y.ctypes.data % 64 == offset
+    return y
+
+
+@pytest.mark.parametrize("offset", [0, 1, 16, 63])
+@pytest.mark.parametrize("adt", [np.uint8, np.int8])
+def test_activations_at_any_byte_offset(qisa, rng, offset, adt):
+    """A starting anywhere in a line, with row strides that are not multiples of 64 (a column slice): the
+    AMX GEMMs copy such A onto aligned rows (row_align) first, with its row sums when a b zero point
+    needs them; every level exact, qgemm and QLinear."""
+    for M, N, K in ((37, 70, 200), (64, 33, 256), (5, 40, 130)):
+        a_full = _at_offset(rand_int(rng, adt, (M, K + 3)), offset)
+        a = a_full[:, :K]  # rows K + 3 bytes apart
+        b = rand_int(rng, np.int8, (K, N))
+        za = 3 if adt == np.uint8 else -3
+        zb = rng.integers(-9, 9, N)
+        want = ref_qgemm(a, b, za, zb)
+        assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=za, b_zero_point=zb), want), f"{M}x{N}x{K}"
+        a_rows = _at_offset(np.ascontiguousarray(a), offset)  # contiguous rows K apart, from the offset
+        assert np.array_equal(nnkern.qgemm(a_rows, b, a_zero_point=za), ref_qgemm(a, b, za)), f"{M}x{N}x{K}"
+        if adt == np.uint8:
+            layer = nnkern.QLinear(b.T.copy(), weight_scale=1.0, input_scale=1.0, input_zero_point=za,
+                                   output_dtype=np.int32)
+            assert np.array_equal(layer(a_rows), ref_qgemm(a, b, za)), f"QLinear {M}x{N}x{K}"
+
+
+@pytest.mark.parametrize("M, N", [(128, 128), (300, 301), (4, 5)])
+def test_new_outputs_start_on_a_line_when_large(rng, M, N):
+    """Outputs nnkern allocates start on a 64-byte line from 64 KiB up (the AMX kernel stores whole tile rows),
+    by the fast path and the checked one alike; they are ordinary writeable arrays."""
+    a = rand_int(rng, np.uint8, (M, 20))
+    b = rand_int(rng, np.int8, (20, N))
+    fa, fb = a.astype(np.float32), b.astype(np.float32)
+    for c in (nnkern.qgemm(a, b), nnkern.qgemm(a, b, algorithm="pack_all"), nnkern.matmul(fa, fb)):
+        assert c.flags.c_contiguous and c.flags.writeable and c.shape == (M, N)
+        if c.nbytes >= 64 << 10:
+            assert c.ctypes.data % 64 == 0
+        c[0, 0] = 1
+    assert np.array_equal(nnkern.qgemm(a, b), ref_qgemm(a, b))

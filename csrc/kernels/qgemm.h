@@ -136,6 +136,10 @@ struct QGemmKernel {
   // Work per thread (2 M N K ops) below which the GEMM driver uses fewer threads; 0: its default
   // (ops/qgemm_driver.h kQGemmMinOpsPerThread). A measured limit, where a second thread costs more than it gives.
   double min_ops_per_thread = 0;
+  // Activation rows loaded whole, 64 bytes at a time (AMX tileloadd): the GEMM drivers copy A into rows
+  // aligned to this where its rows are not, since a row split across two cache lines costs both lines on
+  // every load (numpy's large arrays start 16 bytes into a page). 0: any alignment.
+  int row_align = 0;
 };
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 
 #include "core/isa.h"
 #include "core/threadpool.h"
@@ -178,24 +180,35 @@ bool shifts(const QGemmKernel& k, QType a_type) {
 bool widens(const QGemmKernel& k, QType a_type) { return k.kind == QKind::s16 && a_type != QType::s16; }
 }  // namespace
 
-QPrepareBytes qgemm_prepare_a_bytes(const QGemmKernel& k, QType a_type, size_t M, size_t K, bool need_row_sums) {
-  const bool copy = shifts(k, a_type) || widens(k, a_type);
-  return {copy ? M * K * (widens(k, a_type) ? 2 : 1) : 0, need_row_sums ? M * sizeof(int32_t) : 0};
+// The row stride of A's copy: aligned rows for a kernel that wants them.
+size_t aligned_row_bytes(const QGemmKernel& k, size_t K, bool align_rows) {
+  return align_rows && k.row_align > 0 ? round_up(K, size_t(k.row_align)) : K;
+}
+
+QPrepareBytes qgemm_prepare_a_bytes(const QGemmKernel& k, QType a_type, size_t M, size_t K, bool need_row_sums,
+                                    bool align_rows) {
+  // The copy for alignment is sized whether or not this call's A turns out aligned.
+  const bool copy = shifts(k, a_type) || widens(k, a_type) || (align_rows && k.row_align > 0);
+  const size_t row = widens(k, a_type) ? 2 * K : aligned_row_bytes(k, K, align_rows);
+  return {copy ? M * row : 0, need_row_sums ? M * sizeof(int32_t) : 0};
 }
 
 int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda, size_t M, size_t K, int32_t za,
-                        bool need_row_sums, uint8_t* buf, int32_t* sums, QPlan* P) {
+                        bool need_row_sums, uint8_t* buf, int32_t* sums, QPlan* P, bool align_rows) {
   const bool shift = shifts(k, a_type), widen = widens(k, a_type);
   const size_t esz = a_type == QType::s16 ? 2 : 1;
-  if (!shift && !widen) {
+  const size_t ra = align_rows && !widen ? size_t(k.row_align) : 0;
+  const bool realign = ra > 0 && !shift && (reinterpret_cast<uintptr_t>(a) % ra != 0 || (M > 1 && lda * esz % ra != 0));
+  const size_t row = widen ? 2 * K : aligned_row_bytes(k, K, ra > 0);
+  if (!shift && !widen && !realign) {
     P->a = static_cast<const uint8_t*>(a);
     P->a_row_bytes = lda * esz;
   } else {
     P->a = buf;
-    P->a_row_bytes = K * (widen ? 2 : 1);
+    P->a_row_bytes = row;
   }
   P->row_sum = need_row_sums ? sums : nullptr;
-  if (!shift && !widen && !need_row_sums) return za;
+  if (!shift && !widen && !realign && !need_row_sums) return za;
   uint8_t* out = buf;
   int32_t* rs = sums;
   const size_t chunk = std::max<size_t>(1, (1 << 16) / std::max<size_t>(K, 1));
@@ -207,7 +220,7 @@ int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_
         for (size_t p = 0; p < K; ++p) s += uint32_t(int32_t(src[p]));
       } else if (shift) {
         const uint8_t* src = static_cast<const uint8_t*>(a) + m * lda;
-        uint8_t* dst = out + m * K;
+        uint8_t* dst = out + m * row;
         if (k.kind == QKind::u8s8) {
           for (size_t p = 0; p < K; ++p) {
             dst[p] = uint8_t(src[p] ^ 0x80);
@@ -227,6 +240,16 @@ int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_
         } else {
           const int8_t* src = static_cast<const int8_t*>(a) + m * lda;
           for (size_t p = 0; p < K; ++p) { dst[p] = src[p]; s += uint32_t(int32_t(src[p])); }
+        }
+      } else if (realign) {  // the same bytes on aligned rows
+        const uint8_t* src = static_cast<const uint8_t*>(a) + m * lda;
+        uint8_t* dst = out + m * row;
+        std::memcpy(dst, src, K);
+        if (need_row_sums) {
+          if (a_type == QType::s8)
+            for (size_t p = 0; p < K; ++p) s += uint32_t(int32_t(int8_t(src[p])));
+          else
+            for (size_t p = 0; p < K; ++p) s += uint32_t(src[p]);
         }
       } else if (a_type == QType::s8) {  // int8 as an s8s8 kernel reads it
         const int8_t* src = static_cast<const int8_t*>(a) + m * lda;

@@ -54,12 +54,14 @@ size_t qgemm_choose_kc(const QGemmKernel& k, size_t K);
 // u8s8 kernels (seed I6) and uint8 ones to int8 for the s8s8 kernels (x ^ 0x80 both ways), 8-bit
 // activations widened to int16 for the s16 kernels, and the row sums (of the values the kernel reads) when
 // a b zero point needs them, into buf / sums (scratch of the sizes qgemm_prepare_a_bytes gives). Returns the
-// effective zero point.
+// effective zero point. align_rows (the GEMMs; a convolution indexes its input rows itself): for a kernel
+// with a row_align, A is also copied where its rows do not start on that alignment, into rows that do.
 int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda, size_t M, size_t K, int32_t za,
-                        bool need_row_sums, uint8_t* buf, int32_t* sums, QPlan* P);
+                        bool need_row_sums, uint8_t* buf, int32_t* sums, QPlan* P, bool align_rows = false);
 struct QPrepareBytes {
   size_t buf, sums;
 };
-QPrepareBytes qgemm_prepare_a_bytes(const QGemmKernel& k, QType a_type, size_t M, size_t K, bool need_row_sums);
+QPrepareBytes qgemm_prepare_a_bytes(const QGemmKernel& k, QType a_type, size_t M, size_t K, bool need_row_sums,
+                                    bool align_rows = false);
 
 }  // namespace nnkern

@@ -104,12 +104,28 @@ def check_no_overlap(out: np.ndarray, out_name: str, **inputs) -> None:
             raise ValueError(f"{out_name} overlaps {name}: pass a separate output array")
 
 
+#: From this size up, new outputs start on a 64-byte line (bindings/common.h new_output: numpy's large arrays
+#: start 16 bytes into a page, and the AMX kernels store whole 64-byte tile rows).
+ALIGNED_OUTPUT_BYTES = 64 << 10
+
+
+def new_output(shape: tuple, dtype) -> np.ndarray:
+    """A new C-contiguous array, 64-byte aligned from ALIGNED_OUTPUT_BYTES up."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < ALIGNED_OUTPUT_BYTES:
+        return np.empty(shape, dtype)
+    buf = np.empty(nbytes + 64, np.uint8)
+    off = -buf.ctypes.data % 64
+    return buf[off:off + nbytes].view(dtype).reshape(shape)
+
+
 def checked_output(out, shape: tuple, dtype, **inputs) -> tuple[np.ndarray, object]:
     """A call's ``out=``: a new array when None, else the caller's (any :func:`as_output` kind) checked for
     dtype, shape, C-contiguity and overlap with ``inputs``. Returns (the array to write, the object to
     return: the caller's own when given)."""
     if out is None:
-        out = np.empty(shape, dtype)
+        out = new_output(shape, dtype)
         return out, out
     given = out
     out = as_output(out, "out")

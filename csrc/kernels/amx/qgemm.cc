@@ -236,11 +236,13 @@ void release() { _tile_release(); }
 // Below 40 M ops per thread a second thread slows the AMX kernel down (one call's worth of tile work on a
 // thread that sat idle; two Sapphire Rapids cores, qgemm 256^3: 920-1010 GOP/s on one thread, 580-700 on two,
 // while 128x256x1024, 67 M ops, gains 1.4x from the second).
+// Rows of A 64-byte aligned (row_align): one Sapphire Rapids core, qgemm 512^3 with A 16 bytes off a line
+// (numpy's large arrays), 1400 GOP/s; aligned, 2060.
 // Below a reduction of 128 (one tap) or 24 per tap (the indirect form), the per-tile cost (tile stores,
 // a partial 64-k step copied) outweighs tdpbusd: the VNNI kernel is faster there (one Sapphire Rapids
 // core: 3136 x 144 x 96 GEMM 428 vs 326 GOP/s; 3x3 convolution with 16 channels in 241 vs 170, with 32
 // channels in 287 vs 321).
 extern const QGemmKernel u8s8_gemm_32x32c4__amx = {"u8s8_gemm_32x32c4__amx", 32, 32, 4, run, QKind::u8s8, false, 64, release, 128, 24,
-                                                    panel_sums_c4<32>, true, 4e7};
+                                                    panel_sums_c4<32>, true, 4e7, 64};
 
 }  // namespace nnkern
