@@ -98,6 +98,9 @@ struct QEpilogue {
   QTileHook hook = nullptr;       // or null
   void* hook_ctx = nullptr;
   size_t tile_i = 0, tile_j = 0;  // passed to the hook
+  // The output is larger than the caches: a kernel may write it with non-temporal stores (no read for
+  // ownership, nothing evicted); its QGemmKernel::finish then fences them.
+  bool stream_out = false;
 };
 
 // One signature for the GEMM (ks = 1, zero = null, b_offset = 0) and the indirect (convolution) tile; see

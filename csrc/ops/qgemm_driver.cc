@@ -58,6 +58,8 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
   alignas(64) int32_t comp[64];
   const void* bptr[kMaxNR];
   alignas(64) uint32_t cs_local[64];
+  const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
+  const bool stream_out = !P.hook && P.M * P.N * P.c_elem > l2;
   for (size_t i = i0; i < i1; i += MR) {
     const size_t mi = std::min(MR, P.N - i);
     const uint8_t* panel;
@@ -88,6 +90,7 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
       ep.b_zero = P.b_zero ? P.b_zero + i : nullptr;
     }
     ep.out = P.out;
+    ep.stream_out = stream_out;
     ep.relu = P.relu;
     ep.scale = P.scale ? P.scale + i : nullptr;
     ep.bias = P.bias ? P.bias + i : nullptr;
