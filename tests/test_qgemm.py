@@ -576,6 +576,13 @@ def test_bad_inputs():
         nnkern.qgemm(buf.view(np.uint8)[:32].reshape(4, 8), b, out=buf[:20].reshape(4, 5))
     with pytest.raises(TypeError, match="dtype"):
         nnkern.qgemm16(a, b)
+    # Empty inputs (K = 0) asking for an output no memory holds: numpy's error, before any write.
+    for M, N in ((2 ** 31, 2 ** 31), (2 ** 40, 2 ** 40)):
+        e, f = np.zeros((M, 0), np.uint8), np.zeros((0, N), np.int8)
+        for call in (lambda: nnkern.qgemm(e, f), lambda: nnkern.qgemm(e, f, algorithm="pack_all"),
+                     lambda: nnkern.matmul(e.view(np.int8).astype(np.float32), f.astype(np.float32))):
+            with pytest.raises((ValueError, MemoryError)):
+                call()
 
 
 # --- guard pages (subprocess: a fault fails one test) ----------------------------------------------------

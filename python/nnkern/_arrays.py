@@ -112,8 +112,8 @@ ALIGNED_OUTPUT_BYTES = 64 << 10
 def new_output(shape: tuple, dtype) -> np.ndarray:
     """A new C-contiguous array, 64-byte aligned from ALIGNED_OUTPUT_BYTES up."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if nbytes < ALIGNED_OUTPUT_BYTES:
+    nbytes = math.prod(shape) * dtype.itemsize  # exact: numpy raises its own error for impossible sizes
+    if nbytes < ALIGNED_OUTPUT_BYTES or nbytes >= 1 << 62:
         return np.empty(shape, dtype)
     buf = np.empty(nbytes + 64, np.uint8)
     off = -buf.ctypes.data % 64
