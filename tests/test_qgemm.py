@@ -763,9 +763,10 @@ def _at_offset(x, offset):
 @pytest.mark.parametrize("adt", [np.uint8, np.int8])
 def test_activations_at_any_byte_offset(qisa, rng, offset, adt):
     """A starting anywhere in a line, with row strides that are not multiples of 64 (a column slice): the
-    AMX GEMMs copy such A onto aligned rows (row_align) first, with its row sums when a b zero point
-    needs them; every level exact, qgemm and QLinear."""
-    for M, N, K in ((37, 70, 200), (64, 33, 256), (5, 40, 130)):
+    AMX GEMMs with 512 or more output channels copy such A onto aligned rows (row_align) first, with its
+    row sums when a b zero point needs them; fewer channels read it in place. Every level exact, qgemm and
+    QLinear."""
+    for M, N, K in ((37, 530, 200), (64, 33, 256), (5, 520, 130)):
         a_full = _at_offset(rand_int(rng, adt, (M, K + 3)), offset)
         a = a_full[:, :K]  # rows K + 3 bytes apart
         b = rand_int(rng, np.int8, (K, N))

@@ -34,7 +34,8 @@ struct CommonScratch {
   WorkspaceLayout l;
   size_t zb_off, a_off, sums_off;
   explicit CommonScratch(const QgemmCall& c) {
-    const QPrepareBytes ab = qgemm_prepare_a_bytes(c.k, c.g.a_type, c.g.M, c.g.K, c.row_sums(), true);
+    const QPrepareBytes ab = qgemm_prepare_a_bytes(c.k, c.g.a_type, c.g.M, c.g.K, c.row_sums(),
+                                                    qgemm_realign_pays(c.k, c.g.N));
     zb_off = l.add(c.any_zb ? qgemm_padded_n(c.g.N) * sizeof(int32_t) : 0);
     a_off = l.add(ab.buf);
     sums_off = l.add(ab.sums);
@@ -53,7 +54,7 @@ void prepare(const QgemmCall& c, const CommonScratch& cs, const Workspace& ws, Q
     P.b_zero = zb;
   }
   P.za = qgemm_prepare_a(c.k, g.a_type, g.a, g.lda, g.M, g.K, g.a_zero, c.row_sums(), ws.as<uint8_t>(cs.a_off),
-                         ws.as<int32_t>(cs.sums_off), &P, true);
+                         ws.as<int32_t>(cs.sums_off), &P, qgemm_realign_pays(c.k, g.N));
   P.kc = qgemm_choose_kc(c.k, g.K);
   P.out = QOut::i32;
   P.c = g.c;
@@ -164,11 +165,12 @@ void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t
   const bool repack = &k != kernel_;
   const size_t panels = qgemm_ceil_div(N_, size_t(k.mr));
   WorkspaceLayout l;
-  const size_t a_off = l.add(qgemm_prepare_a_bytes(k, x_type, M, K_, false, true).buf);
+  const bool realign = qgemm_realign_pays(k, N_);
+  const size_t a_off = l.add(qgemm_prepare_a_bytes(k, x_type, M, K_, false, realign).buf);
   const size_t packed_off = l.add(repack ? panels * qgemm_panel_bytes(k, K_) : 0);
   const size_t colsum_off = l.add(repack ? panels * size_t(k.mr) * sizeof(int32_t) : 0);
   Workspace ws(l.bytes);
-  P.za = qgemm_prepare_a(k, x_type, x, ldx, M, K_, x_zero, false, ws.as<uint8_t>(a_off), nullptr, &P, true);
+  P.za = qgemm_prepare_a(k, x_type, x, ldx, M, K_, x_zero, false, ws.as<uint8_t>(a_off), nullptr, &P, realign);
   if (!repack) {
     P.packed = packed_.data();
     P.colsum = colsum_.data();

@@ -188,6 +188,8 @@ size_t aligned_row_bytes(const QGemmKernel& k, size_t K, bool align_rows) {
   return align_rows && k.row_align > 0 ? round_up(K, size_t(k.row_align)) : K;
 }
 
+bool qgemm_realign_pays(const QGemmKernel& k, size_t N) { return k.row_align > 0 && N >= 16 * size_t(k.mr); }
+
 QPrepareBytes qgemm_prepare_a_bytes(const QGemmKernel& k, QType a_type, size_t M, size_t K, bool need_row_sums,
                                     bool align_rows) {
   // The copy for alignment is sized whether or not this call's A turns out aligned.
