@@ -117,7 +117,9 @@ def qgemm(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int | 
     K must satisfy K <= qgemm_max_k(a.dtype, a_zero_point, b_zero_point) (65793 with zero points 0 and
     uint8 a), so that every possible result fits int32; a larger K raises ValueError.
     Non-contiguous inputs are copied. out: optional int32 (M, N) C-contiguous array, not overlapping
-    the inputs.
+    the inputs. The result allocated when out is None starts on a 64-byte cache line from 64 KiB up; an
+    out= array that does not (numpy's own large arrays start 16 bytes past one) is written correctly but
+    slower by the AMX kernel, which stores whole 64-byte tile rows.
     algorithm: "auto", or one path of ``nnkern._C.algorithms("qgemm")``: "gemv" (small M on CPUs with a
     GEMV kernel: M <= 12 with AVX-512 VNNI or AMX, M <= 4 with AVX2; B read once, unpacked), "pack_per_panel"
     (each task packs the panel of B it uses; auto's choice while B's rows fit a page), "pack_all" (all of B
