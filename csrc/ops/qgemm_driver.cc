@@ -29,9 +29,10 @@ constexpr size_t kMaxNR = 32;
 size_t ceil_div(size_t a, size_t b) { return qgemm_ceil_div(a, b); }
 size_t round_up(size_t x, size_t m) { return qgemm_round_up(x, m); }
 
-// Per-task scratch: the partial sums of the K blocks (rows x MR int32) and the panel packed on first use.
+// Per-task scratch: the partial sums of the K blocks (rows x MR int32), the panel packed on first use, the
+// hook's tiles and the task's rows of A on aligned rows.
 struct TaskScratch {
-  size_t work_off, panel_off, tile_off, bytes;
+  size_t work_off, panel_off, tile_off, a_off, bytes;
 };
 
 TaskScratch task_scratch(const QPlan& P, size_t rows) {
@@ -42,7 +43,8 @@ TaskScratch task_scratch(const QPlan& P, size_t rows) {
   const size_t panel_off = l.add(P.packed ? 0 : qgemm_panel_bytes(k, P.K));
   // The task's final tiles (rows x MR) when they go to the hook, + 64 bytes of slack for its reads.
   const size_t tile_off = l.add(P.hook ? round_up(rows, size_t(k.nr)) * size_t(k.mr) * P.c_elem + 64 : 0);
-  return {work_off, panel_off, tile_off, l.bytes};
+  const size_t a_off = l.add(rows * P.a_copy_row_bytes);
+  return {work_off, panel_off, tile_off, a_off, l.bytes};
 }
 
 void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const TaskScratch& ts, void* scratch) {
@@ -55,6 +57,16 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
   int32_t* work = reinterpret_cast<int32_t*>(static_cast<char*>(scratch) + ts.work_off);  // rows j0..j1 x MR
   uint8_t* panel_buf = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.panel_off);
   uint8_t* tiles = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.tile_off);  // P.hook only
+  // Row j of A at a_rows + j * a_stride: A itself, or the task's aligned copy of its rows j0 .. j1.
+  const uint8_t* a_rows = P.a;
+  size_t a_stride = P.a_row_bytes;
+  if (P.a_copy_row_bytes) {
+    uint8_t* copy = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.a_off);
+    for (size_t j = j0; j < j1; ++j)
+      std::memcpy(copy + (j - j0) * P.a_copy_row_bytes, P.a + j * P.a_row_bytes, P.K * esz);
+    a_rows = copy - j0 * P.a_copy_row_bytes;  // indexed from j0 on only
+    a_stride = P.a_copy_row_bytes;
+  }
   alignas(64) int32_t comp[64];
   const void* bptr[kMaxNR];
   alignas(64) uint32_t cs_local[64];
@@ -108,7 +120,7 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
       const uint8_t* a = panel + (k0 / G) * MR * G * esz;
       for (size_t j = j0; j < j1; j += NR) {
         const size_t nj = std::min(NR, j1 - j);
-        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = P.a + (j + jj) * P.a_row_bytes + k0 * esz;
+        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = a_rows + (j + jj) * a_stride + k0 * esz;
         int32_t* w = work + (j - j0) * MR;
         e.c_in = first ? nullptr : w;
         e.ld_in = MR;
@@ -192,8 +204,7 @@ bool qgemm_realign_pays(const QGemmKernel& k, size_t N) { return k.row_align > 0
 
 QPrepareBytes qgemm_prepare_a_bytes(const QGemmKernel& k, QType a_type, size_t M, size_t K, bool need_row_sums,
                                     bool align_rows) {
-  // The copy for alignment is sized whether or not this call's A turns out aligned.
-  const bool copy = shifts(k, a_type) || widens(k, a_type) || (align_rows && k.row_align > 0);
+  const bool copy = shifts(k, a_type) || widens(k, a_type);
   const size_t row = widens(k, a_type) ? 2 * K : aligned_row_bytes(k, K, align_rows);
   return {copy ? M * row : 0, need_row_sums ? M * sizeof(int32_t) : 0};
 }
@@ -205,15 +216,17 @@ int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_
   const size_t ra = align_rows && !widen ? size_t(k.row_align) : 0;
   const bool realign = ra > 0 && !shift && (reinterpret_cast<uintptr_t>(a) % ra != 0 || (M > 1 && lda * esz % ra != 0));
   const size_t row = widen ? 2 * K : aligned_row_bytes(k, K, ra > 0);
-  if (!shift && !widen && !realign) {
+  if (!shift && !widen) {  // A itself, copied onto aligned rows by each task if it must be
     P->a = static_cast<const uint8_t*>(a);
     P->a_row_bytes = lda * esz;
+    P->a_copy_row_bytes = realign ? row : 0;
   } else {
     P->a = buf;
     P->a_row_bytes = row;
+    P->a_copy_row_bytes = 0;
   }
   P->row_sum = need_row_sums ? sums : nullptr;
-  if (!shift && !widen && !realign && !need_row_sums) return za;
+  if (!shift && !widen && !need_row_sums) return za;
   uint8_t* out = buf;
   int32_t* rs = sums;
   const size_t chunk = std::max<size_t>(1, (1 << 16) / std::max<size_t>(K, 1));
@@ -245,16 +258,6 @@ int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_
         } else {
           const int8_t* src = static_cast<const int8_t*>(a) + m * lda;
           for (size_t p = 0; p < K; ++p) { dst[p] = src[p]; s += uint32_t(int32_t(src[p])); }
-        }
-      } else if (realign) {  // the same bytes on aligned rows
-        const uint8_t* src = static_cast<const uint8_t*>(a) + m * lda;
-        uint8_t* dst = out + m * row;
-        std::memcpy(dst, src, K);
-        if (need_row_sums) {
-          if (a_type == QType::s8)
-            for (size_t p = 0; p < K; ++p) s += uint32_t(int32_t(int8_t(src[p])));
-          else
-            for (size_t p = 0; p < K; ++p) s += uint32_t(src[p]);
         }
       } else if (a_type == QType::s8) {  // int8 as an s8s8 kernel reads it
         const int8_t* src = static_cast<const int8_t*>(a) + m * lda;

@@ -20,6 +20,10 @@ struct QPlan {
   // Broadcast side: row m of A as the kernel reads it.
   const uint8_t* a;
   size_t a_row_bytes;
+  // Nonzero: each task first copies its rows of A (K bytes each) onto rows this many bytes apart (a multiple
+  // of the kernel's row_align) in its scratch, and reads them there: aligned, and in the cache of the core
+  // that reads them (a copy shared by the tasks would sit in other cores' caches).
+  size_t a_copy_row_bytes;
   const int32_t* row_sum;  // [M] or null (no b zero point)
   int32_t za;              // effective (shifted) A zero point
   // Weights: packed panels + column sums ([N padded], or null when za == 0); or, with packed == null, the
@@ -55,7 +59,8 @@ size_t qgemm_choose_kc(const QGemmKernel& k, size_t K);
 // activations widened to int16 for the s16 kernels, and the row sums (of the values the kernel reads) when
 // a b zero point needs them, into buf / sums (scratch of the sizes qgemm_prepare_a_bytes gives). Returns the
 // effective zero point. align_rows (the GEMMs; a convolution indexes its input rows itself): for a kernel
-// with a row_align, A is also copied where its rows do not start on that alignment, into rows that do.
+// with a row_align, a copy shifted for the kernel lies on aligned rows, and A whose rows do not start on
+// that alignment is copied onto rows that do, by each task (QPlan::a_copy_row_bytes).
 int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda, size_t M, size_t K, int32_t za,
                         bool need_row_sums, uint8_t* buf, int32_t* sums, QPlan* P, bool align_rows = false);
 // Whether a GEMM with N output channels copies misaligned A onto aligned rows (align_rows above): only where
