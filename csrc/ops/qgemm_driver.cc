@@ -57,15 +57,16 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
   int32_t* work = reinterpret_cast<int32_t*>(static_cast<char*>(scratch) + ts.work_off);  // rows j0..j1 x MR
   uint8_t* panel_buf = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.panel_off);
   uint8_t* tiles = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.tile_off);  // P.hook only
-  // Row j of A at a_rows + j * a_stride: A itself, or the task's aligned copy of its rows j0 .. j1.
+  // Row j of A at a_rows + (j - a_row0) * a_stride: A itself, or the task's aligned copy of its rows j0 .. j1.
   const uint8_t* a_rows = P.a;
-  size_t a_stride = P.a_row_bytes;
+  size_t a_stride = P.a_row_bytes, a_row0 = 0;
   if (P.a_copy_row_bytes) {
     uint8_t* copy = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.a_off);
     for (size_t j = j0; j < j1; ++j)
       std::memcpy(copy + (j - j0) * P.a_copy_row_bytes, P.a + j * P.a_row_bytes, P.K * esz);
-    a_rows = copy - j0 * P.a_copy_row_bytes;  // indexed from j0 on only
+    a_rows = copy;
     a_stride = P.a_copy_row_bytes;
+    a_row0 = j0;
   }
   alignas(64) int32_t comp[64];
   const void* bptr[kMaxNR];
@@ -120,7 +121,7 @@ void run_task(const QPlan& P, size_t i0, size_t i1, size_t j0, size_t j1, const 
       const uint8_t* a = panel + (k0 / G) * MR * G * esz;
       for (size_t j = j0; j < j1; j += NR) {
         const size_t nj = std::min(NR, j1 - j);
-        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = a_rows + (j + jj) * a_stride + k0 * esz;
+        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = a_rows + (j + jj - a_row0) * a_stride + k0 * esz;
         int32_t* w = work + (j - j0) * MR;
         e.c_in = first ? nullptr : w;
         e.ld_in = MR;
