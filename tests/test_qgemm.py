@@ -11,6 +11,7 @@ K; the guard-page checks run in a subprocess (tests/qgemm_guard_check.py).
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -815,3 +816,26 @@ def test_outputs_larger_than_l2(qisa, rng):
         off = _at_offset(np.zeros((M, N), np.int32), 16)
         assert nnkern.qgemm(a, b, out=off) is off and np.array_equal(off, want)
         assert np.array_equal(layer(a), want)
+
+
+@functools.lru_cache(maxsize=1)
+def _row_block_case(l2):
+    """A off a line with more rows than one task's L2 block at K = 1000, B with 520 channels, and the exact
+    product (computed once: the int64 reference is the slow part)."""
+    gen = np.random.default_rng(1234)
+    K, N = 1000, 520
+    M = l2 // (2 * K) + 150
+    a = _at_offset(rand_int(gen, np.uint8, (M, K)), 16)
+    b = rand_int(gen, np.int8, (K, N))
+    return a, b, ref_qgemm(a, b, 9)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_misaligned_activations_in_row_blocks(qisa, threads):
+    """Tasks that start at later rows (more rows than one task's L2 block), each copying its own rows of
+    misaligned A (AMX, 512+ channels); every level exact, qgemm and QLinear, 1 and 2 threads."""
+    a, b, want = _row_block_case(nnkern.cpu_info()["caches"]["l2"] or 1 << 20)
+    nnkern.set_num_threads(threads)
+    assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=9), want)
+    layer = nnkern.QLinear(b.T.copy(), weight_scale=1.0, input_scale=1.0, input_zero_point=9, output_dtype=np.int32)
+    assert np.array_equal(layer(a), want)
