@@ -139,9 +139,10 @@ struct QGemmKernel {
   // Work per thread (2 M N K ops) below which the GEMM driver uses fewer threads; 0: its default
   // (ops/qgemm_driver.h kQGemmMinOpsPerThread). A measured limit, where a second thread costs more than it gives.
   double min_ops_per_thread = 0;
-  // Activation rows loaded whole, 64 bytes at a time (AMX tileloadd): the GEMM drivers copy A into rows
-  // aligned to this where its rows are not, since a row split across two cache lines costs both lines on
-  // every load (numpy's large arrays start 16 bytes into a page). 0: any alignment.
+  // Activation rows loaded whole, 64 bytes at a time (AMX tileloadd): where A's rows are not aligned to
+  // this, the GEMMs with enough output channels to repay the copy (ops/qgemm_driver.h qgemm_realign_pays)
+  // copy them onto rows that are, since a row split across two cache lines costs both lines on every load
+  // (numpy's large arrays start 16 bytes into a page). 0: any alignment.
   int row_align = 0;
 };
 

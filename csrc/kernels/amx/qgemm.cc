@@ -258,7 +258,7 @@ void release() {
 // thread that sat idle; two Sapphire Rapids cores, qgemm 256^3: 920-1010 GOP/s on one thread, 580-700 on two,
 // while 128x256x1024, 67 M ops, gains 1.4x from the second).
 // Rows of A 64-byte aligned (row_align): one Sapphire Rapids core, qgemm 512^3 with A 16 bytes off a line
-// (numpy's large arrays), 1400 GOP/s; aligned, 2060.
+// (numpy's large arrays), 1810 GOP/s; aligned, 2150.
 // Below a reduction of 128 (one tap) or 24 per tap (the indirect form), the per-tile cost (tile stores,
 // a partial 64-k step copied) outweighs tdpbusd: the VNNI kernel is faster there (one Sapphire Rapids
 // core: 3136 x 144 x 96 GEMM 428 vs 326 GOP/s; 3x3 convolution with 16 channels in 241 vs 170, with 32
