@@ -140,13 +140,12 @@ inline std::vector<ssize_t> layer_output_shape(const NdProxy* x, size_t n) {
 constexpr size_t kAlignedOutputBytes = size_t(64) << 10;
 template <typename T>
 py::array_t<T> new_output(const std::vector<ssize_t>& shape) {
-  size_t n = 1;
+  size_t bytes = sizeof(T);
   bool overflow = false;
-  for (ssize_t d : shape) overflow |= __builtin_mul_overflow(n, size_t(d), &n);
-  overflow |= __builtin_mul_overflow(n, sizeof(T) * 2, &n);  // bytes, with room to round up
+  for (ssize_t d : shape) overflow |= __builtin_mul_overflow(bytes, size_t(d), &bytes);
   // Small ones, and sizes no memory holds (numpy raises its own error for those), as numpy makes them.
-  if (overflow || n / 2 < kAlignedOutputBytes) return py::array_t<T>(shape);
-  void* p = std::aligned_alloc(64, (n / 2 + 63) / 64 * 64);
+  if (overflow || bytes >= (size_t(1) << 62) || bytes < kAlignedOutputBytes) return py::array_t<T>(shape);
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!p) throw std::bad_alloc();
   py::capsule owner(p, [](void* q) { std::free(q); });
   return py::array_t<T>(shape, static_cast<T*>(p), owner);
