@@ -803,19 +803,21 @@ def test_outputs_larger_than_l2(qisa, rng):
     output starts on a line, and fences them before the call returns), on 1 and 2 threads; and the same into
     an out= array off the lines (tile stores), and through QLinear's int32 output."""
     l2 = nnkern.cpu_info()["caches"]["l2"] or 1 << 20
-    N, K = 1024, 150
-    M = l2 // (4 * N) + 37
-    a = rand_int(rng, np.uint8, (M, K))
-    b = rand_int(rng, np.int8, (K, N))
-    want = ref_qgemm(a, b)
-    layer = nnkern.QLinear(b.T.copy(), weight_scale=1.0, input_scale=1.0, input_zero_point=0, output_dtype=np.int32)
-    for threads in (1, 2):
-        nnkern.set_num_threads(threads)
-        got = nnkern.qgemm(a, b)
-        assert got.ctypes.data % 64 == 0 and np.array_equal(got, want), f"{qisa} threads={threads}"
-        off = _at_offset(np.zeros((M, N), np.int32), 16)
-        assert nnkern.qgemm(a, b, out=off) is off and np.array_equal(off, want)
-        assert np.array_equal(layer(a), want)
+    K = 150
+    for N in (1024, 1040):  # 1040: the last panel is one 16-channel half (its own streaming loop)
+        M = l2 // (4 * N) + 37  # a row tail too
+        a = rand_int(rng, np.uint8, (M, K))
+        b = rand_int(rng, np.int8, (K, N))
+        want = ref_qgemm(a, b)
+        layer = nnkern.QLinear(b.T.copy(), weight_scale=1.0, input_scale=1.0, input_zero_point=0,
+                               output_dtype=np.int32)
+        for threads in (1, 2):
+            nnkern.set_num_threads(threads)
+            got = nnkern.qgemm(a, b)
+            assert got.ctypes.data % 64 == 0 and np.array_equal(got, want), f"{qisa} N={N} threads={threads}"
+            off = _at_offset(np.zeros((M, N), np.int32), 16)
+            assert nnkern.qgemm(a, b, out=off) is off and np.array_equal(off, want)
+            assert np.array_equal(layer(a), want)
 
 
 @functools.lru_cache(maxsize=1)
