@@ -58,6 +58,33 @@ def test_qlinear_matches_formula(qisa, rng, odt, relu):
                 assert np.allclose(got, y, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("order", ["panels", "rows", "rows-block-32", "rows-block-64"])
+def test_loop_orders(qisa, rng, order):
+    """Both task loop orders of the prepacked GEMMs (panels outer, rows outer with its channel blocks, forced
+    on every kernel), on 1 and 2 threads: QLinear with every output type and qgemm with all of B packed
+    first, against the references. Tails on every axis: rows past a multiple of NR, channels past MR and past
+    a block, K past the kernels' groups and steps."""
+    from nnkern import _C
+    mode, block = {"panels": (0, 0), "rows": (1, 0), "rows-block-32": (1, 32), "rows-block-64": (1, 64)}[order]
+    shapes = [(1, 70, 33), (33, 129, 300), (65, 97, 64), (70, 200, 131)]
+    try:
+        _C.set_qgemm_rows_outer(mode, block)
+        for threads in (1, 2):
+            nnkern.set_num_threads(threads)
+            for (M, N, K) in shapes:
+                for odt in (np.uint8, np.int32):
+                    layer, _, _ = make_layer(rng, N, K, odt, bias=odt != np.int32, input_zero_point=117)
+                    x = rng.integers(0, 256, (M, K), dtype=np.uint8)
+                    assert np.array_equal(layer(x), expected(layer, x)[0]), (order, threads, M, N, K, odt)
+                a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+                b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+                zb = rng.integers(-128, 128, N)
+                got = nnkern.qgemm(a, b, a_zero_point=-7, b_zero_point=zb, algorithm="pack_all")
+                assert np.array_equal(got, ref_qgemm(a, b, -7, zb)), (order, threads, M, N, K)
+    finally:
+        _C.set_qgemm_rows_outer(-1, 0)  # (the conftest fixture restores the thread count)
+
+
 def test_ties_through_qlinear(qisa):
     """Accumulators times 0.5 land on x.5 exactly: round half to even, as np.rint."""
     K, N = 1, 8

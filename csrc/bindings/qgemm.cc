@@ -334,6 +334,8 @@ void bind_qgemm(py::module_& m) {
         "min_depth / min_k: the best one of the levels below).");
   m.def("i8_peak_ops", [](const std::string& n, double seconds) { return i8_peak_ops(isa_arg(n), seconds); });
   m.def("set_qgemm_kc", [](size_t kc) { set_qgemm_kc(kc); });
+  m.def("set_qgemm_rows_outer", [](int v, size_t block) { set_qgemm_rows_outer(v, block); }, py::arg("v"),
+        py::arg("block") = 0);
   m.def("qgemm_padded_n", [](size_t n) { return qgemm_padded_n(n); });
   py::class_<QLinearPacked>(m, "PackedQLinear")
       .def(py::init<const py::array&, int, const py::object&, const py::object&, bool, float, float, int>())

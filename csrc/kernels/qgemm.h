@@ -144,6 +144,11 @@ struct QGemmKernel {
   // copy them onto rows that are, since a row split across two cache lines costs both lines on every load
   // (numpy's large arrays start 16 bytes into a page). 0: any alignment.
   int row_align = 0;
+  // Prepacked GEMMs run each task rows outer (ops/qgemm_driver.cc): NR rows of A held in L1, the packed
+  // panels streaming from L2. For a kernel whose NR rows are many streams and whose panels are read by
+  // loads the L2 prefetcher follows (AMX: 32 rows of tileloadd vs a contiguous panel); the VNNI kernels keep
+  // their panel in L1 (256^3 12% slower rows outer, one Sapphire Rapids core).
+  bool rows_outer = false;
 };
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where

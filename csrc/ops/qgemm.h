@@ -36,6 +36,9 @@ const QGemmKernel& qgemm_kernel(int bits, size_t k = SIZE_MAX, size_t ks = 1);
 
 // Test hook: force the K block of the packed GEMM (a multiple of the kernel's group; 0 = from the L1 size).
 void set_qgemm_kc(size_t kc);
+// Test hook: the loop order of prepacked GEMM tasks (ops/qgemm_driver.cc): -1 the kernel's, 0 panels outer,
+// 1 rows outer for any kernel, with channel blocks of `block` (0: from the L2 size).
+void set_qgemm_rows_outer(int v, size_t block = 0);
 
 // Plain integer GEMM. The caller (Python layer) has checked shapes, zero-point ranges and that the exact
 // result fits int32 (K bound); the arithmetic is modulo 2^32 and therefore exact under that bound.

@@ -264,6 +264,6 @@ void release() {
 // core: 3136 x 144 x 96 GEMM 428 vs 326 GOP/s; 3x3 convolution with 16 channels in 241 vs 170, with 32
 // channels in 287 vs 321).
 extern const QGemmKernel u8s8_gemm_32x32c4__amx = {"u8s8_gemm_32x32c4__amx", 32, 32, 4, run, QKind::u8s8, false, 64, release, 128, 24,
-                                                    panel_sums_c4<32>, true, 4e7, 64};
+                                                    panel_sums_c4<32>, true, 4e7, 64, true};
 
 }  // namespace nnkern
