@@ -46,11 +46,10 @@ struct Order {
 Order choose_order(const QPlan& P) {
   const QGemmKernel& k = *P.kern;
   const int ov = g_rows_outer_override.load();
-  const CpuFeatures& f = cpu_features();
-  const size_t l1 = f.l1d ? f.l1d : 32 * 1024, l2 = f.l2 ? f.l2 : 256 * 1024, MR = size_t(k.mr);
+  const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024, MR = size_t(k.mr);
   Order o;
   if (!P.packed || P.hook || P.kc < P.K || ov == 0) return o;
-  if (ov < 0 && !(k.rows_outer && size_t(k.nr) * P.K * qgemm_a_elem_size(k) <= l1 * 2 / 3)) return o;
+  if (ov < 0 && !qgemm_rows_outer_fits(k, P.K)) return o;
   o.rows_outer = true;
   o.block = g_rows_outer_block.load() ? round_up(g_rows_outer_block.load(), MR)
                                       : std::max(MR, (l2 / 2) / std::max<size_t>(qgemm_panel_bytes(k, P.K), 1) * MR);
@@ -200,6 +199,11 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
 std::atomic<size_t> g_kc_override{0};
 
 }  // namespace
+
+bool qgemm_rows_outer_fits(const QGemmKernel& k, size_t K) {
+  const size_t l1 = cpu_features().l1d ? cpu_features().l1d : 32 * 1024;
+  return k.rows_outer && size_t(k.nr) * K * qgemm_a_elem_size(k) <= l1 * 2 / 3;
+}
 
 void set_qgemm_kc(size_t kc) { g_kc_override.store(kc); }
 void set_qgemm_rows_outer(int v, size_t block) {

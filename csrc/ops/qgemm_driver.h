@@ -54,6 +54,10 @@ void qgemm_execute(const QPlan& P);
 // (seed Q3), else balanced blocks that do (or the set_qgemm_kc override).
 size_t qgemm_choose_kc(const QGemmKernel& k, size_t K);
 
+// Whether a task with k's prepacked panels of depth K runs rows outer (QGemmKernel::rows_outer, with its NR
+// rows of K within two thirds of L1d).
+bool qgemm_rows_outer_fits(const QGemmKernel& k, size_t K);
+
 // Prepares the broadcast operand into P (a, a_row_bytes, row_sum): int8 activations shifted to uint8 for the
 // u8s8 kernels (seed I6) and uint8 ones to int8 for the s8s8 kernels (x ^ 0x80 both ways), 8-bit
 // activations widened to int16 for the s16 kernels, and the row sums (of the values the kernel reads) when
