@@ -841,3 +841,24 @@ def test_misaligned_activations_in_row_blocks(qisa, threads):
     assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=9), want)
     layer = nnkern.QLinear(b.T.copy(), weight_scale=1.0, input_scale=1.0, input_zero_point=9, output_dtype=np.int32)
     assert np.array_equal(layer(a), want)
+
+
+@pytest.mark.parametrize("xdt", [np.uint8, np.int8])
+def test_reduction_tail_read_whole(qisa, rng, xdt):
+    """Every K % 64 with 512+ channels and rows off the cache lines: the AMX GEMMs copy A onto rows padded
+    with zeros and read the last 64-k step whole, whatever weights follow the panel's tail meet those zeros
+    (QEpilogue::k_padded). QLinear (prepacked weights), qgemm packing per panel and all at once; every
+    level exact."""
+    M, N = 35, 520  # two row tiles, the second of 3 rows; a last panel of 8 channels
+    info = np.iinfo(xdt)
+    for t in range(1, 64):
+        K = 128 + t
+        a = rng.integers(info.min, info.max + 1, (M, K), dtype=xdt)
+        b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+        za = 7 if xdt == np.uint8 else -3
+        want = ref_qgemm(a, b, za, 0)
+        for alg in ("pack_per_panel", "pack_all"):
+            assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=za, algorithm=alg), want), (qisa, K, alg)
+        layer = nnkern.QLinear(b.T.copy(), weight_scale=1.0, input_scale=1.0, input_zero_point=za,
+                               output_dtype=np.int32)
+        assert np.array_equal(layer(a), want), (qisa, K)

@@ -101,6 +101,10 @@ struct QEpilogue {
   // The output is larger than the caches: a kernel may write it with non-temporal stores (no read for
   // ownership, nothing evicted); its QGemmKernel::finish then fences them.
   bool stream_out = false;
+  // The reduction's tail may be read whole (a kernel with a kstep, AMX): each B column holds zeros from k up to
+  // the next multiple of kstep, readable, and the packed A is readable for MR * kstep bytes past its end (the
+  // values there are never used: they meet those zeros). Set only by the GEMM driver, for the plain form.
+  bool k_padded = false;
 };
 
 // One signature for the GEMM (ks = 1, zero = null, b_offset = 0) and the indirect (convolution) tile; see

@@ -67,7 +67,7 @@ TaskScratch task_scratch(const QPlan& P, size_t rows) {
   WorkspaceLayout l;
   const size_t kc = P.kc < P.K ? P.kc : P.K;
   const size_t work_off = l.add(kc < P.K ? size_t(k.mr) * rows * sizeof(int32_t) : 0);
-  const size_t panel_off = l.add(P.packed ? 0 : qgemm_panel_bytes(k, P.K));
+  const size_t panel_off = l.add(P.packed ? 0 : qgemm_panel_bytes(k, P.K) + qgemm_panel_slack(k));
   // The task's final tiles (rows x MR) when they go to the hook, + 64 bytes of slack for its reads.
   const size_t tile_off = l.add(P.hook ? round_up(rows, size_t(k.nr)) * size_t(k.mr) * P.c_elem + 64 : 0);
   const size_t a_off = l.add(rows * P.a_copy_row_bytes);
@@ -90,8 +90,11 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
   size_t a_stride = P.a_row_bytes, a_row0 = 0;
   if (P.a_copy_row_bytes) {
     uint8_t* copy = reinterpret_cast<uint8_t*>(static_cast<char*>(scratch) + ts.a_off);
-    for (size_t j = j0; j < j1; ++j)
-      std::memcpy(copy + (j - j0) * P.a_copy_row_bytes, P.a + j * P.a_row_bytes, P.K * esz);
+    for (size_t j = j0; j < j1; ++j) {
+      uint8_t* row = copy + (j - j0) * P.a_copy_row_bytes;
+      std::memcpy(row, P.a + j * P.a_row_bytes, P.K * esz);
+      std::memset(row + P.K * esz, 0, P.a_copy_row_bytes - P.K * esz);  // QPlan::a_rows_padded
+    }
     a_rows = copy;
     a_stride = P.a_copy_row_bytes;
     a_row0 = j0;
@@ -101,6 +104,9 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
   alignas(64) uint32_t cs_local[64];
   const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
   const bool stream_out = !P.hook && P.M * P.N * P.c_elem > l2;
+  // The tail step read whole: A's rows padded with zeros to the kernel's step, the panels readable past it.
+  const size_t slack = qgemm_panel_slack(k);
+  const bool k_padded = P.a_rows_padded && slack > 0 && k.row_align >= k.kstep && (!P.packed || P.packed_slack >= slack);
   // Panel i (channels i .. i + mi): its weights (packed now if B is not prepacked) and final epilogue.
   const auto setup_panel = [&](size_t i, size_t mi, QEpilogue* ep) -> const uint8_t* {
     const uint8_t* panel;
@@ -136,6 +142,7 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
     ep->bias = P.bias ? P.bias + i : nullptr;
     ep->lo = P.lo;
     ep->hi = P.hi;
+    ep->k_padded = k_padded;
     return panel;
   };
   // One kernel call: channels i .. i + mi of rows j .. j + nj over k0 .. k0 + kk. Blocks before the last
@@ -146,6 +153,7 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
     QEpilogue e = last ? ep : QEpilogue{};
     e.x_zero = ep.x_zero;  // the partial sums are of the zero-point-subtracted products, if the kernel forms them
     e.w_zero = ep.w_zero;
+    e.k_padded = ep.k_padded;
     e.c_in = first ? nullptr : w;
     e.ld_in = ldw;
     e.tile_i = i;
@@ -290,6 +298,7 @@ int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_
     P->a_row_bytes = row;
     P->a_copy_row_bytes = 0;
   }
+  P->a_rows_padded = ra > 0 && (shift || realign);
   P->row_sum = need_row_sums ? sums : nullptr;
   if (!shift && !widen && !need_row_sums) return za;
   uint8_t* out = buf;
@@ -315,6 +324,7 @@ int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_
             s += uint32_t(int32_t(int8_t(dst[p])));
           }
         }
+        for (size_t p = K; p < row; ++p) dst[p] = 0;  // QPlan::a_rows_padded
       } else if (widen) {
         int16_t* dst = reinterpret_cast<int16_t*>(out) + m * K;
         if (a_type == QType::u8) {

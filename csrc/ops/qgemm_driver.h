@@ -24,11 +24,15 @@ struct QPlan {
   // of the kernel's row_align) in its scratch, and reads them there: aligned, and in the cache of the core
   // that reads them (a copy shared by the tasks would sit in other cores' caches).
   size_t a_copy_row_bytes;
+  // A's rows as the kernel reads them (A, its shifted copy or the tasks' copies) hold zeros from K up to the
+  // kernel's row_align, so a kernel may read the reduction's tail step whole (QEpilogue::k_padded).
+  bool a_rows_padded;
   const int32_t* row_sum;  // [M] or null (no b zero point)
   int32_t za;              // effective (shifted) A zero point
   // Weights: packed panels + column sums ([N padded], or null when za == 0); or, with packed == null, the
   // raw K x N matrix, each task packing the panel it is about to use into an L1-sized buffer.
   const uint8_t* packed;
+  size_t packed_slack;     // bytes readable past the last panel (qgemm_panel_slack or 0)
   const int32_t* colsum;
   QType b_type;
   const void* b;

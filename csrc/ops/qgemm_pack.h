@@ -19,6 +19,12 @@ inline size_t qgemm_panel_bytes(const QGemmKernel& k, size_t K, size_t ks = 1) {
   return size_t(k.mr) * ks * qgemm_round_up(K, size_t(k.kgroup)) * qgemm_a_elem_size(k);
 }
 
+// Bytes the owner of packed panels keeps readable past the last one so that a kernel with a kstep may read
+// a tap's tail step whole (QEpilogue::k_padded): one MR x kstep step; 0 for the other kernels.
+inline size_t qgemm_panel_slack(const QGemmKernel& k) {
+  return k.kstep > k.kgroup ? size_t(k.mr) * size_t(k.kstep) * qgemm_a_elem_size(k) : 0;
+}
+
 // Groups [g0, g1) of one MR x round_up(K, G) panel of B (channels n0 .. n0 + nn - 1 of a K x N row-major
 // matrix of b_type: int8, or int16 for the s16 kernels) in k's interleaved layout, zero-padded.
 void qgemm_pack_groups(const QGemmKernel& k, QType b_type, void* dst, const void* b, size_t ldb, size_t K, size_t n0,
