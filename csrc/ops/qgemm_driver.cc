@@ -245,12 +245,14 @@ void qgemm_execute(const QPlan& P) {
   const size_t rows_max = std::max<size_t>(size_t(k.nr), (l2 / 2) / row_bytes / size_t(k.nr) * size_t(k.nr));
   size_t mc, nc;
   const double ops = 2.0 * double(P.M) * double(P.N) * double(std::max<size_t>(P.K, 1));
-  // A kernel's own (larger) limit is for tiles that compute; up to half a tile of rows the call is a stream
-  // of B, which a second thread's bandwidth speeds up as for any kernel (two Sapphire Rapids cores, AMX
-  // QLinear: 1x4096x4096 57 -> 112 GOP/s, 8x1024x1024 1580-1620 -> 2330-2560, 16x768x768 2210-2410 ->
-  // 3290-3540; at 32 rows, 32x1024x1024, two threads were no faster than one).
-  const bool streams_b = P.M <= size_t(k.nr) / 2;
-  const double min_ops = k.min_ops_per_thread > 0 && !streams_b ? k.min_ops_per_thread : kQGemmMinOpsPerThread;
+  // A kernel's own (larger) limit was measured with B packed per call, where tasks that split the rows each
+  // pack every panel again. Prepacked panels are shared: there the default limit holds (two Sapphire Rapids
+  // cores, AMX QLinear, 1 -> 2 threads: 256^3 1600-1640 -> 2680-2900 GOP/s, 128x128x1024 1740-1830 ->
+  // 2420-3170, in three of four rounds). So does it up to half a tile of rows, where the call is a stream of
+  // B that a second thread's bandwidth speeds up (QLinear 1x4096x4096 57 -> 112 GOP/s, 8x1024x1024
+  // 1580-1620 -> 2330-2560; at 32 rows, 32x1024x1024, two threads were no faster than one).
+  const bool own_limit = k.min_ops_per_thread > 0 && !P.packed && P.M > size_t(k.nr) / 2;
+  const double min_ops = own_limit ? k.min_ops_per_thread : kQGemmMinOpsPerThread;
   split_gemm_tasks(P.N, P.M, size_t(k.mr), size_t(k.nr), P.N, rows_max, ops, min_ops, &mc, &nc);
   const size_t tm = ceil_div(P.N, mc), tn = ceil_div(P.M, nc);
   const Order o = choose_order(P);
