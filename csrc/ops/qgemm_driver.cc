@@ -26,6 +26,7 @@ namespace nnkern {
 namespace {
 
 constexpr size_t kMaxNR = 32;
+constexpr size_t kStreamRows = 16;  // up to this many rows of A, a GEMM streams B (2 M ops per byte of B)
 
 size_t ceil_div(size_t a, size_t b) { return qgemm_ceil_div(a, b); }
 size_t round_up(size_t x, size_t m) { return qgemm_round_up(x, m); }
@@ -248,11 +249,14 @@ void qgemm_execute(const QPlan& P) {
   // A kernel's own (larger) limit was measured with B packed per call, where tasks that split the rows each
   // pack every panel again. Prepacked panels are shared: there the default limit holds (two Sapphire Rapids
   // cores, AMX QLinear, 1 -> 2 threads: 256^3 1600-1640 -> 2680-2900 GOP/s, 128x128x1024 1740-1830 ->
-  // 2420-3170, in three of four rounds). So does it up to half a tile of rows, where the call is a stream of
-  // B that a second thread's bandwidth speeds up (QLinear 1x4096x4096 57 -> 112 GOP/s, 8x1024x1024
-  // 1580-1620 -> 2330-2560; at 32 rows, 32x1024x1024, two threads were no faster than one).
+  // 2420-3170, in three of four rounds). Up to kStreamRows rows with B larger than L2, the call is a stream
+  // of B from memory, which each thread's bandwidth speeds up: a thread per 256 KiB of B (QLinear
+  // 1x4096x4096 on 16 Emerald Rapids cores: 8 threads 217 GOP/s, 16 257; on two Sapphire Rapids cores
+  // 57 -> 112). B within L2 keeps the default (1x1024x1024 on 4 threads ran at 0.6-0.7x one thread).
+  const bool streams_b = P.M <= kStreamRows && P.N * P.K * qgemm_a_elem_size(k) > l2;
   const bool own_limit = k.min_ops_per_thread > 0 && !P.packed && P.M > size_t(k.nr) / 2;
-  const double min_ops = own_limit ? k.min_ops_per_thread : kQGemmMinOpsPerThread;
+  const double min_ops = streams_b ? std::min(kQGemmMinOpsPerThread, 2.0 * double(P.M) * double(256 << 10))
+                                   : own_limit ? k.min_ops_per_thread : kQGemmMinOpsPerThread;
   split_gemm_tasks(P.N, P.M, size_t(k.mr), size_t(k.nr), P.N, rows_max, ops, min_ops, &mc, &nc);
   const size_t tm = ceil_div(P.N, mc), tn = ceil_div(P.M, nc);
   const Order o = choose_order(P);
