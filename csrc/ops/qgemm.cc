@@ -68,8 +68,7 @@ QgemmCall gemv_call(const QgemmCall& c) { return {c.g, u8s8_gemm_8x4c4__scalar, 
 
 size_t all_panels_bytes(const QgemmCall& c) {
   const size_t panels = qgemm_ceil_div(c.g.N, size_t(c.k.mr));
-  return workspace_align(panels * qgemm_panel_bytes(c.k, c.g.K) + qgemm_panel_slack(c.k)) +
-         panels * size_t(c.k.mr) * sizeof(int32_t);
+  return workspace_align(qgemm_packed_gemm_bytes(c.k, c.g.K, c.g.N)) + panels * size_t(c.k.mr) * sizeof(int32_t);
 }
 
 const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
@@ -118,15 +117,12 @@ const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
          QPlan P{};
          const CommonScratch cs(c);
          prepare(c, cs, ws, P);
-         const size_t panels = qgemm_ceil_div(c.g.N, size_t(c.k.mr));
          uint8_t* packed = ws.as<uint8_t>(cs.l.bytes);
          const bool need_colsum = P.za != 0 && !c.k.zero_points_in_kernel;
          int32_t* colsum = need_colsum
-                               ? ws.as<int32_t>(cs.l.bytes + workspace_align(panels * qgemm_panel_bytes(c.k, c.g.K) +
-                                                                             qgemm_panel_slack(c.k)))
+                               ? ws.as<int32_t>(cs.l.bytes + workspace_align(qgemm_packed_gemm_bytes(c.k, c.g.K, c.g.N)))
                                : nullptr;
-         qgemm_pack_all(c.k, c.g.b_type, c.g.b, c.g.ldb, c.g.K, c.g.N, packed, colsum);
-         std::memset(packed + panels * qgemm_panel_bytes(c.k, c.g.K), 0, qgemm_panel_slack(c.k));
+         qgemm_pack_gemm(c.k, c.g.b_type, c.g.b, c.g.ldb, c.g.K, c.g.N, packed, colsum);
          P.packed = packed;
          P.packed_slack = qgemm_panel_slack(c.k);
          P.colsum = colsum;
@@ -158,10 +154,9 @@ PackedQGemm::PackedQGemm(const int8_t* w, size_t K, size_t N, size_t ldw)
   for (size_t p = 0; p < K; ++p) std::memcpy(raw_.data() + p * N, w + p * ldw, N);
   const QGemmKernel& k = *kernel_;
   const size_t MR = size_t(k.mr), panels = qgemm_ceil_div(N, MR);
-  packed_.resize(std::max<size_t>(panels * qgemm_panel_bytes(k, K) + qgemm_panel_slack(k), 1));
+  packed_.resize(std::max<size_t>(qgemm_packed_gemm_bytes(k, K, N), 1));
   colsum_.resize(std::max<size_t>(panels * MR, 1));
-  qgemm_pack_all(k, QType::s8, raw_.data(), N, K, N, packed_.data(), colsum_.data());
-  std::memset(packed_.data() + panels * qgemm_panel_bytes(k, K), 0, qgemm_panel_slack(k));
+  qgemm_pack_gemm(k, QType::s8, raw_.data(), N, K, N, packed_.data(), colsum_.data());
 }
 
 void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t x_zero, const QOutput& o) const {
@@ -177,7 +172,7 @@ void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t
   WorkspaceLayout l;
   const bool realign = qgemm_realign_pays(k, N_);
   const size_t a_off = l.add(qgemm_prepare_a_bytes(k, x_type, M, K_, false, realign).buf);
-  const size_t packed_off = l.add(repack ? panels * qgemm_panel_bytes(k, K_) + qgemm_panel_slack(k) : 0);
+  const size_t packed_off = l.add(repack ? qgemm_packed_gemm_bytes(k, K_, N_) : 0);
   const size_t colsum_off = l.add(repack ? panels * size_t(k.mr) * sizeof(int32_t) : 0);
   Workspace ws(l.bytes);
   P.za = qgemm_prepare_a(k, x_type, x, ldx, M, K_, x_zero, false, ws.as<uint8_t>(a_off), nullptr, &P, realign);
@@ -186,8 +181,7 @@ void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t
     P.packed = packed_.data();
     P.colsum = colsum_.data();
   } else {
-    qgemm_pack_all(k, QType::s8, raw_.data(), N_, K_, N_, ws.as<uint8_t>(packed_off), ws.as<int32_t>(colsum_off));
-    std::memset(ws.as<uint8_t>(packed_off) + panels * qgemm_panel_bytes(k, K_), 0, qgemm_panel_slack(k));
+    qgemm_pack_gemm(k, QType::s8, raw_.data(), N_, K_, N_, ws.as<uint8_t>(packed_off), ws.as<int32_t>(colsum_off));
     P.packed = ws.as<uint8_t>(packed_off);
     P.colsum = ws.as<int32_t>(colsum_off);
   }

@@ -3,6 +3,7 @@
 #include "ops/qgemm_pack.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #if defined(__SSE2__)
@@ -211,6 +212,13 @@ void qgemm_pack_all(const QGemmKernel& k, QType b_type, const void* b, size_t ld
       colsum[i] = int32_t(s);
     }
   }
+}
+
+void qgemm_pack_gemm(const QGemmKernel& k, QType b_type, const void* b, size_t ldb, size_t K, size_t N,
+                     uint8_t* packed, int32_t* colsum) {
+  qgemm_pack_all(k, b_type, b, ldb, K, N, packed, colsum);
+  const size_t slack = qgemm_panel_slack(k);
+  std::memset(packed + qgemm_packed_gemm_bytes(k, K, N) - slack, 0, slack);
 }
 
 void qgemm_pack_panel_taps(const QGemmKernel& k, QType b_type, void* dst, const void* b, size_t ldb, size_t K,

@@ -44,6 +44,14 @@ void qgemm_panel_column_sums(const QGemmKernel& k, const void* panel, size_t K, 
 void qgemm_pack_all(const QGemmKernel& k, QType b_type, const void* b, size_t ldb, size_t K, size_t N,
                     uint8_t* packed, int32_t* colsum);
 
+// The GEMMs' packed weights: all panels followed by qgemm_panel_slack zero bytes (QPlan::packed_slack), in a
+// buffer of qgemm_packed_gemm_bytes.
+inline size_t qgemm_packed_gemm_bytes(const QGemmKernel& k, size_t K, size_t N) {
+  return qgemm_ceil_div(N, size_t(k.mr)) * qgemm_panel_bytes(k, K) + qgemm_panel_slack(k);
+}
+void qgemm_pack_gemm(const QGemmKernel& k, QType b_type, const void* b, size_t ldb, size_t K, size_t N,
+                     uint8_t* packed, int32_t* colsum);
+
 // One panel of ks taps for the indirect kernels: tap t's weights are the K x N matrix at
 // b + t * tap_stride elements (row-major, leading dimension ldb); the panel holds channels n0 .. n0 + nn - 1
 // of each tap in turn, each tap padded to whole groups (kernels/qgemm.h), qgemm_panel_bytes(k, K, ks) bytes.
