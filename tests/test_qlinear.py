@@ -1,6 +1,8 @@
 """QLinear: prepacked int8 weights with the fused requantization epilogue, on every ISA path."""
 from __future__ import annotations
 
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -83,6 +85,29 @@ def test_loop_orders(qisa, rng, order):
                 assert np.array_equal(got, ref_qgemm(a, b, -7, zb)), (order, threads, M, N, K)
     finally:
         _C.set_qgemm_rows_outer(-1, 0)  # (the conftest fixture restores the thread count)
+
+
+def test_hooks_take_any_size():
+    """The blocking test hooks with sizes near 2^64 (which would wrap to 0 when rounded up to a kernel step)
+    mean "all of it": the GEMMs finish with the right answer. In a subprocess, so a regression (an endless
+    block loop) fails on the timeout instead of hanging the suite."""
+    code = """if True:
+        import numpy as np, nnkern
+        from nnkern import _C
+        rng = np.random.default_rng(5)
+        a = rng.integers(0, 256, (37, 300), dtype=np.uint8)
+        b = rng.integers(-128, 128, (300, 70), dtype=np.int8)
+        want = a.astype(np.int64) @ b.astype(np.int64)
+        layer = nnkern.QLinear(b.T.copy(), weight_scale=1.0, input_scale=1.0, input_zero_point=0,
+                               output_dtype=np.int32)
+        for hook in (lambda: _C.set_qgemm_kc(2**64 - 1), lambda: _C.set_qgemm_rows_outer(1, 2**64 - 1)):
+            hook()
+            assert np.array_equal(nnkern.qgemm(a, b, algorithm="pack_all"), want)
+            assert np.array_equal(layer(a), want)
+        print("ok")
+    """
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
 def test_ties_through_qlinear(qisa):

@@ -214,10 +214,13 @@ bool qgemm_rows_outer_fits(const QGemmKernel& k, size_t K) {
   return k.rows_outer && size_t(k.nr) * K * qgemm_a_elem_size(k) <= l1 * 2 / 3;
 }
 
-void set_qgemm_kc(size_t kc) { g_kc_override.store(kc); }
+// The hooks' values are capped: any K block or channel block past 2^32 means "all of it", and a value near
+// 2^64 would wrap to 0 when rounded up to the kernel's step (an endless K or block loop).
+constexpr size_t kHookCap = size_t(1) << 32;
+void set_qgemm_kc(size_t kc) { g_kc_override.store(std::min(kc, kHookCap)); }
 void set_qgemm_rows_outer(int v, size_t block) {
   g_rows_outer_override.store(v);
-  g_rows_outer_block.store(block);
+  g_rows_outer_block.store(std::min(block, kHookCap));
 }
 
 // The K block: whole K while an MR x K panel fits half of L1d (seed Q3), else balanced blocks that do, in
