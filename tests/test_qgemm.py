@@ -862,3 +862,23 @@ def test_reduction_tail_read_whole(qisa, rng, xdt):
         layer = nnkern.QLinear(b.T.copy(), weight_scale=1.0, input_scale=1.0, input_zero_point=za,
                                output_dtype=np.int32)
         assert np.array_equal(layer(a), want), (qisa, K)
+        with nnkern.max_isa(nnkern.supported_isas()[0]):  # packed for another kernel: repacked per call
+            other = nnkern.QLinear(b.T.copy(), weight_scale=1.0, input_scale=1.0, input_zero_point=za,
+                                   output_dtype=np.int32)
+        assert np.array_equal(other(a), want), (qisa, K, "repacked")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_few_rows_weights_past_l2(qisa, rng, threads):
+    """A few rows with weights larger than L2 stream B from memory and take a thread per 256 KiB of it
+    (ops/qgemm_driver.cc): QLinear and qgemm with all of B packed, exact on 1 and 2 threads."""
+    l2 = nnkern.cpu_info()["caches"]["l2"] or 1 << 20
+    M, N = 5, 1040
+    K = l2 // N + 65
+    a = rand_int(rng, np.uint8, (M, K))
+    b = rand_int(rng, np.int8, (K, N))
+    want = ref_qgemm(a, b, 3, 0)
+    nnkern.set_num_threads(threads)
+    layer = nnkern.QLinear(b.T.copy(), weight_scale=1.0, input_scale=1.0, input_zero_point=3, output_dtype=np.int32)
+    assert np.array_equal(layer(a), want), (qisa, threads)
+    assert np.array_equal(nnkern.qgemm(a, b, a_zero_point=3, algorithm="pack_all"), want), (qisa, threads)
