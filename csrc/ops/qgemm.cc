@@ -93,7 +93,7 @@ const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
       // Rapids: 690 GOP/s, against 990 packing all of B once). Where the kernel runs packed panels rows
       // outer (ops/qgemm_driver.cc), from a quarter of L2 of A on, B packed once and read rows outer wins
       // (one Sapphire Rapids core, AMX, per panel / all: 1024^3 1100-1170 / 1460 GOP/s, 1024x192x1024
-      // 1570-1690 / 1650-1700; 512^3, a sixteenth, 1470-1750 / 1500-1550; 128x768x768 1340-1410 / 930-1000).
+      // 1570-1690 / 1650-1700; 512^3, an eighth, 1470-1750 / 1500-1550; 128x768x768 1340-1410 / 930-1000).
       {"pack_per_panel", [](const QgemmCall&) { return true; },
        [](const QgemmCall& c) {
          const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;

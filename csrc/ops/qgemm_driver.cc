@@ -254,8 +254,9 @@ void qgemm_execute(const QPlan& P) {
   // cores, AMX QLinear, 1 -> 2 threads: 256^3 1600-1640 -> 2680-2900 GOP/s, 128x128x1024 1740-1830 ->
   // 2420-3170, in three of four rounds). Up to kStreamRows rows with B larger than L2, the call is a stream
   // of B from memory, which each thread's bandwidth speeds up: a thread per 256 KiB of B (QLinear
-  // 1x4096x4096 on 16 Emerald Rapids cores: 8 threads 217 GOP/s, 16 257; on two Sapphire Rapids cores
-  // 57 -> 112). B within L2 keeps the default (1x1024x1024 on 4 threads ran at 0.6-0.7x one thread).
+  // 1x4096x4096 on two Sapphire Rapids cores 57 -> 112 GOP/s; on 16 Emerald Rapids cores, separate runs on
+  // a loaded host, 217 on the 8 threads the ops limit allowed, 257-328 on 16). B within L2 is not a stream
+  // from memory and keeps the default limit (unmeasured which is better there).
   const bool streams_b = P.M <= kStreamRows && P.N * P.K * qgemm_a_elem_size(k) > l2;
   const bool own_limit = k.min_ops_per_thread > 0 && !P.packed && P.M > size_t(k.nr) / 2;
   const double min_ops = streams_b ? std::min(kQGemmMinOpsPerThread, 2.0 * double(P.M) * double(256 << 10))
