@@ -1,14 +1,11 @@
 """QLinear: prepacked int8 weights with the fused requantization epilogue, on every ISA path."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import nnkern
-from helpers import run_concurrently
+from helpers import describe_process, run_concurrently, run_python_isolated
 from qhelpers import epilogue_ref, ref_qgemm
 from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture)
 
@@ -106,8 +103,8 @@ def test_hooks_take_any_size():
             assert np.array_equal(layer(a), want)
         print("ok")
     """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    proc = run_python_isolated(code, timeout=600)  # (emulated runs start the child through qemu)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", describe_process(proc)
 
 
 def test_ties_through_qlinear(qisa):
