@@ -205,6 +205,48 @@ NNK_INLINE void prefetch_output(size_t m, size_t n, void* c, size_t ldc, const Q
   }
 }
 
+// One row of X (n = 1) with vpdpbusd on the same packed panel (group row g: channels 0-15, then 16-31, 4 k
+// each): a 1-row tdpbusd costs nearly what a 16-row one does, so a lone row (batch-1 Linear, a tile's last
+// row) is faster on the vector units. Four groups in flight, each with its own pair of accumulators (the
+// dependency chains of vpdpbusd); the epilogue is the tiles' own, on the row's 32 sums.
+void run_row(size_t m, size_t k, size_t ks, const int8_t* w, const void* const* b, const void* zero, size_t b_offset,
+             void* c, size_t ldc, const QEpilogue* ep) {
+  __m512i acc[4][2];
+  for (auto& a : acc) a[0] = a[1] = _mm512_setzero_si512();
+  const size_t full = k / 4, tail = k % 4;
+  for (size_t t = 0; t < ks; ++t) {
+    const uint8_t* row = static_cast<const uint8_t*>(b[t * kNR] == zero ? zero : static_cast<const char*>(b[t * kNR]) + b_offset);
+    size_t g = 0;
+    for (; g + 4 <= full; g += 4, w += 4 * kGroupRow)
+      for (int u = 0; u < 4; ++u) {
+        int32_t x;
+        __builtin_memcpy(&x, row + 4 * (g + u), 4);
+        const __m512i v = _mm512_set1_epi32(x);
+        acc[u][0] = _mm512_dpbusd_epi32(acc[u][0], v, _mm512_loadu_si512(w + u * kGroupRow));
+        acc[u][1] = _mm512_dpbusd_epi32(acc[u][1], v, _mm512_loadu_si512(w + u * kGroupRow + 64));
+      }
+    for (; g < full + (tail ? 1 : 0); ++g, w += kGroupRow) {  // the last groups; a partial one reads k % 4 bytes
+      int32_t x = 0;
+      __builtin_memcpy(&x, row + 4 * g, g < full ? 4 : tail);
+      const __m512i v = _mm512_set1_epi32(x);
+      acc[0][0] = _mm512_dpbusd_epi32(acc[0][0], v, _mm512_loadu_si512(w));
+      acc[0][1] = _mm512_dpbusd_epi32(acc[0][1], v, _mm512_loadu_si512(w + 64));
+    }
+  }
+  alignas(64) int32_t sums[kNR * kMR];  // the epilogue's layout; only row 0 is used
+  for (int h = 0; h < 2; ++h)
+    _mm512_store_si512(sums + 16 * h, _mm512_add_epi32(_mm512_add_epi32(acc[0][h], acc[1][h]),
+                                                       _mm512_add_epi32(acc[2][h], acc[3][h])));
+  const bool add_c_in = ep->c_in != nullptr;
+  switch (ep->out) {
+    case QOut::i32: epilogue<QOut::i32>(m, 1, sums, add_c_in, c, ldc, ep); break;
+    case QOut::f32: epilogue<QOut::f32>(m, 1, sums, add_c_in, c, ldc, ep); break;
+    case QOut::u8: epilogue<QOut::u8>(m, 1, sums, add_c_in, c, ldc, ep); break;
+    case QOut::s8: epilogue<QOut::s8>(m, 1, sums, add_c_in, c, ldc, ep); break;
+  }
+  if (ep->hook) ep->hook(ep->hook_ctx, QTile{ep->tile_i, ep->tile_j, m, 1, ep->out, c, ldc, ep->c_rows});
+}
+
 template <bool kM2, bool kN2>
 void run_tile(size_t m, size_t n, size_t k, size_t ks, const int8_t* a, const void* const* b, const void* zero,
               size_t b_offset, void* c, size_t ldc, const QEpilogue* ep) {
@@ -248,6 +290,7 @@ void run(size_t m, size_t n, size_t k, size_t ks, const void* a, const void* con
          size_t b_offset, void* c, size_t ldc, const QEpilogue* ep) {
   if (m == 0 || n == 0) return;
   const int8_t* w = static_cast<const int8_t*>(a);
+  if (n == 1) return run_row(m, k, ks, w, b, zero, b_offset, c, ldc, ep);
   if (m > 16 && n > 16) run_tile<true, true>(m, n, k, ks, w, b, zero, b_offset, c, ldc, ep);
   else if (m > 16) run_tile<true, false>(m, n, k, ks, w, b, zero, b_offset, c, ldc, ep);
   else if (n > 16) run_tile<false, true>(m, n, k, ks, w, b, zero, b_offset, c, ldc, ep);
