@@ -7,7 +7,7 @@
 // channels x 4 bytes). The packed c4 panel with MR = 32 already is the weight tile layout: a group row
 // of the panel is 128 bytes, channels 0-15 then 16-31, so each weight tile is a strided load (stride 128)
 // with no repacking. Tile registers: C 0-3, activations 4-5, weights 6-7; every 64 k, 4 loads and 4
-// tdpbusd (16 x 16 x 64 multiply-adds each).
+// tdpbusd (16 x 16 x 64 multiply-adds each). A tile of one row runs on vpdpbusd instead (run_row).
 //
 // Activation rows are loaded straight from memory when the tap's row pointers are evenly spaced (every GEMM tile; a
 // convolution's tile away from padding); otherwise each 64-byte chunk is gathered into a buffer first. The last partial
