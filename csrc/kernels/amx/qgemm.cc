@@ -205,15 +205,16 @@ NNK_INLINE void prefetch_output(size_t m, size_t n, void* c, size_t ldc, const Q
   }
 }
 
-// One row of X (n = 1) with vpdpbusd on the same packed panel (group row g: channels 0-15, then 16-31, 4 k
-// each): a 1-row tdpbusd costs nearly what a 16-row one does, so a lone row (batch-1 Linear, a tile's last
-// row) is faster on the vector units. Four groups in flight, each with its own pair of accumulators (the
-// dependency chains of vpdpbusd); the epilogue is the tiles' own, on the row's 32 sums.
 // How far ahead the row path fetches the panel (16 group rows; the panel is read once, from L2 or memory: three
 // interleaved rounds on one Sapphire Rapids core, QLinear 1x1024x1024 240-248 -> 257-260 GOP/s, 1x768x768
 // 222-230 -> 237; 1 KiB ahead gained half that, 4 KiB the same).
 constexpr size_t kRowPrefetch = 2048;
 
+// One row of X (n = 1) with vpdpbusd on the same packed panel (group row g: channels 0-15, then 16-31, 4 k
+// each): a 1-row tdpbusd costs nearly what a 16-row one does, so a lone row (batch-1 Linear, a tile's last
+// row) is faster on the vector units; from two rows on the tiles win (QLinear 2x1024x1024: 455 GOP/s on the
+// tiles, 357 on vpdpbusd). Four groups in flight, each with its own pair of accumulators (the dependency
+// chains of vpdpbusd); the epilogue is the tiles' own, on the row's 32 sums.
 void run_row(size_t m, size_t k, size_t ks, const int8_t* w, const void* const* b, const void* zero, size_t b_offset,
              void* c, size_t ldc, const QEpilogue* ep) {
   __m512i acc[4][2];
