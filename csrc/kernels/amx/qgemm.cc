@@ -193,6 +193,16 @@ void epilogue(size_t m, size_t n, const int32_t* acc, bool add_c_in, void* c, si
   }
 }
 
+// The epilogue for the output type of ep: the tiles' stored sums and the row path's both go through it.
+void epilogue_for(size_t m, size_t n, const int32_t* acc, bool add_c_in, void* c, size_t ldc, const QEpilogue* ep) {
+  switch (ep->out) {
+    case QOut::i32: epilogue<QOut::i32>(m, n, acc, add_c_in, c, ldc, ep); break;
+    case QOut::f32: epilogue<QOut::f32>(m, n, acc, add_c_in, c, ldc, ep); break;
+    case QOut::u8: epilogue<QOut::u8>(m, n, acc, add_c_in, c, ldc, ep); break;
+    case QOut::s8: epilogue<QOut::s8>(m, n, acc, add_c_in, c, ldc, ep); break;
+  }
+}
+
 // Starts fetching the output tile's lines: written only after the K loop, they would otherwise miss
 // at the tile stores, which then stall the next tile (a C larger than the caches: 1024^3 with int32
 // output, 4 MiB; 5-15% on one Sapphire Rapids core).
@@ -211,10 +221,11 @@ NNK_INLINE void prefetch_output(size_t m, size_t n, void* c, size_t ldc, const Q
 constexpr size_t kRowPrefetch = 2048;
 
 // One row of X (n = 1) with vpdpbusd on the same packed panel (group row g: channels 0-15, then 16-31, 4 k
-// each): a 1-row tdpbusd costs nearly what a 16-row one does, so a lone row (batch-1 Linear, a tile's last
-// row) is faster on the vector units; from two rows on the tiles win (QLinear 2x1024x1024: 455 GOP/s on the
-// tiles, 357 on vpdpbusd). Four groups in flight, each with its own pair of accumulators (the dependency
-// chains of vpdpbusd); the epilogue is the tiles' own, on the row's 32 sums.
+// each). On the tiles one row costs most of what 16 do (one Sapphire Rapids core, QLinear on AMX, a call of
+// 1 x 1024 x 1024 took 59% of the time of 16 x 1024 x 1024, 1 x 768 x 768 66% of 16 x 768 x 768), so a lone row
+// (batch-1 Linear, a tile's last row) is faster on the vector units; from two rows on the tiles win
+// (2 x 1024 x 1024: 412-455 GOP/s on the tiles, 319-357 on vpdpbusd). Four groups in flight, each with its own
+// pair of accumulators (the dependency chains of vpdpbusd); the epilogue is the tiles' own, on the row's sums.
 void run_row(size_t m, size_t k, size_t ks, const int8_t* w, const void* const* b, const void* zero, size_t b_offset,
              void* c, size_t ldc, const QEpilogue* ep) {
   __m512i acc[4][2];
@@ -241,17 +252,11 @@ void run_row(size_t m, size_t k, size_t ks, const int8_t* w, const void* const* 
       acc[0][1] = _mm512_dpbusd_epi32(acc[0][1], v, _mm512_loadu_si512(w + 64));
     }
   }
-  alignas(64) int32_t sums[kNR * kMR];  // the epilogue's layout; only row 0 is used
+  alignas(64) int32_t sums[kMR];  // row 0 of the epilogue's acc layout
   for (int h = 0; h < 2; ++h)
     _mm512_store_si512(sums + 16 * h, _mm512_add_epi32(_mm512_add_epi32(acc[0][h], acc[1][h]),
                                                        _mm512_add_epi32(acc[2][h], acc[3][h])));
-  const bool add_c_in = ep->c_in != nullptr;
-  switch (ep->out) {
-    case QOut::i32: epilogue<QOut::i32>(m, 1, sums, add_c_in, c, ldc, ep); break;
-    case QOut::f32: epilogue<QOut::f32>(m, 1, sums, add_c_in, c, ldc, ep); break;
-    case QOut::u8: epilogue<QOut::u8>(m, 1, sums, add_c_in, c, ldc, ep); break;
-    case QOut::s8: epilogue<QOut::s8>(m, 1, sums, add_c_in, c, ldc, ep); break;
-  }
+  epilogue_for(m, 1, sums, ep->c_in != nullptr, c, ldc, ep);
   if (ep->hook) ep->hook(ep->hook_ctx, QTile{ep->tile_i, ep->tile_j, m, 1, ep->out, c, ldc, ep->c_rows});
 }
 
@@ -283,13 +288,7 @@ void run_tile(size_t m, size_t n, size_t k, size_t ks, const int8_t* a, const vo
   } else {
     alignas(64) int32_t acc[kNR * kMR];
     store_tiles<kM2, kN2>(acc, kMR);
-    const bool add_c_in = ep->c_in && !load_c_in;
-    switch (ep->out) {
-      case QOut::i32: epilogue<QOut::i32>(m, n, acc, add_c_in, c, ldc, ep); break;
-      case QOut::f32: epilogue<QOut::f32>(m, n, acc, add_c_in, c, ldc, ep); break;
-      case QOut::u8: epilogue<QOut::u8>(m, n, acc, add_c_in, c, ldc, ep); break;
-      case QOut::s8: epilogue<QOut::s8>(m, n, acc, add_c_in, c, ldc, ep); break;
-    }
+    epilogue_for(m, n, acc, ep->c_in && !load_c_in, c, ldc, ep);
   }
   if (ep->hook) ep->hook(ep->hook_ctx, QTile{ep->tile_i, ep->tile_j, m, n, ep->out, c, ldc, ep->c_rows});
 }
