@@ -33,9 +33,9 @@ namespace {
 #include "kernels/avx512/f32_traits.inc"
 
 #define NNK_F32_GEMM_UNROLL 1
-// One Sapphire Rapids core, three interleaved rounds, sgemm: 16x1024x1024 104 -> 120-122 GFLOP/s, 32x1024x1024
-// 134-136 -> 148-154, 24x512x2048 125-128 -> 142; 256^3 and 64x2048x512 unchanged; 4 steps gained as much but
-// lost 3% on 64x2048x512.
+// One Sapphire Rapids core, sgemm, interleaved rounds of four A/B runs: 16x1024x1024 101-104 -> 117-122 GFLOP/s,
+// 32x1024x1024 128-136 -> 140-154, 24x512x2048 120-128 -> 134-142; 128^3, 256^3, 64x2048x512 and 1024^3 within
+// the noise; 4 steps gained as much but lost 3% on 64x2048x512.
 #define NNK_F32_GEMM_COPY_PREFETCH 8
 #include "kernels/f32_gemm_tile.inc"
 
