@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "core/checked.h"
+
 namespace nnkern {
 
 template <typename T>
@@ -20,7 +22,7 @@ class AlignedBuffer {
   void resize(size_t n) {
     if (n <= n_) return;
     std::free(p_);
-    size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
+    const size_t bytes = checked_round_up(checked_mul(n, sizeof(T)), 64);
     p_ = static_cast<T*>(std::aligned_alloc(64, bytes ? bytes : 64));
     if (!p_) { n_ = 0; throw std::bad_alloc(); }
     n_ = n;

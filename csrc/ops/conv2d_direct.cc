@@ -11,13 +11,13 @@
 // of 8 + 2 + 1 + two one-pixel tiles, each of which streams the whole weight block.
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/threadpool.h"
 #include "ops/conv2d.h"
 
 namespace nnkern {
 namespace {
 
-size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // The taps k < K along one axis whose input position o * s + k * d - p lies in [0, size): [k0, k1), empty if
 // k1 <= k0.

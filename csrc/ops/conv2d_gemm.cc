@@ -1,6 +1,7 @@
 // The GEMM-based FP32 convolutions (ops/conv2d.h): "im2col" (the baseline, seed O8) and "indirect".
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/threadpool.h"
 #include "core/workspace.h"
 #include "ops/conv2d.h"
@@ -27,7 +28,7 @@ struct Im2colLayout {
   explicit Im2colLayout(const ConvCall& c) {
     const ConvGeometry& geo = c.L.geometry();
     zero_off = l.add(geo.pointwise() ? 0 : geo.icg() * sizeof(float));
-    cols_off = l.add(geo.pointwise() ? 0 : block_rows(c) * geo.kg() * sizeof(float));
+    cols_off = l.add(geo.pointwise() ? 0 : checked_mul(block_rows(c), geo.kg(), sizeof(float)));
   }
 };
 

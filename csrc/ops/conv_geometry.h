@@ -3,6 +3,9 @@
 // (ops/conv_lowering.cc). Baseline header.
 #pragma once
 #include <cstddef>
+#include <initializer_list>
+
+#include "core/checked.h"
 
 namespace nnkern {
 
@@ -15,20 +18,36 @@ struct ConvGeometry {
   size_t ocg() const { return OC / groups; }
   size_t ks() const { return KH * KW; }
   size_t kg() const { return ks() * icg(); }  // the GEMM's K per group
-  // Output size along one axis; 0 when the dilated kernel does not fit the padded input.
+  // Output size along one axis; 0 when the dilated kernel does not fit the padded input. Throws
+  // std::length_error where the padded input overflows (an `in` no array has; the layer bounds the rest).
   static size_t out_size(size_t in, size_t pad0, size_t pad1, size_t k, size_t stride, size_t dil) {
-    const size_t span = dil * (k - 1) + 1, padded = in + pad0 + pad1;
+    const size_t span = checked_add(checked_mul(dil, k - 1), 1), padded = checked_add(in, pad0, pad1);
     return padded < span ? 0 : (padded - span) / stride + 1;
   }
   size_t OH(size_t H) const { return out_size(H, pt, pb, KH, sh, dh); }
   size_t OW(size_t W) const { return out_size(W, pl, pr, KW, sw, dw); }
+  // The output pixels of an N x H x W input, after checking that the input and output, at 8 bytes an element,
+  // have byte counts that fit 64 bits (std::length_error otherwise): the algorithms' sizes start from these.
+  size_t checked_pixels(size_t N, size_t H, size_t W) const {
+    checked_mul(N, H, W, IC, 8);
+    const size_t M = checked_mul(N, OH(H), OW(W));
+    checked_mul(M, OC, 8);
+    return M;
+  }
+  bool padded() const { return pt || pb || pl || pr; }
   bool depthwise() const { return icg() == 1; }  // one input channel per group (multiplier ocg())
   bool pointwise() const {  // a plain GEMM over the input rows
     return KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pb == 0 && pl == 0 && pr == 0;
   }
+  // Every parameter within [1 or 0, kMaxParam], the channels divisible by the groups.
   bool valid() const {
+    for (size_t v : {OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr})
+      if (v > kMaxParam) return false;
     return groups && IC && OC && IC % groups == 0 && OC % groups == 0 && KH && KW && sh && sw && dh && dw;
   }
+  // The largest channel count, kernel size, stride, dilation or padding a layer takes (as the Python layer):
+  // far beyond any model, and small enough that a product of two fits 64 bits.
+  static constexpr size_t kMaxParam = (size_t(1) << 31) - 1;
 };
 
 // Where the indirection buffers point: entries are offsets from this nominal base rather than from null, so

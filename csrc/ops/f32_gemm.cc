@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "core/algorithm.h"
+#include "core/checked.h"
 #include "core/dispatch.h"
 #include "core/isa.h"
 #include "core/kernel_list.h"
@@ -32,7 +33,6 @@ constexpr size_t kPackBMinPanels = 16;
 
 std::atomic<int> g_blocking_mode{int(BlockingMode::cache)};
 
-size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
 
 // The vector-side operand A (MR rows per panel).

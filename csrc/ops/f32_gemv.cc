@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "core/buffer.h"
+#include "core/checked.h"
 #include "core/dispatch.h"
 #include "core/isa.h"
 #include "core/threadpool.h"
@@ -42,7 +43,6 @@ constexpr size_t kRowsChunk = 4096;  // columns per rows-path task: a 16 KiB acc
                                      // per K step is then 16 KiB contiguous (1x4096x4096: 10 -> 13 GB/s)
 constexpr size_t kDotMinK = 16;      // below this, vectors along K are mostly masked: the tile driver wins
 
-size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
 
 size_t useful_threads(double flops) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/checked.h"
 #include "core/isa.h"
 #include "core/threadpool.h"
 
@@ -17,7 +18,6 @@ constexpr size_t kMaxNR = 32;
 // than a compute-bound tile block (the GEMV driver's figure).
 constexpr double kMinFlopsPerThread = 2e5;
 
-size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // Rows of X per task: the block of X rows that every panel streams against stays in half of L2.
 size_t row_block(size_t M, size_t K, size_t nr) {

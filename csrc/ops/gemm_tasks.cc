@@ -2,13 +2,10 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/threadpool.h"
 
 namespace nnkern {
-namespace {
-size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-}  // namespace
-
 void split_gemm_tasks(size_t m, size_t n, size_t mr, size_t nr, size_t mc_max, size_t nc_max, double ops,
                       double min_ops_per_thread, size_t* mc, size_t* nc) {
   size_t bm = ceil_div(m, std::max(mc_max, mr)), bn = ceil_div(n, std::max(nc_max, nr));

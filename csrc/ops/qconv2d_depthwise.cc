@@ -6,6 +6,7 @@
 // output row of one image (parallel_for_2d over batch x rows).
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/threadpool.h"
 #include "kernels/qdwconv_list.h"
 #include "ops/qconv2d.h"
@@ -18,7 +19,7 @@ size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 bool needs_copy(const QConvCall& c) { return c.x_type == QType::s8 || c.L.geometry().ocg() > 1; }
 
 size_t copy_bytes(const QConvCall& c) {
-  return needs_copy(c) ? round64(c.N * c.H * c.W * c.L.geometry().OC) : 0;
+  return needs_copy(c) ? checked_round_up(checked_mul(c.N, c.H, c.W, c.L.geometry().OC), 64) : 0;
 }
 
 }  // namespace
@@ -29,7 +30,7 @@ std::unique_ptr<QConvDwWeights> qconv_pack_depthwise(const QConvGeometry& geo, c
   const size_t OC = geo.OC, ks = geo.ks(), m = geo.ocg();
   const size_t cpad = (OC + kQDwconvChannelPad - 1) / kQDwconvChannelPad * kQDwconvChannelPad;
   p->cpad = cpad;
-  p->w.resize(ks * cpad);
+  p->w.resize(checked_mul(ks, cpad));
   p->wsum.resize(cpad);
   std::fill(p->w.data(), p->w.data() + ks * cpad, 0);
   std::fill(p->wsum.data(), p->wsum.data() + cpad, 0);

@@ -4,6 +4,7 @@
 // convolution (1x1, stride 1, no padding) skips the copy: the driver reads the input rows in place.
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/workspace.h"
 #include "ops/qconv2d.h"
 #include "ops/qgemm_driver.h"
@@ -31,7 +32,7 @@ struct Im2colLayout {
     const size_t esz = qgemm_a_elem_size(c.k);
     input_off = l.add(qconv_input_bytes(c));
     zero_off = l.add(geo.pointwise() ? 0 : geo.icg() * esz);
-    cols_off = l.add(geo.pointwise() ? 0 : block_rows(c) * geo.kg() * esz);
+    cols_off = l.add(geo.pointwise() ? 0 : checked_mul(block_rows(c), geo.kg(), esz));
   }
 };
 

@@ -5,6 +5,7 @@
 // same buffer serves every input address, and every group (the group's channel offset goes into b_offset too).
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/threadpool.h"
 #include "ops/qconv2d.h"
 #include "ops/qgemm_pack.h"
@@ -29,7 +30,7 @@ std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeome
   e->zero.resize(std::max<size_t>(zero_n * esz, 1));
   if (k) qconv_fill_zero_row(*k, za_eff, zero_n, e->zero.data());
   else std::fill(e->zero.data(), e->zero.data() + zero_n, uint8_t(za_eff));
-  e->ptrs.resize(std::max<size_t>(tiles * ks * NR, 1));
+  e->ptrs.resize(std::max<size_t>(checked_mul(tiles, ks, NR), 1));
   conv_fill_indirection(geo, {N, H, W}, NR, k ? geo.IC * esz : geo.OC, e->zero.data(), e->ptrs.data());
   return e;
 }

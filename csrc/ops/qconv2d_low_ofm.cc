@@ -22,6 +22,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/checked.h"
 #include "core/threadpool.h"
 #include "kernels/qconv_low_ofm_list.h"
 #include "ops/qconv2d.h"
@@ -76,7 +77,7 @@ std::unique_ptr<QConvLowOfmWeights> qconv_pack_low_ofm(const ConvGeometry& geo, 
   auto p = std::make_unique<QConvLowOfmWeights>();
   const size_t OC = geo.OC, IC = geo.IC, KW = geo.KW, ks = geo.ks(), G = (IC + 3) / 4, M = kQConvLowOfmMaxOc;
   p->groups4 = G;
-  p->w.resize(ks * G * M * 4);
+  p->w.resize(checked_mul(ks, G, M, 4));
   p->row_sum.resize(geo.KH * M);
   std::fill(p->w.data(), p->w.data() + ks * G * M * 4, int8_t(0));
   std::fill(p->row_sum.data(), p->row_sum.data() + geo.KH * M, 0);

@@ -28,7 +28,6 @@ namespace {
 constexpr size_t kMaxNR = 32;
 constexpr size_t kStreamRows = 16;  // up to this many rows of A, a GEMM streams B (2 M ops per byte of B)
 
-size_t ceil_div(size_t a, size_t b) { return qgemm_ceil_div(a, b); }
 size_t round_up(size_t x, size_t m) { return qgemm_round_up(x, m); }
 
 std::atomic<int> g_rows_outer_override{-1};

@@ -17,8 +17,6 @@
 namespace nnkern {
 namespace {
 
-size_t ceil_div(size_t a, size_t b) { return qgemm_ceil_div(a, b); }
-
 constexpr size_t kPackPrefetchGroups = 8;
 constexpr size_t kPackSliceGroups = 8;
 

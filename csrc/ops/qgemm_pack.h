@@ -5,12 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/checked.h"
 #include "kernels/qgemm.h"
 #include "ops/qgemm.h"
 
 namespace nnkern {
 
-inline size_t qgemm_ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+inline size_t qgemm_ceil_div(size_t a, size_t b) { return ceil_div(a, b); }
 inline size_t qgemm_round_up(size_t x, size_t m) { return qgemm_ceil_div(x, m) * m; }
 // Bytes of one packed weight: int16 for the s16 kernels, else int8.
 inline size_t qgemm_a_elem_size(const QGemmKernel& k) { return k.kind == QKind::s16 ? 2 : 1; }
