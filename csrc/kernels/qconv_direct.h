@@ -32,6 +32,7 @@ struct QConvDirectKernel {
   const char* name;  // = its symbol: u8s8_conv_direct_<pixels>x<channels>c4__isa
   int pixels;        // output pixels per register block (the tests sweep widths past it)
   int channels;      // output channels per register block (vectors x lanes)
+  bool auto_pick;    // "auto" may choose the algorithm on it (the VNNI kernels; not the scalar reference)
   QConvDirectUkernel run;
 };
 

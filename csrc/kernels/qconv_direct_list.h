@@ -1,11 +1,12 @@
 // The direct convolution kernels (kernels/qconv_direct.h) and their levels (core/kernel_list.h): registered
-// as the family "qconv_direct" (ops/qconv2d_direct_kernels.cc). VNNI levels only: no scalar kernel, so the
-// "direct" algorithm applies only where the ISA cap allows one of these (qconv_direct_kernel() null otherwise).
+// as the family "qconv_direct" (ops/qconv2d_direct_kernels.cc). The scalar reference runs the algorithm on every
+// CPU (the tests' oracle); auto picks only the VNNI kernels (auto_pick).
 #pragma once
 #include "core/kernel_list.h"
 #include "kernels/qconv_direct.h"
 
 #define NNKERN_QCONV_DIRECT_LIST(X) \
+  X(u8s8_conv_direct_1x1c4__scalar, scalar) \
   NNKERN_AVXVNNI(X(u8s8_conv_direct_4x16c4__avxvnni, avxvnni)) \
   NNKERN_AVX512VNNI(X(u8s8_conv_direct_6x64c4__avx512vnni, avx512vnni))
 
@@ -16,6 +17,6 @@ NNKERN_QCONV_DIRECT_LIST(NNKERN_QCONV_DIRECT_DECLARE_)
 #undef NNKERN_QCONV_DIRECT_DECLARE_
 
 const KernelList<QConvDirectKernel>& qconv_direct_kernel_list();
-const QConvDirectKernel* qconv_direct_kernel();  // the dispatched one (ISA cap honoured), or null: none
+const QConvDirectKernel& qconv_direct_kernel();  // the dispatched one (ISA cap honoured)
 
 }  // namespace nnkern

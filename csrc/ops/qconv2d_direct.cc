@@ -1,15 +1,19 @@
 // The "direct" convolution (seeds I8-I10): no GEMM and no indirection. The input is copied once into the
-// uint8 domain with its padding materialized (N x (H + pt + pb) x (W + pl + pr) x icp, padding pixels holding
-// the effective zero point, int8 shifted by +128, channels zero-padded to icp = a multiple of 4), so the
-// kernels (kernels/qconv_direct.h) walk the window with plain strides and no bounds test: a padding tap reads
-// za and adds za * w, which the column-sum compensation -za * colsum removes exactly, as in the indirect
-// path's zero row (sum (x - za) w, padding taps contributing 0). The weights are packed once per layer in
-// blocks of kQConvDirectOcBlock output channels (KH x KW taps of icp / 4 groups of 64 lanes x 4 bytes). Tasks
-// are (OC block, image, output row), the block outermost so that a thread's consecutive rows reuse the
-// block's weights from its cache. groups == 1 only.
+// uint8 domain with its padding materialized: per image the R x C grid of padded pixels the windows reach
+// (R = (OH - 1) * sh + (KH - 1) * dh + 1 rows from the top padding on, C likewise), padding pixels holding the
+// effective zero point, int8 shifted by +128, channels zero-padded to icp = a multiple of 4. The kernels
+// (kernels/qconv_direct.h) then walk the window with plain strides and no bounds test: a padding tap reads za
+// and adds za * w, which the column-sum compensation -za * colsum removes exactly, as in the indirect path's
+// zero row (sum (x - za) w, padding taps contributing 0). The algorithm applies only where that grid is at
+// most kMaxCopyRatio times the input plus the windows' reads, so a huge stride or padding never buys a copy
+// larger than the call's work. The weights are packed once per layer in blocks of kQConvDirectOcBlock output
+// channels (KH x KW taps of icp / 4 groups of 64 lanes x 4 bytes). Tasks are (OC block, image, output row),
+// the block outermost so that a thread's consecutive rows reuse the block's weights from its cache.
+// groups == 1 only.
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/checked.h"
 #include "core/threadpool.h"
 #include "kernels/qconv_direct_list.h"
 #include "ops/qconv2d.h"
@@ -17,12 +21,24 @@
 namespace nnkern {
 namespace {
 
-size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+// The padded copy may hold at most this many times the pixels of the input plus those the windows read.
+constexpr double kMaxCopyRatio = 4.0;
+
 size_t icp_of(const QConvGeometry& geo) { return (geo.IC + 3) / 4 * 4; }
 
-size_t padded_bytes(const QConvCall& c) {
-  const QConvGeometry& geo = c.L.geometry();
-  return round64(c.N * (c.H + geo.pt + geo.pb) * (c.W + geo.pl + geo.pr) * icp_of(geo));
+// The padded grid of one image the windows reach: rows x cols pixels.
+struct CopyGrid {
+  size_t rows, cols;
+  explicit CopyGrid(const QConvCall& c) {
+    const QConvGeometry& g = c.L.geometry();
+    rows = (c.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1;
+    cols = (c.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;
+  }
+};
+
+size_t copy_bytes(const QConvCall& c) {
+  const CopyGrid grid(c);
+  return checked_round_up(checked_mul(c.N, grid.rows, grid.cols, icp_of(c.L.geometry())), 64);
 }
 
 }  // namespace
@@ -33,9 +49,9 @@ std::unique_ptr<QConvDirectWeights> qconv_pack_direct(const QConvGeometry& geo, 
   const size_t OC = geo.OC, IC = geo.IC, ks = geo.ks(), icp = icp_of(geo), B = kQConvDirectOcBlock;
   p->blocks = (OC + B - 1) / B;
   p->icp = icp;
-  p->block_bytes = ks * icp * B;
+  p->block_bytes = checked_mul(ks, icp, B);
   const size_t cpad = p->blocks * B;
-  p->w.resize(p->blocks * p->block_bytes);
+  p->w.resize(checked_mul(p->blocks, p->block_bytes));
   p->colsum.resize(cpad);
   std::fill(p->w.data(), p->w.data() + p->blocks * p->block_bytes, int8_t(0));
   std::fill(p->colsum.data(), p->colsum.data() + cpad, 0);
@@ -52,26 +68,34 @@ std::unique_ptr<QConvDirectWeights> qconv_pack_direct(const QConvGeometry& geo, 
 }
 
 bool qconv_direct_applies(const QConvCall& c) {
-  return c.L.geometry().groups == 1 && (c.direct || qconv_direct_kernel());
+  const QConvGeometry& g = c.L.geometry();
+  if (g.groups != 1) return false;
+  const CopyGrid grid(c);
+  const double copied = double(grid.rows) * double(grid.cols);
+  const double used = double(c.H) * double(c.W) + double(c.OH) * double(c.OW) * double(g.ks());
+  return copied <= kMaxCopyRatio * used;
 }
 
+bool qconv_direct_auto_pick(const QConvCall& c) { return (c.direct ? *c.direct : qconv_direct_kernel()).auto_pick; }
+
 size_t qconv_direct_workspace(const QConvCall& c) {
-  const size_t cpad = (c.L.geometry().OC + kQConvDirectOcBlock - 1) / kQConvDirectOcBlock * kQConvDirectOcBlock;
-  return padded_bytes(c) + round64(cpad * sizeof(int32_t));
+  const size_t cpad = ceil_div(c.L.geometry().OC, kQConvDirectOcBlock) * kQConvDirectOcBlock;
+  return checked_add(copy_bytes(c), checked_round_up(cpad * sizeof(int32_t), 64));
 }
 
 void qconv_direct_run(const QConvCall& c, void* workspace) {
-  const QConvDirectKernel& k = c.direct ? *c.direct : *qconv_direct_kernel();
+  const QConvDirectKernel& k = c.direct ? *c.direct : qconv_direct_kernel();
   const QConvGeometry& geo = c.L.geometry();
   const QConvDirectWeights& w = c.L.direct_weights();
   const size_t IC = geo.IC, OC = geo.OC, icp = w.icp, B = kQConvDirectOcBlock;
-  const size_t Hp = c.H + geo.pt + geo.pb, Wp = c.W + geo.pl + geo.pr, OH = c.OH, OW = c.OW;
+  const CopyGrid grid(c);
+  const size_t Hp = grid.rows, Wp = grid.cols, OH = c.OH, OW = c.OW;
   uint8_t* xp = static_cast<uint8_t*>(workspace);
   const bool s8 = c.x_type == QType::s8;
   const int32_t za = s8 ? c.L.x_zero() + 128 : c.L.x_zero();
   const uint8_t flip = s8 ? 0x80 : 0, zb = uint8_t(za);
   const uint8_t* x = static_cast<const uint8_t*>(c.x);
-  // The padded copy, one padded input row per task.
+  // The padded copy, one row of the grid per task (Hp x Wp: the grid's rows and columns).
   parallel_for(c.N * Hp, [&](size_t row) {
     const size_t n = row / Hp, ih = row % Hp;
     uint8_t* d = xp + row * Wp * icp;
@@ -97,7 +121,7 @@ void qconv_direct_run(const QConvCall& c, void* workspace) {
     }
   });
   // sum (x - za) w = sum x w - za * colsum, modulo 2^32; padding lanes 0.
-  int32_t* comp = reinterpret_cast<int32_t*>(xp + padded_bytes(c));
+  int32_t* comp = reinterpret_cast<int32_t*>(xp + copy_bytes(c));
   for (size_t oc = 0; oc < w.blocks * B; ++oc)
     comp[oc] = int32_t(0u - uint32_t(za) * uint32_t(w.colsum.data()[oc]));
   QEpilogue ep0;

@@ -23,15 +23,14 @@ namespace {
 const QConvDirectKernel* qconv_direct_kernel_for(Isa isa) { return qconv_direct_kernel_list().at(isa); }
 }  // namespace
 
-const QConvDirectKernel* qconv_direct_kernel() {
+const QConvDirectKernel& qconv_direct_kernel() {
   static const KernelTable<QConvDirectKernel> table(qconv_direct_kernel_for);
-  return table.get_or_null();
+  return table.get();
 }
 
 namespace {
 [[maybe_unused]] const bool registered = (qconv_direct_kernel_list(), register_dispatched_op("u8s8_conv_direct", [] {
-  const QConvDirectKernel* k = qconv_direct_kernel();
-  return std::string(k ? k->name : "none");
+  return std::string(qconv_direct_kernel().name);
 }), true);
 }  // namespace
 

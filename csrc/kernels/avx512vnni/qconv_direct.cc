@@ -25,6 +25,6 @@ struct DirectZmmVnni : ZmmOps {
 }  // namespace
 
 extern const QConvDirectKernel u8s8_conv_direct_6x64c4__avx512vnni = {
-    "u8s8_conv_direct_6x64c4__avx512vnni", 6, 64, QConvDirectTemplate<DirectZmmVnni, 4, 6>::run};
+    "u8s8_conv_direct_6x64c4__avx512vnni", 6, 64, true, QConvDirectTemplate<DirectZmmVnni, 4, 6>::run};
 
 }  // namespace nnkern

@@ -25,6 +25,6 @@ struct DirectYmmVnni : YmmOps {
 }  // namespace
 
 extern const QConvDirectKernel u8s8_conv_direct_4x16c4__avxvnni = {
-    "u8s8_conv_direct_4x16c4__avxvnni", 4, 16, QConvDirectTemplate<DirectYmmVnni, 2, 4>::run};
+    "u8s8_conv_direct_4x16c4__avxvnni", 4, 16, true, QConvDirectTemplate<DirectYmmVnni, 2, 4>::run};
 
 }  // namespace nnkern
