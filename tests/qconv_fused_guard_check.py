@@ -35,7 +35,7 @@ def main() -> int:
                     x, xbuf = guarded((1, 2, OW, ICg * groups), np.uint8)
                     x[...] = rng.integers(0, 256, x.shape, dtype=np.uint8)
                     want_y = unfused(layer, ref_layer(layer, x))
-                    for alg in algorithms_for(layer):
+                    for alg in algorithms_for(layer, x.shape):
                         out, obuf = guarded(layer.result_shape(x.shape), layer._fused.result_dtype())
                         got = layer._run(x, out, alg, "")
                         if "pool" in fuse:

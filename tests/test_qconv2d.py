@@ -70,18 +70,15 @@ def unfused(layer, acc):
     return y.T.reshape(acc.shape)
 
 
-def direct_available():
-    """Whether the ISA cap (and the CPU) has a direct kernel: VNNI levels only (kernels/qconv_direct_list.h)."""
-    return _C.cpu_info()["kernels"].get("u8s8_conv_direct", "none") != "none"
+def direct_auto():
+    """Whether auto may pick "direct" under the ISA cap: its dispatched kernel is a VNNI one, not the scalar
+    reference (kernels/qconv_direct_list.h)."""
+    return not _C.cpu_info()["kernels"]["u8s8_conv_direct"].endswith("__scalar")
 
 
-def algorithms_for(layer):
-    """The table's entries that apply to the layer: "depthwise" only where groups == in_channels, "direct" only
-    with groups == 1 where the CPU and the ISA cap have a direct kernel (VNNI), "low_ofm" only with groups == 1
-    and at most 4 output channels."""
-    return [a for a in ALGORITHMS if (a != "depthwise" or layer.weight.shape[3] == 1)
-            and (a != "direct" or (layer.groups == 1 and direct_available()))
-            and (a != "low_ofm" or (layer.groups == 1 and layer.out_channels <= 4))]
+def algorithms_for(layer, x_shape):
+    """The table's entries that apply to the layer on an input of this shape, as C++ decides."""
+    return layer._packed.applicable_algorithms(*x_shape[:3])
 
 
 def rand_x(rng, dtype, shape, extreme=None):
@@ -165,7 +162,7 @@ def sweep(rng, n_configs, **config_kw):
 
 def test_sweep_bit_exact_every_kernel_and_algorithm(qkernel):
     for desc, layer, x, want in sweep(np.random.default_rng(11), N_CONFIGS):  # the same sweep for every kernel
-        for alg in algorithms_for(layer):
+        for alg in algorithms_for(layer, x.shape):
             got = layer._run(x, None, alg, qkernel)
             assert got.dtype == want.dtype
             assert np.array_equal(got, want), f"{qkernel} {alg} {desc}"
@@ -194,6 +191,44 @@ def test_sweep_depthwise_every_dwconv_kernel(dwkernel):
         assert (layer._packed.auto_algorithm(*x.shape[:3]) == "depthwise") == (layer.groups > 1), desc
         got = layer._run(x, None, "depthwise", dwkernel)
         assert got.dtype == want.dtype and np.array_equal(got, want), f"{dwkernel} {desc}"
+
+
+# Windows past every kernel's size classes: the depthwise kernels' 8x8 (64 taps) resolved on the stack, the
+# GEMM kernels' taps, the direct and low_ofm kernels' rows; long 1xK / Kx1 ones.
+LARGE_WINDOWS = [(9, 9), (11, 11), (8, 9), (1, 17), (17, 1), (3, 13)]
+
+
+def large_window_layers(rng, groups_kind):
+    """(layer, x) per large window: several channel blocks (32 and 70 channels), padding K // 2 asymmetric, batch 2,
+    every output dtype in turn."""
+    for i, (KH, KW) in enumerate(LARGE_WINDOWS):
+        C = (32, 70)[i % 2]
+        odt = (np.int32, np.uint8, np.int8, np.float32)[i % 4]
+        groups, ICg, OC = (C, 1, C * (1 + i % 2)) if groups_kind == "depthwise" else (1, (3, 5)[i % 2], C)
+        xdt = (np.uint8, np.int8)[i % 2]
+        layer = make_layer(rng, OC, KH, KW, ICg, odt, relu=odt != np.int32, groups=groups,
+                           padding=(KH // 2, (KH - 1) // 2, KW // 2 + 1, (KW - 1) // 2), stride=(1, 1 + i % 2),
+                           input_zero_point=(100, -3)[i % 2])
+        yield layer, rand_x(rng, xdt, (2, KH + 3, KW + 2, ICg * groups))
+
+
+def test_depthwise_large_windows(dwkernel, rng):
+    """Windows past 8x8 (the kernels' large-window path) and long rows / columns, over several channel blocks."""
+    for layer, x in large_window_layers(rng, "depthwise"):
+        want = unfused(layer, ref_layer(layer, x))
+        assert np.array_equal(layer._run(x, None, "depthwise", dwkernel), want), (dwkernel, layer)
+
+
+def test_gemm_and_direct_large_windows(qkernel, rng):
+    for layer, x in large_window_layers(rng, "plain"):
+        want = unfused(layer, ref_layer(layer, x))
+        for alg in ("im2col", "indirect"):
+            assert np.array_equal(layer._run(x, None, alg, qkernel), want), (qkernel, alg, layer)
+
+
+def test_direct_large_windows(directkernel, rng):
+    for layer, x in large_window_layers(rng, "plain"):
+        assert np.array_equal(layer._run(x, None, "direct", directkernel), unfused(layer, ref_layer(layer, x)))
 
 
 @pytest.mark.parametrize("C", [1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 70, 97])
@@ -228,10 +263,9 @@ def directkernel(request):
 
 
 def test_direct_kernels_listed():
-    """A direct kernel at each VNNI level of this build, none elsewhere (no scalar one: "direct" needs VNNI)."""
-    assert {k["level"] for k in QCONV_DIRECT_KERNELS} <= {"avxvnni", "avx512vnni"}
-    if not any(k["supported"] for k in QCONV_DIRECT_KERNELS):
-        pytest.skip("CPU lacks avxvnni and avx512vnni: no direct kernel runs here")
+    """The scalar reference direct kernel, and the others only at VNNI levels of this build."""
+    levels = [k["level"] for k in QCONV_DIRECT_KERNELS]
+    assert "scalar" in levels and set(levels) <= {"scalar", "avxvnni", "avx512vnni"}
 
 
 def test_sweep_direct_every_direct_kernel(directkernel):
@@ -277,17 +311,24 @@ def test_direct_no_access_past_guard_page(directkernel):
 
 
 def test_direct_does_not_apply(rng):
-    """groups > 1, or an ISA cap without VNNI (avx2, avx512): "direct" raises "does not apply"."""
+    """groups > 1, or a padded copy far larger than the input and the windows' reads (huge strides and padding):
+    "direct" raises "does not apply". Without VNNI it applies (the scalar kernel), but auto never picks it."""
     x = rand_x(rng, np.uint8, (1, 5, 5, 8))
     with pytest.raises(ValueError, match="does not apply"):
         make_layer(rng, 8, 3, 3, 4, groups=2)._run(x, None, "direct", "")
+    for kw in (dict(stride=64, padding=64), dict(stride=40, dilation=40, padding=80)):
+        layer = make_layer(rng, 8, 3, 3, 8, **kw)
+        assert "direct" not in layer._packed.applicable_algorithms(1, 5, 5)
+        with pytest.raises(ValueError, match="does not apply"):
+            layer._run(x, None, "direct", "")
+    stem = make_layer(rng, 8, 7, 7, 3, stride=2, padding=3)
     for isa in ("scalar", "avx2", "avx512"):
         if isa not in _C.isa_levels():
             continue
         with nnkern.max_isa(isa):
-            assert not direct_available()
-            with pytest.raises(ValueError, match="does not apply"):
-                make_layer(rng, 8, 3, 3, 8)._run(x, None, "direct", "")
+            assert not direct_auto()
+            assert "direct" in stem._packed.applicable_algorithms(1, 16, 16)
+            assert stem._packed.auto_algorithm(1, 16, 16) == "indirect"
 
 
 def test_dispatched_path_every_isa(qisa, rng):
@@ -297,13 +338,11 @@ def test_dispatched_path_every_isa(qisa, rng):
         IC, OC = 16, 24 if groups < 16 else 32
         for odt in (np.int32, np.uint8, np.int8, np.float32):
             for alg in ("auto", *ALGORITHMS):
-                if alg == "depthwise" and groups != IC or alg == "direct" and (groups != 1 or not direct_available()):
-                    continue
-                if alg == "low_ofm":  # OC > 4 here: tests/test_qconv_low_ofm.py runs it under every cap
-                    continue
                 layer = make_layer(rng, OC, KH, KW, IC // groups, odt, relu=odt != np.int32, stride=stride,
                                    padding=padding, groups=groups, algorithm=alg)
                 x = rand_x(rng, np.uint8, (2, 9, 10, IC))
+                if alg != "auto" and alg not in algorithms_for(layer, x.shape):
+                    continue
                 assert np.array_equal(layer(x), unfused(layer, ref_layer(layer, x))), (qisa, KH, KW, odt, alg)
 
 
@@ -317,7 +356,7 @@ def test_extremes(qkernel, xdt, zx, extreme):
                                input_zero_point=zx, output_dtype=np.int32)
         x = rand_x(None, xdt, (2, 5, 6, 70), extreme=extreme)
         want = ref_layer(layer, x)
-        for alg in algorithms_for(layer):
+        for alg in algorithms_for(layer, x.shape):
             assert np.array_equal(layer._run(x, None, alg, qkernel), want), (qkernel, alg, wv)
 
 
@@ -332,7 +371,7 @@ def test_fused_equals_unfused(rng, odt, relu):
     x = rand_x(rng, np.uint8, (3, 17, 12, 20))
     acc = i32(x)
     assert np.array_equal(acc, ref_layer(i32, x))
-    for alg in algorithms_for(layer):
+    for alg in algorithms_for(layer, x.shape):
         assert np.array_equal(layer._run(x, None, alg, ""), unfused(layer, acc)), alg
     if odt == np.float32:  # the real value, as the float64 formula
         y = acc * (layer.input_scale * layer.weight_scale.astype(np.float64)) + layer.bias
@@ -346,7 +385,7 @@ def test_threads_bit_identical(rng):
               make_layer(rng, 130, 3, 3, 24, np.int8, padding=(0, 1, 2, 0), stride=(2, 1))]  # 3 direct blocks
     x = rand_x(rng, np.uint8, (2, 23, 19, 24))
     for layer in layers:
-        for alg in algorithms_for(layer):
+        for alg in algorithms_for(layer, x.shape):
             nnkern.set_num_threads(1)
             one = layer._run(x, None, alg, "")
             for t in (2, 3, 5):
@@ -401,10 +440,10 @@ def test_auto_rule_and_algorithm_argument(rng):
     # direct: >= 25 taps over 1-3 input channels (7x7 stems, 5x5 input layers), where a direct kernel runs at the
     # ISA cap; one input channel and one group is depthwise only by name: auto treats it as a plain convolution
     stem = make_layer(rng, 64, 7, 7, 3, stride=2, padding=3)
-    assert stem._packed.auto_algorithm(1, 16, 16) == ("direct" if direct_available() else "indirect")
+    assert stem._packed.auto_algorithm(1, 16, 16) == ("direct" if direct_auto() else "indirect")
     for c, k in ((3, 5), (2, 5), (1, 7)):
         assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) == (
-            "direct" if direct_available() else "indirect"), (c, k)
+            "direct" if direct_auto() else "indirect"), (c, k)
     for c, k in ((4, 7), (3, 3), (1, 3)):
         assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) == "indirect", (c, k)
     for isa in ("avx2", "avx512"):  # no direct kernel under these caps
@@ -557,7 +596,7 @@ def test_residual_equals_unfused(rng, odt, relu, rdt, zr, groups):
         want = np.maximum(y, np.float32(0)) if relu else y
     else:
         want = np.rint(np.clip(y, np.float32(layer._lo), np.float32(layer._hi))).astype(odt)
-    for alg in algorithms_for(layer):
+    for alg in algorithms_for(layer, x.shape):
         got = layer._run(x, None, alg, "", r)
         assert got.dtype == odt and np.array_equal(got, want), alg
     out = np.empty_like(want)
@@ -582,7 +621,7 @@ def test_residual_batch_in_chunks(rng, odt):
                        residual_scale=0.03, residual_zero_point=100)
     x = rand_x(rng, np.uint8, (3, 40, 40, 5))
     r = rand_x(rng, np.uint8, layer.output_shape(x.shape))
-    for alg in algorithms_for(layer):
+    for alg in algorithms_for(layer, x.shape):
         got = layer._run(x, None, alg, "", r)
         for n in range(3):
             assert np.array_equal(got[n:n + 1], layer._run(x[n:n + 1], None, alg, "", r[n:n + 1])), (alg, n)

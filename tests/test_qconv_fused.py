@@ -119,7 +119,7 @@ def shuffled(y, r):
 
 def test_pool_every_gemm_kernel(qkernel):
     for desc, layer, x, want_y in pool_sweep(np.random.default_rng(21), N_CONFIGS, kinds=("plain", "groups")):
-        for alg in algorithms_for(layer):
+        for alg in algorithms_for(layer, x.shape):
             if alg in ("im2col", "indirect"):
                 check_pool(layer, layer._run(x, None, alg, qkernel), want_y, f"{qkernel} {alg} {desc}")
 
@@ -166,7 +166,7 @@ def test_dispatched_every_isa(qisa, rng):
                                    groups=groups, **fuse)
                 x = rand_x(rng, np.uint8, (2, 9, 10, 16))
                 want_y = unfused(layer, ref_layer(layer, x))
-                for alg in ("auto", *algorithms_for(layer)):
+                for alg in ("auto", *algorithms_for(layer, x.shape)):
                     got = layer._run(x, None, alg, "")
                     if "pool" in fuse:
                         check_pool(layer, got, want_y, f"{qisa} {alg} {groups} {odt}")
@@ -186,7 +186,7 @@ def test_shuffle_tails_and_threads(r, rng):
                                input_zero_point=-7)
             x = rand_x(rng, np.int8, (2, 3, OW, 5))
             want = shuffled(unfused(layer, ref_layer(layer, x)), r)
-            for alg in algorithms_for(layer):
+            for alg in algorithms_for(layer, x.shape):
                 for t in (1, 2, 3):
                     nnkern.set_num_threads(t)
                     assert np.array_equal(layer._run(x, None, alg, ""), want), (C, OW, odt, alg, t)
@@ -197,7 +197,7 @@ def test_pool_threads_bit_identical(rng):
     for groups, ICg, OC in [(1, 40, 200), (96, 1, 96)]:
         layer = make_layer(rng, OC, 3, 3, ICg, np.float32, relu=True, padding=1, groups=groups, pool="global_avg")
         x = rand_x(rng, np.uint8, (3, 23, 29, ICg * groups))
-        for alg in algorithms_for(layer):
+        for alg in algorithms_for(layer, x.shape):
             results = []
             for t in (1, 2, 3):
                 nnkern.set_num_threads(t)
@@ -215,7 +215,7 @@ def test_pool_large_image_slots(rng):
         layer = make_layer(rng, 19, KH, KH, ICg, odt, relu=False, padding=KH // 2, pool="global_avg")
         x = rand_x(rng, np.uint8, (2, H, W, ICg))
         want_y = unfused(layer, ref_layer(layer, x))
-        for alg in algorithms_for(layer):
+        for alg in algorithms_for(layer, x.shape):
             results = []
             for t in (1, 2, 3):
                 nnkern.set_num_threads(t)

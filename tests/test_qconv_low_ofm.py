@@ -17,7 +17,7 @@ import nnkern
 from nnkern import _C
 from helpers import QUICK, describe_process, run_python_isolated
 from qhelpers import runnable
-from test_qconv2d import make_layer, rand_x, ref_layer, unfused
+from test_qconv2d import LARGE_WINDOWS, make_layer, rand_x, ref_layer, unfused
 from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture of the dispatched path)
 
 LOW_OFM_KERNELS = _C.kernel_list("qconv_low_ofm")
@@ -177,8 +177,6 @@ def test_out_layout_planar_every_algorithm(rng):
         r = rand_x(rng, np.uint8, (2, 7, 19, 4)) if kw else None
         want = layer._run(x, None, "indirect", "", r)
         for alg in ("low_ofm", "im2col", "indirect", "direct"):
-            if alg == "direct" and _C.cpu_info()["kernels"].get("u8s8_conv_direct", "none") == "none":
-                continue
             rp = None if r is None else planar(r)
             got = layer._run(x, None, alg, "", rp, planar=True)
             assert np.array_equal(got, planar(want)), (odt, alg)
@@ -258,3 +256,14 @@ def test_wide_rows_of_many_channels_stay_nhwc(lowkernel):
     layer = make_layer(rng, 2, 3, 3, 257, np.int32, padding=1, input_zero_point=-100)
     x = rand_x(rng, np.int8, (1, 3, 1700, 257))
     check(layer, x, lowkernel)
+
+
+def test_large_windows(lowkernel, rng):
+    """Windows past 8x8 and long rows / columns (the re-laid-out rows of a band and the per-tap path)."""
+    for i, (KH, KW) in enumerate(LARGE_WINDOWS):
+        odt = OUT_DTYPES[i % 4]
+        layer = make_layer(rng, 1 + i % 4, KH, KW, (3, 9)[i % 2], odt, relu=odt != np.int32,
+                           padding=(KH // 2, (KH - 1) // 2, KW // 2, (KW - 1) // 2 + 1), stride=(1 + i % 2, 1),
+                           input_zero_point=(100, -3)[i % 2])
+        x = rand_x(rng, (np.uint8, np.int8)[i % 2], (2, KH + 2, KW + 5, (3, 9)[i % 2]))
+        assert np.array_equal(layer._run(x, None, "low_ofm", lowkernel), unfused(layer, ref_layer(layer, x))), (KH, KW)

@@ -46,10 +46,14 @@ class Conv2dBinding {
   }
 
   std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }
+  std::vector<std::string> applicable_algorithms(size_t N, size_t H, size_t W) const {
+    return packed_->applicable_algorithms(N, H, W);
+  }
   size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const {
     return packed_->workspace_bytes(N, H, W, algorithm);
   }
   size_t indirection_builds() const { return packed_->indirection_builds(); }
+  size_t indirection_bytes() const { return packed_->indirection_bytes(); }
   const std::shared_ptr<PackedConv2d>& packed() const { return packed_; }
 
  private:
@@ -89,9 +93,13 @@ void bind_conv2d(py::module_& m) {
       .def("run", &Conv2dBinding::run, py::arg("x"), py::arg("out"), py::arg("algorithm") = "auto",
            py::arg("kernel") = "")
       .def("auto_algorithm", &Conv2dBinding::auto_algorithm)
+      .def("applicable_algorithms", &Conv2dBinding::applicable_algorithms, py::arg("n"), py::arg("h"), py::arg("w"),
+           "The algorithms of the table that apply to an input of this shape (the rule, from C++).")
       .def("workspace_bytes", &Conv2dBinding::workspace_bytes, py::arg("n"), py::arg("h"), py::arg("w"),
            py::arg("algorithm") = "auto")
-      .def_property_readonly("indirection_builds", &Conv2dBinding::indirection_builds);
+      .def_property_readonly("indirection_builds", &Conv2dBinding::indirection_builds)
+      .def_property_readonly("indirection_bytes", &Conv2dBinding::indirection_bytes,
+                             "Bytes of the indirection buffers the layer keeps (ops/indirection_cache.h)");
   py::class_<InvertedResidualBinding>(m, "InvertedResidual")
       .def(py::init<const Conv2dBinding*, const Conv2dBinding&, const Conv2dBinding&, bool,
                     const std::array<std::string, 3>&>(),

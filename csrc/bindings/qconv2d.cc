@@ -25,9 +25,9 @@ class QConv2dBinding {
     geo.OC = g[0], geo.IC = g[1], geo.KH = g[2], geo.KW = g[3], geo.groups = g[4];
     geo.sh = g[5], geo.sw = g[6], geo.dh = g[7], geo.dw = g[8];
     geo.pt = g[9], geo.pb = g[10], geo.pl = g[11], geo.pr = g[12];
-    if (!geo.groups || geo.IC % geo.groups || geo.OC % geo.groups) throw py::value_error("internal: bad groups");
-    const int8_t* wp =
-        checked_in<int8_t>(w, "weight", {ssize_t(geo.groups), ssize_t(geo.kg()), ssize_t(geo.ocg())});
+    if (!geo.valid()) throw py::value_error("internal: bad geometry");
+    const int8_t* wp = checked_in<int8_t>(w, "weight", {ssize_t(geo.groups), ssize_t(checked_mul(geo.ks(), geo.icg())),
+                                                        ssize_t(geo.ocg())});
     if (factor.is_none() != offset.is_none() || factor.is_none() != (out_ == QOut::i32))
       throw py::value_error("internal: factor and offset go with (only) the requantized and float32 outputs");
     const float* f = factor.is_none() ? nullptr : checked_in<float>(factor.cast<py::array>(), "factor", {ssize_t(geo.OC)});
@@ -64,9 +64,10 @@ class QConv2dBinding {
                            size_t r, bool runs) const {
     const QConvGeometry& geo = packed_->geometry();
     const auto [N, H, W] = input_shape(x);
-    if (r == 0 || geo.OC % (r * r)) throw py::value_error("pixel shuffle: out_channels must be divisible by r*r");
-    void* dst = checked_q_out(out, out_, "out", {ssize_t(N), ssize_t(geo.OH(H) * r), ssize_t(geo.OW(W) * r),
-                                                  ssize_t(geo.OC / (r * r))});
+    if (r == 0 || r > geo.OC || geo.OC % (r * r))
+      throw py::value_error("pixel shuffle: out_channels must be divisible by r*r");
+    void* dst = checked_q_out(out, out_, "out", {ssize_t(N), ssize_t(checked_mul(geo.OH(H), r)),
+                                                  ssize_t(checked_mul(geo.OW(W), r)), ssize_t(geo.OC / (r * r))});
     QConvFused f = QConvFused::shuffle(r, geo.OC, out_, dst, runs);
     QConvOutput o = output_stage();
     o.fuse = &f;
@@ -90,8 +91,12 @@ class QConv2dBinding {
   }
 
   std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }
+  std::vector<std::string> applicable_algorithms(size_t N, size_t H, size_t W) const {
+    return packed_->applicable_algorithms(N, H, W);
+  }
   std::string kernel_name() const { return packed_->kernel_name(); }
   size_t indirection_builds() const { return packed_->indirection_builds(); }
+  size_t indirection_bytes() const { return packed_->indirection_bytes(); }
 
  private:
   // x checked (uint8 / int8, N x H x W x IC, the kernel fits): {N, H, W}.
@@ -149,8 +154,12 @@ void bind_qconv2d(py::module_& m) {
            py::arg("kernel"), py::arg("zero"), py::arg("scale"), py::arg("out_scale"), py::arg("out_zero"),
            py::arg("lo"), py::arg("hi"))
       .def("auto_algorithm", &QConv2dBinding::auto_algorithm)
+      .def("applicable_algorithms", &QConv2dBinding::applicable_algorithms, py::arg("n"), py::arg("h"), py::arg("w"),
+           "The algorithms of the table that apply to an input of this shape (the rule, from C++).")
       .def_property_readonly("kernel_name", &QConv2dBinding::kernel_name)
-      .def_property_readonly("indirection_builds", &QConv2dBinding::indirection_builds);
+      .def_property_readonly("indirection_builds", &QConv2dBinding::indirection_builds)
+      .def_property_readonly("indirection_bytes", &QConv2dBinding::indirection_bytes,
+                             "Bytes of the indirection buffers the layer keeps (ops/indirection_cache.h)");
 }
 
 }  // namespace nnkern::bindings

@@ -64,6 +64,14 @@ class AlgorithmTable {
     throw std::invalid_argument(std::string(op_) + ": unknown algorithm '" + name + "' (" + choices() + ")");
   }
 
+  // The names of the entries that apply to p, in table order (what tests and benchmarks enumerate).
+  std::vector<std::string> applicable(const Problem& p) const {
+    std::vector<std::string> names;
+    for (const auto& e : entries_)
+      if (e.applicable(p)) names.push_back(e.name);
+    return names;
+  }
+
   size_t workspace_bytes(const Algorithm<Problem>& e, const Problem& p) const {
     return e.workspace_bytes ? e.workspace_bytes(p) : 0;
   }

@@ -3,9 +3,11 @@
 #include "ops/conv2d.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
+#include "core/checked.h"
 #include "core/algorithm.h"
 #include "core/workspace.h"
 #include "kernels/f32_conv_list.h"
@@ -14,22 +16,25 @@
 namespace nnkern {
 namespace {
 
-// Input shapes whose indirection buffers a layer keeps (a model calls a layer on a few shapes at most).
-constexpr size_t kIndirectionCacheEntries = 8;
-
+// The tile kernels (direct, mgemm, dot, depthwise) skip the taps that fall in the padding instead of multiplying
+// zeros: the same sums while every weight is finite, but 0 x Inf or 0 x NaN is NaN under zero padding. A padded
+// layer with a non-finite weight runs the algorithms that read a zero row (indirect, im2col) instead.
+bool skipping_padding_exact(const ConvCall& c) { return !c.L.geometry().padded() || c.L.finite_weights(); }
 // mGEMM's kernels share the inputs of adjacent kernel columns between adjacent pixels: stride == dilation along W.
 bool mgemm_applies(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
-  return g.sw == g.dw && (c.conv ? c.conv->wf > 1 && !c.conv->depthwise && !c.conv->dot : f32_conv_mgemm_kernel() != nullptr);
+  return g.sw == g.dw && skipping_padding_exact(c) &&
+         (c.conv ? c.conv->wf > 1 && !c.conv->depthwise && !c.conv->dot : f32_conv_mgemm_kernel() != nullptr);
 }
 bool direct_applies(const ConvCall& c) {
-  return !c.conv || (!c.conv->depthwise && !c.conv->dot && (c.conv->wf == 1 || mgemm_applies(c)));
+  return skipping_padding_exact(c) &&
+         (!c.conv || (!c.conv->depthwise && !c.conv->dot && (c.conv->wf == 1 || mgemm_applies(c))));
 }
-bool dot_applies(const ConvCall& c) { return !c.conv || c.conv->dot; }
+bool dot_applies(const ConvCall& c) { return skipping_padding_exact(c) && (!c.conv || c.conv->dot); }
 // One input channel per group and one output channel per group (channel multiplier 1).
 bool depthwise_applies(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
-  return g.groups == g.IC && g.groups == g.OC && (!c.conv || c.conv->depthwise);
+  return g.groups == g.IC && g.groups == g.OC && skipping_padding_exact(c) && (!c.conv || c.conv->depthwise);
 }
 
 // auto's rule, in the table's order below (depthwise, the plain GEMM for pointwise layers, dot, mgemm, direct,
@@ -100,6 +105,7 @@ PackedConv2d::PackedConv2d(const ConvGeometry& geo, const float* w, const float*
   const size_t n = geo.OC * geo.kg();
   raw_.resize(n);
   std::copy(w, w + n, raw_.data());
+  finite_ = std::all_of(w, w + n, [](float v) { return std::isfinite(v); });
   if (bias) {
     bias_.resize(geo.OC);
     std::copy(bias, bias + geo.OC, bias_.data());
@@ -157,7 +163,7 @@ const ConvTapWeights& PackedConv2d::tap_weights(size_t MR, bool depthwise) const
   const size_t blocks = depthwise ? (geo_.OC + MR - 1) / MR : (ocg + MR - 1) / MR, rows = depthwise ? ks : kg;
   p->panels = blocks;
   p->panel_floats = rows * MR;
-  p->w.resize((depthwise ? 1 : geo_.groups) * blocks * p->panel_floats);
+  p->w.resize(checked_mul(depthwise ? 1 : geo_.groups, blocks, p->panel_floats));
   float* dst = p->w.data();
   for (size_t g = 0; g < (depthwise ? 1 : geo_.groups); ++g)
     for (size_t b = 0; b < blocks; ++b)
@@ -171,56 +177,52 @@ const ConvTapWeights& PackedConv2d::tap_weights(size_t MR, bool depthwise) const
 }
 
 std::shared_ptr<const ConvIndirection> PackedConv2d::indirection(const ConvInputShape& s, size_t NR) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (size_t i = 0; i < indirect_.size(); ++i) {
-    const auto e = indirect_[i];
-    if (e->shape.N == s.N && e->shape.H == s.H && e->shape.W == s.W && e->NR == NR) {
-      indirect_.erase(indirect_.begin() + ptrdiff_t(i));  // most recently used last
-      indirect_.push_back(e);
-      return e;
-    }
-  }
-  // Held by shared_ptr: a call still using an evicted buffer keeps it alive.
-  auto e = std::make_shared<ConvIndirection>();
-  e->shape = s;
-  e->NR = NR;
-  e->zero.resize(std::max<size_t>(geo_.icg(), 1));
-  std::fill(e->zero.data(), e->zero.data() + e->zero.size(), 0.0f);
-  const size_t M = s.N * geo_.OH(s.H) * geo_.OW(s.W);
-  e->ptrs.resize(std::max<size_t>((M + NR - 1) / NR * geo_.ks() * NR, 1));
-  conv_fill_indirection(geo_, s, NR, geo_.IC * sizeof(float), e->zero.data(), e->ptrs.data());
-  ++builds_;
-  if (indirect_.size() >= kIndirectionCacheEntries) indirect_.erase(indirect_.begin());
-  indirect_.push_back(e);
-  return e;
+  const auto same = [&](const ConvIndirection& e) {
+    return e.shape.N == s.N && e.shape.H == s.H && e.shape.W == s.W && e.NR == NR;
+  };
+  return indirect_.get(same, [&] {
+    auto e = std::make_shared<ConvIndirection>();
+    e->shape = s;
+    e->NR = NR;
+    e->zero.resize(std::max<size_t>(geo_.icg(), 1));
+    std::fill(e->zero.data(), e->zero.data() + e->zero.size(), 0.0f);
+    const size_t M = checked_mul(s.N, geo_.OH(s.H), geo_.OW(s.W));
+    e->ptrs.resize(std::max<size_t>(checked_mul(ceil_div(M, NR), geo_.ks(), NR), 1));
+    conv_fill_indirection(geo_, s, NR, geo_.IC * sizeof(float), e->zero.data(), e->ptrs.data());
+    return e;
+  });
 }
 
-size_t PackedConv2d::indirection_builds() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return builds_;
+ConvCall PackedConv2d::call(size_t N, size_t H, size_t W, const float* x, float* y, const F32GemmKernel* kern,
+                            const F32ConvKernel* conv) const {
+  const size_t OH = geo_.OH(H), OW = geo_.OW(W);
+  if (!H || !W || !OH || !OW) throw std::invalid_argument("conv2d: the kernel does not fit the padded input");
+  geo_.checked_pixels(N, H, W);
+  return ConvCall{*this, kern ? *kern : f32_gemm_kernel(), {N, H, W}, OH, OW, x, y, conv};
 }
 
 const char* PackedConv2d::run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
                               const F32GemmKernel* kern, const F32ConvKernel* conv) const {
-  const size_t OH = geo_.OH(H), OW = geo_.OW(W);
-  if (!H || !W || !OH || !OW) throw std::invalid_argument("conv2d: the kernel does not fit the padded input");
-  const ConvCall call{*this, kern ? *kern : f32_gemm_kernel(), {N, H, W}, OH, OW, x, y, conv};
-  const Algorithm<ConvCall>& a = conv_algorithms().select(call, algorithm);  // errors before any work
+  const ConvCall c = call(N, H, W, x, y, kern, conv);
+  const Algorithm<ConvCall>& a = conv_algorithms().select(c, algorithm);  // errors before any work
   if (N == 0) return a.name;
-  Workspace ws(a.workspace_bytes ? a.workspace_bytes(call) : 0);
-  a.run(call, ws);
+  Workspace ws(a.workspace_bytes ? a.workspace_bytes(c) : 0);
+  a.run(c, ws);
   return a.name;
 }
 
 const char* PackedConv2d::auto_algorithm(size_t N, size_t H, size_t W) const {
-  const ConvCall call{*this, f32_gemm_kernel(), {N, H, W}, geo_.OH(H), geo_.OW(W), nullptr, nullptr};
-  return conv_algorithms().select(call, "auto").name;
+  return conv_algorithms().select(call(N, H, W, nullptr, nullptr), "auto").name;
+}
+
+std::vector<std::string> PackedConv2d::applicable_algorithms(size_t N, size_t H, size_t W) const {
+  return conv_algorithms().applicable(call(N, H, W, nullptr, nullptr));
 }
 
 size_t PackedConv2d::workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const {
-  const ConvCall call{*this, f32_gemm_kernel(), {N, H, W}, geo_.OH(H), geo_.OW(W), nullptr, nullptr};
-  const Algorithm<ConvCall>& a = conv_algorithms().select(call, algorithm);
-  return a.workspace_bytes ? a.workspace_bytes(call) : 0;
+  const ConvCall c = call(N, H, W, nullptr, nullptr);
+  const Algorithm<ConvCall>& a = conv_algorithms().select(c, algorithm);
+  return a.workspace_bytes ? a.workspace_bytes(c) : 0;
 }
 
 }  // namespace nnkern

@@ -27,6 +27,7 @@
 #include "kernels/f32_gemm.h"
 #include "ops/conv_geometry.h"
 #include "ops/f32_gemm.h"
+#include "ops/indirection_cache.h"
 
 namespace nnkern {
 
@@ -51,7 +52,10 @@ struct ConvIndirection {
   size_t NR = 0;
   AlignedBuffer<const void*> ptrs;
   AlignedBuffer<float> zero;
+  size_t bytes() const { return ptrs.size() * sizeof(void*) + zero.size() * sizeof(float); }
 };
+
+struct ConvCall;
 
 class PackedConv2d {
  public:
@@ -65,15 +69,18 @@ class PackedConv2d {
   const char* run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
                   const F32GemmKernel* kern = nullptr, const F32ConvKernel* conv = nullptr) const;
   const char* auto_algorithm(size_t N, size_t H, size_t W) const;  // what "auto" picks for this input
+  std::vector<std::string> applicable_algorithms(size_t N, size_t H, size_t W) const;  // the entries that apply
   size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const;
 
   const ConvGeometry& geometry() const { return geo_; }
   ConvActivation activation() const { return act_; }
   ActMethod method() const { return method_; }
-  size_t indirection_builds() const;  // the tests' cache probe
+  size_t indirection_builds() const { return indirect_.builds(); }  // the tests' cache probe
+  size_t indirection_bytes() const { return indirect_.bytes(); }    // what the cache holds (ops/indirection_cache.h)
 
   // Used by the algorithms (ops/conv2d_*.cc).
   const float* raw() const { return raw_.data(); }  // the weights as given
+  bool finite_weights() const { return finite_; }     // no weight is Inf or NaN
   const float* bias() const { return bias_.size() ? bias_.data() : nullptr; }
   F32Epilogue epilogue() const;  // bias (added per group by the caller) and the relu / relu6 clamp
   // The sigmoid / SiLU post-op over `rows` rows of n floats, ld apart (nothing for the other activations).
@@ -83,15 +90,20 @@ class PackedConv2d {
   std::shared_ptr<const ConvIndirection> indirection(const ConvInputShape& s, size_t NR) const;
 
  private:
+  // The call of an N x H x W input, its sizes checked (std::invalid_argument if the kernel does not fit,
+  // std::length_error if a size overflows).
+  ConvCall call(size_t N, size_t H, size_t W, const float* x, float* y, const F32GemmKernel* kern = nullptr,
+                const F32ConvKernel* conv = nullptr) const;
+
   ConvGeometry geo_;
   ConvActivation act_;
   ActMethod method_;
   AlignedBuffer<float> raw_, bias_;
-  mutable std::mutex mu_;  // guards the caches below
+  bool finite_ = true;
+  mutable std::mutex mu_;  // guards the weight caches below
   mutable std::vector<std::unique_ptr<PackedF32Gemm>> gemm_;
   mutable std::vector<std::unique_ptr<ConvTapWeights>> taps_;
-  mutable std::vector<std::shared_ptr<const ConvIndirection>> indirect_;  // most recent last
-  mutable size_t builds_ = 0;
+  IndirectionCache<ConvIndirection> indirect_;
 };
 
 // One call as the algorithm table sees it.

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/checked.h"
 #include "core/algorithm.h"
 #include "core/threadpool.h"
 #include "core/workspace.h"
@@ -17,8 +18,6 @@
 namespace nnkern {
 namespace {
 
-// Input shapes whose indirection buffers a layer keeps (a model calls a layer on a few shapes at most).
-constexpr size_t kIndirectionCacheEntries = 8;
 // A residual layer computes its float32 pre-activation for about this many bytes of images at a time
 // (at least one image), about half of a core's L2 on the CPUs measured.
 constexpr size_t kResidualChunkBytes = size_t(1) << 20;
@@ -33,7 +32,7 @@ constexpr size_t kResidualChunkBytes = size_t(1) << 20;
 // 3x3/2: 73 / 80 / 129; 1->32 3x3/1: 43 / 28 / 46), and 4 channels tie (5x5/1: 441 / 289 / 476).
 bool direct_preferred(const QConvCall& c) {
   const QConvGeometry& g = c.L.geometry();
-  return g.groups == 1 && g.icg() <= 3 && g.ks() >= 25 && qconv_direct_applies(c);
+  return g.groups == 1 && g.icg() <= 3 && g.ks() >= 25 && qconv_direct_applies(c) && qconv_direct_auto_pick(c);
 }
 
 const AlgorithmTable<QConvCall>& qconv_algorithms() {
@@ -64,6 +63,11 @@ const AlgorithmTable<QConvCall>& qconv_algorithms() {
 }
 
 [[maybe_unused]] const bool algorithms_registered = (qconv_algorithms(), true);
+
+const QConvGeometry& valid_geometry(const QConvGeometry& geo) {
+  if (!geo.valid()) throw std::invalid_argument("qconv2d: bad geometry");
+  return geo;
+}
 
 // dst (N x OC x P) = src (N x P x OC), elements of esz bytes.
 void nhwc_to_planar(const uint8_t* src, uint8_t* dst, size_t N, size_t P, size_t OC, size_t esz) {
@@ -98,10 +102,8 @@ void run_algorithm(const Algorithm<QConvCall>& a, const QConvCall& c) {
 
 PackedQConv2d::PackedQConv2d(const QConvGeometry& geo, const int8_t* w, const float* factor, const float* offset,
                              int32_t x_zero)
-    : geo_(geo), kernel_(&qgemm_kernel(8, geo.icg(), geo.ks())), x_zero_(x_zero), pad_(qgemm_padded_n(geo.ocg())) {
-  if (geo.groups == 0 || geo.IC == 0 || geo.OC == 0 || geo.IC % geo.groups || geo.OC % geo.groups || !geo.KH ||
-      !geo.KW || !geo.sh || !geo.sw || !geo.dh || !geo.dw)
-    throw std::invalid_argument("qconv2d: bad geometry");
+    : geo_(valid_geometry(geo)), kernel_(&qgemm_kernel(8, geo.icg(), geo.ks())), x_zero_(x_zero),
+      pad_(qgemm_padded_n(geo.ocg())) {
   const size_t n = geo.groups * geo.kg() * geo.ocg();
   raw_.resize(n);
   std::copy(w, w + n, raw_.data());
@@ -128,8 +130,8 @@ const QConvWeights& PackedQConv2d::weights(const QGemmKernel& k) const {
   p->panels = qgemm_ceil_div(N, MR);
   p->gemm_group_bytes = p->panels * qgemm_panel_bytes(k, K);
   p->taps_group_bytes = p->panels * qgemm_panel_bytes(k, icg, ks);
-  p->gemm.resize(G * p->gemm_group_bytes);
-  p->taps.resize(G * p->taps_group_bytes);
+  p->gemm.resize(checked_mul(G, p->gemm_group_bytes));
+  p->taps.resize(checked_mul(G, p->taps_group_bytes));
   p->colsum.resize(G * p->panels * MR);
   for (size_t g = 0; g < G; ++g) {
     const int8_t* b = raw_.data() + g * K * N;  // K x N row-major
@@ -180,26 +182,10 @@ const QConvDirectWeights& PackedQConv2d::direct_weights() const {
 
 std::shared_ptr<const QConvIndirection> PackedQConv2d::indirection(size_t N, size_t H, size_t W, const QGemmKernel* k,
                                                                    QType x_type, int32_t za_eff) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (size_t i = 0; i < indirect_.size(); ++i) {
-    const auto e = indirect_[i];
-    if (e->N == N && e->H == H && e->W == W && e->kern == k && e->x_type == x_type) {
-      indirect_.erase(indirect_.begin() + ptrdiff_t(i));  // most recently used last
-      indirect_.push_back(e);
-      return e;
-    }
-  }
-  // Held by shared_ptr: a call still using an evicted buffer keeps it alive.
-  auto e = qconv_build_indirection(geo_, N, H, W, k, x_type, za_eff);
-  ++builds_;
-  if (indirect_.size() >= kIndirectionCacheEntries) indirect_.erase(indirect_.begin());
-  indirect_.push_back(e);
-  return e;
-}
-
-size_t PackedQConv2d::indirection_builds() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return builds_;
+  const auto same = [&](const QConvIndirection& e) {
+    return e.N == N && e.H == H && e.W == W && e.kern == k && e.x_type == x_type;
+  };
+  return indirect_.get(same, [&] { return qconv_build_indirection(geo_, N, H, W, k, x_type, za_eff); });
 }
 
 const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const void* x, const QConvOutput& o,
@@ -208,6 +194,8 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
                                const QConvLowOfmKernel* low_ofm) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
+  geo_.checked_pixels(N, H, W);
+  qgemm_check_exact("qconv2d", x_type, x_zero_, geo_.kg());
   const QConvCall chosen{*this, kern ? *kern : qgemm_kernel(8, geo_.icg(), geo_.ks()), N, H, W, OH, OW, x_type, x, o,
                          dw, direct, low_ofm};
   const Algorithm<QConvCall>& a = qconv_algorithms().select(chosen, algorithm);  // errors before any work
@@ -265,10 +253,21 @@ const char* PackedQConv2d::run(size_t N, size_t H, size_t W, QType x_type, const
   return a.name;
 }
 
+QConvCall PackedQConv2d::shape_call(size_t N, size_t H, size_t W, const QConvOutput& o) const {
+  const size_t OH = geo_.OH(H), OW = geo_.OW(W);
+  if (!H || !W || !OH || !OW) throw std::invalid_argument("qconv2d: the kernel does not fit the padded input");
+  geo_.checked_pixels(N, H, W);
+  return QConvCall{*this, *kernel_, N, H, W, OH, OW, QType::u8, nullptr, o};
+}
+
 const char* PackedQConv2d::auto_algorithm(size_t N, size_t H, size_t W) const {
   const QConvOutput o;
-  const QConvCall call{*this, *kernel_, N, H, W, geo_.OH(H), geo_.OW(W), QType::u8, nullptr, o};
-  return qconv_algorithms().select(call, "auto").name;
+  return qconv_algorithms().select(shape_call(N, H, W, o), "auto").name;
+}
+
+std::vector<std::string> PackedQConv2d::applicable_algorithms(size_t N, size_t H, size_t W) const {
+  const QConvOutput o;
+  return qconv_algorithms().applicable(shape_call(N, H, W, o));
 }
 
 void qconv_padded_factors(const float* factor, const float* offset, size_t OC, size_t cpad,

@@ -8,7 +8,7 @@
 //             cached indirection buffer, a shared zero row for padding taps.
 //   depthwise (groups == IC only) the depthwise kernels (kernels/qdwconv.h): channels in vector lanes, taps in
 //             the loop, one output row per call, through a pixel-major indirection buffer (ops/qconv2d_depthwise.cc).
-//   direct    (groups == 1, VNNI levels only) the direct kernels (kernels/qconv_direct.h): a padded uint8 copy of
+//   direct    (groups == 1) the direct kernels (kernels/qconv_direct.h): a padded uint8 copy of
 //             the input walked with strides, pixels x output channels in registers (ops/qconv2d_direct.cc).
 //   low_ofm   (groups == 1, OC <= 4) the low-output-channel kernels (kernels/qconv_low_ofm.h): output pixels in
 //             vector lanes, their input gathered in place (ops/qconv2d_low_ofm.cc).
@@ -25,6 +25,7 @@
 #include "core/buffer.h"
 #include "kernels/qconv_direct.h"
 #include "ops/conv_geometry.h"
+#include "ops/indirection_cache.h"
 #include "ops/qconv2d_fused.h"
 #include "ops/qconv2d_low_ofm.h"
 #include "kernels/qdwconv.h"
@@ -34,6 +35,7 @@
 namespace nnkern {
 
 using QConvGeometry = ConvGeometry;
+struct QConvCall;
 
 // The weights packed for one micro-kernel, every group: the GEMM panels (K = kg rounded to the kernel's
 // group once) for im2col, the tap panels (each tap padded, kernels/qgemm.h) for indirect, and the column
@@ -57,6 +59,7 @@ struct QConvIndirection {
   QType x_type = QType::u8;
   AlignedBuffer<const void*> ptrs;
   AlignedBuffer<uint8_t> zero;  // icg elements of the input zero point in the kernel's operand domain
+  size_t bytes() const { return ptrs.size() * sizeof(void*) + zero.size(); }
 };
 
 // The output stage, as QLinear's (ops/qgemm.h QOutput) with per-group padded factor / offset.
@@ -120,12 +123,14 @@ class PackedQConv2d {
                   const std::string& algorithm, const QGemmKernel* kern = nullptr,
                   const QDwconvKernel* dw = nullptr, const QConvDirectKernel* direct = nullptr,
                   const QConvLowOfmKernel* low_ofm = nullptr) const;
-  // The algorithm "auto" picks for an input of this size.
+  // The algorithm "auto" picks for an input of this size, and the table's entries that apply to it.
   const char* auto_algorithm(size_t N, size_t H, size_t W) const;
+  std::vector<std::string> applicable_algorithms(size_t N, size_t H, size_t W) const;
 
   const QConvGeometry& geometry() const { return geo_; }
   const char* kernel_name() const { return kernel_->name; }
-  size_t indirection_builds() const;  // how many indirection buffers were built (the tests' cache probe)
+  size_t indirection_builds() const { return indirect_.builds(); }  // the tests' cache probe
+  size_t indirection_bytes() const { return indirect_.bytes(); }    // what the cache holds (ops/indirection_cache.h)
 
   // Used by the algorithms (ops/qconv2d_*.cc).
   const QConvWeights& weights(const QGemmKernel& k) const;  // packed on first use for k, then kept
@@ -140,19 +145,21 @@ class PackedQConv2d {
   int32_t x_zero() const { return x_zero_; }
 
  private:
+  // A call of an N x H x W input with the dispatched kernel and no data, its sizes checked: the rule queries.
+  QConvCall shape_call(size_t N, size_t H, size_t W, const QConvOutput& o) const;
+
   QConvGeometry geo_;
   const QGemmKernel* kernel_;
   int32_t x_zero_;
   size_t pad_;                              // qgemm_padded_n(ocg): the kernels read whole vectors
   AlignedBuffer<int8_t> raw_;               // the weights as given, for packing under another kernel
   AlignedBuffer<float> factor_, offset_;    // [groups][pad_]
-  mutable std::mutex mu_;                   // guards the two caches below
+  mutable std::mutex mu_;                   // guards the weight caches below
   mutable std::vector<std::unique_ptr<QConvWeights>> packed_;  // one per kernel used, never dropped
   mutable std::unique_ptr<QConvDwWeights> dw_;
   mutable std::unique_ptr<QConvDirectWeights> direct_;
   mutable std::unique_ptr<QConvLowOfmWeights> low_ofm_;
-  mutable std::vector<std::shared_ptr<const QConvIndirection>> indirect_;  // most recent last
-  mutable size_t builds_ = 0;
+  IndirectionCache<QConvIndirection> indirect_;
 };
 
 // One call as the algorithm table sees it (ops/qconv2d.cc).
@@ -196,9 +203,11 @@ void qconv_depthwise_run(const QConvCall& c, void* workspace);
 // OC floats or null.
 std::unique_ptr<QConvDwWeights> qconv_pack_depthwise(const QConvGeometry& geo, const int8_t* w, const float* factor,
                                                      const float* offset);
-// The "direct" algorithm (ops/qconv2d_direct.cc): applies with groups == 1 where a direct kernel was asked for or
-// the ISA cap has one; and its weight packing (w, factor, offset as for qconv_pack_depthwise).
+// The "direct" algorithm (ops/qconv2d_direct.cc): applies with groups == 1 where its padded copy stays within a
+// few times the call's input and reads; auto may pick it where its kernel allows (the VNNI ones); and its
+// weight packing (w, factor, offset as for qconv_pack_depthwise).
 bool qconv_direct_applies(const QConvCall& c);
+bool qconv_direct_auto_pick(const QConvCall& c);
 size_t qconv_direct_workspace(const QConvCall& c);
 void qconv_direct_run(const QConvCall& c, void* workspace);
 std::unique_ptr<QConvDirectWeights> qconv_pack_direct(const QConvGeometry& geo, const int8_t* w, const float* factor,

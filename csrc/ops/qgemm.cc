@@ -5,7 +5,9 @@
 #include "ops/qgemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "core/algorithm.h"
@@ -136,7 +138,34 @@ const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
 
 }  // namespace
 
+size_t qgemm_max_exact_k(QType a_type, int32_t a_zero, int32_t b_dev) {
+  const int64_t lo = a_type == QType::u8 ? 0 : -128, hi = a_type == QType::u8 ? 255 : 127;
+  const int64_t da = std::max(a_zero - lo, hi - a_zero);
+  return size_t(INT32_MAX / (da * std::max<int64_t>(b_dev, 1)));
+}
+
+void qgemm_check_exact(const char* op, QType a_type, int32_t a_zero, size_t K, int32_t b_dev) {
+  const bool u8 = a_type == QType::u8;
+  if (a_type == QType::s16 || a_zero < (u8 ? 0 : -128) || a_zero > (u8 ? 255 : 127))
+    throw std::invalid_argument(std::string(op) + ": the input zero point " + std::to_string(a_zero) +
+                                " is outside the range of " + (u8 ? "uint8" : "int8") + " input");
+  const size_t kmax = qgemm_max_exact_k(a_type, a_zero, b_dev);
+  if (K > kmax)
+    throw std::invalid_argument(std::string(op) + ": K = " + std::to_string(K) + " exceeds " + std::to_string(kmax) +
+                                ", the largest K whose accumulators all fit int32 for this input type and zero point");
+}
+
 void qgemm(const QgemmArgs& g, const std::string& algorithm) {
+  if (g.a_type != QType::s16) {
+    if (g.b_type != QType::s8) throw std::invalid_argument("qgemm: 8-bit a needs int8 b");
+    int32_t b_dev = 0;
+    for (size_t n = 0; n < (g.b_zero ? g.N : 1); ++n) {
+      const int32_t zb = g.b_zero ? g.b_zero[n] : g.b_zero_scalar;
+      if (zb < -128 || zb > 127) throw std::invalid_argument("qgemm: a zero point of b is outside the int8 range");
+      b_dev = std::max(b_dev, std::max(zb + 128, 127 - zb));
+    }
+    qgemm_check_exact("qgemm", g.a_type, g.a_zero, g.K, b_dev);
+  }
   const QGemmKernel& k = qgemm_kernel(g.b_type == QType::s16 ? 16 : 8, g.K);
   bool any_zb = g.b_zero ? false : g.b_zero_scalar != 0;
   if (g.b_zero)
@@ -160,6 +189,7 @@ PackedQGemm::PackedQGemm(const int8_t* w, size_t K, size_t N, size_t ldw)
 }
 
 void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t x_zero, const QOutput& o) const {
+  qgemm_check_exact("QLinear", x_type, x_zero, K_);
   if (M == 0 || N_ == 0) return;
   const QGemmKernel& k = qgemm_kernel(8, K_);
   QPlan P{};

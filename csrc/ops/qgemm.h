@@ -40,8 +40,16 @@ void set_qgemm_kc(size_t kc);
 // 1 rows outer for any kernel, with channel blocks of `block` (0: from the L2 size).
 void set_qgemm_rows_outer(int v, size_t block = 0);
 
-// Plain integer GEMM. The caller (Python layer) has checked shapes, zero-point ranges and that the exact
-// result fits int32 (K bound); the arithmetic is modulo 2^32 and therefore exact under that bound.
+// The largest K for which every sum_k (a - a_zero)(b - b_zero) of 8-bit a (u8 or s8) and int8 b with
+// |b - b_zero| <= b_dev fits int32 (nnkern.qgemm_max_k; symmetric int8 weights: b_dev = 128).
+size_t qgemm_max_exact_k(QType a_type, int32_t a_zero, int32_t b_dev = 128);
+// Throws std::invalid_argument (naming `op`) unless a_zero lies in a_type's range and K <= qgemm_max_exact_k:
+// the accumulators wrap modulo 2^32 past that bound, so every packed layer and qgemm refuse it themselves.
+void qgemm_check_exact(const char* op, QType a_type, int32_t a_zero, size_t K, int32_t b_dev = 128);
+
+// Plain integer GEMM. Shapes are the caller's to check; 8-bit operands with zero points outside their ranges
+// or K past qgemm_max_exact_k are refused (std::invalid_argument). int16 operands are the caller's to bound
+// (qgemm16 checks K max|a - za| max|b - zb| from the data); the arithmetic is modulo 2^32.
 struct QgemmArgs {
   size_t M = 0, N = 0, K = 0;
   QType a_type = QType::u8;   // u8 or s8 (with b s8), s16 (with b s16)

@@ -67,9 +67,19 @@ def geometry(weight_shape, stride, padding, dilation, groups):
     return (OC, ICg * groups, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr)
 
 
+def input_shape4(input_shape):
+    """An NHWC shape given as a sequence of 4 non-negative ints: a tuple; TypeError / ValueError otherwise."""
+    if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__len__") or len(input_shape) != 4:
+        raise ValueError(f"input_shape must be 4 ints (N, H, W, C), got {input_shape!r}")
+    shape = tuple(int_scalar(v, "input_shape") for v in input_shape)
+    if min(shape) < 0:
+        raise ValueError(f"input_shape must have no negative dimension, got {shape}")
+    return shape
+
+
 def output_shape(geo, input_shape, what):
     """(N, OH, OW, out_channels) for an NHWC input shape; ValueError if the kernel does not fit."""
-    N, H, W, C = input_shape
+    N, H, W, C = input_shape4(input_shape)
     OC, IC, KH, KW, _, sh, sw, dh, dw, pt, pb, pl, pr = geo
     if C != IC:
         raise ValueError(f"x has {C} channels, this {what} expects {IC} (NHWC input)")
@@ -104,18 +114,13 @@ def torch_conv_args(cls_name: str, module: Any) -> tuple[np.ndarray, np.ndarray 
     """A float32 ``torch.nn.Conv2d`` (padding_mode "zeros") as (weight (out, KH, KW, in/groups), bias or None,
     geometry keyword arguments); "valid" and "same" padding become numbers (torch's "same": the extra one at
     the end)."""
-    try:
-        import torch
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise TypeError(f"{cls_name}.from_torch needs torch") from e
-    if not isinstance(module, torch.nn.Conv2d):
-        raise TypeError(f"{cls_name}.from_torch takes a torch.nn.Conv2d, got {type(module).__name__}")
+    from ._torch import float32_array, require_module
+    what = f"{cls_name}.from_torch"
+    require_module(module, "Conv2d", what)
     if module.padding_mode != "zeros":
-        raise ValueError(f"{cls_name}.from_torch: padding_mode {module.padding_mode!r} is not supported (zeros only)")
-    if module.weight.dtype != torch.float32:
-        raise TypeError(f"{cls_name}.from_torch needs a float32 module, got {module.weight.dtype}")
-    w = module.weight.detach().cpu().permute(0, 2, 3, 1).contiguous().numpy()
-    b = None if module.bias is None else module.bias.detach().cpu().numpy().copy()
+        raise ValueError(f"{what}: padding_mode {module.padding_mode!r} is not supported (zeros only)")
+    w = np.ascontiguousarray(float32_array(module.weight, what, "weight").transpose(0, 2, 3, 1))
+    b = float32_array(module.bias, what, "bias")
     KH, KW = w.shape[1], w.shape[2]
     dil = tuple(module.dilation)
     pad = module.padding

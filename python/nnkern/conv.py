@@ -72,9 +72,11 @@ class Conv2d(_convgeom.ConvGeometryProperties):
       same without the input reuse, any stride; a scalar kernel elsewhere), "depthwise" (groups == in_channels ==
       out_channels: channels in vector lanes), "dot" (a few output channels in registers, the input channels in
       vector lanes, each output one horizontal sum: the low-output-channel layers), all four with no workspace and
-      no padding read (taps are clipped to the image); "indirect" (the GEMM kernels' indirect form reading each window through an indirection
-      buffer of input-row offsets, built once per input shape and cached in the layer; padding taps read a shared
-      zero row) and "im2col" (the baseline: each output pixel's window copied into a workspace row, then the
+      no padding read (taps are clipped to the image; so a padded layer with an Inf or NaN weight, where 0 x Inf
+      must give NaN at the border, runs indirect or im2col instead: the four do not apply to it); "indirect" (the
+      GEMM kernels' indirect form reading each window through an indirection buffer of input-row offsets, built
+      once per input shape and cached in the layer, at most 8 shapes and 64 MiB beyond the one in use, least
+      recently used dropped first; padding taps read a shared zero row) and "im2col" (the baseline: each output pixel's window copied into a workspace row, then the
       packed FP32 GEMM; a 1x1, stride-1, unpadded convolution is a plain GEMM on the input rows, no copy).
       auto, in this order: "depthwise" for depthwise layers; "im2col" (the plain GEMM) for 1x1 stride-1
       unpadded layers (direct is ahead there on one thread, the GEMM on two); "dot" for at most 8 output channels
@@ -134,15 +136,15 @@ class Conv2d(_convgeom.ConvGeometryProperties):
     def workspace_bytes(self, input_shape: tuple[int, int, int, int], algorithm: str | None = None) -> int:
         """The scratch bytes a call on this NHWC input shape takes with `algorithm` (default: the layer's);
         the packed weights and cached indirection buffers are not scratch."""
-        N, H, W, _ = input_shape
         self.output_shape(input_shape)
+        N, H, W, _ = _convgeom.input_shape4(input_shape)
         algorithm = self._algorithm if algorithm is None else check_algorithm(algorithm, "conv2d")
         return self._packed.workspace_bytes(N, H, W, algorithm)
 
     def algorithm_for(self, input_shape: tuple[int, int, int, int]) -> str:
         """The algorithm "auto" runs for this NHWC input shape."""
-        N, H, W, _ = input_shape
         self.output_shape(input_shape)
+        N, H, W, _ = _convgeom.input_shape4(input_shape)
         return self._packed.auto_algorithm(N, H, W)
 
     def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, layout: str = "NHWC") -> np.ndarray:

@@ -38,14 +38,18 @@ class QConv2d(_convgeom.ConvGeometryProperties):
       is ``rint(clamp(acc * factor[o] + offset[o]))`` in float32 with factor = input_scale *
       weight_scale[o] / output_scale and offset = bias[o] / output_scale + output_zero_point (ReLU is the
       clamp at the output zero point); float32 output the real value ``acc * input_scale * weight_scale[o]
-      + bias[o]``; int32 the exact accumulator ``sum (x - input_zero_point) * wq`` over the window (no bias).
+      + bias[o]``; int32 the exact accumulator ``sum (x - input_zero_point) * wq`` over the window (no bias; with
+      relu, max(acc, 0): the ReLU of the real result in accumulator units, the scales being positive).
     algorithm: "auto" or an entry of ``nnkern._C.algorithms("qconv2d")``:
       "im2col" (each output pixel's window copied into a workspace row, then the packed INT8 GEMM; a 1x1,
       stride-1, unpadded convolution runs as a plain GEMM on the input rows, no copy) and "indirect" (the
       GEMM kernels' indirect form reading the window through an indirection buffer of input-row offsets,
-      built once per input shape and cached in the layer; padding taps read a shared row of the zero
+      built once per input shape and cached in the layer, at most 8 shapes and 64 MiB beyond the one in use,
+      least recently used dropped first; padding taps read a shared row of the zero
       point) and "depthwise" (groups == in_channels only: the depthwise micro-kernels, channels in vector
-      lanes, taps in the loop) and "direct" (groups == 1, AVX-VNNI / AVX-512 VNNI only, ValueError elsewhere:
+      lanes, taps in the loop) and "direct" (groups == 1, and a padded copy at most 4 times the input plus
+      the windows' reads, so a huge stride or padding never buys a huge copy; VNNI kernels on AVX-VNNI /
+      AVX-512 VNNI, the scalar reference kernel elsewhere, which auto never picks:
       one padded uint8 copy of the input walked with strides by kernels holding 6 output pixels x 64 output
       channels in registers over the whole window, weights packed per 64 channels in groups of 4 input
       channels) and "low_ofm" (groups == 1 and out_channels <= 4 only, e.g. an image's RGB output layer, ValueError

@@ -161,15 +161,15 @@ def make_data(layer: Layer) -> ConvData:
 
 def algorithms(layer: Optional["Layer"] = None) -> List[str]:
     """The qconv2d algorithms and "auto"; for a layer, those that apply to it ("depthwise" needs
-    groups == IC, "direct" groups == 1 and a direct kernel at the ISA cap: AVX-VNNI or AVX-512 VNNI,
-    "low_ofm" groups == 1 and OC <= 4)."""
+    groups == IC, "direct" groups == 1 and a SIMD direct kernel at the ISA cap: AVX-VNNI or AVX-512 VNNI, its
+    scalar reference kernel is not timed; "low_ofm" groups == 1 and OC <= 4)."""
     from .. import _C
     names = list(_C.algorithms("qconv2d")) + ["auto"]
     if layer is not None and layer.groups != layer.IC:
         names = [a for a in names if a != "depthwise"]
     if layer is not None and (layer.groups != 1 or layer.OC > 4):
         names = [a for a in names if a != "low_ofm"]
-    if layer is not None and (layer.groups != 1 or _C.cpu_info()["kernels"].get("u8s8_conv_direct", "none") == "none"):
+    if layer is not None and (layer.groups != 1 or _C.cpu_info()["kernels"]["u8s8_conv_direct"].endswith("__scalar")):
         names = [a for a in names if a != "direct"]
     return names
 
