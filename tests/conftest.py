@@ -58,11 +58,19 @@ def rng(request):
     return np.random.default_rng(seed)
 
 
+# Every workspace and every thread's scratch slice is followed by a guard pattern in the tests (core/workspace.h): an
+# op that writes past what it asked for fails the test that ran it, even where the arena's block was larger.
+_C.set_workspace_guards(True)
+
+
 @pytest.fixture(autouse=True)
 def _restore_global_state():
-    """Tests may change the cap, thread count or blocking mode: put them back afterwards."""
+    """Tests may change the cap, thread count or blocking mode: put them back afterwards. And no workspace guard
+    may have been overwritten during the test."""
     cap, threads, mode = nnkern.get_max_isa(), nnkern.get_num_threads(), _C.get_blocking_mode()
+    _C.workspace_guard_violations(reset=True)
     yield
     nnkern.set_max_isa(cap)
     nnkern.set_num_threads(threads)
     _C.set_blocking_mode(mode)
+    assert _C.workspace_guard_violations(reset=True) == 0, "an op wrote past its workspace or scratch slice"

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import nnkern
+from nnkern import _C
 from helpers import EXEC_PREFIX, QUICK, describe_process, run_python_isolated
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -329,3 +330,42 @@ def test_misaligned_inputs_are_copied_not_refused(n):
         lin = nnkern.Linear(np.ones((3, n), F32))
         assert np.array_equal(lin(xm), lin(x))
     assert math.isfinite(float(nnkern.sigmoid(x).sum()))
+
+
+def test_workspace_release_path_above_the_retention_limit():
+    """A call whose workspace exceeds the 8 MiB the arena keeps gets its block freed when it ends, and the arena
+    forgets it (retained bytes back under the limit); the calls after it, smaller and as large again, are right."""
+    limit = 8 << 20
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((1200, 2000), dtype=np.float32)
+    b = rng.standard_normal((2000, 40), dtype=np.float32)
+    want = a @ b
+    for t in (1, 2):
+        nnkern.set_num_threads(t)
+        nnkern.sgemm(np.ones((3, 3), np.float32), np.ones((3, 3), np.float32))
+        before = _C.workspace_retained_bytes()
+        got = nnkern.sgemm(a.T.copy(), b, trans_a=True)  # the transposed operand is packed: 9.6 MB of workspace
+        assert _C.workspace_last_bytes() > limit
+        assert _C.workspace_retained_bytes() <= max(before, limit) and _C.workspace_retained_bytes() < 1200 * 2000 * 4
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+        small = nnkern.sgemm(a[:30].T.copy(), b, trans_a=True)
+        np.testing.assert_allclose(small, want[:30], rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(nnkern.sgemm(a.T.copy(), b, trans_a=True), want, rtol=1e-4, atol=1e-3)
+        assert _C.workspace_retained_bytes() < 1200 * 2000 * 4
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_workspace_and_scratch_guards_catch_an_overrun(threads):
+    """The guards the tests run with (conftest.py): one byte written past a workspace is counted, one past a
+    thread's scratch slice raises from the parallel call; writing exactly the bytes asked for is clean."""
+    nnkern.set_num_threads(threads)
+    assert _C.workspace_guard_violations(reset=True) == 0
+    for nbytes in (1, 64, 1000, 3 << 20):
+        _C.workspace_overrun_probe(False, nbytes, 0)
+        _C.workspace_overrun_probe(True, nbytes, 0)
+        assert _C.workspace_guard_violations() == 0
+        _C.workspace_overrun_probe(False, nbytes, 1)
+        assert _C.workspace_guard_violations(reset=True) == 1
+        with pytest.raises(RuntimeError, match="past its thread's scratch slice"):
+            _C.workspace_overrun_probe(True, nbytes, 8)
+        assert _C.workspace_guard_violations(reset=True) >= 1

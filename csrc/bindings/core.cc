@@ -141,6 +141,18 @@ void bind_core(py::module_& m) {
         "Scratch bytes of the last op call that ended on this thread (its workspace).");
   m.def("workspace_retained_bytes", &workspace_retained_bytes,
         "Scratch bytes this thread keeps allocated between calls.");
+  m.def("set_workspace_guards", &set_workspace_guards, py::arg("on"),
+        "Test hook: a guard pattern after every workspace and thread scratch slice, checked when it ends.");
+  m.def("workspace_guard_violations", &workspace_guard_violations, py::arg("reset") = false,
+        "How many guards were found overwritten (all threads) since the last reset.");
+  m.def(
+      "workspace_overrun_probe",
+      [](bool scratch, size_t bytes, size_t overrun, size_t tasks) {
+        py::gil_scoped_release release;
+        workspace_overrun_probe(scratch, bytes, overrun, tasks);
+      },
+      py::arg("scratch"), py::arg("bytes"), py::arg("overrun"), py::arg("tasks") = 8,
+      "Test hook: writes `overrun` bytes past a workspace (or each thread's scratch slice) of `bytes`.");
   m.def(
       "kernel_list",
       [](const std::string& family) {

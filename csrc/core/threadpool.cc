@@ -29,6 +29,8 @@ thread_local bool t_in_pool = false;
 // Which participant of the current job this thread is: 0 for the caller, worker id + 1 (scratch slots).
 thread_local int t_slot = 0;
 
+constexpr const char* kScratchOverrun = "parallel_for_scratch: a task wrote past its thread's scratch slice";
+
 // Polls done() for up to kSpinMicros; true as soon as it holds, false if the window passed.
 template <typename Pred>
 bool spin_until(Pred done) {
@@ -97,12 +99,21 @@ class Pool {
     if (!call.owns_lock()) {
       Workspace ws(bytes);
       for (size_t t = 0; t < n_tasks; ++t) fn(t, ws.data());
+      if (!ws.guard_intact()) throw std::logic_error(kScratchOverrun);
       return;
     }
-    const size_t stride = workspace_align(bytes);
-    Workspace ws(stride * (size_t(active_.load(std::memory_order_relaxed)) + 1));
+    const bool guards = workspace_guards();
+    const size_t stride = checked_add(workspace_align(bytes), guards ? kWorkspaceGuardBytes : 0);
+    const size_t slots = size_t(active_.load(std::memory_order_relaxed)) + 1;
+    Workspace ws(checked_mul(stride, slots));
     char* base = ws.as<char>();
+    if (guards)
+      for (size_t s = 0; s < slots; ++s) workspace_guard_fill(base + s * stride + bytes);
     dispatch(n_tasks, [&](size_t t) { fn(t, base + stride * size_t(t_slot)); });
+    if (guards)
+      for (size_t s = 0; s < slots; ++s)
+        if (!workspace_guard_intact(base + s * stride + bytes))
+          throw std::logic_error(kScratchOverrun);
   }
 
  private:

@@ -11,6 +11,8 @@
 #pragma once
 #include <cstddef>
 
+#include "core/checked.h"
+
 namespace nnkern {
 
 constexpr size_t kWorkspaceRetainBytes = size_t(8) << 20;
@@ -29,15 +31,18 @@ class Workspace {
   }
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // With guards on: whether nothing was written past bytes() so far (a violation is counted once, at the end).
+  bool guard_intact() const;
 
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
   bool owned_ = false;  // nested deeper than the arena keeps: freed at destruction
+  bool guarded_ = false;  // a guard follows the bytes (set_workspace_guards)
 };
 
-// Rounds a slice size up to the 64-byte alignment of the blocks.
-constexpr size_t workspace_align(size_t bytes) { return (bytes + 63) / 64 * 64; }
+// Rounds a slice size up to the 64-byte alignment of the blocks (std::length_error past 64 bits).
+inline size_t workspace_align(size_t bytes) { return checked_round_up(bytes, 64); }
 
 // Lays out several slices of one Workspace: add() each slice's bytes (64-byte aligned offsets), then open
 // one Workspace of `bytes` and take each slice at its offset.
@@ -45,7 +50,7 @@ struct WorkspaceLayout {
   size_t bytes = 0;
   size_t add(size_t n) {
     const size_t offset = bytes;
-    bytes += workspace_align(n);
+    bytes = checked_add(bytes, workspace_align(n));
     return offset;
   }
 };
@@ -54,5 +59,15 @@ struct WorkspaceLayout {
 size_t workspace_last_bytes();
 // What this thread's arena keeps allocated between calls (<= kWorkspaceRetainBytes).
 size_t workspace_retained_bytes();
+
+// Guards (the tests turn them on): kWorkspaceGuardBytes of a known pattern right after every Workspace's bytes and
+// every thread's scratch slice (core/threadpool.h), checked when the Workspace ends or the parallel call returns.
+// An op that writes past what it asked for is then counted here, whether or not the arena's block was larger.
+constexpr size_t kWorkspaceGuardBytes = 64;
+void set_workspace_guards(bool on);
+bool workspace_guards();
+void workspace_guard_fill(void* end);               // the pattern at end .. end + kWorkspaceGuardBytes
+bool workspace_guard_intact(const void* end);       // false (and the violation counted) if it changed
+size_t workspace_guard_violations(bool reset);      // since the last reset, all threads
 
 }  // namespace nnkern

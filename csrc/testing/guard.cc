@@ -3,7 +3,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <new>
+#include <stdexcept>
+
+#include "core/threadpool.h"
+#include "core/workspace.h"
 
 namespace nnkern {
 
@@ -22,5 +27,17 @@ GuardedBuffer::GuardedBuffer(size_t bytes) : bytes_(bytes) {
 }
 
 GuardedBuffer::~GuardedBuffer() { munmap(map_, map_bytes_); }
+
+void workspace_overrun_probe(bool scratch, size_t bytes, size_t overrun, size_t tasks) {
+  // The overrun lands in the guard itself, never past the block: only with guards on.
+  if (!workspace_guards() || overrun > kWorkspaceGuardBytes)
+    throw std::invalid_argument("workspace_overrun_probe: guards on, overrun <= kWorkspaceGuardBytes");
+  if (!scratch) {
+    Workspace ws(bytes);
+    if (ws.data()) std::memset(ws.data(), 0x5A, bytes + overrun);
+    return;
+  }
+  parallel_for_scratch(tasks, bytes, [&](size_t, void* slice) { std::memset(slice, 0x5A, bytes + overrun); });
+}
 
 }  // namespace nnkern

@@ -21,4 +21,9 @@ class GuardedBuffer {
   size_t bytes_ = 0;
 };
 
+// Writes `bytes + overrun` bytes into a Workspace of `bytes` (scratch = false), or into each thread's slice of a
+// parallel_for_scratch of `bytes` per thread over `tasks` tasks (scratch = true): the probe of the workspace guards
+// (core/workspace.h), which must count (or, for scratch, throw on) any overrun > 0.
+void workspace_overrun_probe(bool scratch, size_t bytes, size_t overrun, size_t tasks);
+
 }  // namespace nnkern

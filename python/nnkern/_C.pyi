@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import numpy
 import typing
-__all__: list[str] = ['GuardedBuffer', 'InvertedResidual', 'Lstm', 'MAX_NUM_THREADS', 'PackedConv2d', 'PackedLinear', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_rows_m', 'f32_gemv_rows_m_info', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'gemm_order', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'pool2d', 'pool2d_output_size', 'qgemm', 'qgemm_fast', 'qgemm_kernel_for', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'set_qgemm_rows_outer', 'sgemm', 'sgemm_fast', 'topk', 'topk_kernel_name', 'workspace_last_bytes', 'workspace_retained_bytes']
+__all__: list[str] = ['GuardedBuffer', 'InvertedResidual', 'Lstm', 'MAX_NUM_THREADS', 'PackedConv2d', 'PackedLinear', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_rows_m', 'f32_gemv_rows_m_info', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'gemm_order', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'pool2d', 'pool2d_output_size', 'qgemm', 'qgemm_fast', 'qgemm_kernel_for', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'set_qgemm_rows_outer', 'set_workspace_guards', 'sgemm', 'sgemm_fast', 'topk', 'topk_kernel_name', 'workspace_guard_violations', 'workspace_last_bytes', 'workspace_overrun_probe', 'workspace_retained_bytes']
 class GuardedBuffer:
     def __init__(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
@@ -71,6 +71,10 @@ class PackedQLinear:
 class PackedQConv2d:
     def __init__(self, arg0: numpy.ndarray, arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.Any, arg4: typing.Any, arg5: bool, arg6: typing.SupportsFloat | typing.SupportsIndex, arg7: typing.SupportsFloat | typing.SupportsIndex, arg8: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
+    def applicable_algorithms(self, n: typing.SupportsInt | typing.SupportsIndex, h: typing.SupportsInt | typing.SupportsIndex, w: typing.SupportsInt | typing.SupportsIndex) -> list[str]:
+        """
+        The algorithms of the table that apply to an input of this shape (the rule, from C++).
+        """
     def auto_algorithm(self, arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex) -> str:
         ...
     def run(self, x: numpy.ndarray, out: numpy.ndarray, algorithm: str = 'auto', kernel: str = '', residual: typing.Any = None, residual_zero: typing.SupportsInt | typing.SupportsIndex = 0, residual_factor: typing.SupportsFloat | typing.SupportsIndex = 0.0, planar: bool = False) -> str:
@@ -83,11 +87,20 @@ class PackedQConv2d:
     def indirection_builds(self) -> int:
         ...
     @property
+    def indirection_bytes(self) -> int:
+        """
+        Bytes of the indirection buffers the layer keeps (ops/indirection_cache.h)
+        """
+    @property
     def kernel_name(self) -> str:
         ...
 class PackedConv2d:
     def __init__(self, arg0: numpy.ndarray, arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: typing.Any, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: str) -> None:
         ...
+    def applicable_algorithms(self, n: typing.SupportsInt | typing.SupportsIndex, h: typing.SupportsInt | typing.SupportsIndex, w: typing.SupportsInt | typing.SupportsIndex) -> list[str]:
+        """
+        The algorithms of the table that apply to an input of this shape (the rule, from C++).
+        """
     def auto_algorithm(self, arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex) -> str:
         ...
     def run(self, x: numpy.ndarray, out: numpy.ndarray, algorithm: str = 'auto', kernel: str = '') -> str:
@@ -97,6 +110,11 @@ class PackedConv2d:
     @property
     def indirection_builds(self) -> int:
         ...
+    @property
+    def indirection_bytes(self) -> int:
+        """
+        Bytes of the indirection buffers the layer keeps (ops/indirection_cache.h)
+        """
 class InvertedResidual:
     def __init__(self, expand: PackedConv2d, dw: PackedConv2d, project: PackedConv2d, residual: bool, algorithms: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"]) -> None:
         ...
@@ -228,6 +246,10 @@ def set_qgemm_kc(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
 def set_qgemm_rows_outer(v: typing.SupportsInt | typing.SupportsIndex, block: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
     ...
+def set_workspace_guards(on: bool) -> None:
+    """
+    Test hook: a guard pattern after every workspace and thread scratch slice, checked when it ends.
+    """
 def sgemm(a: numpy.ndarray, trans_a: bool, b: numpy.ndarray, trans_b: bool, c: numpy.ndarray, alpha: typing.SupportsFloat | typing.SupportsIndex, beta: typing.SupportsFloat | typing.SupportsIndex, bias: typing.Any, relu: bool, algorithm: str = 'auto') -> None:
     ...
 def sgemm_fast(a: typing.Any, b: typing.Any, trans_a: bool = False, trans_b: bool = False, c: typing.Any = None) -> typing.Any:
@@ -238,9 +260,17 @@ def topk_kernel_name(arg0: str) -> str:
     """
     Test hook: the name of isa's top-k register kernel (ValueError if the CPU or the build lacks it).
     """
+def workspace_guard_violations(reset: bool = False) -> int:
+    """
+    How many guards were found overwritten (all threads) since the last reset.
+    """
 def workspace_last_bytes() -> int:
     """
     Scratch bytes of the last op call that ended on this thread (its workspace).
+    """
+def workspace_overrun_probe(scratch: bool, bytes: typing.SupportsInt | typing.SupportsIndex, overrun: typing.SupportsInt | typing.SupportsIndex, tasks: typing.SupportsInt | typing.SupportsIndex = 8) -> None:
+    """
+    Test hook: writes `overrun` bytes past a workspace (or each thread's scratch slice) of `bytes`.
     """
 def workspace_retained_bytes() -> int:
     """
