@@ -115,6 +115,24 @@ def test_algorithms_listed():
     assert _C.kernel_list("f32_conv_direct")[0]["level"] == "scalar"  # direct runs everywhere
 
 
+def test_large_windows_every_kernel_and_algorithm(path):
+    """Windows past every kernel's size classes (9x9, 11x11, 8x9) and long 1xK / Kx1 ones, several channel blocks."""
+    algorithm, kernel = path
+    rng = np.random.default_rng(sum(map(ord, "large" + algorithm + kernel)))
+    for i, (KH, KW) in enumerate([(9, 9), (11, 11), (8, 9), (1, 17), (17, 1), (3, 13)]):
+        C = (32, 70)[i % 2]
+        cfg = dict(N=2, H=KH + 3, W=KW + 2, IC=(3, 5)[i % 2], OC=C, KH=KH, KW=KW, groups=1,
+                   stride=(1, 1 + i % 2), dilation=(1, 1), padding=(KH // 2, (KH - 1) // 2, KW // 2, (KW - 1) // 2))
+        if algorithm == "dot":
+            cfg.update(IC=C, OC=(3, 5)[i % 2])
+        if algorithm == "mgemm":
+            cfg.update(stride=(1, 1))
+        cfg = for_algorithm(cfg, algorithm)
+        x, w, b, layer = make(rng, cfg)
+        want, bound = ref_conv(x, w, b, cfg["stride"], cfg["padding"], cfg["dilation"], cfg["groups"])
+        check_within_bound(layer._run(x, None, algorithm, kernel), want, bound, f"{algorithm} {kernel} {KH}x{KW}")
+
+
 def test_sweep_every_kernel_and_algorithm(path):
     algorithm, kernel = path
     rng = np.random.default_rng(sum(map(ord, algorithm + kernel)))
@@ -284,6 +302,29 @@ def test_indirection_cache(rng):
     np.testing.assert_array_equal(layer(x), y0)
 
 
+def test_indirection_cache_is_bounded(rng):
+    """A 31x31 layer on 8 input shapes: each buffer is ~30 MB (961 taps per pixel); the cache keeps the least recently
+    used ones only while they total 64 MiB and 8 shapes, the one in use always, and recomputes what it dropped."""
+    limit = 64 << 20
+    w = rand(rng, 4, 31, 31, 2)
+    q = nnkern.QConv2d(w, padding=15, input_scale=0.02, input_zero_point=3, output_dtype=np.int32,
+                       algorithm="indirect")
+    layer = nnkern.Conv2d(w, padding=15, algorithm="indirect")
+    first = rand(rng, 1, 60, 64, 2)
+    y_first, q_first = layer(first), q(np.full(first.shape, 7, np.uint8))
+    for i in range(8):
+        x = rand(rng, 1, 61 + i, 64, 2)
+        layer(x)
+        q(np.full(x.shape, 7, np.uint8))
+        for lay in (layer, q):
+            one = 4096 * (61 + i) // 64 * 961 * 8
+            assert lay._packed.indirection_bytes <= max(limit, one * 1.1), (i, lay._packed.indirection_bytes)
+    builds = layer._packed.indirection_builds
+    np.testing.assert_array_equal(layer(first), y_first)  # dropped long ago: rebuilt, the same result
+    np.testing.assert_array_equal(q(np.full(first.shape, 7, np.uint8)), q_first)
+    assert layer._packed.indirection_builds == builds + 1
+
+
 def test_pickle_repr_and_properties(rng):
     w, b = rand(rng, 6, 3, 2, 2), rand(rng, 6)
     layer = nnkern.Conv2d(w, b, stride=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2), groups=2, activation="relu6")
@@ -429,6 +470,27 @@ def test_inverted_residual_equals_layer_by_layer(rng, N, H, W, IC, t, OC, stride
     out = np.full(block.output_shape(x.shape), np.nan, np.float32)
     assert block(x, out) is out
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_inverted_residual_bands_in_the_padding(rng, threads):
+    """Bands of output rows lying wholly in the depthwise layer's padding (a 1x1 depthwise with padding 1 or 3, a
+    3x3 with padding 4) run on a zero row where the three layers one by one see zero padding: the same bits."""
+    nnkern.set_num_threads(threads)
+    for IC, hidden, k, pad, H, W, stride in [(31, 43, 1, 1, 53, 55, 1), (8, 16, 1, 3, 7, 5, 1), (8, 12, 3, 4, 9, 6, 1),
+                                             (6, 6, 1, 2, 1, 1, 1), (8, 16, 3, 4, 10, 7, 2)]:
+        e = nnkern.Conv2d(rand(rng, hidden, 1, 1, IC), rand(rng, hidden), activation="relu6")
+        d = nnkern.Conv2d(rand(rng, hidden, k, k, 1), rand(rng, hidden), groups=hidden, padding=pad, stride=stride,
+                          activation="relu6")
+        p = nnkern.Conv2d(rand(rng, IC, 1, 1, hidden), rand(rng, IC))
+        x = rand(rng, 2, H, W, IC)
+        for block, want in ((nnkern.InvertedResidual(e, d, p), p(d(e(x)))),
+                            (nnkern.InvertedResidual(None, nnkern.Conv2d(d.weight[:IC], d.bias[:IC], groups=IC,
+                                                                         padding=pad, stride=stride),
+                                                     nnkern.Conv2d(rand(rng, IC, 1, 1, IC))), None)):
+            if want is None:
+                want = block.project(block.depthwise(x))
+            np.testing.assert_array_equal(block(x), want)
 
 
 def test_inverted_residual_uses_each_layers_algorithm(rng):

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/checked.h"
 #include "core/threadpool.h"
 #include "core/workspace.h"
 
@@ -75,29 +76,44 @@ void FusedInvertedResidual::run(size_t N, size_t H, size_t W, const float* x, fl
   const ConvGeometry& d = dw_->geometry();
   const size_t OH = out_h(H), OW = out_w(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("inverted residual: the kernel does not fit the padded input");
+  dw_->geometry().checked_pixels(N, H, W);
+  checked_mul(N, H, W, std::max(IC_, hidden_), sizeof(float));
+  checked_mul(N, OH, OW, std::max(OC_, hidden_), sizeof(float));
   if (!N) return;
   const size_t rows = rows_per_band(H, W), bands = (OH + rows - 1) / rows;
   const size_t span = (d.KH - 1) * d.dh;
   const size_t max_in_rows = std::min(H, (rows - 1) * d.sh + span + 1);
-  const size_t e_bytes = expand_ ? workspace_align(max_in_rows * W * hidden_ * sizeof(float)) : 0;
-  const size_t scratch = e_bytes + workspace_align(rows * OW * hidden_ * sizeof(float));
+  // Slices: the expanded input rows, the depthwise output rows, and one zero row that stands in for the input of a
+  // band whose windows lie wholly in the bottom padding (a layer needs at least one input row).
+  WorkspaceLayout lay;
+  const size_t e_off = lay.add(expand_ ? checked_mul(max_in_rows, W, hidden_, sizeof(float)) : 0);
+  const size_t dw_off = lay.add(checked_mul(rows, OW, hidden_, sizeof(float)));
+  const size_t zero_off = lay.add(checked_mul(W, hidden_, sizeof(float)));
   const auto band = [&](size_t task, void* buf) {
     const size_t n = task / bands, o0 = task % bands * rows, o1 = std::min(OH, o0 + rows);
-    // Input rows [i0, i1) of the band's windows, clipped to the image; what is clipped becomes the variant's padding.
-    const size_t first = o0 * d.sh, last = (o1 - 1) * d.sh + span;  // in padded coordinates
-    const size_t i0 = first >= d.pt ? first - d.pt : 0, i1 = std::min(H, last + 1 > d.pt ? last + 1 - d.pt : 0);
-    const size_t top = first >= d.pt ? 0 : d.pt - first, bottom = last + 1 > d.pt + H ? last + 1 - d.pt - H : 0;
-    const float* xin = x + (n * H + i0) * W * IC_;
-    float* e = static_cast<float*>(buf);
-    float* dwo = reinterpret_cast<float*>(static_cast<char*>(buf) + e_bytes);
-    const float* mid = xin;
-    if (expand_) {
-      expand_->run(1, i1 - i0, W, xin, e, algorithms_[0]);
-      mid = e;
+    // The band's windows read padded rows [first, last]; the real ones among them are [r0, r1) (padded coordinates).
+    // What lies outside the image becomes the variant's padding.
+    const size_t first = o0 * d.sh, last = (o1 - 1) * d.sh + span;
+    const size_t r0 = std::max(first, d.pt), r1 = std::min(last + 1, d.pt + H);
+    char* ws = static_cast<char*>(buf);
+    float* dwo = reinterpret_cast<float*>(ws + dw_off);
+    size_t in_rows = 1, top = 0, bottom = last - first;  // no real row: one zero row, the rest padding
+    const float* mid = reinterpret_cast<const float*>(ws + zero_off);
+    if (r0 < r1) {
+      in_rows = r1 - r0, top = r0 - first, bottom = last + 1 - r1;
+      const float* xin = x + (n * H + r0 - d.pt) * W * IC_;
+      mid = xin;
+      if (expand_) {
+        float* e = reinterpret_cast<float*>(ws + e_off);
+        expand_->run(1, in_rows, W, xin, e, algorithms_[0]);
+        mid = e;
+      }
+    } else {
+      std::fill(reinterpret_cast<float*>(ws + zero_off), reinterpret_cast<float*>(ws + zero_off) + W * hidden_, 0.0f);
     }
     const PackedConv2d& dwv = dw_variant(top, bottom);
-    if (dwv.geometry().OH(i1 - i0) != o1 - o0) throw std::logic_error("inverted residual: band rows do not match");
-    dwv.run(1, i1 - i0, W, mid, dwo, algorithms_[1]);
+    if (dwv.geometry().OH(in_rows) != o1 - o0) throw std::logic_error("inverted residual: band rows do not match");
+    dwv.run(1, in_rows, W, mid, dwo, algorithms_[1]);
     float* out = y + (n * OH + o0) * OW * OC_;
     project_->run(1, o1 - o0, OW, dwo, out, algorithms_[2]);
     if (residual_) {  // stride 1, same size: the band's own input rows
@@ -109,9 +125,9 @@ void FusedInvertedResidual::run(size_t N, size_t H, size_t W, const float* x, fl
   // Many bands: in parallel, each layer call inside a band on its thread. Few (small images, whose slices fit the
   // cache whole): one after the other, each layer call using the whole pool.
   if (N * bands >= 2 * size_t(get_num_threads())) {
-    parallel_for_scratch(N * bands, scratch, band);
+    parallel_for_scratch(N * bands, lay.bytes, band);
   } else {
-    Workspace ws(scratch);
+    Workspace ws(lay.bytes);
     for (size_t task = 0; task < N * bands; ++task) band(task, ws.data());
   }
 }
