@@ -540,3 +540,51 @@ def test_kernel_list():
     names = [k["name"] for k in _C.kernel_list("pool2d")]
     assert names[0] == "pool2d__scalar" and all(n.startswith("pool2d__") for n in names)
     assert nnkern.cpu_info()["kernels"]["pool2d"] in names
+
+
+def test_windows_larger_than_the_input():
+    """A window larger than the (padded) input that torch accepts: ceil_mode lets the last window reach past the
+    padding (counting only the positions within it); without it the padded input must hold one whole window."""
+    x = np.array([3.0, -1.0], F32).reshape(1, 1, 2, 1)
+    assert np.array_equal(nnkern.max_pool2d(x, (1, 3), 3, ceil_mode=True), np.full((1, 1, 1, 1), 3.0, F32))
+    assert np.array_equal(nnkern.avg_pool2d(x, (1, 3), 3, ceil_mode=True), np.full((1, 1, 1, 1), 1.0, F32))
+    assert np.array_equal(nnkern.avg_pool2d(x, (1, 7), 4, (0, 0, 2, 2), ceil_mode=True),
+                          np.full((1, 1, 1, 1), F32(2) / F32(6), F32))  # the 6 padded positions count, not the 7th
+    with pytest.raises(ValueError, match="smaller than the kernel"):
+        nnkern.max_pool2d(x, (1, 3), 3)
+    for k, s, pads in [((1, 3), (1, 3), (0, 0, 0, 0)), ((3, 5), (2, 4), (1, 1, 2, 2)), ((4, 4), (5, 5), (1, 2, 0, 2))]:
+        xi = np.random.default_rng(3).standard_normal((2, 1, 2, 3), dtype=F32)
+        assert np.array_equal(nnkern.max_pool2d(xi, k, s, pads, ceil_mode=True), ref_max(xi, k, s, pads, True))
+        for cip in (True, False):
+            assert np.array_equal(nnkern.avg_pool2d(xi, k, s, pads, ceil_mode=True, count_include_pad=cip),
+                                  ref_avg(xi, k, s, pads, True, cip))
+
+
+def test_accepts_what_torch_accepts():
+    """Random small geometries, windows up to twice the input: where torch's max_pool2d / avg_pool2d accept one,
+    nnkern gives the same output (shape and bits); where torch refuses it, nnkern raises ValueError."""
+    torch = _torch()
+    F = torch.nn.functional
+    rng = np.random.default_rng(11)
+    accepted = refused = 0
+    for _ in range(400):
+        h, w = (int(v) for v in rng.integers(1, 6, 2))
+        kh, kw = (int(v) for v in rng.integers(1, 2 * max(h, w) + 2, 2))
+        sh, sw = (int(v) for v in rng.integers(1, 5, 2))
+        ph, pw = int(rng.integers(0, kh // 2 + 1)), int(rng.integers(0, kw // 2 + 1))
+        ceil_mode = bool(rng.integers(2))
+        x = rng.standard_normal((1, h, w, 3), dtype=F32)
+        t = _nchw(torch, x)
+        args = ((kh, kw), (sh, sw), (ph, ph, pw, pw))
+        try:
+            want_max = _back(F.max_pool2d(t, (kh, kw), (sh, sw), (ph, pw), ceil_mode=ceil_mode))
+            want_avg = _back(F.avg_pool2d(t, (kh, kw), (sh, sw), (ph, pw), ceil_mode=ceil_mode))
+        except RuntimeError:
+            refused += 1
+            with pytest.raises(ValueError):
+                nnkern.max_pool2d(x, *args, ceil_mode=ceil_mode)
+            continue
+        accepted += 1
+        assert np.array_equal(nnkern.max_pool2d(x, *args, ceil_mode=ceil_mode), want_max), (x.shape, args, ceil_mode)
+        assert np.array_equal(nnkern.avg_pool2d(x, *args, ceil_mode=ceil_mode), want_avg), (x.shape, args, ceil_mode)
+    assert accepted > 50 and refused > 50

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/checked.h"
 #include "core/dispatch.h"
 #include "core/threadpool.h"
 #include "kernels/pool2d_list.h"
@@ -37,10 +38,11 @@ size_t pool2d_output_size(size_t in, size_t k, size_t stride, size_t pad0, size_
   if (k < 1 || stride < 1) throw std::invalid_argument("pool2d: kernel and stride must be >= 1");
   if (in < 1) throw std::invalid_argument("pool2d: the input height and width must be >= 1");
   if (pad0 > k / 2 || pad1 > k / 2) throw std::invalid_argument("pool2d: padding must be at most half the kernel");
-  if (in + pad0 + pad1 < k) throw std::invalid_argument("pool2d: the padded input is smaller than the kernel");
-  const size_t span = in + pad0 + pad1 - k;
-  size_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad0) --out;
+  // torch: (in + pad0 + pad1 - k [+ stride - 1 with ceil_mode]) / stride rounded toward -inf, + 1, at least 1.
+  const size_t padded = checked_add(in, pad0, pad1), reach = ceil_mode ? checked_add(padded, stride - 1) : padded;
+  if (reach < k) throw std::invalid_argument("pool2d: the padded input is smaller than the kernel");
+  size_t out = (reach - k) / stride + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad0) --out;  // never 0: in >= 1
   return out;
 }
 

@@ -14,7 +14,9 @@ const Pool2dKernel& pool2d_kernel();  // the dispatched one
 // The output length of one dimension, as torch's pooling_output_shape with padding pad0 before and pad1
 // after: floor or ceil of (in + pad0 + pad1 - k) / stride, plus one; with ceil_mode a last window that
 // would start at or beyond in + pad0 (entirely in the trailing padding) is dropped. Throws
-// std::invalid_argument unless k, stride >= 1, in >= 1, pad0, pad1 <= k / 2 and in + pad0 + pad1 >= k.
+// std::invalid_argument unless k, stride >= 1, in >= 1, pad0, pad1 <= k / 2 and the length is at least 1
+// (in + pad0 + pad1 >= k; with ceil_mode in + pad0 + pad1 + stride - 1 >= k: a window may then reach past the
+// padded input, as in torch, and counts only the positions within it).
 size_t pool2d_output_size(size_t in, size_t k, size_t stride, size_t pad0, size_t pad1, bool ceil_mode);
 
 // y = pool(x) for the geometry of p (p.oh, p.ow from pool2d_output_size); x and y C-contiguous, aligned

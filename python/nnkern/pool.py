@@ -35,7 +35,9 @@ def max_pool2d(x: ArrayIn, kernel_size: int | tuple[int, int], stride: int | tup
     kernel_size. padding: an int, (h, w) or (top, bottom, left, right), each at most half its kernel
     dimension (torch's rule; ValueError otherwise). ceil_mode: the output length is ceil rather than floor
     of (in + pad_before + pad_after - k) / stride + 1, less a last window that would start in the trailing
-    padding (so every window holds an input element). float32: NaN propagates (a window with a NaN gives
+    padding (so every window holds an input element); so with ceil_mode a window may reach past the padded
+    input, even be larger than it, as torch allows. A geometry with no output (the padded input smaller than
+    the kernel without ceil_mode) is a ValueError, as in torch. float32: NaN propagates (a window with a NaN gives
     the last NaN's bits, as torch); -0 and +0 tie, the first one is kept. layout: "NHWC" only (the NCHW
     op is torch's own). out: None, or an array of the result's dtype and shape, C-contiguous, writeable,
     not overlapping x, written and returned as given. Returns a NumPy array (or ``out``); bit-exact, the
@@ -140,11 +142,12 @@ def _pool(x, kernel_size, stride, padding, ceil_mode, layout, out, *, average: b
     n, h, w, c = x4.shape
     if h < 1 or w < 1:
         raise ValueError(f"{op}: x's height and width must be >= 1, got shape {x.shape}")
-    if h + pt + pb < kh or w + pl + pr < kw:
+    try:
+        oh = _C.pool2d_output_size(h, kh, sh, pt, pb, ceil_mode)
+        ow = _C.pool2d_output_size(w, kw, sw, pl, pr, ceil_mode)
+    except ValueError:
         raise ValueError(f"{op}: the padded input ({h + pt + pb}, {w + pl + pr}) is smaller than the kernel "
-                         f"({kh}, {kw})")
-    oh = _C.pool2d_output_size(h, kh, sh, pt, pb, ceil_mode)
-    ow = _C.pool2d_output_size(w, kw, sw, pl, pr, ceil_mode)
+                         f"({kh}, {kw}){' even with ceil_mode' if ceil_mode else ''}: no output") from None
     shape4 = (n, oh, ow, c)
     shape = shape4 if x.ndim == 4 else shape4[1:]
     dst, result = checked_output(out, shape, x.dtype, x=x)
