@@ -149,10 +149,36 @@ def test_from_torch_refuses_other_modules():
         nnkern.LSTM.from_torch(torch.nn.GRU(4, 5))
     with pytest.raises(TypeError, match="got an RNN"):
         nnkern.LSTM.from_torch(torch.nn.RNN(4, 5))
-    with pytest.raises(TypeError, match="torch.nn.LSTM, got Linear"):
+    with pytest.raises(TypeError, match="torch.nn.LSTM, got torch.nn.modules.linear.Linear"):
         nnkern.LSTM.from_torch(torch.nn.Linear(4, 5))
     for cls in (nnkern.Linear, nnkern.QLinear):
-        with pytest.raises(TypeError, match="torch.nn.Linear, got LSTM"):
+        with pytest.raises(TypeError, match="torch.nn.Linear, got .*LSTM"):
             cls.from_torch(torch.nn.LSTM(4, 5))
         with pytest.raises(TypeError, match="torch.float64"):
             cls.from_torch(torch.nn.Linear(4, 5).double())
+
+
+def test_every_from_torch_follows_one_rule():
+    """isinstance against torch's own class (a quantized look-alike is a TypeError naming its class, never an
+    AttributeError), and float32 parameters only (float64 / half modules are a TypeError for every layer, the
+    LSTM included: nothing is converted silently)."""
+    torch = _torch()
+    qdyn = torch.ao.nn.quantized.dynamic.Linear(4, 5)
+    for cls in (nnkern.Linear, nnkern.QLinear):
+        with pytest.raises(TypeError, match="float torch.nn.Linear, got torch.ao.nn.quantized.dynamic"):
+            cls.from_torch(qdyn)
+    conv = torch.nn.Conv2d(3, 4, 3)
+    q = dict(input_scale=0.1, input_zero_point=0, output_dtype=np.float32)
+    makers = [(nnkern.Linear.from_torch, torch.nn.Linear(4, 5), {}),
+              (nnkern.QLinear.from_torch, torch.nn.Linear(4, 5), {}),
+              (nnkern.Conv2d.from_torch, conv, {}), (nnkern.QConv2d.from_torch, conv, q),
+              (nnkern.LSTM.from_torch, torch.nn.LSTM(4, 5), {})]
+    for make, module, kw in makers:
+        make(module, **kw)  # float32: accepted
+        for dtype in (torch.float64, torch.float16, torch.bfloat16):
+            with pytest.raises(TypeError, match=f"{dtype}, not torch.float32"):
+                make(module.to(dtype), **kw)
+        module.float()
+    for make, module, kw in makers:
+        with pytest.raises(TypeError, match="takes a float torch.nn"):
+            make(torch.nn.ReLU(), **kw)

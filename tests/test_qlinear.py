@@ -33,6 +33,48 @@ def expected(layer, x):
     return exact32, y64
 
 
+def test_parameter_errors_name_the_parameter():
+    w = np.ones((4, 3), np.float32)
+    w[1, 2] = np.nan
+    for make in (lambda: nnkern.QLinear(w, input_scale=0.1, input_zero_point=0),
+                 lambda: nnkern.QConv2d(w.reshape(4, 1, 1, 3), input_scale=0.1, input_zero_point=0)):
+        with pytest.raises(ValueError, match="^weight contains NaN or Inf"):
+            make()
+
+
+def test_requantization_factor_must_be_a_normal_float32():
+    """A factor input_scale * weight_scale / output_scale that underflows float32 (the output would no longer
+    depend on the input) is refused, as one that overflows is; a channel of zero weights (factor 0) is fine."""
+    w = np.ones((4, 3), np.float32)
+    for make in (lambda **kw: nnkern.QLinear(w, input_zero_point=0, output_zero_point=0, **kw),
+                 lambda **kw: nnkern.QConv2d(w.reshape(4, 1, 1, 3), input_zero_point=0, output_zero_point=0, **kw)):
+        with pytest.raises(ValueError, match="underflows float32"):
+            make(input_scale=1e-30, output_scale=1e30)
+        with pytest.raises(ValueError, match="underflows float32"):
+            make(input_scale=1e-40, output_dtype=np.float32)
+        with pytest.raises(ValueError, match="overflows float32"):
+            make(input_scale=1e30, output_scale=1e-30)
+        make(input_scale=1e-10, output_scale=1e10)  # 1e-20 * weight_scale: small, still normal
+    zero_channel = w.copy()
+    zero_channel[2] = 0
+    layer = nnkern.QLinear(zero_channel, input_scale=0.1, input_zero_point=0, output_scale=0.1)
+    assert layer.factor[2] > 0 and np.array_equal(layer(np.full((1, 3), 9, np.uint8))[:, 2], [0])
+
+
+def test_relu_with_int32_output_is_the_accumulators_relu():
+    """int32 output is the exact accumulator sum (x - zx) wq; relu=True keeps max(acc, 0), the ReLU of the real
+    result in accumulator units (the scales are positive and int32 output has no bias), for QLinear and QConv2d."""
+    rng = np.random.default_rng(5)
+    w = rng.integers(-127, 128, (6, 9), dtype=np.int8)
+    x = rng.integers(0, 256, (5, 9), dtype=np.uint8)
+    acc = (x.astype(np.int64) - 100) @ w.T.astype(np.int64)
+    args = dict(weight_scale=0.5, input_scale=0.1, input_zero_point=100, output_dtype=np.int32, relu=True)
+    assert (acc < 0).any() and (acc > 0).any()
+    assert np.array_equal(nnkern.QLinear(w, **args)(x), np.maximum(acc, 0))
+    conv = nnkern.QConv2d(w.reshape(6, 1, 1, 9), **args)
+    assert np.array_equal(conv(x.reshape(1, 1, 5, 9)).reshape(5, 6), np.maximum(acc, 0))
+
+
 @pytest.mark.parametrize("odt", [np.uint8, np.int8, np.float32, np.int32])
 @pytest.mark.parametrize("relu", [False, True])
 def test_qlinear_matches_formula(qisa, rng, odt, relu):

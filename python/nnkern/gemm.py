@@ -230,12 +230,7 @@ class Linear:
 
 
 def _torch_linear_params(module, what):
-    """(weight, bias or None) of a torch.nn.Linear as float32 NumPy copies; TypeError for anything else."""
-    if type(module).__name__ != "Linear" or not hasattr(module, "weight") or not hasattr(module, "in_features"):
-        raise TypeError(f"{what} takes a torch.nn.Linear, got {type(module).__name__}")
-    w = module.weight
-    if str(w.dtype) != "torch.float32":
-        raise TypeError(f"{what}: the module's weight is {w.dtype}, not torch.float32 (convert with module.float())")
-    weight = w.detach().cpu().numpy().copy()
-    bias = None if module.bias is None else module.bias.detach().cpu().numpy().copy()
-    return weight, bias
+    """(weight, bias or None) of a float32 torch.nn.Linear as NumPy copies; TypeError for anything else (_torch.py)."""
+    from ._torch import float32_array, require_module
+    require_module(module, "Linear", what)
+    return float32_array(module.weight, what, "weight"), float32_array(module.bias, what, "bias")

@@ -115,17 +115,18 @@ class LSTM:
     def from_torch(cls, module: Any, activation: str = "accurate") -> LSTM:
         """The same layer as a ``torch.nn.LSTM`` with one layer, one direction and no projection.
         Any other module (a GRU or RNN included) raises TypeError."""
+        from ._torch import float32_array, require_module
+        what = "LSTM.from_torch"
         mode = getattr(module, "mode", None)  # torch.nn.RNNBase: "LSTM", "GRU", "RNN_TANH", "RNN_RELU"
-        if mode != "LSTM" or not hasattr(module, "weight_ih_l0"):
-            kind = {"GRU": "a GRU", "RNN_TANH": "an RNN", "RNN_RELU": "an RNN"}.get(mode, type(module).__name__)
-            raise TypeError(f"LSTM.from_torch takes a torch.nn.LSTM, got {kind} ({type(module).__name__}): "
-                            f"its gates and weight shapes differ from an LSTM's")
+        if mode in ("GRU", "RNN_TANH", "RNN_RELU"):
+            raise TypeError(f"{what} takes a torch.nn.LSTM, got {'a GRU' if mode == 'GRU' else 'an RNN'} "
+                            f"({type(module).__name__}): its gates and weight shapes differ from an LSTM's")
+        require_module(module, "LSTM", what)
         if module.num_layers != 1 or module.bidirectional or getattr(module, "proj_size", 0):
             raise ValueError("only single-layer, unidirectional LSTMs without proj_size are supported")
 
         def get(name):
-            t = getattr(module, name, None)
-            return None if t is None else t.detach().cpu().float().numpy()
+            return float32_array(getattr(module, name, None), what, name)
         return cls(get("weight_ih_l0"), get("weight_hh_l0"), get("bias_ih_l0"), get("bias_hh_l0"),
                    batch_first=module.batch_first, activation=activation)
 

@@ -227,6 +227,8 @@ def _quantized_weights(weight, weight_scale):
     if weight.dtype == np.float32:
         if weight_scale is not None:
             raise ValueError("weight_scale is only for int8 weights (float32 weights are quantized here)")
+        if not np.isfinite(weight).all():
+            raise ValueError("weight contains NaN or Inf: a float32 weight must be finite to be quantized")
         return quantize_weights(weight, axis=0)
     if weight.dtype == np.int8:
         if weight_scale is None:
@@ -270,10 +272,17 @@ def _output_stage(ws, bias, sx, output_scale, output_zero_point, odt, relu, dyna
         if bias is not None or output_scale is not None:
             raise ValueError("int32 output is the exact accumulator: no bias or output_scale")
     if factor is not None:
+        factor64 = factor
         factor = read_only_copy(factor.astype(np.float32))
         offset = read_only_copy(offset.astype(np.float32))
         if not (np.isfinite(factor).all() and np.isfinite(offset).all()):
             raise ValueError("the combined requantization factor or offset overflows float32")
+        # A factor below float32's normal range would make the output (nearly) independent of the input.
+        tiny = (factor64 != 0) & (np.abs(factor) < np.finfo(np.float32).tiny)
+        if tiny.any() and not dynamic:
+            what = "input_scale * weight_scale" + (" / output_scale" if output_scale is not None else "")
+            raise ValueError(f"the combined requantization factor {what} = {float(factor64[tiny][0]):g} underflows "
+                             f"float32 (below {np.finfo(np.float32).tiny:g})")
     return bias, factor, offset, lo, hi
 
 
@@ -294,8 +303,11 @@ class QLinear:
       (with bias within one float32 rounding). NaN in x is quantized to the zero point; Inf raises
       ValueError.
     output_dtype: uint8 / int8: requantized with output_scale, output_zero_point (required scale);
-      float32: the real result; int32: the exact accumulator sum_k (x - zx) wq (bias must be None).
-      Default: uint8 (static), float32 (dynamic, the only choice there).
+      float32: the real result; int32: the exact accumulator sum_k (x - zx) wq (bias must be None; with relu,
+      max(acc, 0): the ReLU of the real result in accumulator units, the scales being positive).
+      Default: uint8 (static), float32 (dynamic, the only choice there). The float32 factor input_scale *
+      weight_scale (/ output_scale) of each channel must be a normal float32 or 0 (a zero channel): one that
+      overflows, or underflows below 1.2e-38 (an output that no longer depends on x), is a ValueError.
     relu: max(y, 0), fused (for uint8/int8 it is exactly the clamp at the output zero point).
 
     One call runs the GEMM and, on the int32 accumulators in registers (seed I12): float conversion,
