@@ -27,6 +27,15 @@ nnkern.QLinear(np.ones((5, 3), f))(a)
 nnkern.LSTM(np.ones((8, 3), f), np.ones((8, 2), f))(np.ones((6, 1, 3), f))
 nnkern.QConv2d(np.ones((5, 3, 3, 2), f), input_scale=0.1, input_zero_point=0, output_dtype=np.int32,
                padding=1)(np.ones((1, 5, 5, 2), np.uint8))
+x4 = np.ones((1, 6, 6, 4), f)
+nnkern.conv2d(x4, np.ones((3, 1, 1, 4), f))
+nnkern.Conv2d(np.ones((8, 3, 3, 4), f), padding=1, algorithm="indirect")(x4)
+nnkern.InvertedResidual(nnkern.Conv2d(np.ones((8, 1, 1, 4), f)), nnkern.Conv2d(np.ones((8, 3, 3, 1), f), groups=8,
+                        padding=1), nnkern.Conv2d(np.ones((4, 1, 1, 8), f)), residual=True)(x4)
+nnkern.max_pool2d(x4, 2)
+nnkern.avg_pool2d(np.ones((1, 6, 6, 4), np.uint8), 3, 1, 1)
+nnkern.pixel_shuffle(x4, 2, layout="NHWC")
+nnkern.pixel_unshuffle(np.ones((1, 4, 6, 6), f), 3)
 try:
     nnkern.sigmoid(np.ones(2))  # a failing call logs nothing
 except TypeError:
@@ -35,7 +44,12 @@ print(nnkern.cpu_info()["kernels"]["f32_gemm"], nnkern.get_num_threads())
 """
 
 EXPECTED = ["sgemm", "matmul", "matmul", "sigmoid", "tanh", "topk", "qgemm", "qgemm16", "quantize", "dequantize",
-            "quantize_dynamic", "Linear", "QLinear", "LSTM", "QConv2d"]
+            "quantize_dynamic", "Linear", "QLinear", "LSTM", "QConv2d", "conv2d", "Conv2d", "InvertedResidual",
+            "max_pool2d", "avg_pool2d", "pixel_shuffle", "pixel_unshuffle"]
+# The public callables that compute nothing on arrays (settings, queries, parameter helpers) and LSTMOutput (a
+# result type): everything else in nnkern.__all__ must log a line (EXPECTED).
+NOT_OPS = {"ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas", "get_num_threads",
+           "set_num_threads", "LSTMOutput", "qgemm_max_k", "quantize_weights", "dynamic_quantization_params"}
 
 
 def run(value):
@@ -68,6 +82,17 @@ def test_one_line_per_call():
     assert fields["QLinear12"][4] == "dynamic->float32"
     assert fields["LSTM13"][4] == "lstm-accurate" and fields["LSTM13"][5] == "x:float32[6x1x3]"
     assert fields["QConv2d14"][4] == "indirect->int32" and fields["QConv2d14"][5] == "x:uint8[1x5x5x2]"
+    assert fields["conv2d15"][4] in nnkern._C.algorithms("conv2d") and fields["Conv2d16"][4] == "indirect"
+    assert fields["conv2d15"][5] == "x:float32[1x6x6x4] weight:float32[3x1x1x4]"
+    assert fields["InvertedResidual17"][4].startswith("bands(rows=")
+    assert fields["max_pool2d18"][4] == "max" and fields["avg_pool2d19"][5] == "x:uint8[1x6x6x4]"
+    assert fields["pixel_shuffle20"][4] == "r=2:NHWC" and fields["pixel_unshuffle21"][4] == "r=3:NCHW"
+
+
+def test_every_public_op_and_layer_logs():
+    """Every name of nnkern.__all__ that computes on arrays is one of the calls above, so each logs its line."""
+    ops = {name for name in nnkern.__all__ if callable(getattr(nnkern, name))} - NOT_OPS
+    assert ops == set(EXPECTED), ops ^ set(EXPECTED)
 
 
 def test_off_means_nothing_wrapped():

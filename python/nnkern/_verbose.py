@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -47,7 +48,11 @@ def _kernel(family):
 
 # Ops that run through an algorithm table (csrc/core/algorithm.h): their line names the entry the C++ side
 # selected for this call (_C.last_algorithm), not a Python copy of the selection rule.
-_TABLE = {"sgemm": "sgemm", "matmul": "sgemm", "qgemm": "qgemm", "qgemm16": "qgemm"}
+_TABLE = {"sgemm": "sgemm", "matmul": "sgemm", "qgemm": "qgemm", "qgemm16": "qgemm", "conv2d": "conv2d",
+          "Conv2d": "conv2d", "QConv2d": "qconv2d"}
+# The kernel family each "conv2d" algorithm runs on.
+_CONV_FAMILY = {"im2col": "f32_gemm", "indirect": "f32_gemm", "direct": "f32_conv_direct",
+                "mgemm": "f32_conv_mgemm", "depthwise": "f32_dwconv", "dot": "f32_conv_dot"}
 
 
 def _table_algorithm(op):
@@ -88,11 +93,19 @@ def _describe(op, args, kwargs, result):
         mode = "dynamic" if layer.dynamic else "static"
         return layer.kernel, f"{mode}->{layer.output_dtype}", ("x",)
     if op == "QConv2d":
+        layer = args[0]
+        return layer.kernel, f"{_table_algorithm(op)}->{layer.output_dtype}", ("x",)
+    if op in ("conv2d", "Conv2d"):
+        alg = _table_algorithm(op)
+        return _kernel(_CONV_FAMILY.get(alg, "f32_gemm")), alg, ("x",) if op == "Conv2d" else ("x", "weight")
+    if op == "InvertedResidual":
         layer, x = args[0], args[1]
-        alg = layer.algorithm
-        if alg == "auto":
-            alg = layer._packed.auto_algorithm(*np.shape(x)[:3])
-        return layer.kernel, f"{alg}->{layer.output_dtype}", ("x",)
+        return _kernel("f32_dwconv"), f"bands(rows={layer._block.rows_per_band(*np.shape(x)[1:3])})", ("x",)
+    if op in ("max_pool2d", "avg_pool2d"):
+        return _kernel("pool2d"), op[:3], ("x",)
+    if op in ("pixel_shuffle", "pixel_unshuffle"):
+        r = kwargs.get("r", args[1] if len(args) > 1 else "?")
+        return "copy", f"r={r}:{kwargs.get('layout', 'NCHW')}", ("x",)
     if op in ("LSTM", "LSTM.forward_tokens"):
         layer = args[0]
         return layer.kernel, f"lstm-{layer.activation}", ("x",)
@@ -111,27 +124,40 @@ def _log(op, args, kwargs, result, seconds):
                      f"{seconds * 1e3:.3f}\n")
 
 
+_nesting = threading.local()  # ops inside an op (conv2d's Conv2d call) log nothing of their own
+
+
 def _wrap(op, fn):
     @functools.wraps(fn)
     def logged(*args, **kwargs):
+        depth = getattr(_nesting, "depth", 0)
+        if depth:
+            return fn(*args, **kwargs)
         if op in _TABLE:
             _C.last_algorithm(_TABLE[op])  # forget an earlier call's selection
-        t0 = time.perf_counter()
-        result = fn(*args, **kwargs)
-        _log(op, args, kwargs, result, time.perf_counter() - t0)
+        _nesting.depth = 1
+        try:
+            t0 = time.perf_counter()
+            result = fn(*args, **kwargs)
+            seconds = time.perf_counter() - t0
+        finally:
+            _nesting.depth = 0
+        _log(op, args, kwargs, result, seconds)
         return result
     logged.__wrapped_by_nnkern_verbose__ = True
     return logged
 
 
-OPS = ("sgemm", "matmul", "sigmoid", "tanh", "topk", "qgemm", "qgemm16", "quantize", "dequantize", "quantize_dynamic")
+OPS = ("sgemm", "matmul", "sigmoid", "tanh", "topk", "qgemm", "qgemm16", "quantize", "dequantize", "quantize_dynamic",
+       "conv2d", "max_pool2d", "avg_pool2d", "pixel_shuffle", "pixel_unshuffle")
+LAYERS = ("Linear", "QLinear", "Conv2d", "QConv2d", "InvertedResidual", "LSTM")
 
 
 def install(namespace: dict) -> None:
     """Replace the ops in ``namespace`` (nnkern's globals) and the layers' calls by logging wrappers."""
     for op in OPS:
         namespace[op] = _wrap(op, namespace[op])
-    for cls in ("Linear", "QLinear", "QConv2d", "LSTM"):
+    for cls in LAYERS:
         klass = namespace[cls]
         klass.__call__ = _wrap(cls, klass.__call__)
     namespace["LSTM"].forward_tokens = _wrap("LSTM.forward_tokens", namespace["LSTM"].forward_tokens)
