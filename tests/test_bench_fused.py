@@ -6,7 +6,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from helpers import describe_process, python_command
+from helpers import describe_process, python_command, torch_int8_conv_is_exact
 from nnkern.bench import espcn, fused
 from test_qconv2d import ref_conv, unfused
 
@@ -33,11 +33,14 @@ def test_espcn_matches_its_layer_by_layer_reference():
 
 
 def test_espcn_libraries_run_the_same_network():
-    """torch / onnxruntime (where installed) within a few steps of nnkern (one rounding per layer may differ)."""
+    """torch / onnxruntime (where installed) within a few steps of nnkern (one rounding per layer may differ); torch
+    only where its int8 convolution is exact (not on CPUs without VNNI, where its vpmaddubsw saturates)."""
     net = espcn.make_net(size=11, r=3)
     ref = espcn.nnkern_call(net)
     libs, notes = espcn.library_calls(net, 1)
     for name, f in libs.items():
+        if name == "torch" and not torch_int8_conv_is_exact():
+            continue
         f()
         worst, share = espcn.agreement(f.out(), ref.out)
         assert worst <= 3 and share < 0.05, (name, worst, share)
