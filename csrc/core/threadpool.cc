@@ -109,7 +109,10 @@ class Pool {
     char* base = ws.as<char>();
     if (guards)
       for (size_t s = 0; s < slots; ++s) workspace_guard_fill(base + s * stride + bytes);
-    dispatch(n_tasks, [&](size_t t) { fn(t, base + stride * size_t(t_slot)); });
+    dispatch(n_tasks, [&](size_t t) {
+      if (size_t(t_slot) >= slots) throw std::logic_error("parallel_for_scratch: a thread has no scratch slice");
+      fn(t, base + stride * size_t(t_slot));
+    });
     if (guards)
       for (size_t s = 0; s < slots; ++s)
         if (!workspace_guard_intact(base + s * stride + bytes))
