@@ -11,6 +11,8 @@
 #include "ops/f32_gemm.h"
 #include "ops/peak.h"
 #include "operands.h"
+#include "core/kernel_family.h"
+#include "kernels/f32_gemm_list.h"
 
 namespace nnkern_bench {
 
@@ -19,7 +21,7 @@ struct F32GemmFamily {
   using BPtr = const float*;
   static constexpr const char* name = "f32_gemm";
   static constexpr const char* unit = "GFLOP/s";
-  static const nnkern::KernelList<Kernel>& list() { return nnkern::f32_gemm_list(); }
+  static const nnkern::KernelList<Kernel>& list() { return nnkern::f32_gemm_family().list(); }
   // The driver feeds the plain form an NR-interleaved packed sliver (b_stride = NR); kernels/f32_gemm.h.
   static Layout layout(const Kernel& k) {
     return {size_t(k.mr), size_t(k.nr), 1, Elem::f32, Elem::f32, Elem::f32, true};
@@ -42,7 +44,7 @@ struct QGemmFamily {
   using BPtr = const void*;
   static constexpr const char* name = "qgemm";
   static constexpr const char* unit = "GOP/s";  // 2 int ops per multiply-add, as the int8 peak counts
-  static const nnkern::KernelList<Kernel>& list() { return nnkern::qgemm_kernel_list(); }
+  static const nnkern::KernelList<Kernel>& list() { return nnkern::qgemm_family().list(); }
   static Layout layout(const Kernel& k) {
     using nnkern::QKind;
     const Elem a = k.kind == QKind::s16 ? Elem::s16 : Elem::s8;

@@ -4,6 +4,7 @@
 #include "kernels/f32_conv_list.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_block.h"
+#include "core/kernel_family.h"
 
 namespace nnkern::bindings {
 namespace {
@@ -36,10 +37,10 @@ class Conv2dBinding {
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
     if (!H || !W || !geo.OH(H) || !geo.OW(W)) throw py::value_error("x: the kernel does not fit the padded input");
     float* yp = checked_out<float>(y, "out", {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)});
-    const F32ConvKernel* conv = kernel.empty() ? nullptr : runnable_in(f32_conv_direct_list(), kernel);
-    if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_mgemm_list(), kernel);
-    if (!conv && !kernel.empty()) conv = runnable_in(f32_dwconv_list(), kernel);
-    if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_dot_list(), kernel);
+    const F32ConvKernel* conv = kernel.empty() ? nullptr : runnable_in(f32_conv_direct_family().list(), kernel);
+    if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_mgemm_family().list(), kernel);
+    if (!conv && !kernel.empty()) conv = runnable_in(f32_dwconv_family().list(), kernel);
+    if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_dot_family().list(), kernel);
     const F32GemmKernel* k = kernel.empty() || conv ? nullptr : &runnable_f32_gemm_kernel(kernel);
     py::gil_scoped_release release;
     return packed_->run(N, H, W, xp, yp, algorithm, k, conv);

@@ -4,6 +4,8 @@
 
 #include "bindings/common.h"
 #include "ops/f32_activation.h"
+#include "core/kernel_family.h"
+#include "kernels/f32_activation_list.h"
 
 namespace nnkern::bindings {
 
@@ -27,7 +29,7 @@ bool tanh_arg(const std::string& fn) {
 const F32ActivationKernels& kernels_of(const std::string& isa_name) {
   const Isa isa = isa_arg(isa_name);
   if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + isa_name);
-  const F32ActivationKernels* k = f32_activation_kernel_for(isa);
+  const F32ActivationKernels* k = f32_activation_family().at(isa);
   if (!k) throw py::value_error("no activation kernels for " + isa_name);
   return *k;
 }

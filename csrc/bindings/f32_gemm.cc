@@ -6,6 +6,8 @@
 
 #include "bindings/common.h"
 #include "ops/f32_gemm.h"
+#include "core/kernel_family.h"
+#include "kernels/f32_gemm_list.h"
 
 namespace nnkern::bindings {
 namespace {
@@ -237,7 +239,7 @@ class Linear {
 // The kernel named `which` (a kernel name of the f32_gemm list, or an ISA level: that level's kernel),
 // refusing one this CPU cannot run.
 const F32GemmKernel& runnable_f32_gemm_kernel(const std::string& which) {
-  const KernelList<F32GemmKernel>& list = f32_gemm_list();
+  const KernelList<F32GemmKernel>& list = f32_gemm_family().list();
   for (size_t i = 0; i < list.kernels.size(); ++i) {
     if (which != list.info[i].name) continue;
     if (!isa_supported(list.info[i].level)) throw py::value_error("this CPU cannot run " + which);
@@ -245,7 +247,7 @@ const F32GemmKernel& runnable_f32_gemm_kernel(const std::string& which) {
   }
   Isa isa = isa_arg(which);
   if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + which);
-  const F32GemmKernel* kernel = f32_gemm_kernel_for(isa);
+  const F32GemmKernel* kernel = f32_gemm_family().at(isa);
   if (!kernel) throw py::value_error("no f32_gemm kernel for " + which);
   return *kernel;
 }
@@ -259,11 +261,11 @@ void bind_f32_gemm(py::module_& m) {
   m.def("get_blocking_mode", [] { return std::string(blocking_mode() == BlockingMode::cache ? "cache" : "fixed"); });
   // The loop order a row-major M x N output runs in, and the blocks of an order at depth K.
   m.def("gemm_order", [](size_t M, size_t N) {
-    return std::string(gemm_order(f32_gemm_kernel(), M, N) == GemmOrder::block ? "block" : "panel");
+    return std::string(gemm_order(f32_gemm_family().dispatched(), M, N) == GemmOrder::block ? "block" : "panel");
   }, py::arg("M"), py::arg("N"));
   m.def("gemm_blocking", [](size_t K, const std::string& order) {
     if (order != "block" && order != "panel") throw py::value_error("order must be 'block' or 'panel'");
-    GemmBlocking b = gemm_blocking(f32_gemm_kernel(), K, order == "block" ? GemmOrder::block : GemmOrder::panel);
+    GemmBlocking b = gemm_blocking(f32_gemm_family().dispatched(), K, order == "block" ? GemmOrder::block : GemmOrder::panel);
     return py::make_tuple(b.kc, b.mc, b.nc);
   }, py::arg("K"), py::arg("order") = "block");
   m.def("sgemm", &sgemm_binding, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"), py::arg("c"),

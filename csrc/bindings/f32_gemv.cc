@@ -5,6 +5,8 @@
 
 #include "bindings/common.h"
 #include "ops/f32_gemv.h"
+#include "core/kernel_family.h"
+#include "kernels/f32_gemv_list.h"
 
 namespace nnkern::bindings {
 namespace {
@@ -12,7 +14,7 @@ namespace {
 const F32GemvKernel& gemv_kernel(const std::string& name) {
   Isa isa = isa_arg(name);
   if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + name);
-  const F32GemvKernel* k = f32_gemv_kernel_for(isa);
+  const F32GemvKernel* k = f32_gemv_family().at(isa);
   if (!k) throw py::value_error("no f32_gemv kernel for " + name);
   return *k;
 }
@@ -21,7 +23,7 @@ const F32GemvKernel& gemv_kernel(const std::string& name) {
 
 void bind_f32_gemv(py::module_& m) {
   m.def("f32_gemv_info", [](const std::string& n) {
-    const F32GemvKernel* k = f32_gemv_kernel_for(isa_arg(n));
+    const F32GemvKernel* k = f32_gemv_family().at(isa_arg(n));
     if (!k) throw py::value_error("no f32_gemv kernel for " + n);
     return py::make_tuple(std::string(k->name), k->dot_mr, k->dot_nr);
   });

@@ -3,6 +3,8 @@
 
 #include "bindings/common.h"
 #include "ops/f32_topk.h"
+#include "core/kernel_family.h"
+#include "kernels/f32_topk_list.h"
 
 namespace nnkern::bindings {
 
@@ -21,7 +23,7 @@ void bind_f32_topk(py::module_& m) {
       [](const std::string& isa_name) {
         const Isa isa = isa_arg(isa_name);
         if (!isa_supported(isa)) throw py::value_error("this CPU cannot run " + isa_name);
-        const F32TopkKernel* k = f32_topk_kernel_for(isa);
+        const F32TopkKernel* k = f32_topk_family().at(isa);
         if (!k) throw py::value_error("no top-k kernel of its own for " + isa_name);
         return std::string(k->name);
       },

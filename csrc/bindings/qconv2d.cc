@@ -8,6 +8,7 @@
 #include "kernels/qdwconv_list.h"
 #include "ops/qconv2d.h"
 #include "ops/qgemm.h"
+#include "core/kernel_family.h"
 
 namespace nnkern::bindings {
 namespace {
@@ -123,10 +124,10 @@ class QConv2dBinding {
                    const std::string& kernel) const {
     const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
-    const QDwconvKernel* dw = kernel.empty() ? nullptr : runnable_in(qdwconv_kernel_list(), kernel);
-    const QConvDirectKernel* direct = kernel.empty() || dw ? nullptr : runnable_in(qconv_direct_kernel_list(), kernel);
+    const QDwconvKernel* dw = kernel.empty() ? nullptr : runnable_in(qdwconv_family().list(), kernel);
+    const QConvDirectKernel* direct = kernel.empty() || dw ? nullptr : runnable_in(qconv_direct_family().list(), kernel);
     const QConvLowOfmKernel* low_ofm =
-        kernel.empty() || dw || direct ? nullptr : runnable_in(qconv_low_ofm_kernel_list(), kernel);
+        kernel.empty() || dw || direct ? nullptr : runnable_in(qconv_low_ofm_family().list(), kernel);
     const QGemmKernel* k = kernel.empty() || dw || direct || low_ofm ? nullptr : &runnable_qgemm_kernel(kernel);
     py::gil_scoped_release release;
     return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, x.data(), o, algorithm, k, dw, direct, low_ofm);

@@ -8,6 +8,7 @@
 #include "kernels/qgemm_list.h"
 #include "ops/peak.h"
 #include "ops/qgemm.h"
+#include "core/kernel_family.h"
 
 namespace nnkern::bindings {
 namespace {
@@ -91,7 +92,7 @@ const char* kind_name(QKind kind) {
 
 // A kernel of the "qgemm" list (kernels/qgemm_list.h) by name, or ValueError.
 const QGemmKernel& kernel_named(const std::string& name) {
-  const KernelList<QGemmKernel>& l = qgemm_kernel_list();
+  const KernelList<QGemmKernel>& l = qgemm_family().list();
   for (size_t i = 0; i < l.kernels.size(); ++i)
     if (name == l.info[i].name) return *l.kernels[i];
   throw py::value_error("no integer GEMM kernel named '" + name + "' in this build");
@@ -100,7 +101,7 @@ const QGemmKernel& kernel_named(const std::string& name) {
 }  // namespace
 
 const QGemmKernel& runnable_qgemm_kernel(const std::string& name) {
-  const KernelList<QGemmKernel>& l = qgemm_kernel_list();
+  const KernelList<QGemmKernel>& l = qgemm_family().list();
   const QGemmKernel& k = kernel_named(name);
   for (size_t i = 0; i < l.kernels.size(); ++i)
     if (l.kernels[i] == &k && !isa_supported(l.info[i].level))

@@ -7,7 +7,7 @@ namespace {
 
 struct Registry {
   std::mutex mutex;
-  std::vector<std::pair<const char*, std::string (*)()>> ops;
+  std::vector<std::pair<const char*, std::function<std::string()>>> ops;
 };
 
 Registry& registry() {
@@ -17,10 +17,10 @@ Registry& registry() {
 
 }  // namespace
 
-void register_dispatched_op(const char* op, std::string (*chosen_kernel_name)()) {
+void register_dispatched_op(const char* op, std::function<std::string()> chosen_kernel_name) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.ops.emplace_back(op, chosen_kernel_name);
+  r.ops.emplace_back(op, std::move(chosen_kernel_name));
 }
 
 std::vector<std::pair<std::string, std::string>> chosen_kernels() {

@@ -2,6 +2,7 @@
 // Each op family owns one KernelTable (in its ops/ file) built from a `kernel_for(Isa)` function that
 // names its kernels per level; ops read it at each call and never test CPU features themselves.
 #pragma once
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -13,7 +14,7 @@
 namespace nnkern {
 
 // Registry of op names and the kernel each currently dispatches to, for cpu_info().
-void register_dispatched_op(const char* op, std::string (*chosen_kernel_name)());
+void register_dispatched_op(const char* op, std::function<std::string()> chosen_kernel_name);
 std::vector<std::pair<std::string, std::string>> chosen_kernels();
 
 constexpr int kIsaCount = int(Isa::neoni8mm) + 1;
@@ -23,9 +24,9 @@ constexpr int kIsaCount = int(Isa::neoni8mm) + 1;
 template <typename Kernel>
 class KernelTable {
  public:
-  using KernelFor = const Kernel* (*)(Isa);  // nullptr where a level has no kernel of this op
+  using KernelFor = std::function<const Kernel*(Isa)>;  // nullptr where a level has no kernel of this op
 
-  explicit KernelTable(KernelFor kernel_for) : kernel_for_(kernel_for) {}
+  explicit KernelTable(KernelFor kernel_for) : kernel_for_(std::move(kernel_for)) {}
 
   // The dispatched kernel. A family may lack a kernel at every level the cap allows (no scalar kernel,
   // e.g. a VNNI-only family): get_or_null() then returns nullptr and get() throws instead of crashing.

@@ -62,6 +62,9 @@
 
 namespace nnkern {
 
+template <typename Kernel>
+class KernelFamily;  // core/kernel_family.h: a family's list, its dispatch and its cpu_info() line
+
 // What tests, benchmarks and cpu_info need to know of a kernel without knowing its family's type.
 struct KernelInfo {
   const char* name = "";  // the symbol's name, also the name in cpu_info() and in test ids
@@ -101,13 +104,8 @@ struct KernelEntry {
 };
 #define NNKERN_KERNEL_ENTRY(sym, level) {&sym, ::nnkern::Isa::level, #sym},
 
-// Builds and registers a family's list (kept for the life of the process). In the family's ops file:
-//   const KernelList<F32TopkKernel>& f32_topk_list() {
-//     static const auto& list = make_kernel_list<F32TopkKernel>(
-//         "f32_topk", {NNKERN_F32_TOPK_LIST(NNKERN_KERNEL_ENTRY)}, [](const F32TopkKernel&) { return KernelInfo{}; });
-//     return list;
-//   }
-// `describe` fills the tile and K-group of a kernel; the name and level come from the list.
+// Builds and registers a family's list (kept for the life of the process); KernelFamily (core/kernel_family.h)
+// calls it. `describe` fills the tile and K-group of a kernel; the name and level come from the list.
 template <typename Kernel, typename Describe>
 const KernelList<Kernel>& make_kernel_list(const char* family, std::initializer_list<KernelEntry<Kernel>> entries,
                                            Describe describe) {

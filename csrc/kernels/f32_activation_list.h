@@ -8,3 +8,7 @@
   X(f32_activation__scalar, scalar)                                                     \
   NNKERN_AVX2(X(f32_activation__avx2, avx2)) NNKERN_AVX512(X(f32_activation__avx512, avx512)) \
   NNKERN_NEON(X(f32_activation__neon, neon))
+
+namespace nnkern {
+const KernelFamily<F32ActivationKernels>& f32_activation_family();  // ops/f32_activation.cc
+}  // namespace nnkern

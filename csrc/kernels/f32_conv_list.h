@@ -40,13 +40,10 @@ NNKERN_F32_DWCONV_LIST(NNKERN_F32_CONV_DECLARE_)
 NNKERN_F32_CONV_DOT_LIST(NNKERN_F32_CONV_DECLARE_)
 #undef NNKERN_F32_CONV_DECLARE_
 
-const KernelList<F32ConvKernel>& f32_conv_direct_list();
-const KernelList<F32ConvKernel>& f32_conv_mgemm_list();
-const F32ConvKernel& f32_conv_direct_kernel();  // the dispatched one (ISA cap honoured)
-const F32ConvKernel* f32_conv_mgemm_kernel();   // the dispatched one, or null: none at or below the cap
-const KernelList<F32ConvKernel>& f32_dwconv_list();
-const F32ConvKernel& f32_dwconv_kernel();
-const KernelList<F32ConvKernel>& f32_conv_dot_list();
-const F32ConvKernel& f32_conv_dot_kernel();
+// ops/conv2d_kernels.cc. mgemm has no scalar kernel: none at or below an ISA cap without SIMD.
+const KernelFamily<F32ConvKernel>& f32_conv_direct_family();
+const KernelFamily<F32ConvKernel>& f32_conv_mgemm_family();
+const KernelFamily<F32ConvKernel>& f32_dwconv_family();
+const KernelFamily<F32ConvKernel>& f32_conv_dot_family();
 
 }  // namespace nnkern

@@ -18,4 +18,6 @@ namespace nnkern {
 NNKERN_F32_GEMM_LIST(NNKERN_F32_GEMM_DECLARE)
 #undef NNKERN_F32_GEMM_DECLARE
 
+const KernelFamily<F32GemmKernel>& f32_gemm_family();  // ops/f32_gemm.cc
+
 }  // namespace nnkern

@@ -8,3 +8,7 @@
   X(f32_gemv__scalar, scalar)                                                                 \
   NNKERN_AVX2(X(f32_gemv_3x4__avx2, avx2)) NNKERN_AVX512(X(f32_gemv_3x8__avx512, avx512)) \
   NNKERN_NEON(X(f32_gemv_3x4__neon, neon))
+
+namespace nnkern {
+const KernelFamily<F32GemvKernel>& f32_gemv_family();  // ops/f32_gemv.cc
+}  // namespace nnkern

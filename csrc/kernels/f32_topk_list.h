@@ -6,3 +6,7 @@
 #define NNKERN_F32_TOPK_LIST(X) \
   X(f32_topk__scalar, scalar)   \
   NNKERN_AVX512(X(f32_topk_16__avx512, avx512))
+
+namespace nnkern {
+const KernelFamily<F32TopkKernel>& f32_topk_family();  // ops/f32_topk.cc
+}  // namespace nnkern

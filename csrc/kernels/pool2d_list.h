@@ -7,3 +7,7 @@
   X(pool2d__scalar, scalar)   \
   NNKERN_AVX2(X(pool2d__avx2, avx2)) \
   NNKERN_AVX512(X(pool2d__avx512, avx512))
+
+namespace nnkern {
+const KernelFamily<Pool2dKernel>& pool2d_family();  // ops/pool2d.cc
+}  // namespace nnkern

@@ -16,7 +16,6 @@ namespace nnkern {
 NNKERN_QCONV_DIRECT_LIST(NNKERN_QCONV_DIRECT_DECLARE_)
 #undef NNKERN_QCONV_DIRECT_DECLARE_
 
-const KernelList<QConvDirectKernel>& qconv_direct_kernel_list();
-const QConvDirectKernel& qconv_direct_kernel();  // the dispatched one (ISA cap honoured)
+const KernelFamily<QConvDirectKernel>& qconv_direct_family();  // ops/qconv2d_direct_kernels.cc
 
 }  // namespace nnkern

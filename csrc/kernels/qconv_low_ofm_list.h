@@ -18,7 +18,6 @@ namespace nnkern {
 NNKERN_QCONV_LOW_OFM_LIST(NNKERN_QCONV_LOW_OFM_DECLARE_)
 #undef NNKERN_QCONV_LOW_OFM_DECLARE_
 
-const KernelList<QConvLowOfmKernel>& qconv_low_ofm_kernel_list();
-const QConvLowOfmKernel& qconv_low_ofm_kernel();  // the dispatched one (ISA cap honoured)
+const KernelFamily<QConvLowOfmKernel>& qconv_low_ofm_family();  // ops/qconv2d_low_ofm_kernels.cc
 
 }  // namespace nnkern

@@ -17,7 +17,6 @@ namespace nnkern {
 NNKERN_QDWCONV_LIST(NNKERN_QDWCONV_DECLARE_)
 #undef NNKERN_QDWCONV_DECLARE_
 
-const KernelList<QDwconvKernel>& qdwconv_kernel_list();
-const QDwconvKernel& qdwconv_kernel();  // the dispatched one (ISA cap honoured)
+const KernelFamily<QDwconvKernel>& qdwconv_family();  // ops/qdwconv_kernels.cc
 
 }  // namespace nnkern

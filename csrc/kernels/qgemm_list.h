@@ -39,8 +39,8 @@ NNKERN_QGEMM_LIST(NNKERN_QGEMM_DECLARE_)
 NNKERN_QGEMV_LIST(NNKERN_QGEMV_DECLARE_)
 #undef NNKERN_QGEMV_DECLARE_
 
-// The lists as data (ops/qgemm_kernels.cc; registered as the families "qgemm" and "qgemv").
-const KernelList<QGemmKernel>& qgemm_kernel_list();
-const KernelList<QGemvKernel>& qgemv_kernel_list();
+// The families "qgemm" and "qgemv" (ops/qgemm_kernels.cc; dispatched through qgemm_kernels(), ops/qgemm.h).
+const KernelFamily<QGemmKernel>& qgemm_family();
+const KernelFamily<QGemvKernel>& qgemv_family();
 
 }  // namespace nnkern

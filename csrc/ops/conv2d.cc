@@ -12,6 +12,9 @@
 #include "core/workspace.h"
 #include "kernels/f32_conv_list.h"
 #include "ops/f32_activation.h"
+#include "core/kernel_family.h"
+#include "kernels/f32_activation_list.h"
+#include "kernels/f32_gemm_list.h"
 
 namespace nnkern {
 namespace {
@@ -24,7 +27,7 @@ bool skipping_padding_exact(const ConvCall& c) { return !c.L.geometry().padded()
 bool mgemm_applies(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
   return g.sw == g.dw && skipping_padding_exact(c) &&
-         (c.conv ? c.conv->wf > 1 && !c.conv->depthwise && !c.conv->dot : f32_conv_mgemm_kernel() != nullptr);
+         (c.conv ? c.conv->wf > 1 && !c.conv->depthwise && !c.conv->dot : f32_conv_mgemm_family().dispatched_or_null() != nullptr);
 }
 bool direct_applies(const ConvCall& c) {
   return skipping_padding_exact(c) &&
@@ -55,13 +58,13 @@ bool depthwise_applies(const ConvCall& c) {
 //     (results would); depthwise for depthwise ones, dot (below) for few output channels.
 bool mgemm_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
-  const F32ConvKernel* k = c.conv ? c.conv : f32_conv_mgemm_kernel();
+  const F32ConvKernel* k = c.conv ? c.conv : f32_conv_mgemm_family().dispatched_or_null();
   if (!k || !k->auto_pick || size_t(k->wf) > g.KW) return false;
   const size_t span = (g.KW - 1) * g.dw, W = c.s.W, lo = (g.pl + g.sw - 1) / g.sw;
   const size_t hi = W + g.pl > span ? std::min(c.OW, (W + g.pl - span - 1) / g.sw + 1) : 0;
   return hi > lo && hi - lo >= 2 * size_t(k->nr_for(std::min<size_t>(size_t(k->mr), g.ocg())));
 }
-bool direct_picked(const ConvCall& c) { return (c.conv ? c.conv : &f32_conv_direct_kernel())->auto_pick; }
+bool direct_picked(const ConvCall& c) { return (c.conv ? c.conv : &f32_conv_direct_family().dispatched())->auto_pick; }
 bool direct_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
   return direct_picked(c) && !g.pointwise() && (c.OW >= 14 || g.icg() <= 4);
@@ -73,21 +76,21 @@ bool gemm_preferred(const ConvCall& c) { return c.L.geometry().pointwise() && !d
 // 42 / 32.
 bool dot_preferred(const ConvCall& c) {
   const ConvGeometry& g = c.L.geometry();
-  return g.ocg() <= 8 && g.icg() >= 16 && (c.conv ? c.conv : &f32_conv_dot_kernel())->auto_pick;
+  return g.ocg() <= 8 && g.icg() >= 16 && (c.conv ? c.conv : &f32_conv_dot_family().dispatched())->auto_pick;
 }
 
 const AlgorithmTable<ConvCall>& conv_algorithms() {
   static const AlgorithmTable<ConvCall> table("conv2d", {
       {"depthwise", &depthwise_applies, nullptr, nullptr,
-       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_dwconv_kernel()); }},
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_dwconv_family().dispatched()); }},
       {"im2col", [](const ConvCall&) { return true; }, &gemm_preferred, &conv_im2col_workspace,
        [](const ConvCall& c, const Workspace& ws) { conv_im2col_run(c, ws.data()); }},
       {"dot", &dot_applies, &dot_preferred, nullptr,
-       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_conv_dot_kernel()); }},
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_conv_dot_family().dispatched()); }},
       {"mgemm", &mgemm_applies, &mgemm_preferred, nullptr,
-       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : *f32_conv_mgemm_kernel()); }},
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : *f32_conv_mgemm_family().dispatched_or_null()); }},
       {"direct", &direct_applies, &direct_preferred, nullptr,
-       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_conv_direct_kernel()); }},
+       [](const ConvCall& c, const Workspace&) { conv_tiles_run(c, c.conv ? *c.conv : f32_conv_direct_family().dispatched()); }},
       {"indirect", [](const ConvCall&) { return true; }, nullptr, nullptr,
        [](const ConvCall& c, const Workspace&) { conv_indirect_run(c); }},
   });
@@ -124,7 +127,7 @@ F32Epilogue PackedConv2d::epilogue() const {
 
 void PackedConv2d::post_activation(float* y, size_t rows, size_t n, size_t ld) const {
   if (act_ != ConvActivation::sigmoid && act_ != ConvActivation::silu) return;
-  const F32UnaryUkernel sigmoid = f32_activation_kernels().sigmoid[int(method_)];
+  const F32UnaryUkernel sigmoid = f32_activation_family().dispatched().sigmoid[int(method_)];
   constexpr size_t kChunk = 256;
   alignas(64) float s[kChunk];
   for (size_t r = 0; r < rows; ++r) {
@@ -198,7 +201,7 @@ ConvCall PackedConv2d::call(size_t N, size_t H, size_t W, const float* x, float*
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("conv2d: the kernel does not fit the padded input");
   geo_.checked_pixels(N, H, W);
-  return ConvCall{*this, kern ? *kern : f32_gemm_kernel(), {N, H, W}, OH, OW, x, y, conv};
+  return ConvCall{*this, kern ? *kern : f32_gemm_family().dispatched(), {N, H, W}, OH, OW, x, y, conv};
 }
 
 const char* PackedConv2d::run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,

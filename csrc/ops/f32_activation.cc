@@ -10,6 +10,7 @@
 #include "core/dispatch.h"
 #include "core/threadpool.h"
 #include "kernels/f32_activation_list.h"
+#include "core/kernel_family.h"
 
 namespace nnkern {
 namespace {
@@ -48,35 +49,30 @@ void run_split(F32UnaryUkernel fn, size_t n, const float* x, float* y) {
 
 }  // namespace
 
-const KernelList<F32ActivationKernels>& f32_activation_list() {
-  static const auto& list = make_kernel_list<F32ActivationKernels>(
-      "f32_activation", {NNKERN_F32_ACTIVATION_LIST(NNKERN_KERNEL_ENTRY)},
-      [](const F32ActivationKernels&) { return KernelInfo{}; });
-  return list;
+// Reported as two lines of cpu_info() (sigmoid, tanh), each naming its three methods' kernels.
+const KernelFamily<F32ActivationKernels>& f32_activation_family() {
+  static const KernelFamily<F32ActivationKernels> family("f32_activation", nullptr,
+                                                         {NNKERN_F32_ACTIVATION_LIST(NNKERN_KERNEL_ENTRY)},
+                                                         [](const F32ActivationKernels&) { return KernelInfo{}; });
+  return family;
 }
-
-const F32ActivationKernels* f32_activation_kernel_for(Isa isa) { return f32_activation_list().at(isa); }
-
-const F32ActivationKernels& f32_activation_kernels() {
-  static const KernelTable<F32ActivationKernels> table(f32_activation_kernel_for);
-  return table.get();
-}
+NNKERN_REGISTER_FAMILY(f32_activation_family)
 
 namespace {
-[[maybe_unused]] const bool registered = (f32_activation_list(), register_dispatched_op("f32_sigmoid", [] {
-  return std::string(f32_activation_kernels().sigmoid_names[int(ActMethod::minimax)]).append("|scalef|accurate");
+[[maybe_unused]] const bool reported = (register_dispatched_op("f32_sigmoid", [] {
+  return std::string(f32_activation_family().dispatched().sigmoid_names[int(ActMethod::minimax)]).append("|scalef|accurate");
 }), register_dispatched_op("f32_tanh", [] {
-  return std::string(f32_activation_kernels().tanh_names[int(ActMethod::minimax)]).append("|scalef|accurate");
+  return std::string(f32_activation_family().dispatched().tanh_names[int(ActMethod::minimax)]).append("|scalef|accurate");
 }), true);
 }  // namespace
 
 void f32_sigmoid(ActMethod method, size_t n, const float* x, float* y) {
-  const F32ActivationKernels& k = f32_activation_kernels();
+  const F32ActivationKernels& k = f32_activation_family().dispatched();
   run_split(pick(k.sigmoid[int(method)], k.sigmoid_stream[int(method)], n, x, y), n, x, y);
 }
 
 void f32_tanh(ActMethod method, size_t n, const float* x, float* y) {
-  const F32ActivationKernels& k = f32_activation_kernels();
+  const F32ActivationKernels& k = f32_activation_family().dispatched();
   run_split(pick(k.tanh[int(method)], k.tanh_stream[int(method)], n, x, y), n, x, y);
 }
 

@@ -1,16 +1,15 @@
 // Elementwise sigmoid / tanh over a contiguous float32 buffer (y == x allowed), dispatched per ISA
 // and split over the thread pool for large n. The per-ISA kernels (kernels/f32_activation.h) are
-// exported for fused epilogues: f32_activation_kernels().sigmoid[int(method)](n, x, y).
+// exported for fused epilogues: f32_activation_family().dispatched().sigmoid[int(method)](n, x, y).
 #pragma once
 #include <cstddef>
 
 #include "core/isa.h"
 #include "kernels/f32_activation.h"
+#include "core/kernel_family.h"
+#include "kernels/f32_activation_list.h"
 
 namespace nnkern {
-
-const F32ActivationKernels* f32_activation_kernel_for(Isa isa);  // nullptr where a level has none
-const F32ActivationKernels& f32_activation_kernels();           // the dispatched set
 
 // y is x or disjoint from it. Outputs of 32 MiB and more that are not in place go through the streaming
 // variants where the ISA has them.

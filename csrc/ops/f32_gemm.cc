@@ -17,6 +17,7 @@
 #include "core/workspace.h"
 #include "ops/f32_gemv.h"
 #include "ops/gemm_tasks.h"
+#include "core/kernel_family.h"
 
 namespace nnkern {
 namespace {
@@ -268,32 +269,13 @@ Plan base_plan(const F32GemmKernel* kernel, size_t M, size_t N, size_t K, const 
 
 }  // namespace
 
-// The family's list as data, from kernels/f32_gemm_list.h: dispatch reads it, and it is registered for
-// `_C.kernel_list("f32_gemm")` (the tests and benchmarks) at static initialization.
-const KernelList<F32GemmKernel>& f32_gemm_list() {
-  static const KernelList<F32GemmKernel>* list = [] {
-    auto* l = new KernelList<F32GemmKernel>{"f32_gemm", {}, {}};
-#define NNKERN_F32_GEMM_ENTRY(sym, level) \
-  l->kernels.push_back(&sym);             \
-  l->info.push_back(KernelInfo{sym.name, Isa::level, sym.mr, sym.nr, 0});
-    NNKERN_F32_GEMM_LIST(NNKERN_F32_GEMM_ENTRY)
-#undef NNKERN_F32_GEMM_ENTRY
-    return l;
-  }();
-  return *list;
+const KernelFamily<F32GemmKernel>& f32_gemm_family() {
+  static const KernelFamily<F32GemmKernel> family(
+      "f32_gemm", "f32_gemm", {NNKERN_F32_GEMM_LIST(NNKERN_KERNEL_ENTRY)},
+      [](const F32GemmKernel& k) { return KernelInfo{"", Isa::scalar, k.mr, k.nr, 0}; });
+  return family;
 }
-
-const F32GemmKernel* f32_gemm_kernel_for(Isa isa) { return f32_gemm_list().at(isa); }
-
-const F32GemmKernel& f32_gemm_kernel() {
-  static const KernelTable<F32GemmKernel> table(f32_gemm_kernel_for);
-  return table.get();
-}
-
-namespace {
-[[maybe_unused]] const bool registered = (register_dispatched_op("f32_gemm", [] { return std::string(f32_gemm_kernel().name); }),
-                                          register_kernel_family("f32_gemm", &f32_gemm_list().info), true);
-}  // namespace
+NNKERN_REGISTER_FAMILY(f32_gemm_family)
 
 void set_blocking_mode(BlockingMode mode) { g_blocking_mode.store(int(mode)); }
 BlockingMode blocking_mode() { return BlockingMode(g_blocking_mode.load()); }
@@ -337,7 +319,7 @@ namespace {
 
 // The register-tile driver for any shape.
 void sgemm_run_tiles(const SgemmArgs& g) {
-  const F32GemmKernel* kernel = &f32_gemm_kernel();
+  const F32GemmKernel* kernel = &f32_gemm_family().dispatched();
   Plan P = base_plan(kernel, g.M, g.N, g.K, g.a, g.lda, g.trans_a, g.c, g.ldc, g.ep);
   P.a = g.b;
   P.lda = g.ldb;
@@ -378,7 +360,7 @@ constexpr size_t kLinearRowsMaxN = 16;
 constexpr size_t kLinearDotMinK = 128;
 
 PackedF32Gemm::PackedF32Gemm(const float* weight, size_t N, size_t K, size_t ldw)
-    : kernel_(&f32_gemm_kernel()), N_(N), K_(K) {
+    : kernel_(&f32_gemm_family().dispatched()), N_(N), K_(K) {
   if (N <= kLinearRowsMaxN && K >= kLinearDotMinK) {
     rows_.resize(N * K);
     for (size_t i = 0; i < N; ++i) std::copy(weight + i * ldw, weight + i * ldw + K, rows_.data() + i * K);
@@ -418,7 +400,7 @@ void PackedF32Gemm::run(size_t M, const float* x, size_t ldx, float* c, size_t l
       return;
     }
   }
-  if (&f32_gemm_kernel() != kernel_) {
+  if (&f32_gemm_family().dispatched() != kernel_) {
     // The cap changed since packing: the packed layout belongs to another kernel.
     AlignedBuffer<float> w(std::max<size_t>(N_ * K_, 1));
     unpack(w.data());

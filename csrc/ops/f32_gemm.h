@@ -12,11 +12,7 @@
 
 namespace nnkern {
 
-// Every kernel of this build (kernels/f32_gemm_list.h), the one each ISA level provides (nullptr if
-// none), and the one dispatched now.
-const KernelList<F32GemmKernel>& f32_gemm_list();
-const F32GemmKernel* f32_gemm_kernel_for(Isa isa);
-const F32GemmKernel& f32_gemm_kernel();
+// The kernels of this build, their dispatch: f32_gemm_family() (kernels/f32_gemm_list.h).
 
 struct SgemmArgs {
   size_t M = 0, N = 0, K = 0;

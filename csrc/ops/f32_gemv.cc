@@ -17,7 +17,7 @@
 
 #include "core/buffer.h"
 #include "core/checked.h"
-#include "core/dispatch.h"
+#include "core/kernel_family.h"
 #include "core/isa.h"
 #include "core/threadpool.h"
 #include "core/workspace.h"
@@ -100,29 +100,18 @@ void run_rows(const F32GemvKernel& gk, size_t M, size_t N, size_t K, const float
 
 }  // namespace
 
-const KernelList<F32GemvKernel>& f32_gemv_list() {
-  static const auto& list = make_kernel_list<F32GemvKernel>(
-      "f32_gemv", {NNKERN_F32_GEMV_LIST(NNKERN_KERNEL_ENTRY)},
+const KernelFamily<F32GemvKernel>& f32_gemv_family() {
+  static const KernelFamily<F32GemvKernel> family(
+      "f32_gemv", "f32_gemv", {NNKERN_F32_GEMV_LIST(NNKERN_KERNEL_ENTRY)},
       [](const F32GemvKernel& k) { return KernelInfo{"", Isa::scalar, k.dot_mr, k.dot_nr, 0}; });
-  return list;
+  return family;
 }
-
-const F32GemvKernel* f32_gemv_kernel_for(Isa isa) { return f32_gemv_list().at(isa); }
-
-const F32GemvKernel& f32_gemv_kernel() {
-  static const KernelTable<F32GemvKernel> table(f32_gemv_kernel_for);
-  return table.get();
-}
-
-namespace {
-[[maybe_unused]] const bool registered = (f32_gemv_list(),
-    register_dispatched_op("f32_gemv", [] { return std::string(f32_gemv_kernel().name); }), true);
-}  // namespace
+NNKERN_REGISTER_FAMILY(f32_gemv_family)
 
 bool sgemm_dot_applies(const SgemmArgs& g) { return !g.trans_a || g.M == 1; }
 
 bool sgemm_dot_preferred(const SgemmArgs& g) {
-  const bool small_n = g.N <= dot_threshold(f32_gemv_kernel()) && (g.K >= kDotMinK || g.M == 1) &&
+  const bool small_n = g.N <= dot_threshold(f32_gemv_family().dispatched()) && (g.K >= kDotMinK || g.M == 1) &&
                        (!g.trans_a || g.M == 1);
   return small_n || (g.M == 1 && g.trans_b);
 }
@@ -152,16 +141,16 @@ void sgemm_run_dot(const SgemmArgs& g, const Workspace& ws) {
     bt = dst;
     ldbt = g.K;
   }
-  run_dot(f32_gemv_kernel(), g.M, g.N, g.K, a, lda, bt, ldbt, g.c, g.ldc, ep);
+  run_dot(f32_gemv_family().dispatched(), g.M, g.N, g.K, a, lda, bt, ldbt, g.c, g.ldc, ep);
 }
 
 size_t rows_max_m(const F32GemvKernel& gk) { return gk.rows_m ? size_t(gk.rows_mr) : kRowsMaxM; }
 
-bool sgemm_rows_applies(const SgemmArgs& g) { return g.M <= rows_max_m(f32_gemv_kernel()) && !g.trans_b; }
+bool sgemm_rows_applies(const SgemmArgs& g) { return g.M <= rows_max_m(f32_gemv_family().dispatched()) && !g.trans_b; }
 
 bool sgemm_rows_preferred(const SgemmArgs& g) {
   if (g.M == 1 || (g.M <= kRowsMaxM && g.ldb * sizeof(float) >= kRowsPreferredStride)) return true;
-  const F32GemvKernel& gk = f32_gemv_kernel();
+  const F32GemvKernel& gk = f32_gemv_family().dispatched();
   if (!gk.rows_m) return false;
   const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
   return g.M <= size_t(gk.rows_m_auto) || (g.M <= kRowsMultiMaxM && g.K * g.N * sizeof(float) > l2);
@@ -171,14 +160,14 @@ void sgemm_run_rows(const SgemmArgs& g) {
   F32Epilogue ep = g.ep;
   if (g.K == 0) ep.alpha = 0.0f;
   // Row m of op(A): at a + m * lda (elements 1 apart), or, transposed, at a + m (elements lda apart).
-  run_rows(f32_gemv_kernel(), g.M, g.N, g.K, g.a, g.trans_a ? 1 : g.lda, g.trans_a ? g.lda : 1, g.b, g.ldb, g.c,
+  run_rows(f32_gemv_family().dispatched(), g.M, g.N, g.K, g.a, g.trans_a ? 1 : g.lda, g.trans_a ? g.lda : 1, g.b, g.ldb, g.c,
            g.ldc, ep);
 }
 
 void gemv_packed_panels(const float* packed, size_t mr, size_t kc, size_t m_padded, size_t N, size_t K,
                         const float* x, float* y, const F32Epilogue& ep_in) {
   if (N == 0) return;
-  const F32GemvKernel& gk = f32_gemv_kernel();
+  const F32GemvKernel& gk = f32_gemv_family().dispatched();
   F32Epilogue ep = ep_in;
   if (K == 0) ep.alpha = 0.0f;
   const size_t n_panels = m_padded / mr;

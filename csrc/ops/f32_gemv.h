@@ -11,9 +11,6 @@
 
 namespace nnkern {
 
-const F32GemvKernel* f32_gemv_kernel_for(Isa isa);
-const F32GemvKernel& f32_gemv_kernel();
-
 // The skinny paths of sgemm, entries of its algorithm table (ops/f32_gemm.cc; routing in f32_gemv.cc):
 // "dot" (C = A Bt^T with B^T packed once; A rows contiguous) and "rows" (M <= 3, each row y = x B streaming
 // B; auto's choice for M == 1, and for M <= 3 where B's rows are a page or more apart).

@@ -10,6 +10,9 @@
 #include "core/workspace.h"
 #include "ops/f32_activation.h"
 #include "ops/f32_gemm.h"
+#include "core/kernel_family.h"
+#include "kernels/f32_activation_list.h"
+#include "kernels/f32_gemm_list.h"
 
 namespace nnkern {
 
@@ -91,7 +94,7 @@ std::unique_ptr<const F32Lstm::Packed> F32Lstm::pack(const F32GemmKernel& k, con
 
 F32Lstm::F32Lstm(const float* w_ih, const float* w_hh, const float* bias, size_t input_size, size_t hidden_size)
     : has_bias_(bias != nullptr), I_(input_size), H_(hidden_size) {
-  packed_ = pack(f32_gemm_kernel(), w_ih, w_hh, I_, H_);
+  packed_ = pack(f32_gemm_family().dispatched(), w_ih, w_hh, I_, H_);
   bias_.resize(std::max<size_t>(kGates * H_, 1));
   for (size_t n = 0; n < kGates * H_; ++n) bias_.data()[n] = bias ? bias[n] : 0.0f;
 }
@@ -101,7 +104,7 @@ F32Lstm::~F32Lstm() = default;
 const char* F32Lstm::kernel_name() const { return packed_->hh.kernel().name; }
 
 const F32Lstm::Packed& F32Lstm::packed_for_now(std::unique_ptr<const Packed>& tmp) const {
-  const F32GemmKernel& k = f32_gemm_kernel();
+  const F32GemmKernel& k = f32_gemm_family().dispatched();
   if (&k == &packed_->hh.kernel()) return *packed_;
   std::vector<float> w_ih(std::max<size_t>(kGates * H_ * I_, 1)), w_hh(std::max<size_t>(kGates * H_ * H_, 1));
   packed_->ih.unpack(w_ih.data(), I_);
@@ -176,7 +179,7 @@ size_t F32Lstm::run(const F32LstmCall& call) const {
     if (H) std::memcpy(c.data() + s * H, call.c0 ? call.c0 + order[s] * H : zeros.data(), H * sizeof(float));
   }
 
-  const F32ActivationKernels& act = f32_activation_kernels();
+  const F32ActivationKernels& act = f32_activation_family().dispatched();
   CellStep step{nullptr, c.data(), h_out.data(), H, size_t(P.hh.kernel().mr), act.sigmoid[int(call.method)],
                 act.tanh[int(call.method)]};
   for (size_t t = 0; t < T; ++t) {

@@ -3,32 +3,21 @@
 #include <algorithm>
 #include <string>
 
-#include "core/dispatch.h"
+#include "core/kernel_family.h"
 #include "core/threadpool.h"
 #include "kernels/f32_topk_list.h"
 
 namespace nnkern {
 
-const KernelList<F32TopkKernel>& f32_topk_list() {
-  static const auto& list = make_kernel_list<F32TopkKernel>(
-      "f32_topk", {NNKERN_F32_TOPK_LIST(NNKERN_KERNEL_ENTRY)}, [](const F32TopkKernel&) { return KernelInfo{}; });
-  return list;
+const KernelFamily<F32TopkKernel>& f32_topk_family() {
+  static const KernelFamily<F32TopkKernel> family("f32_topk", "f32_topk", {NNKERN_F32_TOPK_LIST(NNKERN_KERNEL_ENTRY)},
+                                                  [](const F32TopkKernel&) { return KernelInfo{}; });
+  return family;
 }
-
-const F32TopkKernel* f32_topk_kernel_for(Isa isa) { return f32_topk_list().at(isa); }
-
-const F32TopkKernel& f32_topk_kernel() {
-  static const KernelTable<F32TopkKernel> table(f32_topk_kernel_for);
-  return table.get();
-}
-
-namespace {
-[[maybe_unused]] const bool registered = (f32_topk_list(),
-    register_dispatched_op("f32_topk", [] { return std::string(f32_topk_kernel().name); }), true);
-}  // namespace
+NNKERN_REGISTER_FAMILY(f32_topk_family)
 
 void f32_topk(size_t rows, size_t n, const float* x, size_t ldx, size_t k, float* values, int64_t* indices) {
-  const F32TopkKernel& reg = f32_topk_kernel();
+  const F32TopkKernel& reg = f32_topk_family().dispatched();
   const F32TopkKernel& kern = (k <= reg.max_k && n < (size_t(1) << 31)) ? reg : f32_topk__scalar;
   // Tasks of >= 32K elements so small calls do not pay for waking the pool.
   const size_t rows_per_task = std::max<size_t>(1, 32768 / std::max<size_t>(n, 1));

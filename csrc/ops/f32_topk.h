@@ -8,9 +8,6 @@
 
 namespace nnkern {
 
-const F32TopkKernel* f32_topk_kernel_for(Isa isa);  // nullptr where a level has none of its own
-const F32TopkKernel& f32_topk_kernel();            // the dispatched register kernel (k <= max_k)
-
 // For each row r < rows: values[r * k ..], indices[r * k ..] = top-k of x[r * ldx .. r * ldx + n).
 // k <= n < 2^32. Rows are spread over the thread pool.
 void f32_topk(size_t rows, size_t n, const float* x, size_t ldx, size_t k, float* values, int64_t* indices);

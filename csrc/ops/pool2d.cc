@@ -5,30 +5,20 @@
 #include <string>
 
 #include "core/checked.h"
-#include "core/dispatch.h"
+#include "core/kernel_family.h"
 #include "core/threadpool.h"
 #include "kernels/pool2d_list.h"
 
 namespace nnkern {
 
-const KernelList<Pool2dKernel>& pool2d_list() {
-  static const auto& list = make_kernel_list<Pool2dKernel>(
-      "pool2d", {NNKERN_POOL2D_LIST(NNKERN_KERNEL_ENTRY)}, [](const Pool2dKernel&) { return KernelInfo{}; });
-  return list;
+const KernelFamily<Pool2dKernel>& pool2d_family() {
+  static const KernelFamily<Pool2dKernel> family("pool2d", "pool2d", {NNKERN_POOL2D_LIST(NNKERN_KERNEL_ENTRY)},
+                                                 [](const Pool2dKernel&) { return KernelInfo{}; });
+  return family;
 }
+NNKERN_REGISTER_FAMILY(pool2d_family)
 
 namespace {
-const Pool2dKernel* pool2d_kernel_for(Isa isa) { return pool2d_list().at(isa); }
-}  // namespace
-
-const Pool2dKernel& pool2d_kernel() {
-  static const KernelTable<Pool2dKernel> table(pool2d_kernel_for);
-  return table.get();
-}
-
-namespace {
-[[maybe_unused]] const bool registered = (pool2d_list(),
-    register_dispatched_op("pool2d", [] { return std::string(pool2d_kernel().name); }), true);
 
 // Below this many tap-bytes per task, claiming a task costs more than the work.
 constexpr size_t kTaskWork = 64 << 10;
@@ -49,7 +39,7 @@ size_t pool2d_output_size(size_t in, size_t k, size_t stride, size_t pad0, size_
 void pool2d(const Pool2dParams& p, const void* x, void* y) {
   const size_t rows = p.n * p.oh;
   if (rows == 0 || p.ow == 0 || p.c == 0) return;
-  const Pool2dKernel& kern = pool2d_kernel();
+  const Pool2dKernel& kern = pool2d_family().dispatched();
   const size_t elem = p.dtype == PoolDtype::f32 ? 4 : 1;
   const size_t row_work = std::max<size_t>(1, p.ow * p.c * elem * p.kh * p.kw);
   const size_t per_task = std::max<size_t>(1, kTaskWork / row_work);

@@ -8,9 +8,6 @@
 
 namespace nnkern {
 
-const KernelList<Pool2dKernel>& pool2d_list();
-const Pool2dKernel& pool2d_kernel();  // the dispatched one
-
 // The output length of one dimension, as torch's pooling_output_shape with padding pad0 before and pad1
 // after: floor or ceil of (in + pad0 + pad1 - k) / stride, plus one; with ceil_mode a last window that
 // would start at or beyond in + pad0 (entirely in the trailing padding) is dropped. Throws

@@ -10,6 +10,7 @@
 #include "core/threadpool.h"
 #include "kernels/qdwconv_list.h"
 #include "ops/qconv2d.h"
+#include "core/kernel_family.h"
 
 namespace nnkern {
 namespace {
@@ -51,7 +52,7 @@ size_t qconv_depthwise_workspace(const QConvCall& c) {
 }
 
 void qconv_depthwise_run(const QConvCall& c, void* workspace) {
-  const QDwconvKernel& k = c.dw ? *c.dw : qdwconv_kernel();
+  const QDwconvKernel& k = c.dw ? *c.dw : qdwconv_family().dispatched();
   const QConvGeometry& geo = c.L.geometry();
   const QConvDwWeights& w = c.L.dw_weights();
   const size_t IC = geo.IC, OC = geo.OC, m = geo.ocg(), ks = geo.ks(), OH = c.OH, OW = c.OW;

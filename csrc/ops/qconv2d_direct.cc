@@ -17,6 +17,7 @@
 #include "core/threadpool.h"
 #include "kernels/qconv_direct_list.h"
 #include "ops/qconv2d.h"
+#include "core/kernel_family.h"
 
 namespace nnkern {
 namespace {
@@ -76,7 +77,7 @@ bool qconv_direct_applies(const QConvCall& c) {
   return copied <= kMaxCopyRatio * used;
 }
 
-bool qconv_direct_auto_pick(const QConvCall& c) { return (c.direct ? *c.direct : qconv_direct_kernel()).auto_pick; }
+bool qconv_direct_auto_pick(const QConvCall& c) { return (c.direct ? *c.direct : qconv_direct_family().dispatched()).auto_pick; }
 
 size_t qconv_direct_workspace(const QConvCall& c) {
   const size_t cpad = ceil_div(c.L.geometry().OC, kQConvDirectOcBlock) * kQConvDirectOcBlock;
@@ -84,7 +85,7 @@ size_t qconv_direct_workspace(const QConvCall& c) {
 }
 
 void qconv_direct_run(const QConvCall& c, void* workspace) {
-  const QConvDirectKernel& k = c.direct ? *c.direct : qconv_direct_kernel();
+  const QConvDirectKernel& k = c.direct ? *c.direct : qconv_direct_family().dispatched();
   const QConvGeometry& geo = c.L.geometry();
   const QConvDirectWeights& w = c.L.direct_weights();
   const size_t IC = geo.IC, OC = geo.OC, icp = w.icp, B = kQConvDirectOcBlock;

@@ -27,6 +27,7 @@
 #include "kernels/qconv_low_ofm_list.h"
 #include "ops/qconv2d.h"
 #include "ops/qgemm.h"
+#include "core/kernel_family.h"
 
 namespace nnkern {
 namespace {
@@ -49,7 +50,7 @@ size_t tail_bytes(const QConvCall& c) {
   return t ? round64(t * c.W * c.L.geometry().IC + kSlack) : 0;
 }
 
-const QConvLowOfmKernel& kernel_of(const QConvCall& c) { return c.low_ofm ? *c.low_ofm : qconv_low_ofm_kernel(); }
+const QConvLowOfmKernel& kernel_of(const QConvCall& c) { return c.low_ofm ? *c.low_ofm : qconv_low_ofm_family().dispatched(); }
 
 // Input rows a band of kBand output rows reads at most.
 size_t band_rows(const ConvGeometry& geo) { return (kBand - 1) * geo.sh + (geo.KH - 1) * geo.dh + 1; }

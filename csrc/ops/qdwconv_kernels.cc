@@ -1,34 +1,18 @@
-// The depthwise kernels of this build as data (kernels/qdwconv_list.h): the family "qdwconv" for
-// `_C.kernel_list`, and the dispatch (core/dispatch.h). Baseline code.
-#include <string>
-
-#include "core/dispatch.h"
+// The depthwise kernels of this build (kernels/qdwconv_list.h) as the family "qdwconv". Baseline code.
+#include "core/kernel_family.h"
 #include "kernels/qdwconv_list.h"
 
 namespace nnkern {
 
-const KernelList<QDwconvKernel>& qdwconv_kernel_list() {
-  static const auto& list = make_kernel_list<QDwconvKernel>(
-      "qdwconv", {NNKERN_QDWCONV_LIST(NNKERN_KERNEL_ENTRY)}, [](const QDwconvKernel& k) {
+const KernelFamily<QDwconvKernel>& qdwconv_family() {
+  static const KernelFamily<QDwconvKernel> family(
+      "qdwconv", "u8s8_dwconv", {NNKERN_QDWCONV_LIST(NNKERN_KERNEL_ENTRY)}, [](const QDwconvKernel& k) {
         KernelInfo info;
         info.mr = k.channel_tile;  // channels per block
         return info;
       });
-  return list;
+  return family;
 }
-
-namespace {
-const QDwconvKernel* qdwconv_kernel_for(Isa isa) { return qdwconv_kernel_list().at(isa); }
-}  // namespace
-
-const QDwconvKernel& qdwconv_kernel() {
-  static const KernelTable<QDwconvKernel> table(qdwconv_kernel_for);
-  return table.get();
-}
-
-namespace {
-[[maybe_unused]] const bool registered = (qdwconv_kernel_list(),
-    register_dispatched_op("u8s8_dwconv", [] { return std::string(qdwconv_kernel().name); }), true);
-}  // namespace
+NNKERN_REGISTER_FAMILY(qdwconv_family)
 
 }  // namespace nnkern

@@ -6,41 +6,16 @@
 #include <utility>
 #include <vector>
 
-#include "core/dispatch.h"
+#include "core/kernel_family.h"
 #include "kernels/qgemm_list.h"
 #include "ops/qgemm.h"
 
 namespace nnkern {
 namespace {
 
-template <typename Kernel>
-KernelInfo info_of(const Kernel& k, const char* name, Isa level) {
-  if constexpr (std::is_same_v<Kernel, QGemmKernel>) return {name, level, k.mr, k.nr, k.kgroup};
-  else return {name, level};
-}
-
-template <typename Kernel>
-struct Entry {
-  const Kernel* kernel;
-  const char* name;
-  Isa level;
-};
-
-// Never freed: the registry keeps a pointer to its info for the whole process.
-template <typename Kernel>
-const KernelList<Kernel>* make_list(const char* family, const std::vector<Entry<Kernel>>& entries) {
-  auto* list = new KernelList<Kernel>{family, {}, {}};
-  for (const Entry<Kernel>& e : entries) {
-    list->kernels.push_back(e.kernel);
-    list->info.push_back(info_of(*e.kernel, e.name, e.level));
-  }
-  register_kernel_family(family, &list->info);
-  return list;
-}
-
 // The kernel of `level` exactly: its first 8-bit one (u8s8 or s8s8), or its s16 one.
 const QGemmKernel* at_level(Isa level, bool s16) {
-  const KernelList<QGemmKernel>& l = qgemm_kernel_list();
+  const KernelList<QGemmKernel>& l = qgemm_family().list();
   for (size_t i = 0; i < l.kernels.size(); ++i)
     if (l.info[i].level == level && (l.kernels[i]->kind == QKind::s16) == s16) return l.kernels[i];
   return nullptr;
@@ -48,16 +23,21 @@ const QGemmKernel* at_level(Isa level, bool s16) {
 
 }  // namespace
 
-#define NNKERN_QGEMM_ENTRY_(name, level) {&name, #name, Isa::level},
-const KernelList<QGemmKernel>& qgemm_kernel_list() {
-  static const KernelList<QGemmKernel>* list = make_list<QGemmKernel>("qgemm", {NNKERN_QGEMM_LIST(NNKERN_QGEMM_ENTRY_)});
-  return *list;
+// The families "qgemm" and "qgemv"; their dispatch is qgemm_kernels() below, which pairs each level's kernels.
+const KernelFamily<QGemmKernel>& qgemm_family() {
+  static const KernelFamily<QGemmKernel> family(
+      "qgemm", nullptr, {NNKERN_QGEMM_LIST(NNKERN_KERNEL_ENTRY)},
+      [](const QGemmKernel& k) { return KernelInfo{"", Isa::scalar, k.mr, k.nr, k.kgroup}; });
+  return family;
 }
-const KernelList<QGemvKernel>& qgemv_kernel_list() {
-  static const KernelList<QGemvKernel>* list = make_list<QGemvKernel>("qgemv", {NNKERN_QGEMV_LIST(NNKERN_QGEMM_ENTRY_)});
-  return *list;
+NNKERN_REGISTER_FAMILY(qgemm_family)
+
+const KernelFamily<QGemvKernel>& qgemv_family() {
+  static const KernelFamily<QGemvKernel> family("qgemv", nullptr, {NNKERN_QGEMV_LIST(NNKERN_KERNEL_ENTRY)},
+                                                [](const QGemvKernel&) { return KernelInfo{}; });
+  return family;
 }
-#undef NNKERN_QGEMM_ENTRY_
+NNKERN_REGISTER_FAMILY(qgemv_family)
 
 const QGemmKernels* qgemm_kernels_for(Isa isa) {
   static const std::vector<QGemmKernels>* table = [] {
@@ -66,12 +46,12 @@ const QGemmKernels* qgemm_kernels_for(Isa isa) {
       QGemmKernels& e = (*t)[int(level)];
       e.i8 = at_level(level, false);
       e.s16 = at_level(level, true);
-      e.gemv = qgemv_kernel_list().at(level);
+      e.gemv = qgemv_family().list().at(level);
       // None of its own (avx512, avxvnni): the one of the highest level it implies, if any. isa_levels()
       // runs lowest first, so the last match is the highest.
       for (Isa lower : isa_levels())
-        if (!qgemv_kernel_list().at(level) && isa_within(lower, level) && qgemv_kernel_list().at(lower))
-          e.gemv = qgemv_kernel_list().at(lower);
+        if (!qgemv_family().list().at(level) && isa_within(lower, level) && qgemv_family().list().at(lower))
+          e.gemv = qgemv_family().list().at(lower);
       // A kernel with measured limits: the best 8-bit kernel of the levels it implies for shallow work.
       if (e.i8 && (e.i8->min_depth || e.i8->min_k))
         for (Isa lower : isa_levels())
@@ -99,8 +79,8 @@ const QGemmKernel& qgemm_kernel(int bits, size_t k, size_t ks) {
 }
 
 namespace {
-// At static initialization: the families for _C.kernel_list, the ops for cpu_info().
-[[maybe_unused]] const bool registered = (qgemm_kernel_list(), qgemv_kernel_list(), register_dispatched_op("u8s8_gemm", [] {
+// At static initialization: the ops for cpu_info().
+[[maybe_unused]] const bool registered = (register_dispatched_op("u8s8_gemm", [] {
   const QGemmKernels& ks = qgemm_kernels();
   return ks.i8 ? std::string(ks.i8->name) : std::string(ks.s16->name) + " (int8 widened to int16)";
 }), register_dispatched_op("s16_gemm", [] { return std::string(qgemm_kernel(16).name); }),

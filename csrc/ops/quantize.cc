@@ -5,28 +5,20 @@
 #include <string>
 #include <vector>
 
-#include "core/dispatch.h"
+#include "core/kernel_family.h"
 #include "core/threadpool.h"
 #include "kernels/quantize_list.h"
 
 namespace nnkern {
 
-const KernelList<QuantizeKernel>& quantize_list() {
-  static const auto& list = make_kernel_list<QuantizeKernel>(
-      "quantize", {NNKERN_QUANTIZE_LIST(NNKERN_KERNEL_ENTRY)}, [](const QuantizeKernel&) { return KernelInfo{}; });
-  return list;
+const KernelFamily<QuantizeKernel>& quantize_family() {
+  static const KernelFamily<QuantizeKernel> family("quantize", "quantize", {NNKERN_QUANTIZE_LIST(NNKERN_KERNEL_ENTRY)},
+                                                   [](const QuantizeKernel&) { return KernelInfo{}; });
+  return family;
 }
-
-const QuantizeKernel* quantize_kernel_for(Isa isa) { return quantize_list().at(isa); }
-
-const QuantizeKernel& quantize_kernel() {
-  static const KernelTable<QuantizeKernel> table(quantize_kernel_for);
-  return table.get();
-}
+NNKERN_REGISTER_FAMILY(quantize_family)
 
 namespace {
-[[maybe_unused]] const bool registered = (quantize_list(),
-    register_dispatched_op("quantize", [] { return std::string(quantize_kernel().name); }), true);
 
 constexpr size_t kChunk = 1 << 16;  // elements per task: big enough to pay for a thread's wake-up
 
@@ -63,7 +55,7 @@ void for_runs(size_t outer, size_t C, size_t inner, const float* scale, const in
 
 void quantize(const float* x, uint8_t* q, size_t outer, size_t C, size_t inner, const float* scale, const int32_t* zp,
               bool is_signed) {
-  const QuantizeKernel& k = quantize_kernel();
+  const QuantizeKernel& k = quantize_family().dispatched();
   for_runs(outer, C, inner, scale, zp, [&](size_t off, size_t n, const float* s, const int32_t* z, size_t stride) {
     k.quantize(x + off, q + off, n, s, z, stride, is_signed);
   });
@@ -71,14 +63,14 @@ void quantize(const float* x, uint8_t* q, size_t outer, size_t C, size_t inner, 
 
 void dequantize(const uint8_t* q, float* x, size_t outer, size_t C, size_t inner, const float* scale,
                 const int32_t* zp, bool is_signed) {
-  const QuantizeKernel& k = quantize_kernel();
+  const QuantizeKernel& k = quantize_family().dispatched();
   for_runs(outer, C, inner, scale, zp, [&](size_t off, size_t n, const float* s, const int32_t* z, size_t stride) {
     k.dequantize(q + off, x + off, n, s, z, stride, is_signed);
   });
 }
 
 void minmax(const float* x, size_t n, float* lo, float* hi) {
-  const QuantizeKernel& k = quantize_kernel();
+  const QuantizeKernel& k = quantize_family().dispatched();
   const size_t tasks = (n + kChunk - 1) / kChunk;
   if (tasks <= 1) return k.minmax(x, n, lo, hi);
   std::vector<float> los(tasks), his(tasks);  // one result per chunk: min/max is exact in any order

@@ -8,9 +8,6 @@
 
 namespace nnkern {
 
-const QuantizeKernel* quantize_kernel_for(Isa isa);
-const QuantizeKernel& quantize_kernel();
-
 // x / q viewed as (outer, C, inner), C-contiguous; scale[c], zp[c] for c < C (C == 1: per tensor).
 void quantize(const float* x, uint8_t* q, size_t outer, size_t C, size_t inner, const float* scale, const int32_t* zp,
               bool is_signed);

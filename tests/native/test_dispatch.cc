@@ -14,6 +14,8 @@
 #include "ops/f32_gemm.h"
 #include "kernels/qgemm_list.h"
 #include "ops/qgemm.h"
+#include "core/kernel_family.h"
+#include "kernels/f32_gemm_list.h"
 
 using namespace nnkern;
 using nnkern_test::check;
@@ -60,10 +62,10 @@ int main() {
   // Every cap: the f32_gemm kernel comes from a supported level within the cap, never above it.
   for (Isa cap : isa_levels()) {
     set_max_isa(cap);
-    const F32GemmKernel& k = f32_gemm_kernel();
+    const F32GemmKernel& k = f32_gemm_family().dispatched();
     Isa from = Isa::scalar;
     for (Isa i : isa_levels())
-      if (f32_gemm_kernel_for(i) == &k) from = i;
+      if (f32_gemm_family().at(i) == &k) from = i;
     check(isa_supported(from) && isa_within(from, cap), "cap %s dispatched f32_gemm to %s (%s)", isa_name(cap), k.name,
           isa_name(from));
     std::printf("cap %-10s -> %s\n", isa_name(cap), k.name);

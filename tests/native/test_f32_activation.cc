@@ -25,6 +25,8 @@
 #include "harness.h"
 #include "ops/f32_activation.h"
 #include "testing/guard.h"
+#include "core/kernel_family.h"
+#include "kernels/f32_activation_list.h"
 
 using namespace nnkern;
 using nnkern_test::check;
@@ -224,7 +226,7 @@ int main() {
   std::vector<const F32ActivationKernels*> sets;
   bool have_neon = false;
   for (Isa isa : isa_levels()) {
-    const F32ActivationKernels* k = f32_activation_kernel_for(isa);
+    const F32ActivationKernels* k = f32_activation_family().at(isa);
     if (!k) continue;  // a level without kernels of its own (avxvnni, neondot, ...)
     if (!isa_supported(isa)) {
       std::printf("skip %s activation kernels: this CPU lacks %s\n", k->isa, isa_name(isa));

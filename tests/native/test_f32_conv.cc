@@ -19,6 +19,7 @@
 #include "harness.h"
 #include "kernels/f32_conv_list.h"
 #include "testing/guard.h"
+#include "core/kernel_family.h"
 
 using namespace nnkern;
 using nnkern_test::check;
@@ -179,8 +180,8 @@ void check_kernel(const F32ConvKernel& k) {
 
 int main() {
   int ran = 0, simd = 0;
-  const KernelList<F32ConvKernel>* lists[] = {&f32_conv_direct_list(), &f32_conv_mgemm_list(), &f32_dwconv_list(),
-                                              &f32_conv_dot_list()};
+  const KernelList<F32ConvKernel>* lists[] = {&f32_conv_direct_family().list(), &f32_conv_mgemm_family().list(), &f32_dwconv_family().list(),
+                                              &f32_conv_dot_family().list()};
   for (const KernelList<F32ConvKernel>* list : lists)
     for (size_t ki = 0; ki < list->kernels.size(); ++ki) {
       const F32ConvKernel& k = *list->kernels[ki];

@@ -13,6 +13,7 @@
 #include "harness.h"
 #include "kernels/f32_gemm_list.h"
 #include "ops/f32_gemm.h"
+#include "core/kernel_family.h"
 
 using namespace nnkern;
 using nnkern_test::check;
@@ -243,7 +244,7 @@ int main() {
 
   // Every kernel of the family's list (kernels/f32_gemm_list.h) this CPU can run, the scalar one too.
   int kernels = 0;
-  const KernelList<F32GemmKernel>& list = f32_gemm_list();
+  const KernelList<F32GemmKernel>& list = f32_gemm_family().list();
   for (size_t ki = 0; ki < list.kernels.size(); ++ki) {
     const F32GemmKernel* kernel = list.kernels[ki];
     const Isa isa = list.info[ki].level;

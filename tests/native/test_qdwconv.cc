@@ -22,6 +22,7 @@
 #include "core/isa.h"
 #include "harness.h"
 #include "kernels/qdwconv_list.h"
+#include "core/kernel_family.h"
 
 using namespace nnkern;
 using nnkern_test::check;
@@ -123,7 +124,7 @@ void test_kernel(const QDwconvKernel& kernel) {
 
 int main() {
   int tested = 0;  // the scalar kernel is the oracle
-  nnkern_test::for_each_runnable(qdwconv_kernel_list(), [&](const QDwconvKernel& kern, Isa level) {
+  nnkern_test::for_each_runnable(qdwconv_family().list(), [&](const QDwconvKernel& kern, Isa level) {
     if (level != Isa::scalar) test_kernel(kern), ++tested;
   });
   check(tested > 0 || isa_levels().size() == 1, "no SIMD depthwise kernel ran on this CPU");

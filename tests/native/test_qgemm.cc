@@ -21,6 +21,7 @@
 #include "kernels/qgemm_list.h"
 #include "ops/qgemm.h"
 #include "ops/qgemm_pack.h"
+#include "core/kernel_family.h"
 
 using namespace nnkern;
 using nnkern_test::check;
@@ -469,7 +470,7 @@ int main() {
   // Every kernel of the list (kernels/qgemm_list.h) this CPU can run; the references are tested as the
   // oracle of the others (and the indirect form of each against the plain one of its reference).
   int tested = 0;
-  nnkern_test::for_each_runnable(qgemm_kernel_list(), [&](const QGemmKernel& kern, Isa level) {
+  nnkern_test::for_each_runnable(qgemm_family().list(), [&](const QGemmKernel& kern, Isa level) {
     if (level != Isa::scalar) test_kernel(kern), ++tested;
     test_indirect(kern);
     test_pack_taps(kern);
