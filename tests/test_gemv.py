@@ -1,4 +1,4 @@
-"""Skinny SGEMM paths (ops/f32_gemv.cc): GEMV (M = 1) and small N, through nnkern.sgemm / Linear and
+"""Skinny SGEMM paths (ops/gemm/gemv.cc): GEMV (M = 1) and small N, through nnkern.sgemm / Linear and
 through the kernel hooks nnkern._C.f32_gemv_{rows,store,dot}, on every ISA level this CPU has."""
 from __future__ import annotations
 

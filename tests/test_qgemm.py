@@ -607,7 +607,7 @@ def test_ukernel_no_access_past_guard_page(qkernel, what):
     run_guard_script(qkernel[0], what)
 
 
-# --- the algorithm table (ops/qgemm.cc): every path, where it applies, gives the exact result ---------
+# --- the algorithm table (ops/qgemm/qgemm.cc): every path, where it applies, gives the exact result ---------
 
 def test_every_algorithm_is_exact_where_it_applies(rng):
     names = nnkern._C.algorithms("qgemm")
@@ -871,7 +871,7 @@ def test_reduction_tail_read_whole(qisa, rng, xdt):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_few_rows_weights_past_l2(qisa, rng, threads):
     """A few rows with weights larger than L2 stream B from memory and take a thread per 256 KiB of it
-    (ops/qgemm_driver.cc): QLinear and qgemm with all of B packed, exact on 1 and 2 threads."""
+    (ops/qgemm/driver.cc): QLinear and qgemm with all of B packed, exact on 1 and 2 threads."""
     l2 = nnkern.cpu_info()["caches"]["l2"] or 1 << 20
     M, N = 5, 1040
     K = l2 // N + 65

@@ -821,7 +821,7 @@ def test_linear_concurrent_python_threads_identical(isa, rng):
         assert np.array_equal(y, want[i])
 
 
-# --- the algorithm table (ops/f32_gemm.cc) and the workspace ---------------------------------------
+# --- the algorithm table (ops/gemm/gemm.cc) and the workspace ---------------------------------------
 
 def test_every_algorithm_within_the_bound_where_it_applies(rng):
     names = nnkern._C.algorithms("sgemm")

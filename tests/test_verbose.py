@@ -105,7 +105,7 @@ def test_off_means_nothing_wrapped():
         assert not hasattr(nnkern.Linear.__call__, "__wrapped_by_nnkern_verbose__")
 
 
-# Shapes whose sgemm path is certain (csrc/ops/f32_gemv.cc): one row of A and a wide B: "rows"; a square
+# Shapes whose sgemm path is certain (csrc/ops/gemm/gemv.cc): one row of A and a wide B: "rows"; a square
 # product: "tiles"; an empty product runs nothing: "none", not the previous call's name; an explicit
 # algorithm= that the auto rule would not pick: that one. qgemm's explicit path too.
 ROUTED = """

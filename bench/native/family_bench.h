@@ -119,7 +119,7 @@ std::vector<Row> bench_family(const Options& o, bool* all_checked) {
     if (!o.peak || peaks.count(run.level)) continue;
     double* best = &peaks[run.level];  // std::map: the address stays valid
     const nnkern::Isa level = run.level;
-    const double seconds = 5 * std::max(o.timing.min_rep_s, 0.004);  // runs of >= seconds / 5 (ops/peak.h)
+    const double seconds = 5 * std::max(o.timing.min_rep_s, 0.004);  // runs of >= seconds / 5 (ops/peak/peak.h)
     l1.push_back(Case{"peak", 0, [best, level, seconds](size_t iters) {
                         for (size_t i = 0; i < iters; ++i) *best = std::max(*best, F::peak(level, seconds));
                       }});

@@ -2,8 +2,8 @@
 // dtypes, shapes and parameters; the object re-checks every array against its own sizes.
 #include "bindings/common.h"
 #include "kernels/f32_conv_list.h"
-#include "ops/conv2d.h"
-#include "ops/conv2d_block.h"
+#include "ops/conv/layer.h"
+#include "ops/conv/block.h"
 #include "core/kernel_family.h"
 
 namespace nnkern::bindings {
@@ -100,7 +100,7 @@ void bind_conv2d(py::module_& m) {
            py::arg("algorithm") = "auto")
       .def_property_readonly("indirection_builds", &Conv2dBinding::indirection_builds)
       .def_property_readonly("indirection_bytes", &Conv2dBinding::indirection_bytes,
-                             "Bytes of the indirection buffers the layer keeps (ops/indirection_cache.h)");
+                             "Bytes of the indirection buffers the layer keeps (ops/conv/indirection_cache.h)");
   py::class_<InvertedResidualBinding>(m, "InvertedResidual")
       .def(py::init<const Conv2dBinding*, const Conv2dBinding&, const Conv2dBinding&, bool,
                     const std::array<std::string, 3>&>(),

@@ -5,7 +5,7 @@
 #include "core/kernel_list.h"
 #include "core/workspace.h"
 #include "core/threadpool.h"
-#include "ops/peak.h"
+#include "ops/peak/peak.h"
 #include "testing/guard.h"
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "bindings/common.h"
-#include "ops/f32_activation.h"
+#include "ops/activation/activation.h"
 #include "core/kernel_family.h"
 #include "kernels/f32_activation_list.h"
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "bindings/common.h"
-#include "ops/f32_gemm.h"
+#include "ops/gemm/gemm.h"
 #include "core/kernel_family.h"
 #include "kernels/f32_gemm_list.h"
 

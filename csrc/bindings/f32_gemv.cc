@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "bindings/common.h"
-#include "ops/f32_gemv.h"
+#include "ops/gemm/gemv.h"
 #include "core/kernel_family.h"
 #include "kernels/f32_gemv_list.h"
 

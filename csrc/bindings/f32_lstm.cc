@@ -1,4 +1,4 @@
-// Binding of the LSTM op (ops/f32_lstm.h). Every size, stride and index a call uses is derived here from
+// Binding of the LSTM op (ops/rnn/lstm.h). Every size, stride and index a call uses is derived here from
 // the arrays themselves and checked against the sizes the op was built with: python/nnkern/lstm.py gives
 // the friendly messages, these checks keep memory safe even if its attributes are changed.
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "bindings/common.h"
-#include "ops/f32_lstm.h"
+#include "ops/rnn/lstm.h"
 
 namespace nnkern::bindings {
 namespace {

@@ -2,7 +2,7 @@
 #include <string>
 
 #include "bindings/common.h"
-#include "ops/f32_topk.h"
+#include "ops/topk/topk.h"
 #include "core/kernel_family.h"
 #include "kernels/f32_topk_list.h"
 

@@ -2,7 +2,7 @@
 #include <array>
 
 #include "bindings/common.h"
-#include "ops/pixel_shuffle.h"
+#include "ops/shuffle/pixel_shuffle.h"
 
 namespace nnkern::bindings {
 

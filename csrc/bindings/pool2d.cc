@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "bindings/common.h"
-#include "ops/pool2d.h"
+#include "ops/pool/pool2d.h"
 
 namespace nnkern::bindings {
 

@@ -6,8 +6,8 @@
 #include "kernels/qconv_direct_list.h"
 #include "kernels/qconv_low_ofm_list.h"
 #include "kernels/qdwconv_list.h"
-#include "ops/qconv2d.h"
-#include "ops/qgemm.h"
+#include "ops/qconv/layer.h"
+#include "ops/qgemm/qgemm.h"
 #include "core/kernel_family.h"
 
 namespace nnkern::bindings {
@@ -39,7 +39,7 @@ class QConv2dBinding {
   // out (N, OH, OW, OC), or (N, OC, OH, OW) if planar, = conv(x (N, H, W, IC) uint8 or int8). kernel: ""
   // (dispatched), a qgemm kernel's name, a qdwconv, qconv_direct or qconv_low_ofm kernel's name (tests; the
   // other families stay dispatched). Returns the algorithm that ran.
-  // residual: None or uint8 / int8 of out's shape, with its zero point and factor (ops/qconv2d.h QConvOutput).
+  // residual: None or uint8 / int8 of out's shape, with its zero point and factor (ops/qconv/layer.h QConvOutput).
   std::string run(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
                   const py::object& residual, int residual_zero, float residual_factor, bool planar) const {
     const QConvGeometry& geo = packed_->geometry();
@@ -60,7 +60,7 @@ class QConv2dBinding {
   }
 
   // The layer with its output pixel-shuffled by r in the output stage: out (N, OH*r, OW*r, OC/(r*r)) of the
-  // output dtype. runs: the weights' channels were given in the (i, j, c) order (ops/qconv2d_fused.h).
+  // output dtype. runs: the weights' channels were given in the (i, j, c) order (ops/qconv/fused.h).
   std::string run_shuffled(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
                            size_t r, bool runs) const {
     const QConvGeometry& geo = packed_->geometry();
@@ -76,7 +76,7 @@ class QConv2dBinding {
   }
 
   // Global average pooling fused into the output stage: out (N, OC) float32 / uint8 / int8 with the
-  // parameters of ops/qconv2d_fused.h QConvPoolParams.
+  // parameters of ops/qconv/fused.h QConvPoolParams.
   std::string run_pooled(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
                          double zero, double scale, double out_scale, double out_zero, double lo, double hi) const {
     const size_t N = input_shape(x)[0], OC = packed_->geometry().OC;
@@ -160,7 +160,7 @@ void bind_qconv2d(py::module_& m) {
       .def_property_readonly("kernel_name", &QConv2dBinding::kernel_name)
       .def_property_readonly("indirection_builds", &QConv2dBinding::indirection_builds)
       .def_property_readonly("indirection_bytes", &QConv2dBinding::indirection_bytes,
-                             "Bytes of the indirection buffers the layer keeps (ops/indirection_cache.h)");
+                             "Bytes of the indirection buffers the layer keeps (ops/conv/indirection_cache.h)");
 }
 
 }  // namespace nnkern::bindings

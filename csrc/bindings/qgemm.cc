@@ -6,8 +6,8 @@
 
 #include "bindings/common.h"
 #include "kernels/qgemm_list.h"
-#include "ops/peak.h"
-#include "ops/qgemm.h"
+#include "ops/peak/peak.h"
+#include "ops/qgemm/qgemm.h"
 #include "core/kernel_family.h"
 
 namespace nnkern::bindings {

@@ -1,7 +1,7 @@
 // Bindings of quantize / dequantize. The Python layer (nnkern/quantize.py) checked dtypes, shapes and
 // parameters; arrays are C-contiguous; scale (float32) and zp (int32) have C entries.
 #include "bindings/common.h"
-#include "ops/quantize.h"
+#include "ops/quant/quantize.h"
 
 namespace nnkern::bindings {
 

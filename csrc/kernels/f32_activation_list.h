@@ -10,5 +10,5 @@
   NNKERN_NEON(X(f32_activation__neon, neon))
 
 namespace nnkern {
-const KernelFamily<F32ActivationKernels>& f32_activation_family();  // ops/f32_activation.cc
+const KernelFamily<F32ActivationKernels>& f32_activation_family();  // ops/activation/activation.cc
 }  // namespace nnkern

@@ -8,7 +8,7 @@
 //   y[j * y_pix + o] = epilogue( sum_{kh < kh_n, kw < kw_n, c < ic} x[j * x_pix + kh * x_kh + kw * x_kw + c]
 //                                                              * w[kh * w_kh + (kw * ic + c) * MR + o] )
 //
-// The caller (ops/conv2d_direct.cc) clips the rectangle to the taps inside the input, so padding is never
+// The caller (ops/conv/tiles.cc) clips the rectangle to the taps inside the input, so padding is never
 // read: top / bottom padding shortens kh_n, and an output pixel whose window crosses the left or right edge
 // is a tile of its own (n = 1) with its own kw range. w is the layer's packed block of MR channels (kernel
 // row kh, column kw, input channel c, MR floats; channels past the layer's zero), advanced to the first

@@ -40,7 +40,7 @@ NNKERN_F32_DWCONV_LIST(NNKERN_F32_CONV_DECLARE_)
 NNKERN_F32_CONV_DOT_LIST(NNKERN_F32_CONV_DECLARE_)
 #undef NNKERN_F32_CONV_DECLARE_
 
-// ops/conv2d_kernels.cc. mgemm has no scalar kernel: none at or below an ISA cap without SIMD.
+// ops/conv/kernels.cc. mgemm has no scalar kernel: none at or below an ISA cap without SIMD.
 const KernelFamily<F32ConvKernel>& f32_conv_direct_family();
 const KernelFamily<F32ConvKernel>& f32_conv_mgemm_family();
 const KernelFamily<F32ConvKernel>& f32_dwconv_family();

@@ -18,6 +18,6 @@ namespace nnkern {
 NNKERN_F32_GEMM_LIST(NNKERN_F32_GEMM_DECLARE)
 #undef NNKERN_F32_GEMM_DECLARE
 
-const KernelFamily<F32GemmKernel>& f32_gemm_family();  // ops/f32_gemm.cc
+const KernelFamily<F32GemmKernel>& f32_gemm_family();  // ops/gemm/gemm.cc
 
 }  // namespace nnkern

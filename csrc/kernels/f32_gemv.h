@@ -43,7 +43,7 @@ struct F32GemvKernel {
   F32GemvDotFn dot;
   F32GemvRowsMFn rows_m = nullptr;  // or null: the driver runs rows once per row of x
   int rows_mr = 0;
-  // Up to this many rows of x, auto runs rows_m whatever B's size (a measured limit, ops/f32_gemv.cc); beyond
+  // Up to this many rows of x, auto runs rows_m whatever B's size (a measured limit, ops/gemm/gemv.cc); beyond
   // it, and with 0, only for up to 8 rows against a B larger than L2.
   int rows_m_auto = 0;
 };

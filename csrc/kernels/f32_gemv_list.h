@@ -10,5 +10,5 @@
   NNKERN_NEON(X(f32_gemv_3x4__neon, neon))
 
 namespace nnkern {
-const KernelFamily<F32GemvKernel>& f32_gemv_family();  // ops/f32_gemv.cc
+const KernelFamily<F32GemvKernel>& f32_gemv_family();  // ops/gemm/gemv.cc
 }  // namespace nnkern

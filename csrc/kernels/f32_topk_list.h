@@ -8,5 +8,5 @@
   NNKERN_AVX512(X(f32_topk_16__avx512, avx512))
 
 namespace nnkern {
-const KernelFamily<F32TopkKernel>& f32_topk_family();  // ops/f32_topk.cc
+const KernelFamily<F32TopkKernel>& f32_topk_family();  // ops/topk/topk.cc
 }  // namespace nnkern

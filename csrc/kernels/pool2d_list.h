@@ -9,5 +9,5 @@
   NNKERN_AVX512(X(pool2d__avx512, avx512))
 
 namespace nnkern {
-const KernelFamily<Pool2dKernel>& pool2d_family();  // ops/pool2d.cc
+const KernelFamily<Pool2dKernel>& pool2d_family();  // ops/pool/pool2d.cc
 }  // namespace nnkern

@@ -1,5 +1,5 @@
 // The direct convolution kernels (kernels/qconv_direct.h) and their levels (core/kernel_list.h): registered
-// as the family "qconv_direct" (ops/qconv2d_direct_kernels.cc). The scalar reference runs the algorithm on every
+// as the family "qconv_direct" (ops/qconv/direct_kernels.cc). The scalar reference runs the algorithm on every
 // CPU (the tests' oracle); auto picks only the VNNI kernels (auto_pick).
 #pragma once
 #include "core/kernel_list.h"
@@ -16,6 +16,6 @@ namespace nnkern {
 NNKERN_QCONV_DIRECT_LIST(NNKERN_QCONV_DIRECT_DECLARE_)
 #undef NNKERN_QCONV_DIRECT_DECLARE_
 
-const KernelFamily<QConvDirectKernel>& qconv_direct_family();  // ops/qconv2d_direct_kernels.cc
+const KernelFamily<QConvDirectKernel>& qconv_direct_family();  // ops/qconv/direct_kernels.cc
 
 }  // namespace nnkern

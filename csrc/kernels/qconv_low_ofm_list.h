@@ -1,5 +1,5 @@
 // The low-output-channel convolution kernels (kernels/qconv_low_ofm.h) and their levels (core/kernel_list.h):
-// registered as the family "qconv_low_ofm" (ops/qconv2d_low_ofm_kernels.cc). The scalar kernel is the oracle
+// registered as the family "qconv_low_ofm" (ops/qconv/low_ofm_kernels.cc). The scalar kernel is the oracle
 // and the fallback (the only one on aarch64).
 #pragma once
 #include "core/kernel_list.h"
@@ -18,6 +18,6 @@ namespace nnkern {
 NNKERN_QCONV_LOW_OFM_LIST(NNKERN_QCONV_LOW_OFM_DECLARE_)
 #undef NNKERN_QCONV_LOW_OFM_DECLARE_
 
-const KernelFamily<QConvLowOfmKernel>& qconv_low_ofm_family();  // ops/qconv2d_low_ofm_kernels.cc
+const KernelFamily<QConvLowOfmKernel>& qconv_low_ofm_family();  // ops/qconv/low_ofm_kernels.cc
 
 }  // namespace nnkern

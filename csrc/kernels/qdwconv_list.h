@@ -1,5 +1,5 @@
 // The depthwise convolution kernels (kernels/qdwconv.h) and their levels (core/kernel_list.h): registered as
-// the family "qdwconv" (ops/qdwconv_kernels.cc). The scalar kernel is the oracle and the fallback.
+// the family "qdwconv" (ops/qconv/depthwise_kernels.cc). The scalar kernel is the oracle and the fallback.
 #pragma once
 #include "core/kernel_list.h"
 #include "kernels/qdwconv.h"
@@ -17,6 +17,6 @@ namespace nnkern {
 NNKERN_QDWCONV_LIST(NNKERN_QDWCONV_DECLARE_)
 #undef NNKERN_QDWCONV_DECLARE_
 
-const KernelFamily<QDwconvKernel>& qdwconv_family();  // ops/qdwconv_kernels.cc
+const KernelFamily<QDwconvKernel>& qdwconv_family();  // ops/qconv/depthwise_kernels.cc
 
 }  // namespace nnkern

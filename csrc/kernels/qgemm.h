@@ -132,23 +132,23 @@ struct QGemmKernel {
   // depends on it (the AMX kernel checks its configuration on every call).
   void (*finish)() = nullptr;
   // Measured limits below which the best kernel of the levels below runs instead (the dispatch's choice,
-  // ops/qgemm.h qgemm_kernel): a reduction per tile (ks * k) under min_depth, or k per tap under min_k.
+  // ops/qgemm/qgemm.h qgemm_kernel): a reduction per tile (ks * k) under min_depth, or k per tap under min_k.
   int min_depth = 0, min_k = 0;
   // The column sums of one packed panel of `groups` groups (ks = 1), all MR channels, into cs (set, modulo
-  // 2^32), where the kernel's ISA does it faster than the baseline loop (ops/qgemm_pack.h). Or null.
+  // 2^32), where the kernel's ISA does it faster than the baseline loop (ops/qgemm/pack.h). Or null.
   void (*panel_sums)(const void* panel, size_t groups, uint32_t* cs) = nullptr;
-  // Runs all of K in one call wherever it can (ops/qgemm_driver.h qgemm_choose_kc): for kernels whose
+  // Runs all of K in one call wherever it can (ops/qgemm/driver.h qgemm_choose_kc): for kernels whose
   // partial sums cost more than streaming a panel deeper than L1 (AMX: tile stores and reloads).
   bool whole_k = false;
   // Work per thread (2 M N K ops) below which the GEMM driver uses fewer threads; 0: its default
-  // (ops/qgemm_driver.h kQGemmMinOpsPerThread). A measured limit, where a second thread costs more than it gives.
+  // (ops/qgemm/driver.h kQGemmMinOpsPerThread). A measured limit, where a second thread costs more than it gives.
   double min_ops_per_thread = 0;
   // Activation rows loaded whole, 64 bytes at a time (AMX tileloadd): where A's rows are not aligned to
-  // this, the GEMMs with enough output channels to repay the copy (ops/qgemm_driver.h qgemm_realign_pays)
+  // this, the GEMMs with enough output channels to repay the copy (ops/qgemm/driver.h qgemm_realign_pays)
   // copy them onto rows that are, since a row split across two cache lines costs both lines on every load
   // (numpy's large arrays start 16 bytes into a page). 0: any alignment.
   int row_align = 0;
-  // Prepacked GEMMs run each task rows outer (ops/qgemm_driver.cc): NR rows of A held in L1, the packed
+  // Prepacked GEMMs run each task rows outer (ops/qgemm/driver.cc): NR rows of A held in L1, the packed
   // panels streaming from L2. For a kernel whose NR rows are many streams and whose panels are read by
   // loads the L2 prefetcher follows (AMX: 32 rows of tileloadd vs a contiguous panel); the VNNI kernels keep
   // their panel in L1 (256^3 12% slower rows outer, one Sapphire Rapids core).

@@ -2,7 +2,7 @@
 // prefix of a name is its kind (u8s8: uint8 activations x int8 weights; s8s8: int8 x int8, SDOT; s16: int16
 // x int16), then MRxNR, then cG, the K-group of its packed layout (XNNPACK's convention, kernels/qgemm.h).
 // From this list: the declarations below, qgemm_kernels_for(Isa) and the "qgemm" registry entry
-// (ops/qgemm_kernels.cc), the Python fixtures (nnkern._C.kernel_list("qgemm")) and the native tests.
+// (ops/qgemm/kernels.cc), the Python fixtures (nnkern._C.kernel_list("qgemm")) and the native tests.
 // Order matters once: at a level with several 8-bit kernels the first one is dispatched (scalar: u8s8;
 // s8s8_gemm_8x4c4__scalar is the oracle of the SDOT kernel). A level without an s16 kernel uses the best
 // one below it (neondot, neoni8mm: the neon one); a level without an 8-bit kernel widens 8-bit data to
@@ -39,7 +39,7 @@ NNKERN_QGEMM_LIST(NNKERN_QGEMM_DECLARE_)
 NNKERN_QGEMV_LIST(NNKERN_QGEMV_DECLARE_)
 #undef NNKERN_QGEMV_DECLARE_
 
-// The families "qgemm" and "qgemv" (ops/qgemm_kernels.cc; dispatched through qgemm_kernels(), ops/qgemm.h).
+// The families "qgemm" and "qgemv" (ops/qgemm/kernels.cc; dispatched through qgemm_kernels(), ops/qgemm/qgemm.h).
 const KernelFamily<QGemmKernel>& qgemm_family();
 const KernelFamily<QGemvKernel>& qgemv_family();
 

@@ -8,5 +8,5 @@
   NNKERN_AVX2(X(quantize__avx2, avx2)) NNKERN_AVX512(X(quantize__avx512, avx512))
 
 namespace nnkern {
-const KernelFamily<QuantizeKernel>& quantize_family();  // ops/quantize.cc
+const KernelFamily<QuantizeKernel>& quantize_family();  // ops/quant/quantize.cc
 }  // namespace nnkern

@@ -89,7 +89,7 @@ class PackedQConv2d:
     @property
     def indirection_bytes(self) -> int:
         """
-        Bytes of the indirection buffers the layer keeps (ops/indirection_cache.h)
+        Bytes of the indirection buffers the layer keeps (ops/conv/indirection_cache.h)
         """
     @property
     def kernel_name(self) -> str:
@@ -113,7 +113,7 @@ class PackedConv2d:
     @property
     def indirection_bytes(self) -> int:
         """
-        Bytes of the indirection buffers the layer keeps (ops/indirection_cache.h)
+        Bytes of the indirection buffers the layer keeps (ops/conv/indirection_cache.h)
         """
 class InvertedResidual:
     def __init__(self, expand: PackedConv2d, dw: PackedConv2d, project: PackedConv2d, residual: bool, algorithms: typing.Annotated[collections.abc.Sequence[str], "FixedSize(3)"]) -> None:

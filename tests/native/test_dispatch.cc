@@ -11,9 +11,9 @@
 #include "core/dispatch.h"
 #include "core/isa.h"
 #include "harness.h"
-#include "ops/f32_gemm.h"
+#include "ops/gemm/gemm.h"
 #include "kernels/qgemm_list.h"
-#include "ops/qgemm.h"
+#include "ops/qgemm/qgemm.h"
 #include "core/kernel_family.h"
 #include "kernels/f32_gemm_list.h"
 

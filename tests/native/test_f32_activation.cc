@@ -23,7 +23,7 @@
 #include "core/isa.h"
 #include "core/threadpool.h"
 #include "harness.h"
-#include "ops/f32_activation.h"
+#include "ops/activation/activation.h"
 #include "testing/guard.h"
 #include "core/kernel_family.h"
 #include "kernels/f32_activation_list.h"

@@ -7,7 +7,7 @@
 // before an unmapped page (testing/guard.h), every input and weight float outside the formula's reads is NaN
 // (channels past ic, past m for depthwise, the gaps between pixels and taps), and the output outside the m x n
 // tile must keep its sentinel. Each pixel's bits must not depend on the tile: a pixel run alone, and run_any on
-// run's arguments (x_pix == x_kw), give the same bits (ops/conv2d_block.cc relies on it).
+// run's arguments (x_pix == x_kw), give the same bits (ops/conv/block.cc relies on it).
 // Built for the host and cross-built for aarch64 (ctest runs it under qemu-user per CPU model).
 #include <algorithm>
 #include <cmath>

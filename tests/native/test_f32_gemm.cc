@@ -12,7 +12,7 @@
 #include "core/isa.h"
 #include "harness.h"
 #include "kernels/f32_gemm_list.h"
-#include "ops/f32_gemm.h"
+#include "ops/gemm/gemm.h"
 #include "core/kernel_family.h"
 
 using namespace nnkern;

@@ -8,7 +8,7 @@
 //   w_zero -128 / 127);
 //   nothing written outside the m x n tile; B rows read from exact-size allocations (no k tail overrun
 //   can go unnoticed by ASan builds; the Python guard-page tests cover it under every build).
-// Then the driver (ops/qgemm.h) under each cap against an int64 reference: zero points, int8 / uint8
+// Then the driver (ops/qgemm/qgemm.h) under each cap against an int64 reference: zero points, int8 / uint8
 // activations, K blocks. Built for the host and cross-built for aarch64 (one ctest per QEMU CPU model).
 #include <algorithm>
 #include <cstdio>
@@ -19,8 +19,8 @@
 #include "core/isa.h"
 #include "harness.h"
 #include "kernels/qgemm_list.h"
-#include "ops/qgemm.h"
-#include "ops/qgemm_pack.h"
+#include "ops/qgemm/qgemm.h"
+#include "ops/qgemm/pack.h"
 #include "core/kernel_family.h"
 
 using namespace nnkern;

@@ -316,7 +316,7 @@ void release() {
 // Below 40 M ops per thread a second thread slows the AMX kernel down where B is packed per call (one call's
 // worth of tile work on a thread that sat idle, and tasks that split the rows each pack every panel; two
 // Sapphire Rapids cores, qgemm 256^3: 920-1010 GOP/s on one thread, 580-700 on two, while 128x256x1024,
-// 67 M ops, gains 1.4x from the second). The driver applies it there only (ops/qgemm_driver.cc).
+// 67 M ops, gains 1.4x from the second). The driver applies it there only (ops/qgemm/driver.cc).
 // Rows of A 64-byte aligned (row_align): one Sapphire Rapids core, qgemm 512^3 with A 16 bytes off a line
 // (numpy's large arrays), 1810 GOP/s; aligned, 2150.
 // Below a reduction of 128 (one tap) or 24 per tap (the indirect form), the per-tile cost (tile stores,

@@ -5,7 +5,7 @@
 // load and feed 4 lane steps (`fmla v.4s, v.4s, v.s[l]`), each step one input channel against its kNV weight
 // vectors. Input channel counts not divisible by 4 finish with broadcasts (`ld1r`) of the last ic % 4 channels.
 // As on x86, each output's summation order depends only on its own clipped window, never on the tile or piece it
-// falls in nor on run / run_any (ops/conv2d_block.cc relies on it): no split accumulators for short tiles.
+// falls in nor on run / run_any (ops/conv/block.cc relies on it): no split accumulators for short tiles.
 //
 // Register budget (32 V registers of 4 floats; C3's formula, the broadcast now a 4-channel vector):
 //   mGEMM 8 x {14, 8}, wf = 3 (the paper's blocking c_o = 8, w_o = 8, c_i = 4): per 4 input channels the
@@ -153,7 +153,7 @@ NNK_INLINE void epilogue(float32x4_t (&acc)[kN][kNV], const F32ConvArgs& a, floa
 // 4 outside and the chunk's columns inside, then the leftover columns one by one; each block's 4 lanes in turn.
 // kReuse: the chunk's columns share their input loads (x_kw == x_pix); kReuse false with kWF > 1 is an mGEMM
 // kernel's run_any twin, the same order with each column's inputs loaded for it. Each output's summation order thus
-// depends only on its own clipped window, never on the tile, the piece or run / run_any (ops/conv2d_block.cc
+// depends only on its own clipped window, never on the tile, the piece or run / run_any (ops/conv/block.cc
 // relies on it): no split accumulators for the short tiles.
 template <int kMR, int kWF, int kNR1, int kNR2, int kNR3, int kNR4, bool kReuse = (kWF > 1)>
 struct ConvNeon {

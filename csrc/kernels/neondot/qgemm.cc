@@ -2,7 +2,7 @@
 //
 // SDOT multiplies int8 by int8 only (UDOT uint8 by uint8; the mixed USDOT needs i8mm), so this kernel is
 // of kind s8s8: the driver shifts uint8 activations to int8 (x ^ 0x80 = x - 128, zero point - 128) and
-// folds both zero points into row/column sums, as for VPDPBUSD (kernels/qgemm.h, ops/qgemm.cc).
+// folds both zero points into row/column sums, as for VPDPBUSD (kernels/qgemm.h, ops/qgemm/qgemm.cc).
 //
 // Column-major terms: 8 output channels (A, packed in groups of G = 4 k: one 32-bit lane holds a channel's
 // 4 weights) x 8 rows of X (B). Per step of 16 k, each row's 16 activation bytes are one register and

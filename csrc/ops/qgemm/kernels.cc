@@ -1,0 +1,93 @@
+// The integer GEMM kernels of this build as data (kernels/qgemm_list.h): the lists, their registration as
+// the kernel families "qgemm" and "qgemv", the per-level choice qgemm_kernels_for(Isa) derived from them,
+// and the dispatch (core/dispatch.h). Baseline code.
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "core/kernel_family.h"
+#include "kernels/qgemm_list.h"
+#include "ops/qgemm/qgemm.h"
+
+namespace nnkern {
+namespace {
+
+// The kernel of `level` exactly: its first 8-bit one (u8s8 or s8s8), or its s16 one.
+const QGemmKernel* at_level(Isa level, bool s16) {
+  const KernelList<QGemmKernel>& l = qgemm_family().list();
+  for (size_t i = 0; i < l.kernels.size(); ++i)
+    if (l.info[i].level == level && (l.kernels[i]->kind == QKind::s16) == s16) return l.kernels[i];
+  return nullptr;
+}
+
+}  // namespace
+
+// The families "qgemm" and "qgemv"; their dispatch is qgemm_kernels() below, which pairs each level's kernels.
+const KernelFamily<QGemmKernel>& qgemm_family() {
+  static const KernelFamily<QGemmKernel> family(
+      "qgemm", nullptr, {NNKERN_QGEMM_LIST(NNKERN_KERNEL_ENTRY)},
+      [](const QGemmKernel& k) { return KernelInfo{"", Isa::scalar, k.mr, k.nr, k.kgroup}; });
+  return family;
+}
+NNKERN_REGISTER_FAMILY(qgemm_family)
+
+const KernelFamily<QGemvKernel>& qgemv_family() {
+  static const KernelFamily<QGemvKernel> family("qgemv", nullptr, {NNKERN_QGEMV_LIST(NNKERN_KERNEL_ENTRY)},
+                                                [](const QGemvKernel&) { return KernelInfo{}; });
+  return family;
+}
+NNKERN_REGISTER_FAMILY(qgemv_family)
+
+const QGemmKernels* qgemm_kernels_for(Isa isa) {
+  static const std::vector<QGemmKernels>* table = [] {
+    auto* t = new std::vector<QGemmKernels>(kIsaCount, QGemmKernels{nullptr, nullptr});
+    for (Isa level : isa_levels()) {
+      QGemmKernels& e = (*t)[int(level)];
+      e.i8 = at_level(level, false);
+      e.s16 = at_level(level, true);
+      e.gemv = qgemv_family().list().at(level);
+      // None of its own (avx512, avxvnni): the one of the highest level it implies, if any. isa_levels()
+      // runs lowest first, so the last match is the highest.
+      for (Isa lower : isa_levels())
+        if (!qgemv_family().list().at(level) && isa_within(lower, level) && qgemv_family().list().at(lower))
+          e.gemv = qgemv_family().list().at(lower);
+      // A kernel with measured limits: the best 8-bit kernel of the levels it implies for shallow work.
+      if (e.i8 && (e.i8->min_depth || e.i8->min_k))
+        for (Isa lower : isa_levels())
+          if (lower != level && isa_within(lower, level) && at_level(lower, false)) e.shallow = at_level(lower, false);
+      // No s16 kernel of its own (neondot, neoni8mm): the best one of the levels it implies.
+      for (Isa lower : isa_levels())
+        if (!at_level(level, true) && lower != level && isa_within(lower, level) && at_level(lower, true)) e.s16 = at_level(lower, true);
+    }
+    return t;
+  }();
+  const QGemmKernels& e = (*table)[int(isa)];
+  return e.i8 || at_level(isa, true) ? &e : nullptr;  // levels without a kernel of their own: none
+}
+
+const QGemmKernels& qgemm_kernels() {
+  static const KernelTable<QGemmKernels> table(qgemm_kernels_for);
+  return table.get();
+}
+
+const QGemmKernel& qgemm_kernel(int bits, size_t k, size_t ks) {
+  const QGemmKernels& e = qgemm_kernels();
+  if (bits != 8 || !e.i8) return *e.s16;
+  const bool shallow = k < size_t(e.i8->min_k) || (k < SIZE_MAX && k * ks < size_t(e.i8->min_depth));
+  return shallow && e.shallow ? *e.shallow : *e.i8;
+}
+
+namespace {
+// At static initialization: the ops for cpu_info().
+[[maybe_unused]] const bool registered = (register_dispatched_op("u8s8_gemm", [] {
+  const QGemmKernels& ks = qgemm_kernels();
+  return ks.i8 ? std::string(ks.i8->name) : std::string(ks.s16->name) + " (int8 widened to int16)";
+}), register_dispatched_op("s16_gemm", [] { return std::string(qgemm_kernel(16).name); }),
+   register_dispatched_op("u8s8_gemv", [] {
+     const QGemmKernels& ks = qgemm_kernels();
+     return ks.gemv ? std::string(ks.gemv->name) : std::string("none (small M runs the packed GEMM)");
+   }), true);
+}  // namespace
+
+}  // namespace nnkern
