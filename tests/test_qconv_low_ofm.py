@@ -236,7 +236,7 @@ def test_does_not_apply_and_bad_arguments(rng):
 
 @pytest.mark.parametrize("KH", [1, 3])
 def test_fused_pool_and_pixel_shuffle(lowkernel, KH):
-    """The fused output stages (ops/qconv/fused.h) through low_ofm: rows wider than one fused chunk (so rows
+    """The fused output stages (ops/qconv/stage.h) through low_ofm: rows wider than one fused chunk (so rows
     go through the stage in several chunks, re-laid-out rows shifted to each), NHWC and re-laid-out input."""
     from test_qconv_fused import check_pool, shuffled
     rng = np.random.default_rng(KH)

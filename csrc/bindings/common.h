@@ -198,6 +198,10 @@ const Kernel* runnable_in(const KernelList<Kernel>& l, const std::string& name) 
   return nullptr;
 }
 
+// ValueError unless `name` is a kernel of some registered family that this CPU can run (the tests' kernel hooks,
+// which the op resolves in the family of the algorithm that runs).
+void check_runnable_kernel(const std::string& name);
+
 // A kernel of the "f32_gemm" list by name, or an ISA level's kernel, that this CPU can run, else ValueError.
 const F32GemmKernel& runnable_f32_gemm_kernel(const std::string& which);
 

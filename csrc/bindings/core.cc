@@ -13,6 +13,17 @@
 
 namespace nnkern::bindings {
 
+void check_runnable_kernel(const std::string& name) {
+  for (const std::string& family : kernel_families())
+    for (const KernelInfo& k : *kernel_family(family)) {
+      if (name != k.name) continue;
+      if (!isa_supported(k.level))
+        throw py::value_error("this CPU cannot run " + name + " (no " + isa_name(k.level) + ")");
+      return;
+    }
+  throw py::value_error("no kernel named '" + name + "' in this build");
+}
+
 Isa isa_arg(const std::string& name) {
   Isa isa;
   if (!isa_from_name(name, &isa)) throw py::value_error("unknown ISA level '" + name + "'");

@@ -1,25 +1,22 @@
-// Binding of the packed INT8 convolution (nnkern.QConv2d). The Python layer (nnkern/qconv.py) has checked
-// dtypes, shapes, parameters and the K bound; the object re-checks every array against its own sizes.
+// Binding of the packed INT8 convolution (nnkern.QConv2d). The Python layer (nnkern/qconv.py) has checked dtypes,
+// shapes and parameters; the C++ object re-checks every array against its own sizes and the exactness bounds.
 #include <array>
 
 #include "bindings/common.h"
-#include "kernels/qconv_direct_list.h"
-#include "kernels/qconv_low_ofm_list.h"
-#include "kernels/qdwconv_list.h"
+#include "core/kernel_list.h"
 #include "ops/qconv/layer.h"
+#include "ops/qconv/stage.h"
 #include "ops/qgemm/qgemm.h"
-#include "core/kernel_family.h"
 
 namespace nnkern::bindings {
 namespace {
 
 class QConv2dBinding {
  public:
-  // w: groups x kg x ocg int8; geo: (OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr); factor /
-  // offset: float32 (OC,) or None (int32 output); lo / hi: the uint8 / int8 clamp (relu folded in).
+  // w: groups x kg x ocg int8; geo: (OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr); factor / offset:
+  // float32 (OC,) or None (int32 output); lo / hi: the uint8 / int8 clamp (relu folded in).
   QConv2dBinding(const py::array& w, const std::vector<size_t>& g, int out_kind, const py::object& factor,
-                 const py::object& offset, bool relu, float lo, float hi, int x_zero)
-      : out_(QOut(out_kind)), relu_(relu), lo_(lo), hi_(hi) {
+                 const py::object& offset, bool relu, float lo, float hi, int x_zero) {
     if (g.size() != 13) throw py::value_error("internal: geometry needs 13 values");
     if (out_kind < 0 || out_kind > 3) throw py::value_error("internal: bad output kind");
     QConvGeometry geo;
@@ -29,54 +26,58 @@ class QConv2dBinding {
     if (!geo.valid()) throw py::value_error("internal: bad geometry");
     const int8_t* wp = checked_in<int8_t>(w, "weight", {ssize_t(geo.groups), ssize_t(checked_mul(geo.ks(), geo.icg())),
                                                         ssize_t(geo.ocg())});
-    if (factor.is_none() != offset.is_none() || factor.is_none() != (out_ == QOut::i32))
-      throw py::value_error("internal: factor and offset go with (only) the requantized and float32 outputs");
     const float* f = factor.is_none() ? nullptr : checked_in<float>(factor.cast<py::array>(), "factor", {ssize_t(geo.OC)});
     const float* o = offset.is_none() ? nullptr : checked_in<float>(offset.cast<py::array>(), "offset", {ssize_t(geo.OC)});
-    packed_ = std::make_unique<PackedQConv2d>(geo, wp, f, o, x_zero);
+    if ((f == nullptr) != (o == nullptr)) throw py::value_error("internal: factor and offset go together");
+    QConvRequant r;
+    r.out = QOut(out_kind), r.relu = relu, r.lo = lo, r.hi = hi;
+    packed_ = std::make_unique<PackedQConv2d>(geo, wp, f, o, x_zero, r);
   }
 
-  // out (N, OH, OW, OC), or (N, OC, OH, OW) if planar, = conv(x (N, H, W, IC) uint8 or int8). kernel: ""
-  // (dispatched), a qgemm kernel's name, a qdwconv, qconv_direct or qconv_low_ofm kernel's name (tests; the
-  // other families stay dispatched). Returns the algorithm that ran.
-  // residual: None or uint8 / int8 of out's shape, with its zero point and factor (ops/qconv/layer.h QConvOutput).
+  // out (N, OH, OW, OC), or (N, OC, OH, OW) if planar, = conv(x (N, H, W, IC) uint8 or int8). kernel: "" (the
+  // dispatched ones) or any kernel's name (tests: the algorithm that runs uses it if it is of its family).
+  // residual: None or uint8 / int8 of out's shape, with its zero point and factor (ops/qconv/stage.h). Returns
+  // the algorithm that ran.
   std::string run(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
                   const py::object& residual, int residual_zero, float residual_factor, bool planar) const {
     const QConvGeometry& geo = packed_->geometry();
     const auto [N, H, W] = input_shape(x);
     const ssize_t OH = ssize_t(geo.OH(H)), OW = ssize_t(geo.OW(W)), OC = ssize_t(geo.OC);
     const std::initializer_list<ssize_t> od = {ssize_t(N), planar ? OC : OH, planar ? OH : OW, planar ? OW : OC};
-    QConvOutput o = output_stage();
-    o.c = checked_q_out(out, out_, "out", od);
-    o.planar = planar;
+    const QConvRequant& rq = packed_->requant();
+    void* c = checked_q_out(out, rq.out, "out", od);
     if (!residual.is_none()) {
       const py::array r = residual.cast<py::array>();
-      o.residual = checked_a8_in(r, "residual", od);
-      o.residual_type = py::isinstance<py::array_t<uint8_t>>(r) ? QType::u8 : QType::s8;
-      o.residual_zero = residual_zero;
-      o.residual_factor = residual_factor;
+      const void* rp = checked_a8_in(r, "residual", od);
+      const QType rt = py::isinstance<py::array_t<uint8_t>>(r) ? QType::u8 : QType::s8;
+      QConvResidualStage stage(rq, c, geo.OC, rp, rt, residual_zero, residual_factor, planar);
+      return call(x, stage, algorithm, kernel);
     }
-    return call(x, o, algorithm, kernel);
+    if (planar) {
+      QConvPlanarStage stage(rq, c, geo.OC, size_t(OH), size_t(OW));
+      return call(x, stage, algorithm, kernel);
+    }
+    QConvNhwcStage stage(rq, c, geo.OC);
+    return call(x, stage, algorithm, kernel);
   }
 
   // The layer with its output pixel-shuffled by r in the output stage: out (N, OH*r, OW*r, OC/(r*r)) of the
-  // output dtype. runs: the weights' channels were given in the (i, j, c) order (ops/qconv/fused.h).
+  // output dtype. runs: the weights' channels were given in the (i, j, c) order (ops/qconv/stage.h).
   std::string run_shuffled(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
                            size_t r, bool runs) const {
     const QConvGeometry& geo = packed_->geometry();
     const auto [N, H, W] = input_shape(x);
     if (r == 0 || r > geo.OC || geo.OC % (r * r))
       throw py::value_error("pixel shuffle: out_channels must be divisible by r*r");
-    void* dst = checked_q_out(out, out_, "out", {ssize_t(N), ssize_t(checked_mul(geo.OH(H), r)),
-                                                  ssize_t(checked_mul(geo.OW(W), r)), ssize_t(geo.OC / (r * r))});
-    QConvFused f = QConvFused::shuffle(r, geo.OC, out_, dst, runs);
-    QConvOutput o = output_stage();
-    o.fuse = &f;
-    return call(x, o, algorithm, kernel);
+    const QConvRequant& rq = packed_->requant();
+    void* dst = checked_q_out(out, rq.out, "out", {ssize_t(N), ssize_t(checked_mul(geo.OH(H), r)),
+                                                   ssize_t(checked_mul(geo.OW(W), r)), ssize_t(geo.OC / (r * r))});
+    QConvShuffleStage stage(rq, geo.OC, r, dst, runs);
+    return call(x, stage, algorithm, kernel);
   }
 
-  // Global average pooling fused into the output stage: out (N, OC) float32 / uint8 / int8 with the
-  // parameters of ops/qconv/fused.h QConvPoolParams.
+  // Global average pooling fused into the output stage: out (N, OC) float32 / uint8 / int8 with the parameters of
+  // ops/qconv/stage.h QConvPoolParams.
   std::string run_pooled(const py::array& x, py::array& out, const std::string& algorithm, const std::string& kernel,
                          double zero, double scale, double out_scale, double out_zero, double lo, double hi) const {
     const size_t N = input_shape(x)[0], OC = packed_->geometry().OC;
@@ -85,10 +86,8 @@ class QConv2dBinding {
     p.out = py::isinstance<py::array_t<float>>(out) ? QOut::f32
             : py::isinstance<py::array_t<uint8_t>>(out) ? QOut::u8 : QOut::s8;
     p.dst = checked_q_out(out, p.out, "out", {ssize_t(N), ssize_t(OC)});
-    QConvOutput o = output_stage();
-    QConvFused f = QConvFused::pool(OC, out_, p);
-    o.fuse = &f;
-    return call(x, o, algorithm, kernel);
+    QConvPoolStage stage(packed_->requant(), OC, p);
+    return call(x, stage, algorithm, kernel);
   }
 
   std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }
@@ -109,34 +108,18 @@ class QConv2dBinding {
     return {N, H, W};
   }
 
-  // The output stage without its destination.
-  QConvOutput output_stage() const {
-    QConvOutput o;
-    o.out = out_;
-    o.relu = relu_;
-    o.lo = lo_;
-    o.hi = hi_;
-    return o;
-  }
-
-  // Runs o on x (checked by the caller) with the kernel asked for (see run). Releases the GIL.
-  std::string call(const py::array& x, const QConvOutput& o, const std::string& algorithm,
+  // Runs the layer on x (checked by the caller) into stage, with the kernel asked for (a name this CPU runs, or
+  // ValueError). Releases the GIL.
+  std::string call(const py::array& x, QConvStage& stage, const std::string& algorithm,
                    const std::string& kernel) const {
+    if (!kernel.empty()) check_runnable_kernel(kernel);
     const bool u8 = py::isinstance<py::array_t<uint8_t>>(x);
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
-    const QDwconvKernel* dw = kernel.empty() ? nullptr : runnable_in(qdwconv_family().list(), kernel);
-    const QConvDirectKernel* direct = kernel.empty() || dw ? nullptr : runnable_in(qconv_direct_family().list(), kernel);
-    const QConvLowOfmKernel* low_ofm =
-        kernel.empty() || dw || direct ? nullptr : runnable_in(qconv_low_ofm_family().list(), kernel);
-    const QGemmKernel* k = kernel.empty() || dw || direct || low_ofm ? nullptr : &runnable_qgemm_kernel(kernel);
     py::gil_scoped_release release;
-    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, x.data(), o, algorithm, k, dw, direct, low_ofm);
+    return packed_->run(N, H, W, u8 ? QType::u8 : QType::s8, x.data(), stage, algorithm, kernel);
   }
 
   std::unique_ptr<PackedQConv2d> packed_;
-  QOut out_;
-  bool relu_;
-  float lo_, hi_;
 };
 
 }  // namespace

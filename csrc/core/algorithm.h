@@ -7,7 +7,9 @@
 // Workspace per call, sized by the entry. Baseline header.
 #pragma once
 #include <cstddef>
+#include <iterator>
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +37,42 @@ std::vector<std::string> algorithm_ops();
 void record_selection(const char* op, const char* name);
 std::string take_last_selection(const std::string& op);
 
+// auto's rule and the choice by name over any sequence of entries e (a table's Algorithm structs, or a layer's
+// algorithm objects): applies(e) and prefers(e) answer for the call, name_of(e) names the entry. Returns the
+// entry chosen; std::invalid_argument for an unknown name, a named entry that does not apply, or no entry at all.
+template <typename Entries, typename Applies, typename Prefers, typename NameOf>
+const auto& select_algorithm(const char* op, const Entries& entries, const std::string& name, Applies applies,
+                             Prefers prefers, NameOf name_of) {
+  using Entry = std::remove_reference_t<decltype(*std::begin(entries))>;
+  const Entry* chosen = nullptr;
+  if (name == "auto") {
+    for (const auto& e : entries) {
+      if (!applies(e)) continue;
+      if (prefers(e)) {
+        chosen = &e;
+        break;
+      }
+      if (!chosen) chosen = &e;  // the fallback: the first that applies
+    }
+    if (!chosen) throw std::invalid_argument(std::string(op) + ": no algorithm applies to this call");
+  } else {
+    for (const auto& e : entries) {
+      if (name != name_of(e)) continue;
+      if (!applies(e))
+        throw std::invalid_argument(std::string(op) + ": algorithm '" + name + "' does not apply to this call");
+      chosen = &e;
+      break;
+    }
+    if (!chosen) {
+      std::string choices = "auto";
+      for (const auto& e : entries) choices += std::string(", ") + name_of(e);
+      throw std::invalid_argument(std::string(op) + ": unknown algorithm '" + name + "' (" + choices + ")");
+    }
+  }
+  record_selection(op, name_of(*chosen));
+  return *chosen;
+}
+
 template <typename Problem>
 class AlgorithmTable {
  public:
@@ -45,23 +83,10 @@ class AlgorithmTable {
   AlgorithmTable(const AlgorithmTable&) = delete;
 
   const Algorithm<Problem>& select(const Problem& p, const std::string& name = "auto") const {
-    if (name == "auto") {
-      const Algorithm<Problem>* fallback = nullptr;
-      for (const auto& e : entries_) {
-        if (!e.applicable(p)) continue;
-        if (!e.preferred || e.preferred(p)) return chosen(e);
-        if (!fallback) fallback = &e;
-      }
-      if (fallback) return chosen(*fallback);
-      throw std::invalid_argument(std::string(op_) + ": no algorithm applies to this call");
-    }
-    for (const auto& e : entries_) {
-      if (name != e.name) continue;
-      if (!e.applicable(p))
-        throw std::invalid_argument(std::string(op_) + ": algorithm '" + name + "' does not apply to this call");
-      return chosen(e);
-    }
-    throw std::invalid_argument(std::string(op_) + ": unknown algorithm '" + name + "' (" + choices() + ")");
+    return select_algorithm(
+        op_, entries_, name, [&](const Algorithm<Problem>& e) { return e.applicable(p); },
+        [&](const Algorithm<Problem>& e) { return !e.preferred || e.preferred(p); },
+        [](const Algorithm<Problem>& e) { return e.name; });
   }
 
   // The names of the entries that apply to p, in table order (what tests and benchmarks enumerate).
@@ -88,15 +113,6 @@ class AlgorithmTable {
   const char* op() const { return op_; }
 
  private:
-  const Algorithm<Problem>& chosen(const Algorithm<Problem>& e) const {
-    record_selection(op_, e.name);
-    return e;
-  }
-  std::string choices() const {
-    std::string s = "auto";
-    for (const auto& n : names_) s += ", " + n;
-    return s;
-  }
   const char* op_;
   std::vector<Algorithm<Problem>> entries_;
   std::vector<std::string> names_;

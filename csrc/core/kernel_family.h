@@ -42,6 +42,12 @@ class KernelFamily {
   const Kernel* dispatched_or_null() const { return table_.get_or_null(); }
   const Kernel& dispatched() const { return table_.get(); }
   Isa dispatched_level() const { return table_.isa(); }
+  // The kernel of this family called `name`, or nullptr: the tests' choice of a kernel by name.
+  const Kernel* named(const std::string& name) const {
+    for (size_t i = 0; i < list_.kernels.size(); ++i)
+      if (name == list_.info[i].name) return list_.kernels[i];
+    return nullptr;
+  }
   const char* dispatched_name() const {  // its name in the list, or "none"
     const Kernel* k = dispatched_or_null();
     for (size_t i = 0; k && i < list_.kernels.size(); ++i)

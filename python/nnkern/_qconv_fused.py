@@ -1,4 +1,4 @@
-"""QConv2d's fused output stages (seeds I14, I16; C++ in ops/qconv/fused.h): global average pooling and pixel
+"""QConv2d's fused output stages (seeds I14, I16; C++ in ops/qconv/stage.h): global average pooling and pixel
 shuffle done as the tiles are stored. Here: the arguments' checks, the weights' channel order for the shuffle,
 the result's shape and the call."""
 from __future__ import annotations

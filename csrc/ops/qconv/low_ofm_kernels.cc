@@ -2,7 +2,6 @@
 // "qconv_low_ofm". Baseline code.
 #include "core/kernel_family.h"
 #include "kernels/qconv_low_ofm_list.h"
-#include "ops/qconv/low_ofm.h"
 
 namespace nnkern {
 
@@ -19,7 +18,5 @@ const KernelFamily<QConvLowOfmKernel>& qconv_low_ofm_family() {
   return family;
 }
 NNKERN_REGISTER_FAMILY(qconv_low_ofm_family)
-
-bool qconv_low_ofm_vectorized() { return qconv_low_ofm_family().dispatched_level() != Isa::scalar; }
 
 }  // namespace nnkern
