@@ -9,6 +9,12 @@
 namespace nnkern::bindings {
 namespace {
 
+bool isa_named(const std::string& name) {
+  for (Isa level : isa_levels())
+    if (name == isa_name(level)) return true;
+  return false;
+}
+
 class Conv2dBinding {
  public:
   // w: OC x KH x KW x icg float32; geo: (OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr); bias: float32
@@ -28,22 +34,20 @@ class Conv2dBinding {
     packed_ = std::make_shared<PackedConv2d>(geo, wp, b, ConvActivation(activation), act_method_arg(method, "method"));
   }
 
-  // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (dispatched), an f32_conv_direct / f32_conv_mgemm /
-  // f32_dwconv / f32_conv_dot kernel's name, or an f32_gemm kernel / ISA name (tests; the other families stay dispatched).
-  // Returns the algorithm that ran.
+  // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (the dispatched ones), a kernel's name (tests: the
+  // algorithm that runs uses it if it is of its family), or for the GEMM-based ones an ISA level's name. Returns the
+  // algorithm that ran.
   std::string run(const py::array& x, py::array& y, const std::string& algorithm, const std::string& kernel) const {
     const ConvGeometry& geo = packed_->geometry();
     const float* xp = checked_in<float>(x, "x", {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)});
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
     if (!H || !W || !geo.OH(H) || !geo.OW(W)) throw py::value_error("x: the kernel does not fit the padded input");
     float* yp = checked_out<float>(y, "out", {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)});
-    const F32ConvKernel* conv = kernel.empty() ? nullptr : runnable_in(f32_conv_direct_family().list(), kernel);
-    if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_mgemm_family().list(), kernel);
-    if (!conv && !kernel.empty()) conv = runnable_in(f32_dwconv_family().list(), kernel);
-    if (!conv && !kernel.empty()) conv = runnable_in(f32_conv_dot_family().list(), kernel);
-    const F32GemmKernel* k = kernel.empty() || conv ? nullptr : &runnable_f32_gemm_kernel(kernel);
+    if (!kernel.empty() && !isa_named(kernel)) check_runnable_kernel(kernel);
+    if (!kernel.empty() && isa_named(kernel) && !isa_supported(isa_arg(kernel)))
+      throw py::value_error("this CPU cannot run " + kernel);
     py::gil_scoped_release release;
-    return packed_->run(N, H, W, xp, yp, algorithm, k, conv);
+    return packed_->run(N, H, W, xp, yp, algorithm, kernel);
   }
 
   std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }

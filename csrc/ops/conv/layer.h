@@ -1,6 +1,6 @@
-// FP32 2-D convolution (NHWC float32 activations, (OC, KH, KW, IC/groups) weights) as a packed layer: the
-// weights are packed once per algorithm's layout (on its first call), indirection buffers once per input shape, and a call runs
-// one entry of the "conv2d" algorithm table (ops/conv/layer.cc):
+// FP32 2-D convolution (NHWC float32 activations, (OC, KH, KW, IC/groups) weights) as a packed layer: its geometry,
+// weights, bias and activation, and one object per algorithm of the table (ops/conv/algorithm.h), each packing the
+// weights for its kernels on its first call; indirection buffers are built once per input shape:
 //   im2col    the baseline: each output pixel's window copied into a workspace row, then the packed FP32 GEMM
 //             (ops/gemm/gemm.h PackedF32Gemm); a 1x1, stride-1, unpadded convolution reads its input rows in
 //             place (a plain GEMM, no copy).
@@ -27,6 +27,7 @@
 #include "kernels/f32_gemm.h"
 #include "ops/conv/geometry.h"
 #include "ops/gemm/gemm.h"
+#include "ops/conv/algorithm.h"
 #include "ops/conv/indirection_cache.h"
 
 namespace nnkern {
@@ -55,19 +56,17 @@ struct ConvIndirection {
   size_t bytes() const { return ptrs.size() * sizeof(void*) + zero.size() * sizeof(float); }
 };
 
-struct ConvCall;
-
 class PackedConv2d {
  public:
   // w: OC x KH x KW x icg float32 (each group's rows g * ocg .. contiguous); bias: OC floats or null.
   PackedConv2d(const ConvGeometry& geo, const float* w, const float* bias, ConvActivation act, ActMethod method);
+  ~PackedConv2d();
 
-  // y (N x OH x OW x OC) = conv(x (N x H x W x IC)) through `algorithm` ("auto" or a table entry;
-  // std::invalid_argument if unknown or not applicable) on the GEMM kernel `kern` (null: the dispatched one).
-  // Returns the name of the algorithm that ran.
-  // "direct" / "mgemm" run `conv` when given (a kernel of that family; null: the dispatched one).
+  // y = conv(x (N x H x W x IC)) through `algorithm` ("auto" or a table entry; std::invalid_argument if unknown or
+  // not applicable): y N x OH x OW x OC with ldc floats between pixels (0: OC; a channel slice of a wider buffer
+  // where larger). kernel: "" or a kernel's name (tests). Returns the name of the algorithm that ran.
   const char* run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
-                  const F32GemmKernel* kern = nullptr, const F32ConvKernel* conv = nullptr) const;
+                  const std::string& kernel = "", size_t ldc = 0) const;
   const char* auto_algorithm(size_t N, size_t H, size_t W) const;  // what "auto" picks for this input
   std::vector<std::string> applicable_algorithms(size_t N, size_t H, size_t W) const;  // the entries that apply
   size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const;
@@ -78,51 +77,32 @@ class PackedConv2d {
   size_t indirection_builds() const { return indirect_.builds(); }  // the tests' cache probe
   size_t indirection_bytes() const { return indirect_.bytes(); }    // what the cache holds (ops/conv/indirection_cache.h)
 
-  // Used by the algorithms (ops/conv2d_*.cc).
+  // What the algorithms share.
   const float* raw() const { return raw_.data(); }  // the weights as given
   bool finite_weights() const { return finite_; }     // no weight is Inf or NaN
   const float* bias() const { return bias_.size() ? bias_.data() : nullptr; }
   F32Epilogue epilogue() const;  // bias (added per group by the caller) and the relu / relu6 clamp
   // The sigmoid / SiLU post-op over `rows` rows of n floats, ld apart (nothing for the other activations).
   void post_activation(float* y, size_t rows, size_t n, size_t ld) const;
-  const PackedF32Gemm& gemm(size_t g) const;  // group g's weights packed for PackedF32Gemm (on first use, then kept)
-  const ConvTapWeights& tap_weights(size_t mr, bool depthwise = false) const;  // packed on first use, then kept
   std::shared_ptr<const ConvIndirection> indirection(const ConvInputShape& s, size_t NR) const;
 
  private:
   // The call of an N x H x W input, its sizes checked (std::invalid_argument if the kernel does not fit,
   // std::length_error if a size overflows).
-  ConvCall call(size_t N, size_t H, size_t W, const float* x, float* y, const F32GemmKernel* kern = nullptr,
-                const F32ConvKernel* conv = nullptr) const;
+  ConvCall call(size_t N, size_t H, size_t W, const float* x, float* y, size_t ldc, const std::string& kernel) const;
+  const ConvAlgorithm& select(const ConvCall& c, const std::string& algorithm) const;
 
   ConvGeometry geo_;
   ConvActivation act_;
   ActMethod method_;
   AlignedBuffer<float> raw_, bias_;
   bool finite_ = true;
-  mutable std::mutex mu_;  // guards the weight caches below
-  mutable std::vector<std::unique_ptr<PackedF32Gemm>> gemm_;
-  mutable std::vector<std::unique_ptr<ConvTapWeights>> taps_;
+  std::vector<std::unique_ptr<ConvAlgorithm>> algorithms_;  // the table's order
   IndirectionCache<ConvIndirection> indirect_;
 };
 
-// One call as the algorithm table sees it.
-struct ConvCall {
-  const PackedConv2d& L;
-  const F32GemmKernel& k;
-  ConvInputShape s;
-  size_t OH, OW;
-  const float* x;
-  float* y;
-  const F32ConvKernel* conv = nullptr;  // "direct" / "mgemm": the kernel asked for (null: the dispatched one)
-  size_t M() const { return s.N * OH * OW; }
-};
-
-// The algorithms' bodies (ops/conv/gemm.cc).
-size_t conv_im2col_workspace(const ConvCall& c);
-void conv_im2col_run(const ConvCall& c, void* workspace);
-void conv_indirect_run(const ConvCall& c);
-// ops/conv/tiles.cc: "direct" / "mgemm" on kernel k (wf > 1 needs stride == dilation along W).
-void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k);
+// The layer's weights in the layout of ConvTapWeights for MR-channel blocks (the tile kernels and the indirect GEMM
+// kernels pack their own copies with it).
+std::unique_ptr<ConvTapWeights> conv_pack_taps(const PackedConv2d& L, size_t MR, bool depthwise);
 
 }  // namespace nnkern

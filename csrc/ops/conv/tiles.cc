@@ -1,5 +1,6 @@
-// The "direct" and "mgemm" FP32 convolutions (ops/conv/layer.h): one task per (group, block of MR output channels,
-// band of output rows of one image), no workspace, no padding read (kernels/f32_conv.h):
+// The tile algorithms of Conv2d (ops/conv/algorithm.h): "depthwise", "dot", "mgemm" and "direct", one driver over
+// their four kernel families (kernels/f32_conv.h). One task per (group, block of MR output channels, band of output
+// rows of one image), no workspace, no padding read:
 //   - a row's kernel rows are clipped to the image; the pixels of a row whose windows lie inside the image
 //     along W run in tiles of the kernel's nr pixels over all KW columns;
 //   - in the band's rows whose windows lie inside along H, the columns those tiles leave over (the edges, whose
@@ -9,10 +10,17 @@
 //     pixel by pixel (each with its own clipped window) and the remainder of the row as smaller tiles.
 // A 13 x 13 layer thus runs 11 of its 13 rows as one 8-pixel tile + 5 column tiles of up to 8 pixels instead
 // of 8 + 2 + 1 + two one-pixel tiles, each of which streams the whole weight block.
+// Skipping the padding's taps gives the sums of zero padding while every weight is finite; 0 x Inf or 0 x NaN is
+// NaN there, so a padded layer with a non-finite weight runs the algorithms that read a zero row (indirect,
+// im2col) instead: these four do not apply to it.
 #include <algorithm>
+#include <mutex>
+#include <vector>
 
 #include "core/checked.h"
+#include "core/kernel_family.h"
 #include "core/threadpool.h"
+#include "kernels/f32_conv_list.h"
 #include "ops/conv/layer.h"
 
 namespace nnkern {
@@ -34,9 +42,7 @@ void inside_range(size_t O, size_t size, size_t K, size_t s, size_t d, size_t p,
   *hi = std::max(*lo, size + p > span ? std::min(O, (size + p - span - 1) / s + 1) : 0);
 }
 
-}  // namespace
-
-void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
+void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeights* packed) {
   const ConvGeometry& geo = c.L.geometry();
   // Depthwise kernels see one "group" of OC channels with ic = 1; dot kernels read the layer's own weight rows
   // (kernels/f32_conv.h).
@@ -44,7 +50,6 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
   const size_t MR = size_t(k.mr), IC = geo.IC, OC = geo.OC, groups = dw ? 1 : geo.groups;
   const size_t icg = dw ? 0 : geo.icg(), ocg = dw ? OC : geo.ocg(), ic = dw ? 1 : icg;
   const size_t H = c.s.H, W = c.s.W, OH = c.OH, OW = c.OW, KH = geo.KH, KW = geo.KW;
-  const ConvTapWeights* packed = dot ? nullptr : &c.L.tap_weights(MR, dw);
   const size_t panels = packed ? packed->panels : ceil_div(ocg, MR);
   const size_t w_col = dot ? ic : ic * MR;  // floats from one kernel column to the next in w
   size_t ow_lo, ow_hi, oh_lo, oh_hi;
@@ -60,7 +65,8 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
     ep.bias = c.L.bias() ? c.L.bias() + g * ocg + o0 : nullptr;
     const float* x_img = c.x + n * H * W * IC + (dw ? o0 : g * icg);
     const float* w_blk = packed ? packed->w.data() + gb * packed->panel_floats : c.L.raw() + (g * ocg + o0) * geo.kg();
-    float* y_img = c.y + n * OH * OW * OC + g * ocg + o0;
+    const size_t ldc = c.ldc;
+    float* y_img = c.y + n * OH * OW * ldc + g * ocg + o0;
     F32ConvArgs a{};
     a.m = m;
     a.ic = ic;
@@ -80,8 +86,8 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
       // Input row ih0 (only formed when a kernel row is inside).
       const float* x_row = a.kh_n ? x_img + (oh * geo.sh + kh0 * geo.dh - geo.pt) * W * IC : x_img;
       const float* w_row = w_blk + kh0 * a.w_kh;
-      float* y_row = y_img + oh * OW * OC;
-      a.y_pix = OC;
+      float* y_row = y_img + oh * OW * ldc;
+      a.y_pix = ldc;
       const auto one_pixel = [&](size_t ow) {
         size_t kw0, kw1;
         clip_taps(ow, geo.sw, geo.dw, geo.pl, W, KW, &kw0, &kw1);
@@ -90,7 +96,7 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
         a.x = a.kw_n ? x_row + (ow * geo.sw + kw0 * geo.dw - geo.pl) * IC : x_row;
         a.x_pix = a.x_kw;  // one pixel: the mGEMM kernels' x_pix == x_kw holds trivially
         a.w = w_row + kw0 * w_col;
-        a.y = y_row + ow * OC;
+        a.y = y_row + ow * ldc;
         k.run(a);
       };
       if (!full)
@@ -101,7 +107,7 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
       for (size_t ow = ow_lo; ow < (full ? ow_tiles : ow_hi); ow += NR) {
         a.n = std::min(NR, ow_hi - ow);
         a.x = x_row + (ow * geo.sw - geo.pl) * IC;
-        a.y = y_row + ow * OC;
+        a.y = y_row + ow * ldc;
         k.run(a);
       }
       if (!full)
@@ -110,7 +116,7 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
     // The column tiles of the full-window rows [f0, f1): down the band, on the wf = 1 kernel.
     a.kh_n = KH;
     a.x_pix = geo.sh * W * IC;
-    a.y_pix = OW * OC;
+    a.y_pix = OW * ldc;
     const auto column = [&](size_t ow) {
       size_t kw0, kw1;
       clip_taps(ow, geo.sw, geo.dw, geo.pl, W, KW, &kw0, &kw1);
@@ -119,7 +125,7 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
       for (size_t oh = f0; oh < f1; oh += NRc) {
         a.n = std::min(NRc, f1 - oh);
         a.x = a.kw_n ? x_img + ((oh * geo.sh - geo.pt) * W + ow * geo.sw + kw0 * geo.dw - geo.pl) * IC : x_img;
-        a.y = y_img + (oh * OW + ow) * OC;
+        a.y = y_img + (oh * OW + ow) * ldc;
         k.run_any(a);
       }
     };
@@ -127,8 +133,98 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k) {
       for (size_t ow = 0; ow < ow_lo; ++ow) column(ow);
       for (size_t ow = ow_tiles; ow < OW; ++ow) column(ow);
     }
-    c.L.post_activation(y_img + b0 * OW * OC, (b1 - b0) * OW, m, OC);
+    c.L.post_activation(y_img + b0 * OW * ldc, (b1 - b0) * OW, m, ldc);
   });
+}
+
+// The rules of auto (docs/performance.md has the measurements behind them):
+//   - mgemm where it applies and a row holds at least two whole tiles of its kernel inside the image (with one,
+//     its leftover columns cost more than direct's; with none its rows are all leftovers);
+//   - else direct, where auto may pick the dispatched direct kernel (AVX-512, NEON; not the scalar or AVX2 ones)
+//     and the output is at least 14 pixels wide or has at most 4 input channels per group (narrower outputs are
+//     mostly window edges, one-pixel tiles of few FMA chains); never for a pointwise layer (the plain GEMM scales
+//     better with threads, and the rule must not depend on the thread count);
+//   - dot for at most 8 output channels per group over 16 or more input channels (whole vectors), where auto may
+//     pick its kernel (SIMD levels);
+//   - depthwise for every layer it applies to.
+enum class Tiles { depthwise, dot, mgemm, direct };
+
+const KernelFamily<F32ConvKernel>& family_of(Tiles t) {
+  switch (t) {
+    case Tiles::depthwise: return f32_dwconv_family();
+    case Tiles::dot: return f32_conv_dot_family();
+    case Tiles::mgemm: return f32_conv_mgemm_family();
+    case Tiles::direct: break;
+  }
+  return f32_conv_direct_family();
+}
+
+template <Tiles kTiles>
+class TileAlgorithm final : public ConvAlgorithm {
+ public:
+  TileAlgorithm(const char* name, const PackedConv2d& layer) : ConvAlgorithm(name, layer) {}
+
+  bool applicable(const ConvCall& c) const override {
+    const ConvGeometry& g = L.geometry();
+    if (g.padded() && !L.finite_weights()) return false;  // see above: zero padding's NaN
+    if (kTiles == Tiles::depthwise) return g.groups == g.IC && g.groups == g.OC;
+    if (kTiles == Tiles::mgemm) return g.sw == g.dw && kernel(c) != nullptr;  // adjacent columns' inputs shared
+    return true;
+  }
+
+  bool preferred(const ConvCall& c) const override {
+    const ConvGeometry& g = L.geometry();
+    const F32ConvKernel& k = *kernel(c);
+    switch (kTiles) {
+      case Tiles::depthwise: return true;
+      case Tiles::dot: return g.ocg() <= 8 && g.icg() >= 16 && k.auto_pick;
+      case Tiles::direct: return k.auto_pick && !g.pointwise() && (c.OW >= 14 || g.icg() <= 4);
+      case Tiles::mgemm: break;
+    }
+    if (!k.auto_pick || size_t(k.wf) > g.KW) return false;
+    const size_t span = (g.KW - 1) * g.dw, W = c.s.W, lo = (g.pl + g.sw - 1) / g.sw;
+    const size_t hi = W + g.pl > span ? std::min(c.OW, (W + g.pl - span - 1) / g.sw + 1) : 0;
+    return hi > lo && hi - lo >= 2 * size_t(k.nr_for(std::min<size_t>(size_t(k.mr), g.ocg())));
+  }
+
+  void run(const ConvCall& c, void*) const override {
+    const F32ConvKernel& k = *kernel(c);
+    conv_tiles_run(c, k, k.dot ? nullptr : &weights(size_t(k.mr), k.depthwise));
+  }
+
+ private:
+  // The kernel a test named, where it is of this family, else the dispatched one (mgemm: none without SIMD).
+  static const F32ConvKernel* kernel(const ConvCall& c) {
+    const KernelFamily<F32ConvKernel>& f = family_of(kTiles);
+    const F32ConvKernel* named = c.kernel.empty() ? nullptr : f.named(c.kernel);
+    return named ? named : f.dispatched_or_null();
+  }
+
+  const ConvTapWeights& weights(size_t MR, bool depthwise) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& p : packed_)
+      if (p->mr == MR) return *p;
+    packed_.push_back(conv_pack_taps(L, MR, depthwise));
+    return *packed_.back();
+  }
+
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<ConvTapWeights>> packed_;  // one per kernel tile height used
+};
+
+}  // namespace
+
+std::unique_ptr<ConvAlgorithm> make_conv_depthwise(const PackedConv2d& L) {
+  return std::make_unique<TileAlgorithm<Tiles::depthwise>>("depthwise", L);
+}
+std::unique_ptr<ConvAlgorithm> make_conv_dot(const PackedConv2d& L) {
+  return std::make_unique<TileAlgorithm<Tiles::dot>>("dot", L);
+}
+std::unique_ptr<ConvAlgorithm> make_conv_mgemm(const PackedConv2d& L) {
+  return std::make_unique<TileAlgorithm<Tiles::mgemm>>("mgemm", L);
+}
+std::unique_ptr<ConvAlgorithm> make_conv_direct(const PackedConv2d& L) {
+  return std::make_unique<TileAlgorithm<Tiles::direct>>("direct", L);
 }
 
 }  // namespace nnkern

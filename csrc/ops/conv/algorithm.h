@@ -1,0 +1,61 @@
+// The algorithms of Conv2d (FP32). As for QConv2d (ops/qconv/algorithm.h): one object per layer and table entry
+// that owns its kernel family, its packed weights (packed on its first call), its applicability and auto rule, its
+// workspace and its run; the layer (ops/conv/layer.h) holds them in the table's order. Adding one is a file defining
+// `std::unique_ptr<ConvAlgorithm> make_conv_<name>(const PackedConv2d&)` and a line in NNKERN_CONV_ALGORITHMS.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "ops/conv/geometry.h"
+
+// The table, in the order "auto" tries it (core/algorithm.h):
+//   depthwise  groups == IC == OC: channels in vector lanes (the tile driver, ops/conv/tiles.cc)
+//   im2col     windows copied into rows of the packed FP32 GEMM; 1x1 stride-1 unpadded: the input rows themselves
+//   dot        a few output channels in registers, input channels in lanes (tiles)
+//   mgemm      output channels x pixels in registers, adjacent kernel columns' inputs reused (tiles)
+//   direct     output channels x pixels in registers straight from the input (tiles)
+//   indirect   the GEMM kernels' indirect form over a cached indirection buffer (ops/conv/gemm.cc)
+#define NNKERN_CONV_ALGORITHMS(X) X(depthwise) X(im2col) X(dot) X(mgemm) X(direct) X(indirect)
+
+namespace nnkern {
+
+class PackedConv2d;
+
+// One call as the algorithms see it: the input, and the output y with ldc floats from one pixel to the next (a
+// channel slice of a wider buffer where ldc > OC). kernel: "" or a kernel's name (tests: the algorithm uses it where
+// it is one of its family's, or for the GEMM-based ones an ISA level's name).
+struct ConvCall {
+  const PackedConv2d& L;
+  ConvInputShape s;
+  size_t OH, OW;
+  const float* x;
+  float* y;
+  size_t ldc;
+  const std::string& kernel;
+  size_t M() const { return s.N * OH * OW; }
+};
+
+class ConvAlgorithm {
+ public:
+  ConvAlgorithm(const char* name, const PackedConv2d& layer) : name(name), L(layer) {}
+  virtual ~ConvAlgorithm() = default;
+  ConvAlgorithm(const ConvAlgorithm&) = delete;
+  ConvAlgorithm& operator=(const ConvAlgorithm&) = delete;
+
+  virtual bool applicable(const ConvCall& c) const = 0;
+  virtual bool preferred(const ConvCall& c) const { return true; }  // auto's rule, where it applies
+  virtual size_t workspace_bytes(const ConvCall& c) const { return 0; }
+  virtual void run(const ConvCall& c, void* workspace) const = 0;
+
+  const char* const name;
+
+ protected:
+  const PackedConv2d& L;
+};
+
+#define NNKERN_CONV_DECLARE_(name) std::unique_ptr<ConvAlgorithm> make_conv_##name(const PackedConv2d& layer);
+NNKERN_CONV_ALGORITHMS(NNKERN_CONV_DECLARE_)
+#undef NNKERN_CONV_DECLARE_
+
+}  // namespace nnkern
