@@ -41,7 +41,7 @@ struct Pool2dKernel {
   Pool2dRowsUkernel rows;
 };
 
-// The same loops (kernels/pool2d_loop.inc) compiled per ISA: channels in vector lanes, auto-vectorized.
+// The same loops (kernels/inc/pool2d_loop.inc) compiled per ISA: channels in vector lanes, auto-vectorized.
 extern const Pool2dKernel pool2d__scalar;  // baseline (SSE2 on x86-64, NEON on aarch64)
 extern const Pool2dKernel pool2d__avx2;
 extern const Pool2dKernel pool2d__avx512;

@@ -4,7 +4,7 @@
 // For layers with at most kQConvLowOfmMaxOc output channels (an image's RGB output, a segmentation head),
 // vector lanes run along output PIXELS, not channels: per tap and group of 4 input channels, the 4 bytes of
 // each of L consecutive output pixels' input are brought into one vector (in-register transposes of pixel
-// loads, vpgatherdd for leftover groups: kernels/qconv_low_ofm_tile.inc), multiplied by one
+// loads, vpgatherdd for leftover groups: kernels/inc/qconv_low_ofm_tile.inc), multiplied by one
 // output channel's 4 weights broadcast (vpdpbusd or an exact widening equivalent), one accumulator per output
 // channel. One call computes the n output pixels j < n of one output row, m <= 4 output channels:
 //   v(o, j) = sum over r < kh_n, kw < KW, p < 4 * G of

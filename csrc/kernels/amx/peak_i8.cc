@@ -10,7 +10,7 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/amx/tile_config.inc"
+#include "kernels/inc/amx_tile_config.inc"
 
 int amx_loop(size_t iters, double* ops_per_iter) {
   TileConfig cfg;

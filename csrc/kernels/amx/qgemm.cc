@@ -28,10 +28,10 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/qepilogue_vec.inc"
-#include "kernels/qgemm_zmm.inc"
-#include "kernels/amx/tile_config.inc"
-#include "kernels/qgemm_panel_sums_zmm.inc"
+#include "kernels/inc/qepilogue_vec.inc"
+#include "kernels/inc/qgemm_zmm.inc"
+#include "kernels/inc/amx_tile_config.inc"
+#include "kernels/inc/qgemm_panel_sums_zmm.inc"
 
 constexpr int kMR = 32, kNR = 32, kChunk = 64;  // k per tile step
 constexpr size_t kGroupRow = size_t(kMR) * 4;   // bytes of one packed group row (32 channels x 4 k)

@@ -14,6 +14,8 @@
 #include "kernels/f32_activation.h"
 #include "kernels/f32_activation_coeffs.h"
 
+#define NNK_INLINE inline __attribute__((always_inline))
+
 namespace nnkern {
 namespace {
 
@@ -105,49 +107,17 @@ struct ExpNeg {
   }
 };
 
-struct Ymm {  // the loop's vector operations (kernels/f32_activation_loop.inc)
-  using V = __m256;
-  using Mask = __m256i;
-  static constexpr size_t kLanes = 8;
-  static Mask first_lanes(size_t count) {
-    const int c = count >= 8 ? 8 : int(count);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  }
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static void stream(float* p, V v) { _mm256_stream_ps(p, v); }
-  static V maskz_load(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }  // vmaskmovps: no fault
-  static void mask_store(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
-};
+#include "kernels/inc/f32_ymm.inc"
+#include "kernels/inc/f32_activation_loop.inc"
 
-#include "kernels/f32_activation_loop.inc"
-
-template <typename F, bool Stream = false>
-void run(size_t n, const float* x, float* y) { activation_loop<Ymm, F, Stream>(n, x, y); }
+using SigmoidScalef = ExpNeg<false, 2, true>;
+using SigmoidAccurate = ExpNeg<false, 5, true>;
+using TanhScalef = ExpNeg<true, 2, true>;
+using TanhAccurate = ExpNeg<true, 5, true>;
 
 }  // namespace
 
-void f32_sigmoid__avx2_minimax(size_t n, const float* x, float* y) { run<Minimax<false>>(n, x, y); }
-void f32_sigmoid__avx2_scalef(size_t n, const float* x, float* y) { run<ExpNeg<false, 2, true>>(n, x, y); }
-void f32_sigmoid__avx2_accurate(size_t n, const float* x, float* y) { run<ExpNeg<false, 5, true>>(n, x, y); }
-void f32_tanh__avx2_minimax(size_t n, const float* x, float* y) { run<Minimax<true>>(n, x, y); }
-void f32_tanh__avx2_scalef(size_t n, const float* x, float* y) { run<ExpNeg<true, 2, true>>(n, x, y); }
-void f32_tanh__avx2_accurate(size_t n, const float* x, float* y) { run<ExpNeg<true, 5, true>>(n, x, y); }
-void f32_sigmoid__avx2_minimax_stream(size_t n, const float* x, float* y) { run<Minimax<false>, true>(n, x, y); }
-void f32_sigmoid__avx2_scalef_stream(size_t n, const float* x, float* y) { run<ExpNeg<false, 2, true>, true>(n, x, y); }
-void f32_sigmoid__avx2_accurate_stream(size_t n, const float* x, float* y) { run<ExpNeg<false, 5, true>, true>(n, x, y); }
-void f32_tanh__avx2_minimax_stream(size_t n, const float* x, float* y) { run<Minimax<true>, true>(n, x, y); }
-void f32_tanh__avx2_scalef_stream(size_t n, const float* x, float* y) { run<ExpNeg<true, 2, true>, true>(n, x, y); }
-void f32_tanh__avx2_accurate_stream(size_t n, const float* x, float* y) { run<ExpNeg<true, 5, true>, true>(n, x, y); }
-
-const F32ActivationKernels f32_activation__avx2 = {
-    "avx2",
-    {f32_sigmoid__avx2_minimax, f32_sigmoid__avx2_scalef, f32_sigmoid__avx2_accurate},
-    {f32_tanh__avx2_minimax, f32_tanh__avx2_scalef, f32_tanh__avx2_accurate},
-    {"f32_sigmoid__avx2_minimax", "f32_sigmoid__avx2_scalef", "f32_sigmoid__avx2_accurate"},
-    {"f32_tanh__avx2_minimax", "f32_tanh__avx2_scalef", "f32_tanh__avx2_accurate"},
-    {f32_sigmoid__avx2_minimax_stream, f32_sigmoid__avx2_scalef_stream, f32_sigmoid__avx2_accurate_stream},
-    {f32_tanh__avx2_minimax_stream, f32_tanh__avx2_scalef_stream, f32_tanh__avx2_accurate_stream},
-};
+NNK_ACTIVATION_SET(avx2, Avx2F32, Minimax<false>, SigmoidScalef, SigmoidAccurate, Minimax<true>, TanhScalef,
+                   TanhAccurate)
 
 }  // namespace nnkern

@@ -1,4 +1,4 @@
-// FP32 direct and mGEMM convolution kernels for AVX2 + FMA, instances of kernels/f32_conv_tile.inc.
+// FP32 direct and mGEMM convolution kernels for AVX2 + FMA, instances of kernels/inc/f32_conv_tile.inc.
 //
 // Register budget (seed C3, 16 ymm; AVX2 has no embedded broadcast, so an input takes a register):
 //   direct 16 x {12, 6}: nr v = 12 accumulators + v weight vectors + the one broadcast in flight (seed O1's
@@ -22,8 +22,8 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/avx2/f32_traits.inc"
-#include "kernels/f32_conv_tile.inc"
+#include "kernels/inc/f32_ymm.inc"
+#include "kernels/inc/f32_conv_tile.inc"
 
 using Direct = F32ConvTemplate<Avx2F32, 16, 1, 12, 6, 0, 0>;
 using MGemm = F32ConvTemplate<Avx2F32, 16, 3, 5, 2, 0, 0>;

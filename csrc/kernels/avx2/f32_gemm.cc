@@ -1,5 +1,5 @@
 // FP32 GEMM micro-kernel for AVX2 + FMA: oneDNN's 16x6 register tile (seeds O1, O3-O6), plain and
-// indirect forms, both instances of the x86 tile template (kernels/f32_gemm_tile.inc).
+// indirect forms, both instances of the x86 tile template (kernels/inc/f32_gemm_tile.inc).
 //
 // Column-major terms (see kernels/f32_gemm.h): per k step p, two ymm hold the 16-float column A(:, p),
 // each B(p, j) is broadcast (vbroadcastss) and multiplied into 2 of 12 accumulators (vfmadd231ps).
@@ -28,13 +28,13 @@ namespace nnkern {
 namespace {
 
 // Lane i of mask(r) is all-ones iff i < r (1 <= r <= 8).
-#include "kernels/avx2/f32_traits.inc"
+#include "kernels/inc/f32_ymm.inc"
 
 #define NNK_F32_GEMM_UNROLL 4
 // No prefetch for the copying tiles: on one Sapphire Rapids core the AVX2 kernel lost 3-8% with 8 steps ahead
 // (sgemm 16x1024x1024 72-77 -> 70-71, 24x512x2048 89-90 -> 81-85, 32x1024x1024 89-90 -> 84-87).
 #define NNK_F32_GEMM_COPY_PREFETCH 0
-#include "kernels/f32_gemm_tile.inc"
+#include "kernels/inc/f32_gemm_tile.inc"
 
 using Kernel = F32GemmTemplate<Avx2F32, 16, 6>;
 

@@ -11,7 +11,7 @@ namespace {
 #define ADD _mm256_add_ps
 #define TO_F32 _mm256_cvtss_f32
 #define LANES 8
-#include "kernels/peak_loop.inc"
+#include "kernels/inc/peak_loop.inc"
 
 }  // namespace
 

@@ -1,7 +1,7 @@
-// pool2d with AVX2: the loops of kernels/pool2d_loop.inc compiled for 32-byte vectors (vpmaxub, vpaddw,
+// pool2d with AVX2: the loops of kernels/inc/pool2d_loop.inc compiled for 32-byte vectors (vpmaxub, vpaddw,
 // vcvtdq2ps ... from the compiler; no intrinsics).
 #define NNKERN_POOL_VEC_BYTES 32
-#include "kernels/pool2d_loop.inc"
+#include "kernels/inc/pool2d_loop.inc"
 
 namespace nnkern {
 const Pool2dKernel pool2d__avx2 = {"pool2d__avx2", pool2d_rows};

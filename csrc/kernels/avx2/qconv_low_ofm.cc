@@ -1,7 +1,7 @@
 // Low-output-channel INT8 convolution micro-kernel for AVX2 (kernels/qconv_low_ofm.h): 2 vectors of 8
 // output pixels x up to 4 output channels, each pixel's 4 input bytes per lane (transposed, or gathered for
-// leftover groups: kernels/qconv_low_ofm_tile.inc), the exact widening dot
-// product (kernels/low_ofm_widen.inc: vpmaddwd on zero- / sign-extended byte pairs, no saturating vpmaddubsw).
+// leftover groups: kernels/inc/qconv_low_ofm_tile.inc), the exact widening dot
+// product (kernels/inc/low_ofm_widen.inc: vpmaddwd on zero- / sign-extended byte pairs, no saturating vpmaddubsw).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -14,11 +14,11 @@ namespace nnkern {
 namespace {
 
 #define NNK_INLINE inline __attribute__((always_inline))
-#include "kernels/qgemm_ymm.inc"
-#include "kernels/qepilogue_vec.inc"
-#include "kernels/low_ofm_ymm.inc"
-#include "kernels/low_ofm_widen.inc"
-#include "kernels/qconv_low_ofm_tile.inc"
+#include "kernels/inc/qgemm_ymm.inc"
+#include "kernels/inc/qepilogue_vec.inc"
+#include "kernels/inc/low_ofm_ymm.inc"
+#include "kernels/inc/low_ofm_widen.inc"
+#include "kernels/inc/qconv_low_ofm_tile.inc"
 
 using Kernel = QConvLowOfmTemplate<LowOfmWiden<LowOfmYmm>, 2, 2>;
 

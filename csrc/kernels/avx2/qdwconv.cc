@@ -12,8 +12,8 @@ namespace nnkern {
 namespace {
 
 #define NNK_INLINE inline __attribute__((always_inline))
-#include "kernels/qgemm_ymm.inc"
-#include "kernels/qepilogue_vec.inc"
+#include "kernels/inc/qgemm_ymm.inc"
+#include "kernels/inc/qepilogue_vec.inc"
 
 struct DwYmm : YmmOps {
   static NNK_INLINE V load_u8(const uint8_t* p) {
@@ -28,7 +28,7 @@ struct DwYmm : YmmOps {
   static NNK_INLINE V madd(V acc, V x, V w) { return add(acc, mullo(x, w)); }  // vpmulld: any int32 w
 };
 
-#include "kernels/qdwconv_tile.inc"
+#include "kernels/inc/qdwconv_tile.inc"
 
 }  // namespace
 

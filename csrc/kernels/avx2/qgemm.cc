@@ -15,8 +15,8 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/qgemm_tile.inc"
-#include "kernels/qgemm_ymm.inc"
+#include "kernels/inc/qgemm_tile.inc"
+#include "kernels/inc/qgemm_ymm.inc"
 
 struct S16 : YmmOps {
   static constexpr int G = 2;

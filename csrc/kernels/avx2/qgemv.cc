@@ -124,7 +124,7 @@ void gemv_m(size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b, 
   } while (k0 < K);
 }
 
-#include "kernels/qgemv_run.inc"
+#include "kernels/inc/qgemv_run.inc"
 
 }  // namespace
 

@@ -88,7 +88,7 @@ struct Ymm {
   }
 };
 
-#include "kernels/f32_minmax_loop.inc"
+#include "kernels/inc/f32_minmax_loop.inc"
 
 void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Ymm>(x, n, lo, hi); }
 

@@ -13,7 +13,7 @@
 //             Newton step (no inf * 0 possible), f = e r = sigmoid(-|x|), y = x >= 0 ? 1 - f : f.
 //   tanh:     (scalef, accurate) on |x| with the sign of x restored: 2 sigmoid(2|x|) - 1 (scalef) or
 //             1 - 2 sigmoid(-2|x|) (accurate), clamped at 0 below.
-// Loop: kernels/f32_activation_loop.inc (4 vectors per iteration, aligned loads or, for the *_stream
+// Loop: kernels/inc/f32_activation_loop.inc (4 vectors per iteration, aligned loads or, for the *_stream
 // variants, aligned vmovntps stores, a masked head and tail).
 #include <immintrin.h>
 
@@ -21,6 +21,8 @@
 
 #include "kernels/f32_activation.h"
 #include "kernels/f32_activation_coeffs.h"
+
+#define NNK_INLINE inline __attribute__((always_inline))
 
 namespace nnkern {
 namespace {
@@ -118,46 +120,12 @@ struct Accurate {
   }
 };
 
-struct Zmm {  // the loop's vector operations (kernels/f32_activation_loop.inc)
-  using V = __m512;
-  using Mask = __mmask16;
-  static constexpr size_t kLanes = 16;
-  static Mask first_lanes(size_t count) { return count >= 16 ? Mask(0xFFFF) : Mask((1u << count) - 1); }
-  static V load(const float* p) { return _mm512_loadu_ps(p); }
-  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static void stream(float* p, V v) { _mm512_stream_ps(p, v); }
-  static V maskz_load(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
-  static void mask_store(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
-};
-
-#include "kernels/f32_activation_loop.inc"
-
-template <typename F, bool Stream = false>
-void run(size_t n, const float* x, float* y) { activation_loop<Zmm, F, Stream>(n, x, y); }
+#include "kernels/inc/f32_zmm.inc"
+#include "kernels/inc/f32_activation_loop.inc"
 
 }  // namespace
 
-void f32_sigmoid__avx512_minimax(size_t n, const float* x, float* y) { run<Minimax<false>>(n, x, y); }
-void f32_sigmoid__avx512_scalef(size_t n, const float* x, float* y) { run<Scalef<false>>(n, x, y); }
-void f32_sigmoid__avx512_accurate(size_t n, const float* x, float* y) { run<Accurate<false>>(n, x, y); }
-void f32_tanh__avx512_minimax(size_t n, const float* x, float* y) { run<Minimax<true>>(n, x, y); }
-void f32_tanh__avx512_scalef(size_t n, const float* x, float* y) { run<Scalef<true>>(n, x, y); }
-void f32_tanh__avx512_accurate(size_t n, const float* x, float* y) { run<Accurate<true>>(n, x, y); }
-void f32_sigmoid__avx512_minimax_stream(size_t n, const float* x, float* y) { run<Minimax<false>, true>(n, x, y); }
-void f32_sigmoid__avx512_scalef_stream(size_t n, const float* x, float* y) { run<Scalef<false>, true>(n, x, y); }
-void f32_sigmoid__avx512_accurate_stream(size_t n, const float* x, float* y) { run<Accurate<false>, true>(n, x, y); }
-void f32_tanh__avx512_minimax_stream(size_t n, const float* x, float* y) { run<Minimax<true>, true>(n, x, y); }
-void f32_tanh__avx512_scalef_stream(size_t n, const float* x, float* y) { run<Scalef<true>, true>(n, x, y); }
-void f32_tanh__avx512_accurate_stream(size_t n, const float* x, float* y) { run<Accurate<true>, true>(n, x, y); }
-
-const F32ActivationKernels f32_activation__avx512 = {
-    "avx512",
-    {f32_sigmoid__avx512_minimax, f32_sigmoid__avx512_scalef, f32_sigmoid__avx512_accurate},
-    {f32_tanh__avx512_minimax, f32_tanh__avx512_scalef, f32_tanh__avx512_accurate},
-    {"f32_sigmoid__avx512_minimax", "f32_sigmoid__avx512_scalef", "f32_sigmoid__avx512_accurate"},
-    {"f32_tanh__avx512_minimax", "f32_tanh__avx512_scalef", "f32_tanh__avx512_accurate"},
-    {f32_sigmoid__avx512_minimax_stream, f32_sigmoid__avx512_scalef_stream, f32_sigmoid__avx512_accurate_stream},
-    {f32_tanh__avx512_minimax_stream, f32_tanh__avx512_scalef_stream, f32_tanh__avx512_accurate_stream},
-};
+NNK_ACTIVATION_SET(avx512, Avx512F32, Minimax<false>, Scalef<false>, Accurate<false>, Minimax<true>, Scalef<true>,
+                   Accurate<true>)
 
 }  // namespace nnkern

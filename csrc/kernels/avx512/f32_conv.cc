@@ -1,4 +1,4 @@
-// FP32 direct and mGEMM convolution kernels for AVX-512 (F), instances of kernels/f32_conv_tile.inc.
+// FP32 direct and mGEMM convolution kernels for AVX-512 (F), instances of kernels/inc/f32_conv_tile.inc.
 //
 // Register budget (seed C3: accumulators + channel vectors + inputs within the 32 zmm, leaving one spare):
 //   direct 64 x {24, 12, 8, 6}: v channel vectors x nr pixels = 24 accumulators + v weight vectors + the one
@@ -26,8 +26,8 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/avx512/f32_traits.inc"
-#include "kernels/f32_conv_tile.inc"
+#include "kernels/inc/f32_zmm.inc"
+#include "kernels/inc/f32_conv_tile.inc"
 
 using Direct = F32ConvTemplate<Avx512F32, 64, 1, 24, 12, 8, 6>;
 using MGemm = F32ConvTemplate<Avx512F32, 32, 3, 14, 8, 0, 0>;

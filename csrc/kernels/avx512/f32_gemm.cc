@@ -1,5 +1,5 @@
 // FP32 GEMM micro-kernel for AVX-512 (F): a 48x8 register tile, the 512-bit analogue of seed O1, plain
-// and indirect forms, both instances of the x86 tile template (kernels/f32_gemm_tile.inc).
+// and indirect forms, both instances of the x86 tile template (kernels/inc/f32_gemm_tile.inc).
 //
 // Why 48 x 8 (MR x NR): 32 zmm registers hold 24 accumulators (3 zmm of A rows x 8 B columns), the
 // 3 zmm of the A column and the broadcasts of B. 24 independent FMA chains are 3x the 8 needed to
@@ -30,14 +30,14 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/avx512/f32_traits.inc"
+#include "kernels/inc/f32_zmm.inc"
 
 #define NNK_F32_GEMM_UNROLL 1
 // One Sapphire Rapids core, sgemm, interleaved rounds of four A/B runs: 16x1024x1024 101-104 -> 117-122 GFLOP/s,
 // 32x1024x1024 128-136 -> 140-154, 24x512x2048 120-128 -> 134-142; 128^3, 256^3, 64x2048x512 and 1024^3 within
 // the noise; 4 steps gained as much but lost 3% on 64x2048x512.
 #define NNK_F32_GEMM_COPY_PREFETCH 8
-#include "kernels/f32_gemm_tile.inc"
+#include "kernels/inc/f32_gemm_tile.inc"
 
 using Kernel = F32GemmTemplate<Avx512F32, 48, 8>;
 

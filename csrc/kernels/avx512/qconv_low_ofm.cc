@@ -1,6 +1,6 @@
 // Low-output-channel INT8 convolution micro-kernel for AVX-512 without VNNI (kernels/qconv_low_ofm.h): the
 // AVX-512 VNNI kernel's template and block (2 vectors of 16 pixels x 4 channels) on the exact widening dot
-// product (kernels/low_ofm_widen.inc: vpmaddwd on zero- / sign-extended byte pairs).
+// product (kernels/inc/low_ofm_widen.inc: vpmaddwd on zero- / sign-extended byte pairs).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -13,11 +13,11 @@ namespace nnkern {
 namespace {
 
 #define NNK_INLINE inline __attribute__((always_inline))
-#include "kernels/qgemm_zmm.inc"
-#include "kernels/qepilogue_vec.inc"
-#include "kernels/low_ofm_zmm.inc"
-#include "kernels/low_ofm_widen.inc"
-#include "kernels/qconv_low_ofm_tile.inc"
+#include "kernels/inc/qgemm_zmm.inc"
+#include "kernels/inc/qepilogue_vec.inc"
+#include "kernels/inc/low_ofm_zmm.inc"
+#include "kernels/inc/low_ofm_widen.inc"
+#include "kernels/inc/qconv_low_ofm_tile.inc"
 
 using Kernel = QConvLowOfmTemplate<LowOfmWiden<LowOfmZmm>, 2, 4>;
 

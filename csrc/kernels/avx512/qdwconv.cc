@@ -15,16 +15,16 @@ namespace nnkern {
 namespace {
 
 #define NNK_INLINE inline __attribute__((always_inline))
-#include "kernels/qgemm_zmm.inc"
-#include "kernels/qepilogue_vec.inc"
-#include "kernels/qdwconv_zmm.inc"
+#include "kernels/inc/qgemm_zmm.inc"
+#include "kernels/inc/qepilogue_vec.inc"
+#include "kernels/inc/qdwconv_zmm.inc"
 
 struct DwZmm : DwZmmLoads {
   // acc + x * w for x in [0, 255] (high word 0) and w in int16: the high words' product is 0 * sign.
   static NNK_INLINE V madd(V acc, V x, V w) { return _mm512_add_epi32(acc, _mm512_madd_epi16(x, w)); }
 };
 
-#include "kernels/qdwconv_tile.inc"
+#include "kernels/inc/qdwconv_tile.inc"
 
 }  // namespace
 

@@ -19,8 +19,8 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/qgemm_tile.inc"
-#include "kernels/qgemm_zmm.inc"
+#include "kernels/inc/qgemm_tile.inc"
+#include "kernels/inc/qgemm_zmm.inc"
 
 struct S16 : ZmmOps {
   static constexpr int G = 2;

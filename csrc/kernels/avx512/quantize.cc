@@ -64,7 +64,7 @@ struct Zmm {
   static float reduce_max(V v) { return _mm512_reduce_max_ps(v); }
 };
 
-#include "kernels/f32_minmax_loop.inc"
+#include "kernels/inc/f32_minmax_loop.inc"
 
 void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Zmm>(x, n, lo, hi); }
 

@@ -11,7 +11,7 @@ namespace {
 #define ADD _mm512_add_epi32
 #define TO_I32(v) _mm_cvtsi128_si32(_mm512_castsi512_si128(v))
 #define OPS_PER_DOT (16 * 4 * 2)
-#include "kernels/peak_loop_i8.inc"
+#include "kernels/inc/peak_loop_i8.inc"
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 // Direct INT8 convolution micro-kernel for AVX-512 VNNI (kernels/qconv_direct.h): 6 output pixels x 4 zmm of
 // 16 output channels (24 accumulators), vpbroadcastd of each pixel's 4 input bytes, vpdpbusd against the c4
-// packed weights (kernels/qconv_direct_tile.inc).
+// packed weights (kernels/inc/qconv_direct_tile.inc).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -13,14 +13,14 @@ namespace nnkern {
 namespace {
 
 #define NNK_INLINE inline __attribute__((always_inline))
-#include "kernels/qgemm_zmm.inc"
-#include "kernels/qepilogue_vec.inc"
+#include "kernels/inc/qgemm_zmm.inc"
+#include "kernels/inc/qepilogue_vec.inc"
 
 struct DirectZmmVnni : ZmmOps {
   static NNK_INLINE V dot(V acc, V x, V w) { return _mm512_dpbusd_epi32(acc, x, w); }
 };
 
-#include "kernels/qconv_direct_tile.inc"
+#include "kernels/inc/qconv_direct_tile.inc"
 
 }  // namespace
 

@@ -1,7 +1,7 @@
 // Low-output-channel INT8 convolution micro-kernel for AVX-512 VNNI (kernels/qconv_low_ofm.h, seed I11):
 // 2 vectors of 16 output pixels x up to 4 output channels (8 accumulators), each pixel's 4 input bytes per
 // lane (transposed, or gathered for leftover groups), vpdpbusd against one channel's 4 weights broadcast
-// (kernels/qconv_low_ofm_tile.inc).
+// (kernels/inc/qconv_low_ofm_tile.inc).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -14,9 +14,9 @@ namespace nnkern {
 namespace {
 
 #define NNK_INLINE inline __attribute__((always_inline))
-#include "kernels/qgemm_zmm.inc"
-#include "kernels/qepilogue_vec.inc"
-#include "kernels/low_ofm_zmm.inc"
+#include "kernels/inc/qgemm_zmm.inc"
+#include "kernels/inc/qepilogue_vec.inc"
+#include "kernels/inc/low_ofm_zmm.inc"
 
 struct LowOfmZmmVnni : LowOfmZmm {
   using XP = V;
@@ -26,7 +26,7 @@ struct LowOfmZmmVnni : LowOfmZmm {
   static NNK_INLINE V dot(V acc, V x, V w) { return _mm512_dpbusd_epi32(acc, x, w); }
 };
 
-#include "kernels/qconv_low_ofm_tile.inc"
+#include "kernels/inc/qconv_low_ofm_tile.inc"
 
 using Kernel = QConvLowOfmTemplate<LowOfmZmmVnni, 2, 4>;
 

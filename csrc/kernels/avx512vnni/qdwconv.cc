@@ -15,15 +15,15 @@ namespace nnkern {
 namespace {
 
 #define NNK_INLINE inline __attribute__((always_inline))
-#include "kernels/qgemm_zmm.inc"
-#include "kernels/qepilogue_vec.inc"
-#include "kernels/qdwconv_zmm.inc"
+#include "kernels/inc/qgemm_zmm.inc"
+#include "kernels/inc/qepilogue_vec.inc"
+#include "kernels/inc/qdwconv_zmm.inc"
 
 struct DwZmmVnni : DwZmmLoads {
   static NNK_INLINE V madd(V acc, V x, V w) { return _mm512_dpwssd_epi32(acc, x, w); }
 };
 
-#include "kernels/qdwconv_tile.inc"
+#include "kernels/inc/qdwconv_tile.inc"
 
 }  // namespace
 

@@ -17,9 +17,9 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/qgemm_tile.inc"
-#include "kernels/qgemm_zmm.inc"
-#include "kernels/qgemm_panel_sums_zmm.inc"
+#include "kernels/inc/qgemm_tile.inc"
+#include "kernels/inc/qgemm_zmm.inc"
+#include "kernels/inc/qgemm_panel_sums_zmm.inc"
 
 struct U8S8 : ZmmOps {
   static constexpr int G = 4;
@@ -194,7 +194,7 @@ void gemv_m(size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b, 
 // packing B even for the AMX kernel (one Sapphire Rapids core, 12 x 1024 x 1024: 385 against 364 GOP/s on
 // AMX, 285 on the VNNI tile; 12 x 4096 x 1024: 276 against 180); at 16 rows it no longer does everywhere.
 #define NNK_GEMV_MAX_M 12
-#include "kernels/qgemv_run.inc"
+#include "kernels/inc/qgemv_run.inc"
 
 }  // namespace
 

@@ -12,9 +12,9 @@ namespace nnkern {
 namespace {
 
 #define NNK_INLINE inline __attribute__((always_inline))
-#include "kernels/qgemm_ymm.inc"
-#include "kernels/qepilogue_vec.inc"
-#include "kernels/low_ofm_ymm.inc"
+#include "kernels/inc/qgemm_ymm.inc"
+#include "kernels/inc/qepilogue_vec.inc"
+#include "kernels/inc/low_ofm_ymm.inc"
 
 struct LowOfmYmmVnni : LowOfmYmm {
   using XP = V;
@@ -24,7 +24,7 @@ struct LowOfmYmmVnni : LowOfmYmm {
   static NNK_INLINE V dot(V acc, V x, V w) { return _mm256_dpbusd_avx_epi32(acc, x, w); }
 };
 
-#include "kernels/qconv_low_ofm_tile.inc"
+#include "kernels/inc/qconv_low_ofm_tile.inc"
 
 using Kernel = QConvLowOfmTemplate<LowOfmYmmVnni, 2, 2>;
 

@@ -12,8 +12,8 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/qgemm_tile.inc"
-#include "kernels/qgemm_ymm.inc"
+#include "kernels/inc/qgemm_tile.inc"
+#include "kernels/inc/qgemm_ymm.inc"
 
 struct U8S8 : YmmOps {
   static constexpr int G = 4;

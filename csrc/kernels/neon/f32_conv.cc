@@ -1,5 +1,5 @@
 // FP32 direct, mGEMM, depthwise and dot convolution kernels for AArch64 NEON (ARMv8.0 Advanced SIMD, level neon;
-// contract: kernels/f32_conv.h). The structure of the x86 template (kernels/f32_conv_tile.inc): one tile<kNV, kN>
+// contract: kernels/f32_conv.h). The structure of the x86 template (kernels/inc/f32_conv_tile.inc): one tile<kNV, kN>
 // per (channel vectors, pixels), pieces of 8, 4, 2 and 1 pixels below nr; but the inputs are used BY LANE, as
 // mGEMM (Park, Bin, Lee, MobiSys 2022) designs it for ARMv8: each pixel's input channels c..c+3 are one 128-bit
 // load and feed 4 lane steps (`fmla v.4s, v.4s, v.s[l]`), each step one input channel against its kNV weight
@@ -78,7 +78,7 @@ namespace {
 
 constexpr int L = 4;  // floats per vector
 
-#include "kernels/neon/static_for.inc"
+#include "kernels/inc/neon_static_for.inc"
 
 // Lanes [0, r) of p (r = 1..4), zero above: p[r..3] are never read.
 NNK_INLINE float32x4_t load_partial(const float* p, int r) {
@@ -120,7 +120,7 @@ struct Tail {
   }
 };
 
-#include "kernels/f32_conv_run.inc"
+#include "kernels/inc/f32_conv_run.inc"
 
 // Bias (zero without one), + clamp, stored: the last vector's r = m - 4 (kNV - 1) lanes only.
 template <int kNV, int kN>

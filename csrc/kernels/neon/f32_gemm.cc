@@ -72,7 +72,7 @@ constexpr size_t kStageK = 64;  // k steps per staged A chunk (an 8 x 64 float p
 
 enum BMode : int { kBroadcast = 0, kLanes = 1 };
 
-#include "kernels/neon/static_for.inc"
+#include "kernels/inc/neon_static_for.inc"
 
 // The B operand as the hot loop walks it: kLanes keeps one pointer to B(p, 0) (the columns follow it
 // contiguously), kBroadcast one pointer per column. Each step advances them by b_stride.

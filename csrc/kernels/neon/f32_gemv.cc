@@ -155,7 +155,7 @@ __attribute__((noinline)) void dot_tile(size_t k, const float* a, size_t lda, co
     }
 }
 
-#include "kernels/f32_gemv_dot.inc"  // dot_tiles: (m, n) -> dot_tile<m, n>
+#include "kernels/inc/f32_gemv_dot.inc"  // dot_tiles: (m, n) -> dot_tile<m, n>
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 // Depthwise INT8 micro-kernel for AArch64 NEON (ARMv8.0 baseline; kernels/qdwconv.h): channels in vector lanes,
-// taps in the loop, through the depthwise template (kernels/qdwconv_tile.inc) and the shared output stage
-// (kernels/qepilogue_vec.inc). One template vector is 8 channels: the uint8 inputs widened exactly to one
+// taps in the loop, through the depthwise template (kernels/inc/qdwconv_tile.inc) and the shared output stage
+// (kernels/inc/qepilogue_vec.inc). One template vector is 8 channels: the uint8 inputs widened exactly to one
 // int16x8 (LDR d + UXTL), the packed int32 weights' low halves as one int16x8 (UZP1 of two q registers: the
 // contract keeps every weight within int16, so the low half is the value), and two int32x4 accumulators fed
 // by SMLAL / SMLAL2: x * w is at most 255 * 32768 in magnitude, the sums wrap modulo 2^32 like every other
@@ -46,7 +46,7 @@ struct DwNeon {
   using VF = F32x8;
   static constexpr int L = 8;
 
-  // The output stage's operations (kernels/qepilogue_vec.inc); the stores write cnt <= L lanes.
+  // The output stage's operations (kernels/inc/qepilogue_vec.inc); the stores write cnt <= L lanes.
   static NNK_INLINE V zero() { return {vdupq_n_s32(0), vdupq_n_s32(0)}; }
   static NNK_INLINE V load(const int32_t* p) { return {vld1q_s32(p), vld1q_s32(p + 4)}; }
   static NNK_INLINE V add(V a, V b) { return {vaddq_s32(a.lo, b.lo), vaddq_s32(a.hi, b.hi)}; }
@@ -91,7 +91,7 @@ struct DwNeon {
     __builtin_memcpy(p, t, size_t(cnt));
   }
 
-  // The depthwise operands (kernels/qdwconv_tile.inc).
+  // The depthwise operands (kernels/inc/qdwconv_tile.inc).
   static NNK_INLINE int16x8_t load_u8(const uint8_t* p) { return vreinterpretq_s16_u16(vmovl_u8(vld1_u8(p))); }
   static NNK_INLINE int16x8_t load_u8_part(const uint8_t* p, int n) {
     uint8_t t[L] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -109,8 +109,8 @@ struct DwNeon {
   }
 };
 
-#include "kernels/qepilogue_vec.inc"
-#include "kernels/qdwconv_tile.inc"
+#include "kernels/inc/qepilogue_vec.inc"
+#include "kernels/inc/qdwconv_tile.inc"
 
 }  // namespace
 

@@ -41,7 +41,7 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/qgemm_neon.inc"
+#include "kernels/inc/qgemm_neon.inc"
 
 // uint8 activations minus their zero point, int8 weights minus theirs: int16 lanes.
 struct U8Operands {

@@ -33,7 +33,7 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/qgemm_neon.inc"
+#include "kernels/inc/qgemm_neon.inc"
 
 template <int G>
 NNK_INLINE void dot_group(int32x4_t (&acc)[kTileN][2], const int8_t* w, const int8x16_t (&xv)[kTileN]) {

@@ -13,7 +13,7 @@
 //    4 activations   row pairs (uint8x16)
 //    4 weights       channel pairs (int8x16)
 //   = 24 live. After the K loop, ZIP1/ZIP2 on 64-bit lanes turn the 2 x 2 blocks into rows of 4 channels
-//   for the shared store (kernels/qgemm_neon.inc).
+//   for the shared store (kernels/inc/qgemm_neon.inc).
 // Loads per MAC: per 8 k, 8 activation loads (8 bytes) + 4 weight loads (16 bytes) = 12 loads for
 // 8 x 8 x 8 = 512 MACs: 0.023 loads/MAC, with 16 USMMLA (32 MACs each) doing what 32 SDOT or 128 SMLAL do.
 // Inner loop as built (aarch64-linux-gnu-g++ 12.2 -O3 -march=armv8.2-a+dotprod+i8mm,
@@ -34,7 +34,7 @@
 namespace nnkern {
 namespace {
 
-#include "kernels/qgemm_neon.inc"
+#include "kernels/inc/qgemm_neon.inc"
 
 NNK_INLINE void mmla_step(int32x4_t (&acc)[4][4], const int8_t* w, const uint8x16_t (&xv)[4]) {
   int8x16_t wv[4];
