@@ -8,6 +8,8 @@ The float64 reference and the error bound live in helpers.py.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -15,8 +17,22 @@ import nnkern
 from nnkern import _C
 
 
+def pytest_addoption(parser):
+    parser.addoption("--exhaustive", action="store_true",
+                     help="every size of every sweep and the slow checks (as NNKERN_TEST_EXHAUSTIVE=1)")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes seconds (e.g. runs under qemu), still part of the default run")
+    if config.getoption("--exhaustive"):  # before the test modules read it (tests/helpers.py), and for their children
+        os.environ["NNKERN_TEST_EXHAUSTIVE"] = "1"
+
+
+def exhaustive_only(test):
+    """Runs the test only in the exhaustive run (tests/helpers.py EXHAUSTIVE)."""
+    from helpers import EXHAUSTIVE
+    return pytest.mark.skipif(not EXHAUSTIVE, reason="exhaustive run only (NNKERN_TEST_EXHAUSTIVE=1 or pytest "
+                                                     "--exhaustive; CI runs it)")(test)
 
 
 F32_GEMM_KERNELS = _C.kernel_list("f32_gemm")  # this build's f32_gemm kernels (csrc/kernels/f32_gemm_list.h)

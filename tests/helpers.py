@@ -21,8 +21,13 @@ EPS = 2.0 ** -24
 #: Absolute slack for results that are exactly zero in exact arithmetic.
 TINY = 1e-30
 
-#: NNKERN_TEST_QUICK=1 shrinks the exhaustive sweeps (for the slow sanitizer build in .ci/run).
-QUICK = os.environ.get("NNKERN_TEST_QUICK", "") not in ("", "0")
+#: How much of each sweep runs. By default the quick run: every kernel, algorithm, ISA level and dtype, with fewer
+#: repeated sizes (about two minutes on two cores). NNKERN_TEST_EXHAUSTIVE=1, or `pytest --exhaustive`, runs every
+#: size of every sweep and the slow checks (CI does); NNKERN_TEST_QUICK=1 keeps a run quick even then (the sanitizer
+#: and emulated runs, where each call is many times slower).
+EXHAUSTIVE = (os.environ.get("NNKERN_TEST_EXHAUSTIVE", "") not in ("", "0")
+              and os.environ.get("NNKERN_TEST_QUICK", "") in ("", "0"))
+QUICK = not EXHAUSTIVE
 
 
 def rand(rng, *shape, low=-1.0, high=1.0):

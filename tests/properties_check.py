@@ -23,8 +23,9 @@ from nnkern.activations import SIGMOID_MAX_ABS_ERROR, TANH_MAX_ABS_ERROR
 
 # The default (CI) run is derandomized: the same examples every time, so a red CI reproduces. Setting the
 # variable gives a random run of that length (hypothesis prints the seed of a failure).
-# NNKERN_TEST_QUICK (the sanitizer build, where each call is several times slower) runs fewer.
-QUICK = os.environ.get("NNKERN_TEST_QUICK", "") not in ("", "0")
+# The quick run (tests/helpers.py: the default, the sanitizer build) runs fewer.
+QUICK = (os.environ.get("NNKERN_TEST_EXHAUSTIVE", "") in ("", "0")
+         or os.environ.get("NNKERN_TEST_QUICK", "") not in ("", "0"))
 EXAMPLES = int(os.environ.get("NNKERN_HYPOTHESIS_EXAMPLES", "40" if QUICK else "150"))
 settings.register_profile("nnkern", max_examples=EXAMPLES, deadline=None,
                           derandomize="NNKERN_HYPOTHESIS_EXAMPLES" not in os.environ,

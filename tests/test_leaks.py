@@ -7,14 +7,15 @@ import sys
 
 import pytest
 
-from helpers import QUICK, describe_process, run_python_isolated
+from conftest import exhaustive_only
+from helpers import describe_process, run_python_isolated
 
 HERE = pathlib.Path(__file__).resolve().parent
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
-@pytest.mark.skipif(QUICK, reason="NNKERN_TEST_QUICK (the sanitizer and emulated runs): there the RSS is the "
-                                  "sanitizer's quarantine or the emulator's code cache, and 10,000 calls take minutes")
+@exhaustive_only  # not in the sanitizer and emulated runs: there the RSS is the quarantine or the code cache
+
 def test_memory_is_stable_over_many_calls():
     code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import leak_check; sys.exit(leak_check.main())"
     proc = run_python_isolated(code, timeout=600)
