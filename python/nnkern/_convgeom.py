@@ -7,7 +7,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ._arrays import as_array, checked_output
-from .qgemm import _int_scalar as int_scalar
+from ._quant_params import int_scalar
 
 #: Strides, paddings and dilations above this are refused: far beyond any image, and a bigger value would
 #: reach the C++ geometry as an overflowing size.

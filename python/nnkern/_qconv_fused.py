@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .qgemm import _RANGE, _int_scalar, _positive_scale
+from ._quant_params import RANGE, int_scalar, positive_scale
 
 POOLS = ("global_avg",)
 _POOL_DTYPES = (np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.int8))
@@ -24,7 +24,7 @@ class FusedStage:
         if pool is not None and pool not in POOLS:
             raise ValueError(f"pool must be None or one of {POOLS}, got {pool!r}")
         if pixel_shuffle is not None:
-            r = _int_scalar(pixel_shuffle, "pixel_shuffle")
+            r = int_scalar(pixel_shuffle, "pixel_shuffle")
             if r < 1:
                 raise ValueError(f"pixel_shuffle must be a positive int, got {r}")
             if OC % (r * r):
@@ -67,9 +67,9 @@ class FusedStage:
         zp = pool_zero_point
         if zp is None:
             zp = output_zero_point if odt in _8BIT else 0
-        self.pool_scale = float(_positive_scale(pool_scale, "pool_scale"))
-        zp = _int_scalar(zp, "pool_zero_point")
-        lo, hi = _RANGE[pdt]
+        self.pool_scale = float(positive_scale(pool_scale, "pool_scale"))
+        zp = int_scalar(zp, "pool_zero_point")
+        lo, hi = RANGE[pdt]
         if not lo <= zp <= hi:
             raise ValueError(f"pool_zero_point {zp} is outside the range of {pdt}")
         self.pool_zero_point = zp
@@ -97,7 +97,7 @@ class FusedStage:
         zero, scale = self._out_q
         if self.pool_dtype == np.float32:
             return packed.run_pooled(x, target, algorithm, kernel, zero, scale, 1.0, 0.0, 0.0, 0.0)
-        lo, hi = _RANGE[self.pool_dtype]
+        lo, hi = RANGE[self.pool_dtype]
         return packed.run_pooled(x, target, algorithm, kernel, zero, scale, self.pool_scale,
                                  float(self.pool_zero_point), float(lo), float(hi))
 

@@ -10,7 +10,7 @@ import numpy.typing as npt
 from . import _C
 from ._arrays import ArrayIn, aligned_target, as_array, as_bool, c_aligned, checked_output, require_ndim
 from ._convgeom import pair as _pair, padding4 as _padding
-from .qgemm import _int_scalar, _positive_scale, _zero_point
+from ._quant_params import int_scalar, positive_scale, zero_point
 
 __all__ = ["max_pool2d", "avg_pool2d"]
 
@@ -96,8 +96,8 @@ def _quantization(dtype, input_scale, input_zero_point, output_scale, output_zer
         raise ValueError("avg_pool2d: give both input_scale and output_scale, or neither")
     ratio = 1.0
     if input_scale is not None:
-        si = float(_positive_scale(input_scale, "input_scale"))
-        so = float(_positive_scale(output_scale, "output_scale"))
+        si = float(positive_scale(input_scale, "input_scale"))
+        so = float(positive_scale(output_scale, "output_scale"))
         if si > _F32_MAX or so > _F32_MAX:
             raise ValueError("avg_pool2d: input_scale and output_scale must fit float32")
         with np.errstate(over="ignore", under="ignore"):
@@ -105,8 +105,8 @@ def _quantization(dtype, input_scale, input_zero_point, output_scale, output_zer
         if not (np.isfinite(r) and r > 0):
             raise ValueError(f"avg_pool2d: input_scale / output_scale = {si / so:g} is not a finite positive float32")
         ratio = float(r)
-    zi = 0 if input_zero_point is None else _zero_point(input_zero_point, "input_zero_point", dtype)
-    zo = zi if output_zero_point is None else _zero_point(output_zero_point, "output_zero_point", dtype)
+    zi = 0 if input_zero_point is None else zero_point(input_zero_point, "input_zero_point", dtype)
+    zo = zi if output_zero_point is None else zero_point(output_zero_point, "output_zero_point", dtype)
     return ratio, zi, zo
 
 
@@ -134,7 +134,7 @@ def _pool(x, kernel_size, stride, padding, ceil_mode, layout, out, *, average: b
     if average:
         count_include_pad = as_bool(count_include_pad, "count_include_pad")
         if divisor_override is not None:
-            divisor = _int_scalar(divisor_override, "divisor_override")
+            divisor = int_scalar(divisor_override, "divisor_override")
             if divisor == 0 or abs(divisor) > _INT32_MAX:
                 raise ValueError(f"{op}: divisor_override must be a nonzero integer within int32, got {divisor}")
         ratio, zi, zo = _quantization(x.dtype, input_scale, input_zero_point, output_scale, output_zero_point)

@@ -3,7 +3,6 @@ prepacked QLinear layer with its fused requantization."""
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
@@ -12,64 +11,10 @@ import numpy.typing as npt
 from . import _C
 from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, c_aligned, check_algorithm, check_no_overlap,
                       checked_output, is_real_scalar, read_only_copy)
+from ._quant_params import (A8, B8, I16, I32_MAX, OUT_KIND, QTYPE, RANGE, column_zero_points, int_scalar,
+                            output_stage, positive_scale, quantized_weights, require, zero_point)
 
 __all__ = ["qgemm", "qgemm16", "QLinear", "qgemm_max_k"]
-
-I32_MAX = 2 ** 31 - 1
-_QTYPE = {np.dtype(np.uint8): 0, np.dtype(np.int8): 1, np.dtype(np.int16): 2}
-_RANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127), np.dtype(np.int16): (-32768, 32767)}
-
-
-def _require(x, name, dtypes):
-    x = as_array(x, name)
-    if x.dtype not in dtypes:
-        want = " or ".join(np.dtype(d).name for d in dtypes)
-        raise TypeError(f"{name} must have dtype {want}, got {x.dtype}")
-    if x.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, got a {x.ndim}-D array of shape {x.shape}")
-    return x
-
-
-_A8 = (np.dtype(np.uint8), np.dtype(np.int8))
-_B8 = (np.dtype(np.int8),)
-_I16 = (np.dtype(np.int16),)
-
-
-def _int_scalar(v, name):
-    if type(v) is int:
-        return v
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
-        if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iu":
-            return int(v)
-        raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
-    return int(v)
-
-
-def _zero_point(v, name, dtype):
-    lo, hi = _RANGE[dtype]
-    z = _int_scalar(v, name)
-    if not lo <= z <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}] for {np.dtype(dtype).name} data, got {z}")
-    return z
-
-
-def _column_zero_points(v, name, dtype, N):
-    """A scalar, or one zero point per column (length N): returns (scalar, int32 array or None)."""
-    if type(v) is int:
-        return _zero_point(v, name, dtype), None
-    lo, hi = _RANGE[dtype]
-    if isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) == 1:
-        arr = np.asarray(v)
-        if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind in "fb"):  # [] is float64
-            raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
-        if arr.shape != (N,):
-            raise ValueError(f"{name} must be a scalar or have shape ({N},), got {arr.shape}")
-        if arr.size and (arr.min() < lo or arr.max() > hi):
-            raise ValueError(f"{name} values must be in [{lo}, {hi}] for {np.dtype(dtype).name} data")
-        return 0, np.array(arr, dtype=np.int32)  # a fresh, aligned copy
-    if isinstance(v, np.ndarray) and v.ndim > 1:
-        raise ValueError(f"{name} must be a scalar or 1-D, got shape {v.shape}")
-    return _zero_point(v, name, dtype), None
 
 
 def qgemm_max_k(a_dtype: npt.DTypeLike, a_zero_point: int = 0, b_zero_point: int | ArrayIn = 0) -> int:
@@ -80,16 +25,16 @@ def qgemm_max_k(a_dtype: npt.DTypeLike, a_zero_point: int = 0, b_zero_point: int
         adt = np.dtype(a_dtype) if a_dtype is not None else None
     except TypeError:
         adt = None
-    if adt not in _A8:
+    if adt not in A8:
         raise TypeError(f"a_dtype must be numpy.uint8 or numpy.int8, got {a_dtype!r}")
-    alo, ahi = _RANGE[adt]
-    za = _zero_point(a_zero_point, "a_zero_point", adt)
+    alo, ahi = RANGE[adt]
+    za = zero_point(a_zero_point, "a_zero_point", adt)
     da = max(za - alo, ahi - za)
     if is_real_scalar(b_zero_point) or not isinstance(b_zero_point, (list, tuple, np.ndarray)):
-        zb = _zero_point(b_zero_point, "b_zero_point", _B8[0])
+        zb = zero_point(b_zero_point, "b_zero_point", B8[0])
         db = max(zb + 128, 127 - zb)
     else:
-        _, zbs = _column_zero_points(b_zero_point, "b_zero_point", _B8[0], np.size(b_zero_point))
+        _, zbs = column_zero_points(b_zero_point, "b_zero_point", B8[0], np.size(b_zero_point))
         db = int(max(np.max(zbs + 128), np.max(127 - zbs))) if zbs.size else 128
     return I32_MAX // (da * db)
 
@@ -131,14 +76,14 @@ def qgemm(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int | 
         if fast is not None:
             return fast
     algorithm = _algorithm(algorithm)
-    a = _require(a, "a", _A8)
-    b = _require(b, "b", _B8)
+    a = require(a, "a", A8)
+    b = require(b, "b", B8)
     M, K = a.shape
     Kb, N = b.shape
     if K != Kb:
         raise ValueError(f"qgemm: inner dimensions differ: a of shape {a.shape} and b of shape {b.shape}")
-    za = _zero_point(a_zero_point, "a_zero_point", a.dtype)
-    zb, zb_arr = _column_zero_points(b_zero_point, "b_zero_point", _B8[0], N)
+    za = zero_point(a_zero_point, "a_zero_point", a.dtype)
+    zb, zb_arr = column_zero_points(b_zero_point, "b_zero_point", B8[0], N)
     kmax = qgemm_max_k(a.dtype, za, zb_arr if zb_arr is not None else zb)
     if K > kmax:
         raise ValueError(f"K = {K} exceeds {kmax}, the largest K whose results all fit int32 with these "
@@ -151,7 +96,7 @@ def qgemm(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int | 
     if out.size == 0:
         return given
     target = aligned_target(out)
-    _C.qgemm(c_aligned(a), _QTYPE[a.dtype], za, c_aligned(b), 1, zb_arr, zb, target, algorithm)
+    _C.qgemm(c_aligned(a), QTYPE[a.dtype], za, c_aligned(b), 1, zb_arr, zb, target, algorithm)
     if target is not out:
         np.copyto(out, target)
     return given
@@ -168,14 +113,14 @@ def qgemm16(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int 
     an O(MK + KN) pass). Under that bound the result is bit-exact. algorithm: as for :func:`qgemm`.
     """
     algorithm = _algorithm(algorithm)
-    a = _require(a, "a", _I16)
-    b = _require(b, "b", _I16)
+    a = require(a, "a", I16)
+    b = require(b, "b", I16)
     M, K = a.shape
     Kb, N = b.shape
     if K != Kb:
         raise ValueError(f"qgemm16: inner dimensions differ: a of shape {a.shape} and b of shape {b.shape}")
-    za = _zero_point(a_zero_point, "a_zero_point", _I16[0])
-    zb, zb_arr = _column_zero_points(b_zero_point, "b_zero_point", _I16[0], N)
+    za = zero_point(a_zero_point, "a_zero_point", I16[0])
+    zb, zb_arr = column_zero_points(b_zero_point, "b_zero_point", I16[0], N)
     given = out
     out = _output(out, M, N)
     given = out if given is None else given
@@ -195,95 +140,6 @@ def qgemm16(a: ArrayIn, b: ArrayIn, *, a_zero_point: int = 0, b_zero_point: int 
     if target is not out:
         np.copyto(out, target)
     return given
-
-
-_OUT_KIND = {np.dtype(np.int32): 0, np.dtype(np.float32): 1, np.dtype(np.uint8): 2, np.dtype(np.int8): 3}
-
-
-def _read_only(a):
-    a.flags.writeable = False
-    return a
-
-
-def _positive_scale(v, name, n=None):
-    if not is_real_scalar(v):
-        ok = isinstance(v, (list, tuple, np.ndarray)) and np.asarray(v).dtype.kind in "iuf"
-        if not ok:
-            raise TypeError(f"{name} must be a positive real number{'' if n is None else ' or an array of them'}, "
-                            f"got {type(v).__name__}")
-    arr = np.asarray(v, np.float64)
-    if arr.ndim > 1 or (arr.ndim == 1 and (n is None or arr.shape != (n,))):
-        raise ValueError(f"{name} must be a scalar{'' if n is None else f' or have shape ({n},)'}, got {arr.shape}")
-    if not (np.isfinite(arr).all() and (arr > 0).all()):
-        raise ValueError(f"{name} must be finite and > 0")
-    return arr
-
-
-def _quantized_weights(weight, weight_scale):
-    """(int8 weights, float32 per-output-channel scales) of a layer's weight (output channels on axis 0):
-    float32 quantized per channel by quantize_weights, or int8 with weight_scale (scalar or per channel)."""
-    from .quantize import quantize_weights
-    N = weight.shape[0]
-    if weight.dtype == np.float32:
-        if weight_scale is not None:
-            raise ValueError("weight_scale is only for int8 weights (float32 weights are quantized here)")
-        if not np.isfinite(weight).all():
-            raise ValueError("weight contains NaN or Inf: a float32 weight must be finite to be quantized")
-        return quantize_weights(weight, axis=0)
-    if weight.dtype == np.int8:
-        if weight_scale is None:
-            raise ValueError("int8 weights need weight_scale (scalar or per output channel)")
-        return weight, np.broadcast_to(_positive_scale(weight_scale, "weight_scale", N), (N,)).astype(np.float32)
-    raise TypeError(f"weight must have dtype float32 or int8, got {weight.dtype}")
-
-
-def _output_stage(ws, bias, sx, output_scale, output_zero_point, odt, relu, dynamic=False):
-    """The fused output stage of the quantized layers (QLinear, QConv2d), from the weight scales ws (N,):
-    (bias checked, float32 factor, float32 offset, lo, hi); factor / offset None for int32 output.
-    acc * factor[n] + offset[n] in float32, then clamped to [lo, hi] (ReLU folded in) for uint8 / int8."""
-    N = ws.shape[0]
-    if bias is not None:
-        bias = as_array(bias, "bias")
-        if bias.dtype.kind != "f":
-            raise TypeError(f"bias must be a float array, got dtype {bias.dtype}")
-        if bias.shape != (N,):
-            raise ValueError(f"bias must have shape ({N},), got {bias.shape}")
-        if not np.isfinite(bias).all():
-            raise ValueError("bias contains NaN or Inf")
-    factor = offset = None
-    lo = hi = 0.0
-    if odt in (np.dtype(np.uint8), np.dtype(np.int8)):
-        if output_scale is None:
-            raise ValueError("uint8 / int8 output needs output_scale")
-        so = float(_positive_scale(output_scale, "output_scale"))
-        zo = _zero_point(output_zero_point, "output_zero_point", odt)
-        factor = sx * ws.astype(np.float64) / so
-        offset = (bias.astype(np.float64) / so if bias is not None else np.zeros(N)) + zo
-        lo, hi = _RANGE[odt]
-        if relu:
-            lo = max(lo, zo)
-    elif odt == np.dtype(np.float32):
-        if output_scale is not None:
-            raise ValueError("output_scale is only for uint8 / int8 output")
-        # dynamic: the per-call factor is weight_scale * that call's input scale (C++ run_dynamic)
-        factor = ws.astype(np.float64) if dynamic else sx * ws.astype(np.float64)
-        offset = bias.astype(np.float64) if bias is not None else np.zeros(N)
-    else:
-        if bias is not None or output_scale is not None:
-            raise ValueError("int32 output is the exact accumulator: no bias or output_scale")
-    if factor is not None:
-        factor64 = factor
-        factor = read_only_copy(factor.astype(np.float32))
-        offset = read_only_copy(offset.astype(np.float32))
-        if not (np.isfinite(factor).all() and np.isfinite(offset).all()):
-            raise ValueError("the combined requantization factor or offset overflows float32")
-        # A factor below float32's normal range would make the output (nearly) independent of the input.
-        tiny = (factor64 != 0) & (np.abs(factor) < np.finfo(np.float32).tiny)
-        if tiny.any() and not dynamic:
-            what = "input_scale * weight_scale" + (" / output_scale" if output_scale is not None else "")
-            raise ValueError(f"the combined requantization factor {what} = {float(factor64[tiny][0]):g} underflows "
-                             f"float32 (below {np.finfo(np.float32).tiny:g})")
-    return bias, factor, offset, lo, hi
 
 
 class QLinear:
@@ -329,7 +185,7 @@ class QLinear:
         if weight.ndim != 2:
             raise ValueError(f"weight must be 2-D (out_features, in_features), got shape {weight.shape}")
         N, K = weight.shape
-        wq, ws = _quantized_weights(weight, weight_scale)
+        wq, ws = quantized_weights(weight, weight_scale)
         dynamic = input_scale is None
         if dynamic:
             if input_zero_point is not None:
@@ -339,10 +195,10 @@ class QLinear:
                 output_dtype = np.float32
             sx, zx = None, None
         else:
-            sx = float(_positive_scale(input_scale, "input_scale"))
+            sx = float(positive_scale(input_scale, "input_scale"))
             if input_zero_point is None:
                 raise ValueError("static quantization (input_scale given) needs input_zero_point")
-            zx = _int_scalar(input_zero_point, "input_zero_point")
+            zx = int_scalar(input_zero_point, "input_zero_point")
             if not -128 <= zx <= 255:
                 raise ValueError(f"input_zero_point must be in [-128, 255], got {zx}")
             if output_dtype is None:
@@ -351,11 +207,11 @@ class QLinear:
             odt = np.dtype(output_dtype)
         except TypeError:
             odt = None
-        if odt not in _OUT_KIND:
+        if odt not in OUT_KIND:
             raise TypeError(f"output_dtype must be uint8, int8, float32 or int32, got {output_dtype!r}")
         if dynamic and odt != np.dtype(np.float32):
             raise ValueError(f"dynamic quantization (input_scale=None) returns float32, not {odt}")
-        bias, factor, offset, lo, hi = _output_stage(ws, bias, sx, output_scale, output_zero_point, odt, relu,
+        bias, factor, offset, lo, hi = output_stage(ws, bias, sx, output_scale, output_zero_point, odt, relu,
                                                      dynamic)
         if dynamic and K > qgemm_max_k(np.uint8, 0, 0):
             raise ValueError(f"in_features = {K} exceeds {qgemm_max_k(np.uint8, 0, 0)}, the largest K whose "
@@ -374,7 +230,7 @@ class QLinear:
         self._checked = set()  # (input dtype, zero point) pairs whose range and K bound were checked
         # The C++ object copies the weights, factor and offset and holds every size a call uses: the
         # attributes below are read-only, and no change to them could make a call go out of bounds.
-        self._packed = _C.PackedQLinear(np.ascontiguousarray(self._weight_q.T), _OUT_KIND[odt], self._factor,
+        self._packed = _C.PackedQLinear(np.ascontiguousarray(self._weight_q.T), OUT_KIND[odt], self._factor,
                                         self._offset, self._relu, float(lo), float(hi), 0 if dynamic else zx)
 
     @classmethod
@@ -421,7 +277,7 @@ class QLinear:
             if x.dtype != np.float32:
                 raise TypeError(f"x must have dtype float32 (this QLinear quantizes its input dynamically), "
                                 f"got {x.dtype}")
-        elif x.dtype not in _A8:
+        elif x.dtype not in A8:
             raise TypeError(f"x must have dtype uint8 or int8, got {x.dtype}")
         K, N = self.in_features, self.out_features
         if x.ndim < 1 or x.shape[-1] != K:
@@ -453,7 +309,7 @@ class QLinear:
         key = (dtype, zx)
         if key in self._checked:
             return
-        lo, hi = _RANGE[dtype]
+        lo, hi = RANGE[dtype]
         if not lo <= zx <= hi:
             raise ValueError(f"input_zero_point {zx} is outside the range of {dtype} input")
         kmax = qgemm_max_k(dtype, zx, 0)
