@@ -134,9 +134,9 @@ inline std::vector<ssize_t> layer_output_shape(const NdProxy* x, size_t n) {
   return shape;
 }
 // A new C-contiguous T array. From kAlignedOutputBytes up its data starts on a 64-byte line (numpy's own
-// large arrays start 16 bytes into a page, and AMX stores each tile row of an int32 output whole: split
-// across two lines, qgemm 512^3 on one Sapphire Rapids core ran at 1680 GOP/s instead of 2150); smaller
-// ones are numpy's, whose allocation costs less.
+// large arrays start 16 bytes into a page, and AMX stores each tile row of an int32 output whole: split across
+// two lines they cost; docs/performance.md: "qgemm: realigning A"); smaller ones are numpy's, whose allocation
+// costs less.
 constexpr size_t kAlignedOutputBytes = size_t(64) << 10;
 template <typename T>
 py::array_t<T> new_output(const std::vector<ssize_t>& shape) {

@@ -151,7 +151,7 @@ struct QGemmKernel {
   // Prepacked GEMMs run each task rows outer (ops/qgemm/driver.cc): NR rows of A held in L1, the packed
   // panels streaming from L2. For a kernel whose NR rows are many streams and whose panels are read by
   // loads the L2 prefetcher follows (AMX: 32 rows of tileloadd vs a contiguous panel); the VNNI kernels keep
-  // their panel in L1 (256^3 12% slower rows outer, one Sapphire Rapids core).
+  // their panel in L1 (docs/performance.md: "qgemm: loop order and K blocks").
   bool rows_outer = false;
 };
 

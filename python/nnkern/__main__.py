@@ -85,11 +85,7 @@ def bench_elementwise(args) -> int:
         table, records = elementwise.activation_table(args.op, sizes, repeats=args.repeats)
     print(table)
     _plot(args, lambda plot: plot.from_records(args.op, records))
-    if args.json:
-        import json
-        with open(args.json, "w") as f:
-            json.dump(records, f, indent=1)
-        print(f"results written to {args.json}")
+    _write_json(args, records)
     return 0
 
 
@@ -117,11 +113,7 @@ def bench_lstm(args) -> int:
             records += recs
     _plot(args, lambda plot: [c for t in threads for c in
                               plot.from_records("lstm", [r for r in records if r["threads"] == t], t)])
-    if args.json:
-        import json
-        with open(args.json, "w") as f:
-            json.dump(records, f, indent=1)
-        print(f"results written to {args.json}")
+    _write_json(args, records)
     return 0
 
 
@@ -259,13 +251,23 @@ def bench_espcn(args, threads) -> int:
     return _json(args, results)
 
 
+def _write_json(args, records) -> None:
+    """--json FILE: the records, each with the CPU and the date it was measured on (tools/performance_page.py
+    renders them as docs/performance.md)."""
+    if not args.json:
+        return
+    import datetime
+    import json
+    from nnkern.bench import harness
+    stamp = {"cpu": harness.cpu_label(), "date": datetime.date.today().isoformat()}
+    with open(args.json, "w") as f:
+        json.dump([{**r, **stamp} for r in records], f, indent=1)
+    print(f"results written to {args.json}")
+
+
 def _json(args, results) -> int:
     """--json FILE: the results as records."""
-    if args.json:
-        import json
-        with open(args.json, "w") as f:
-            json.dump([r.as_dict() for r in results], f, indent=1)
-        print(f"results written to {args.json}")
+    _write_json(args, [r.as_dict() for r in results])
     return 0
 
 

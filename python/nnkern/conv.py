@@ -79,17 +79,13 @@ class Conv2d(_convgeom.ConvGeometryProperties):
       recently used dropped first; padding taps read a shared zero row) and "im2col" (the baseline: each output pixel's window copied into a workspace row, then the
       packed FP32 GEMM; a 1x1, stride-1, unpadded convolution is a plain GEMM on the input rows, no copy).
       auto, in this order: "depthwise" for depthwise layers; "im2col" (the plain GEMM) for 1x1 stride-1
-      unpadded layers (direct is ahead there on one thread, the GEMM on two); "dot" for at most 8 output channels
-      per group over at least 16 input channels where its kernel is SIMD (128x128 64->3 3x3: 77 GFLOP/s against
-      mgemm's 32); with AVX-512 or NEON: "mgemm" where it applies and an output row holds at least two whole
+      unpadded layers; "dot" for at most 8 output channels per group over at least 16 input channels where its
+      kernel is SIMD; with AVX-512 or NEON: "mgemm" where it applies and an output row holds at least two whole
       tiles of its kernel inside the image, else "direct" for outputs at least 14 wide (or with at most 4 input
       channels per group); "indirect" for the rest, which is also the rule on AVX2 (where the GEMM kernel is
-      ahead of the direct and mGEMM ones) and scalar. NEON's share follows its kernels' instruction counts, not a
-      measurement.
-      Measured on one Sapphire Rapids core, one thread (GFLOP/s, mgemm / direct / indirect / im2col): 56x56
-      64->64 3x3 180 / 165 / 154 / 109; 14x14 256->256 3x3 155 / 176 / 165 / 153; 7x7 512->512 3x3 111 / 131 /
-      140 / 135; 56x56 64->256 1x1 - / 154 / 128 / 133; capped at AVX2, 56x56 64->64 3x3 93 / 115 / 126 / 103.
-      :meth:`algorithm_for` says which one a shape gets.
+      ahead of the direct and mGEMM ones) and scalar (the measurements: docs/performance.md, "Conv2d: auto's
+      rule"). :meth:`algorithm_for` says which one a shape gets, ``_packed.applicable_algorithms(n, h, w)``
+      which apply.
 
     Accuracy: every output before the activation is a float32 sum of the bias and K = KH * KW * in_channels //
     groups products, in an order that depends on the algorithm and the ISA but never on the thread count; per

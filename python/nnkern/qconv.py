@@ -11,8 +11,8 @@ from . import _C, _convgeom
 from ._qconv_fused import FusedStage
 from ._arrays import (ArrayIn, aligned_target, as_array, as_bool, check_algorithm, check_no_overlap, checked_output,
                       read_only_copy)
-from .qgemm import (_A8, _OUT_KIND, _RANGE, _int_scalar, _output_stage, _positive_scale, _quantized_weights,
-                    qgemm_max_k)
+from ._quant_params import A8, OUT_KIND, RANGE, int_scalar, output_stage, positive_scale, quantized_weights
+from .qgemm import qgemm_max_k
 
 __all__ = ["QConv2d"]
 
@@ -60,24 +60,22 @@ class QConv2d(_convgeom.ConvGeometryProperties):
       the workspace first, so every tap is plain loads; padding columns are masked-off lanes holding the zero
       point and padding rows are skipped, both folded exactly into the column-sum compensation; no padded
       copy. Kernels for AVX2, AVX-VNNI, AVX-512 and AVX-512 VNNI; on aarch64 only the scalar reference kernel
-      runs it, so auto keeps indirect / im2col there (ARM timings are not measured)). auto: "depthwise" for
-      depthwise layers of more than one group (a single input channel runs as a plain convolution, 2-3x
-      faster), else "low_ofm" for groups == 1 and out_channels <= 4 where a SIMD low_ofm kernel runs (x86; one
-      Sapphire Rapids core, 128x128 64->3, GOP/s low_ofm vs the best of im2col / indirect vs torch x86: 1x1 150
-      / 57 / 74, 3x3 pad 1 300 / 212 / 228), except where the GEMM runs on AMX and the layer has more than 256
-      input channels, or a stride > 1 with 16 or more and a window under 25 taps (AMX's indirect / im2col
-      measured faster there: 56x56 64->3 3x3/2 99 vs 157 GOP/s), else "im2col" for the 1x1 stride-1 unpadded
-      case, else "direct" for windows of >= 25 taps (5x5 and up) over 1-3 input channels where a direct kernel
-      runs (the 7x7 stems, a super-resolution network's 5x5 input layer: on one Sapphire Rapids core
-      224x224 3->64 7x7/2 324 vs 232 GOP/s for indirect, 128x128 3->64 5x5 312 vs 213), else "indirect".
-      Every algorithm gives bit-identical results on every ISA and thread count.
+      runs it, so auto keeps indirect / im2col there). auto, in the table's order: "depthwise" for depthwise
+      layers of more than one group (a single input channel runs as a plain convolution), else "low_ofm" for
+      groups == 1 and out_channels <= 4 where a SIMD low_ofm kernel runs, except where the GEMM runs on AMX and
+      the layer has more than 256 input channels, or a stride > 1 with 16 or more and a window under 25 taps,
+      else "im2col" for the 1x1 stride-1 unpadded case, else "direct" for windows of >= 25 taps (5x5 and up)
+      over 1-3 input channels where a VNNI direct kernel runs (the 7x7 stems, a super-resolution network's 5x5
+      input layer), else "indirect" (the measurements: docs/performance.md, "QConv2d: auto's rule").
+      ``_packed.applicable_algorithms(n, h, w)`` says which apply to a shape. Every algorithm gives bit-identical
+      results on every ISA and thread count.
 
     residual_scale, residual_zero_point: with them, a call may pass ``residual=`` (uint8 or int8, the
       output's shape, e.g. a ResNet shortcut) whose real value ``(r - residual_zero_point) * residual_scale`` is
       added before the ReLU and the output quantization: with t = fma(float32(acc), factor[o], offset[o])
       as above, y = t + float32(float32(r - residual_zero_point) * rf) (float32, one rounding each), rf =
       float32(residual_scale / output_scale) (float32 output: residual_scale); then ReLU, clamp, round half to
-      even as without it. It runs as a second pass over a float32 copy of t. Not for int32 output.
+      even as without it. Each tile is finished in the output stage while in cache. Not for int32 output.
     pool="global_avg" (seed I14): the layer returns the global average pooling of its output, (N,
       out_channels) of ``pool_dtype``, without writing the (N, OH, OW, out_channels) tensor: each tile is
       summed per channel as it is stored (int64 for uint8 / int8 / int32 outputs, exact; double for float32,
@@ -117,24 +115,24 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         geo = _convgeom.geometry(weight.shape, stride, padding, dilation, groups)
         OC, IC, KH, KW, groups = geo[:5]
         ICg = IC // groups
-        wq, ws = _quantized_weights(weight, weight_scale)
-        sx = float(_positive_scale(input_scale, "input_scale"))
-        zx = _int_scalar(input_zero_point, "input_zero_point")
+        wq, ws = quantized_weights(weight, weight_scale)
+        sx = float(positive_scale(input_scale, "input_scale"))
+        zx = int_scalar(input_zero_point, "input_zero_point")
         if not -128 <= zx <= 255:
             raise ValueError(f"input_zero_point must be in [-128, 255], got {zx}")
         try:
             odt = np.dtype(output_dtype)
         except TypeError:
             odt = None
-        if odt not in _OUT_KIND:
+        if odt not in OUT_KIND:
             raise TypeError(f"output_dtype must be uint8, int8, float32 or int32, got {output_dtype!r}")
-        bias, factor, offset, lo, hi = _output_stage(ws, bias, sx, output_scale, output_zero_point, odt, relu)
+        bias, factor, offset, lo, hi = output_stage(ws, bias, sx, output_scale, output_zero_point, odt, relu)
         self._residual_scale, self._residual_zero_point, self._residual_factor = None, 0, None
         if residual_scale is not None:
             if odt == np.dtype(np.int32):
                 raise ValueError("int32 output is the exact accumulator: no residual")
-            sr = float(_positive_scale(residual_scale, "residual_scale"))
-            zr = _int_scalar(residual_zero_point, "residual_zero_point")
+            sr = float(positive_scale(residual_scale, "residual_scale"))
+            zr = int_scalar(residual_zero_point, "residual_zero_point")
             if not -128 <= zr <= 255:
                 raise ValueError(f"residual_zero_point must be in [-128, 255], got {zr}")
             # in the output's units: real / output_scale for uint8 / int8, real for float32
@@ -142,7 +140,7 @@ class QConv2d(_convgeom.ConvGeometryProperties):
             if not np.isfinite(rf) or rf == 0:
                 raise ValueError("residual_scale / output_scale is not a finite nonzero float32")
             self._residual_scale, self._residual_zero_point, self._residual_factor = sr, zr, float(rf)
-        elif _int_scalar(residual_zero_point, "residual_zero_point") != 0:
+        elif int_scalar(residual_zero_point, "residual_zero_point") != 0:
             raise ValueError("residual_zero_point without residual_scale")
         self._fused = FusedStage(OC, groups, odt, output_scale, output_zero_point, residual_scale, pool, pool_dtype,
                                  pool_scale, pool_zero_point, pixel_shuffle)
@@ -165,7 +163,7 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         if perm is not None:
             w_gemm = w_gemm[..., perm]
             factor, offset = (None, None) if factor is None else (factor[perm], offset[perm])
-        self._packed = _C.PackedQConv2d(np.ascontiguousarray(w_gemm), list(self._geometry), _OUT_KIND[odt],
+        self._packed = _C.PackedQConv2d(np.ascontiguousarray(w_gemm), list(self._geometry), OUT_KIND[odt],
                                         factor, offset, relu, float(lo), float(hi), zx)
 
     @classmethod
@@ -238,7 +236,7 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         (and residual) (N, out_channels, OH, OW)."""
         algorithm = _algorithm(algorithm)
         x = as_array(x, "x")
-        if x.dtype not in _A8:
+        if x.dtype not in A8:
             raise TypeError(f"x must have dtype uint8 or int8, got {x.dtype}")
         if x.ndim != 4:
             raise ValueError(f"x must be 4-D NHWC (N, H, W, {self.in_channels}), got shape {x.shape}")
@@ -285,11 +283,11 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         r = as_array(r, "residual")
         if self._residual_scale is None:
             raise ValueError("this QConv2d was built without residual_scale: it takes no residual")
-        if r.dtype not in _A8:
+        if r.dtype not in A8:
             raise TypeError(f"residual must have dtype uint8 or int8, got {r.dtype}")
         if r.shape != shape:
             raise ValueError(f"residual must have the output's shape {shape}, got {r.shape}")
-        lo, hi = _RANGE[r.dtype]
+        lo, hi = RANGE[r.dtype]
         if not lo <= self._residual_zero_point <= hi:
             raise ValueError(f"residual_zero_point {self._residual_zero_point} is outside the range of {r.dtype}")
         return r
@@ -298,7 +296,7 @@ class QConv2d(_convgeom.ConvGeometryProperties):
         if dtype in self._checked:
             return
         zx = self._input_zero_point
-        lo, hi = _RANGE[dtype]
+        lo, hi = RANGE[dtype]
         if not lo <= zx <= hi:
             raise ValueError(f"input_zero_point {zx} is outside the range of {dtype} input")
         OC, IC, KH, KW, groups = self._geometry[:5]

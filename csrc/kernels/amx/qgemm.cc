@@ -13,10 +13,9 @@
 // convolution's tile away from padding); otherwise each 64-byte chunk is gathered into a buffer first. The last partial
 // chunk of a tap (k % 64) is copied into zero-filled buffers on both sides, so no load reads past a row's k bytes or
 // past the panel; or, where the GEMM driver guarantees rows padded with zeros and panels readable past their end
-// (QEpilogue::k_padded), loaded in place like the others (one Sapphire Rapids core, QLinear, three interleaved rounds:
-// 128x768x760 2170-2240 -> 2430-2600 GOP/s, 1000^3 1970-2030 -> 2060-2420). The accumulators go through memory once, at
-// the end, into the shared AVX-512 epilogue (raw int32 sums of whole 16-channel halves, the driver's K blocks, are
-// stored and reloaded by the tiles directly). The tile configuration (rows by the tile's n) is loaded only when the
+// (QEpilogue::k_padded), loaded in place like the others (docs/performance.md: "AMX kernel"). The accumulators
+// go through memory once, at the end, into the shared AVX-512 epilogue (raw int32 sums of whole 16-channel
+// halves, the driver's K blocks, are stored and reloaded by the tiles directly). The tile configuration (rows by the tile's n) is loaded only when the
 // thread's current one differs; QGemmKernel::finish releases it.
 #include <immintrin.h>
 
@@ -74,8 +73,7 @@ NNK_INLINE void tap(const uint8_t* const* rows, size_t n, size_t k, const int8_t
       // Rows off the cache lines (a convolution's input; the GEMMs align theirs, row_align) take two lines a
       // chunk each, more streams than the hardware prefetchers follow: fetch the chunk after next
       // ourselves (prefetches never fault). On aligned rows the 16-32 prefetches a step cost more than
-      // they save (one Sapphire Rapids core: qgemm 512^3 2340 -> 2560 GOP/s without them, 1024^3
-      // 1190 -> 1310, QLinear 32x1024x1024 2250 -> 2610).
+      // they save (docs/performance.md: "AMX kernel").
       if (prefetch && c + kPrefetchChunks < full)
         for (size_t j = 0; j < n; ++j) _mm_prefetch(reinterpret_cast<const char*>(rows[0] + j * s + off + kPrefetchChunks * kChunk), _MM_HINT_T0);
       step<kM2, kN2>(rows[0] + off, s, a);
@@ -204,8 +202,8 @@ void epilogue_for(size_t m, size_t n, const int32_t* acc, bool add_c_in, void* c
 }
 
 // Starts fetching the output tile's lines: written only after the K loop, they would otherwise miss
-// at the tile stores, which then stall the next tile (a C larger than the caches: 1024^3 with int32
-// output, 4 MiB; 5-15% on one Sapphire Rapids core).
+// at the tile stores, which then stall the next tile (a C larger than the caches; docs/performance.md: "AMX
+// kernel").
 NNK_INLINE void prefetch_output(size_t m, size_t n, void* c, size_t ldc, const QEpilogue* ep) {
   const size_t esz = qout_elem_size(ep->out);
   for (size_t j = 0; j < n; ++j) {
@@ -215,17 +213,14 @@ NNK_INLINE void prefetch_output(size_t m, size_t n, void* c, size_t ldc, const Q
   }
 }
 
-// How far ahead the row path fetches the panel (16 group rows; the panel is read once, from L2 or memory: three
-// interleaved rounds on one Sapphire Rapids core, QLinear 1x1024x1024 240-248 -> 257-260 GOP/s, 1x768x768
-// 222-230 -> 237; 1 KiB ahead gained half that, 4 KiB the same).
+// How far ahead the row path fetches the panel (16 group rows; the panel is read once, from L2 or memory;
+// docs/performance.md: "AMX kernel").
 constexpr size_t kRowPrefetch = 2048;
 
 // One row of X (n = 1) with vpdpbusd on the same packed panel (group row g: channels 0-15, then 16-31, 4 k
-// each). On the tiles one row costs most of what 16 do (one Sapphire Rapids core, QLinear on AMX, a call of
-// 1 x 1024 x 1024 took 59% of the time of 16 x 1024 x 1024, 1 x 768 x 768 66% of 16 x 768 x 768), so a lone row
-// (batch-1 Linear, a tile's last row) is faster on the vector units; from two rows on the tiles win
-// (2 x 1024 x 1024: 412-455 GOP/s on the tiles, 319-357 on vpdpbusd). Four groups in flight, each with its own
-// pair of accumulators (the dependency chains of vpdpbusd); the epilogue is the tiles' own, on the row's sums.
+// each). On the tiles one row costs most of what 16 do, so a lone row (batch-1 Linear, a tile's last row) is
+// faster on the vector units; from two rows on the tiles win (docs/performance.md: "AMX kernel"). Four groups in
+// flight, each with its own pair of accumulators (the dependency chains of vpdpbusd); the epilogue is the tiles' own, on the row's sums.
 void run_row(size_t m, size_t k, size_t ks, const int8_t* w, const void* const* b, const void* zero, size_t b_offset,
              void* c, size_t ldc, const QEpilogue* ep) {
   __m512i acc[4][2];
@@ -269,11 +264,9 @@ void run_tile(size_t m, size_t n, size_t k, size_t ks, const int8_t* a, const vo
   const bool load_c_in = ep->c_in && whole;
   const bool raw = whole && ep->out == QOut::i32 && !ep->relu && !ep->col_comp && !ep->b_zero && !ep->c_rows;
   // Raw sums into an output larger than the caches, on cache lines: through acc and streaming stores,
-  // which skip the read for ownership of every line (one Sapphire Rapids core, qgemm 1024^3: 1720 -> 1350
-  // us a call; QLinear with int32 output 1520 -> 1140).
+  // which skip the read for ownership of every line (docs/performance.md: "AMX kernel").
   const bool stream = raw && ep->stream_out && reinterpret_cast<uintptr_t>(c) % 64 == 0 && ldc * 4 % 64 == 0;
-  // 8-bit outputs (QLinear) write a quarter of the lines: there the prefetches cost more than the misses
-  // (one Sapphire Rapids core, QLinear 512^3 2340-2550 -> 2740-2950 GOP/s, 1024^3 1720-1890 -> 1930-2090).
+  // 8-bit outputs (QLinear) write a quarter of the lines: there the prefetches cost more than the misses.
   if (qout_elem_size(ep->out) >= 4 && !stream) prefetch_output(m, n, c, ldc, ep);
   tile<kM2, kN2>(n, k, ks, a, b, zero, b_offset, load_c_in ? ep->c_in : nullptr, ep->ld_in, ep->k_padded);
   if (stream) {
@@ -314,15 +307,11 @@ void release() {
 }  // namespace
 
 // Below 40 M ops per thread a second thread slows the AMX kernel down where B is packed per call (one call's
-// worth of tile work on a thread that sat idle, and tasks that split the rows each pack every panel; two
-// Sapphire Rapids cores, qgemm 256^3: 920-1010 GOP/s on one thread, 580-700 on two, while 128x256x1024,
-// 67 M ops, gains 1.4x from the second). The driver applies it there only (ops/qgemm/driver.cc).
-// Rows of A 64-byte aligned (row_align): one Sapphire Rapids core, qgemm 512^3 with A 16 bytes off a line
-// (numpy's large arrays), 1810 GOP/s; aligned, 2150.
-// Below a reduction of 128 (one tap) or 24 per tap (the indirect form), the per-tile cost (tile stores,
-// a partial 64-k step copied) outweighs tdpbusd: the VNNI kernel is faster there (one Sapphire Rapids
-// core: 3136 x 144 x 96 GEMM 428 vs 326 GOP/s; 3x3 convolution with 16 channels in 241 vs 170, with 32
-// channels in 287 vs 321).
+// worth of tile work on a thread that sat idle, and tasks that split the rows each pack every panel); the
+// driver applies it there only (ops/qgemm/driver.cc). Rows of A 64-byte aligned (row_align). Below a reduction
+// of 128 (one tap) or 24 per tap (the indirect form), the per-tile cost (tile stores, a partial 64-k step
+// copied) outweighs tdpbusd: the VNNI kernel is faster there. docs/performance.md: "AMX kernel", "qgemm: threads",
+// "qgemm: realigning A".
 extern const QGemmKernel u8s8_gemm_32x32c4__amx = {"u8s8_gemm_32x32c4__amx", 32, 32, 4, run, QKind::u8s8, false, 64, release, 128, 24,
                                                     panel_sums_c4<32>, true, 4e7, 64, true};
 

@@ -37,8 +37,8 @@ using DotConv = F32DotConvTemplate<Avx2F32, 4, 7, 4, 3, 3>;
 const F32ConvKernel f32_conv_dot_4x3__avx2 = DotConv::kernel("f32_conv_dot_4x3__avx2");
 const F32ConvKernel f32_dwconv_16x4__avx2 = Dwconv::kernel("f32_dwconv_16x4__avx2");
 // Not auto's choice: on AVX2 the indirect GEMM kernel (16x6, K unrolled by 4) is ahead of both, as the loads/MAC
-// model predicts for mGEMM with 16 registers (one Sapphire Rapids core capped at AVX2, GFLOP/s indirect / direct /
-// mgemm: 56x56 64->64 3x3 126 / 115 / 93, 26x26 128->256 122 / 117 / 76). Both stay selectable and tested.
+// model predicts for mGEMM with 16 registers (docs/performance.md: "Conv2d: AVX2 direct and mGEMM"). Both stay
+// selectable and tested.
 const F32ConvKernel f32_conv_direct_16x6__avx2 = Direct::kernel("f32_conv_direct_16x6__avx2", false);
 const F32ConvKernel f32_conv_mgemm_16x2__avx2 = MGemm::kernel_with<MGemmTwin>("f32_conv_mgemm_16x2__avx2", false);
 

@@ -31,8 +31,8 @@ namespace {
 #include "kernels/inc/f32_ymm.inc"
 
 #define NNK_F32_GEMM_UNROLL 4
-// No prefetch for the copying tiles: on one Sapphire Rapids core the AVX2 kernel lost 3-8% with 8 steps ahead
-// (sgemm 16x1024x1024 72-77 -> 70-71, 24x512x2048 89-90 -> 81-85, 32x1024x1024 89-90 -> 84-87).
+// No prefetch for the copying tiles: the AVX2 kernel lost with it (docs/performance.md: "sgemm: prefetch in the
+// copying tiles").
 #define NNK_F32_GEMM_COPY_PREFETCH 0
 #include "kernels/inc/f32_gemm_tile.inc"
 

@@ -6,9 +6,8 @@
 // order; each of the M rows then costs one broadcast of its (a[k], a[k+1]) pair and two VPMADDWD + VPADDD.
 // About 11 uops per 32 multiply-adds at M = 1, and no packed copy of B is written or read. A is widened
 // to int16 once per chunk of kKChunk k values, on the stack; B is swept kGroup rows at a time.
-// Measured on one AMD Zen 3 core: 36-38 GOP/s at M = 1 whether B sits in L2 or not, 75-78 at M = 4
-// (packing B instead: 11 and 38). That is about 2.4 instructions per cycle, short of the shuffle ports'
-// limit; a variant with vpshufb in place of vpmovsxbw and one with 16 or 32 rows per sweep ran no faster.
+// It runs well ahead of packing B at these sizes, short of the shuffle ports' limit (docs/performance.md:
+// "qgemm: GEMV").
 #include <immintrin.h>
 
 #include <cstddef>

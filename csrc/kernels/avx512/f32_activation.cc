@@ -4,7 +4,7 @@
 //             c_j = permutexvar(idx, C_j) (lane idx & 15), g = (c2 t + c1) t + d0 = sigmoid(|x|) - 1/2 in
 //             [0, 1/2] (d0 = c0 - 1/2), y = fma(g, +-1, 1/2) with +-1 = 1 carrying the sign of x (one
 //             ternlog, off the critical path): 11 vector ops per 16 elements, like vpmovd2m + a masked
-//             1 - f, but all of them for port 0 or 5 (vpmovd2m is port 0 only): 10.2 -> 11.0 Gelem/s at 64K.
+//             1 - f, but all of them for port 0 or 5 (vpmovd2m is port 0 only).
 //             tanh: the same on u = min(tmax, |x|), tmax below 8, with tanh's own table (idx >= 244), and
 //             the sign of x ORed onto p(u) >= 0: 10 vector ops per 16 elements.
 //   scalef:   I19 as in the manual: xp = 0.5 - x log2e, y = reduce(xp) = xp - floor(xp), p(y) ~ 2^(y-0.5),

@@ -33,9 +33,8 @@ namespace {
 #include "kernels/inc/f32_zmm.inc"
 
 #define NNK_F32_GEMM_UNROLL 1
-// One Sapphire Rapids core, sgemm, interleaved rounds of four A/B runs: 16x1024x1024 101-104 -> 117-122 GFLOP/s,
-// 32x1024x1024 128-136 -> 140-154, 24x512x2048 120-128 -> 134-142; 128^3, 256^3, 64x2048x512 and 1024^3 within
-// the noise; 4 steps gained as much but lost 3% on 64x2048x512.
+// The copying tiles read A in place a row of W per k step, a stride the prefetchers do not follow: fetch 8
+// steps ahead (docs/performance.md: "sgemm: prefetch in the copying tiles").
 #define NNK_F32_GEMM_COPY_PREFETCH 8
 #include "kernels/inc/f32_gemm_tile.inc"
 

@@ -29,7 +29,7 @@ struct DwZmm : DwZmmLoads {
 }  // namespace
 
 // Two pixels per block: each tap's weights loaded once for both, two independent accumulator chains per
-// vector (MobileNet-v2's 112x112x32 layer: 21.6 -> 28.3 GOP/s on one Sapphire Rapids core).
+// vector (docs/performance.md: "QConv2d: depthwise").
 extern const QDwconvKernel u8s8_dwconv_64c__avx512 = {"u8s8_dwconv_64c__avx512", 64,
                                                       QDwconvTemplate<DwZmm, 4, 2, 4>::run};
 

@@ -3,7 +3,7 @@
 // input and the packed int32 weights (w within int16, the packer's are int8) adds x * w to the lane, exact
 // modulo 2^32 (the non-saturating form; vpdpwssds and VPMADDUBSW are never used): one uop per 16 channels
 // and tap instead of vpmaddwd + vpaddd. Two pixels per block, as there (vpdpwssd's latency wants the two
-// independent chains: 112x112x32 19.1 -> 32.7 GOP/s on one Sapphire Rapids core).
+// independent chains; docs/performance.md: "QConv2d: depthwise").
 #include <immintrin.h>
 
 #include <cstddef>

@@ -48,7 +48,7 @@ extern const QGemmKernel s16_gemm_64x6c2__avx512vnni = {"s16_gemm_64x6c2__avx512
 // masked loads, 8 vpunpck per 128-bit lane), then 4 (M + (colsum ? 1 : 0)) vpdpbusd per interleaved vector
 // into accumulators kept in L1 for the whole block, each loaded and stored once per 16 rows. Walking
 // 64-channel strips down all of K instead (registers as accumulators) read one line per row per strip, a page
-// apart: 13 GB/s of B from L3 and 25 from L2 on one Sapphire Rapids core. The lane-wise interleave leaves
+// apart, far below the bandwidth (docs/performance.md: "qgemm: GEMV"). The lane-wise interleave leaves
 // accumulator q of a 64-channel group holding channels 16 L + 4 q + d in lane L; one 4 x 4 transpose of 128-bit
 // blocks (vshufi32x4) converts to and from the channel order at the block's load and store.
 namespace nnkern {
@@ -88,7 +88,7 @@ NNK_INLINE void store_group(const __m512i* acc, int32_t* p, size_t nn) {
 // kT quads of rows (4 k each, from row k, the last one `r` rows, zero beyond) of one 64-channel group,
 // interleaved into w[t][q]; each accumulator of the group is then loaded once, gets kT vpdpbusd per row of
 // A and is stored: with kT = 4, 4 times fewer L1 round trips than one quad at a time (the stores bound the
-// loop: 8 x 1024 x 1024 on one Sapphire Rapids core, 230 -> 425 GOP/s).
+// loop).
 template <int kM, bool kSum, int kT>
 NNK_INLINE void gemv_quads(size_t k, size_t r, const uint8_t* a, size_t lda, const int8_t* p, size_t ldb,
                            __mmask64 mask, __m512i* am, size_t m_stride, __m512i* sum) {
@@ -191,8 +191,8 @@ void gemv_m(size_t nn, size_t K, const uint8_t* a, size_t lda, const int8_t* b, 
 }
 
 // Accumulators in L1, not registers: more rows cost only their vpdpbusd. Up to 12 rows this path beats
-// packing B even for the AMX kernel (one Sapphire Rapids core, 12 x 1024 x 1024: 385 against 364 GOP/s on
-// AMX, 285 on the VNNI tile; 12 x 4096 x 1024: 276 against 180); at 16 rows it no longer does everywhere.
+// packing B even for the AMX kernel; at 16 rows it no longer does everywhere (docs/performance.md: "qgemm:
+// GEMV").
 #define NNK_GEMV_MAX_M 12
 #include "kernels/inc/qgemv_run.inc"
 

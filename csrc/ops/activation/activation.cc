@@ -15,17 +15,14 @@
 namespace nnkern {
 namespace {
 
-// Calls below kMinParallel elements run inline: waking the pool's other thread costs ~50-65 us on the dev
-// machine (a 2-vCPU VM), so at 64K floats (8 us alone) 2 threads were 8x slower than 1, and at 256K still
-// 1.6x slower; from 1M on they win (quiet host, 2 vs 1 thread, Gelem/s: out= 1M 5.4-5.7 vs 3.6, 4M 6.3 vs
-// 3.5, 16M 5.7-5.8 vs 2.6; in place 16M 10-11 vs 5.0). Tasks are about 1/8 of a thread's share: contiguous
-// runs for the prefetchers, and still a dynamic balance when the other core is busy. The former fixed
-// 16K-element tasks (1024 of them at 16M, interleaved between the threads) made 2 threads slower than 1.
+// Calls below kMinParallel elements run inline: waking the pool's other thread costs more than the work below
+// it. Tasks are about 1/8 of a thread's share: contiguous runs for the prefetchers, and still a dynamic balance
+// when the other core is busy (docs/performance.md: "Activations: threads and task size").
 constexpr size_t kChunk = 16384;
 constexpr size_t kMinParallel = size_t(1) << 20;
 // Outputs from 32 MiB on (not in place) are written with streaming stores where the ISA has them: they
-// skip the read-for-ownership of y and leave the caches to other data. Measured (AVX-512, 1 thread,
-// interleaved): +19% at 8M, 16M and 32M floats, but -12% at 4M (16 MiB), where y would have stayed in L3.
+// skip the read-for-ownership of y and leave the caches to other data; below, y would have stayed in L3
+// (docs/performance.md: "Activations: streaming stores").
 constexpr size_t kStreamMinBytes = size_t(32) << 20;
 
 F32UnaryUkernel pick(F32UnaryUkernel regular, F32UnaryUkernel stream, size_t n, const float* x, const float* y) {

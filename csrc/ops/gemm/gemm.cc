@@ -25,8 +25,8 @@ namespace {
 constexpr size_t kMaxNR = 32;
 // Seed O6: below this many broadcast columns a copied A panel would not be reused enough to pay; except
 // when the in-place panel steps a page or more per k (every step a new page and TLB entry): then a second
-// column group reading it in place costs a whole pass over B again (8x1024x1024 on Zen 3, one thread:
-// 6 + 2 columns in place 23-44 GFLOP/s, copied 49; 16 rows 33 -> 59).
+// column group reading it in place costs a whole pass over B again (docs/performance.md: "sgemm: copying A
+// panels").
 constexpr size_t kCopyPanelMinN = 18;
 constexpr size_t kCopyPanelMinStride = 4096;  // bytes
 constexpr double kMinFlopsPerThread = 2e6;
@@ -283,9 +283,8 @@ BlockingMode blocking_mode() { return BlockingMode(g_blocking_mode.load()); }
 GemmOrder gemm_order(const F32GemmKernel& k, size_t M, size_t N) {
   (void)k;
   if (blocking_mode() == BlockingMode::fixed) return GemmOrder::panel;
-  // The panel order's shallow K blocks cost a pass over C each: cheap while C stays in L2, not beyond.
-  // (Sapphire Rapids, AVX-512, one thread, each order forced: 128^3, 256^3 and 32x1024x1024 run 5-15%
-  // faster in panel order; 512^3 .. 2048^3, 784x128x1152 and 3136x64x576 0-26% faster in block order.)
+  // The panel order's shallow K blocks cost a pass over C each: cheap while C stays in L2, not beyond
+  // (docs/performance.md: "sgemm: loop order").
   const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
   return double(M) * double(N) * sizeof(float) > double(l2 / 8) ? GemmOrder::block : GemmOrder::panel;
 }
@@ -353,9 +352,7 @@ void sgemm(const SgemmArgs& g, const std::string& algorithm) {
 
 // Output features up to which a packed layer keeps W as it is too, for sgemm's dot path (vectors along K, one
 // row of W per output) wherever that is auto's choice for sgemm and K is at least kLinearDotMinK: a panel of MR
-// channels is then mostly padding. One Sapphire Rapids core, AVX-512, Linear batch x in -> out, GFLOP/s on the
-// packed panels / on W's rows: 1024 x 1024 -> 6 45 / 76, -> 3 22 / 43, 1024 x 256 -> 6 56 / 92, 100 x 2000 -> 8
-// 72 / 96, 1 x 1024 -> 6 6 / 19, 4096 x 128 -> 8 62 / 64; but 1024 x 64 -> 8 64 / 50.
+// channels is then mostly padding (docs/performance.md: "Linear: few output features").
 constexpr size_t kLinearRowsMaxN = 16;
 constexpr size_t kLinearDotMinK = 128;
 

@@ -30,17 +30,16 @@ namespace {
 constexpr double kMinFlopsPerThread = 2e5;
 // The rows path takes up to this many rows, each streaming B once. With so few rows the register tile runs
 // mostly empty (16x6 on 2 rows), and where B's rows are a page or more apart it also walks a new page per
-// k: there auto prefers the rows (one Zen 3 core, 2x1024x1024: 11 -> 24 GFLOP/s, 3x4096x1024: 14 -> 22);
-// with shorter rows the tile stays ahead (2x1000x300: rows 23, tiles 31).
+// k: there auto prefers the rows; with shorter rows the tile stays ahead (docs/performance.md: "sgemm: a few
+// rows").
 constexpr size_t kRowsMaxM = 3;
 // With a rows_m kernel (B read once for a group of rows) auto takes the rows path up to this many rows where B
-// outgrows L2: streamed from L3 or memory, B's rows beat the tile driver's column strips of them (one Sapphire
-// Rapids core, 8x1024x1024: tiles 68, rows 82 GFLOP/s; 8x768x768 93 -> 109), while an L2-resident B favours
-// the register tile (8x1000x300: 135 against 108).
+// outgrows L2: streamed from L3 or memory, B's rows beat the tile driver's column strips of them, while an
+// L2-resident B favours the register tile (docs/performance.md: "sgemm: a few rows").
 constexpr size_t kRowsMultiMaxM = 8;
 constexpr size_t kRowsPreferredStride = 4096;  // bytes
 constexpr size_t kRowsChunk = 4096;  // columns per rows-path task: a 16 KiB accumulator strip; one row segment
-                                     // per K step is then 16 KiB contiguous (1x4096x4096: 10 -> 13 GB/s)
+                                     // per K step is then 16 KiB contiguous
 constexpr size_t kDotMinK = 16;      // below this, vectors along K are mostly masked: the tile driver wins
 
 size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }

@@ -36,8 +36,8 @@ std::atomic<size_t> g_rows_outer_block{0};
 // The loop order inside a task. Panels outer (the default): each MR-channel panel stays in L1 while the task's
 // rows stream past it, in K blocks of P.kc. Rows outer (QGemmKernel::rows_outer: prepacked B, whole K, no hook,
 // NR rows of A within two thirds of L1d): each NR rows stay in L1 while the panels of a channel block that
-// fits half of L2 stream past them. With K blocks instead, rows outer lost (one Sapphire Rapids core, AMX,
-// QLinear in blocks of 1024: 2048^3 1900 vs 2040 GOP/s, 128x768x3072 1880 vs 2140-2430).
+// fits half of L2 stream past them. With K blocks instead, rows outer lost (docs/performance.md: "qgemm: loop
+// order and K blocks").
 struct Order {
   bool rows_outer = false;
   size_t block = 0;  // rows outer: channels per block
@@ -228,8 +228,8 @@ void set_qgemm_rows_outer(int v, size_t block) {
 size_t qgemm_choose_kc(const QGemmKernel& k, size_t K) {
   const size_t G = size_t(std::max(k.kgroup, k.kstep)), ov = g_kc_override.load();
   if (ov) return round_up(ov, G);
-  // AMX, one Sapphire Rapids core: the panel streams from L2 at full speed, the partial sums do not
-  // (QLinear 128x768x3072: 1710 GOP/s in K blocks of 768, 2300 whole; 2048^3: 1250 -> 1580).
+  // AMX: the panel streams from L2 at full speed, the partial sums do not (docs/performance.md: "qgemm: loop
+  // order and K blocks").
   if (k.whole_k) return K;
   const CpuFeatures& f = cpu_features();
   const size_t l1 = f.l1d ? f.l1d : 32 * 1024;
@@ -249,13 +249,10 @@ void qgemm_execute(const QPlan& P) {
   size_t mc, nc;
   const double ops = 2.0 * double(P.M) * double(P.N) * double(std::max<size_t>(P.K, 1));
   // A kernel's own (larger) limit was measured with B packed per call, where tasks that split the rows each
-  // pack every panel again. Prepacked panels are shared: there the default limit holds (two Sapphire Rapids
-  // cores, AMX QLinear, 1 -> 2 threads: 256^3 1600-1640 -> 2680-2900 GOP/s, 128x128x1024 1740-1830 ->
-  // 2420-3170, in three of four rounds). Up to kStreamRows rows with B larger than L2, the call is a stream
-  // of B from memory, which each thread's bandwidth speeds up: a thread per 256 KiB of B (QLinear
-  // 1x4096x4096 on two Sapphire Rapids cores 57 -> 112 GOP/s; on 16 Emerald Rapids cores, separate runs on
-  // a loaded host, 217 on the 8 threads the ops limit allowed, 257-328 on 16). B within L2 is not a stream
-  // from memory and keeps the default limit (unmeasured which is better there).
+  // pack every panel again. Prepacked panels are shared: there the default limit holds. Up to kStreamRows rows
+  // with B larger than L2, the call is a stream of B from memory, which each thread's bandwidth speeds up: a
+  // thread per 256 KiB of B. B within L2 is not a stream from memory and keeps the default limit (unmeasured
+  // which is better there). docs/performance.md: "qgemm: threads".
   const bool streams_b = P.M <= kStreamRows && P.N * P.K * qgemm_a_elem_size(k) > l2;
   const bool own_limit = k.min_ops_per_thread > 0 && !P.packed && P.M > size_t(k.nr) / 2;
   const double min_ops = streams_b ? std::min(kQGemmMinOpsPerThread, 2.0 * double(P.M) * double(256 << 10))

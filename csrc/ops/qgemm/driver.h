@@ -72,11 +72,8 @@ bool qgemm_rows_outer_fits(const QGemmKernel& k, size_t K);
 int32_t qgemm_prepare_a(const QGemmKernel& k, QType a_type, const void* a, size_t lda, size_t M, size_t K, int32_t za,
                         bool need_row_sums, uint8_t* buf, int32_t* sums, QPlan* P, bool align_rows = false);
 // Whether a GEMM with N output channels copies misaligned A onto aligned rows (align_rows above): only where
-// A is read by many panels. One Sapphire Rapids core, AMX, A 16 bytes off a line, GOP/s in place -> copied:
-// N >= 512 gained (QLinear 512^3 2000 -> 2200-2270, 128x768x768 2190-2280 -> 2410-2430); N <= 256 lost, the
-// copy costing more than the split loads of a few passes (qgemm 3136x64x576 1460-1560 -> 850, 1024x192x1024
-// 1640-1780 -> 1390-1460, 1024x6x1024 340 -> 190). The rule is on N, not on a task's share of it: on two
-// threads, tasks of 8-12 panels still gained from their copy (qgemm 512^3 2260-2270 copied, 1400-2050 not).
+// A is read by many panels: with few, the copy costs more than the split loads of a few passes. The rule is on
+// N, not on a task's share of it (docs/performance.md: "qgemm: realigning A").
 bool qgemm_realign_pays(const QGemmKernel& k, size_t N);
 struct QPrepareBytes {
   size_t buf, sums;

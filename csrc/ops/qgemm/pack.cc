@@ -37,9 +37,8 @@ void pack_groups_t(Out* dst, const In* b, size_t ldb, size_t K, size_t n0, size_
     const In* src = b + g * G * ldb + n0;
     Out* d = dst + g * MR * G;
     // Rows 2 KiB or more apart defeat the hardware prefetchers (at most 2 lines per page): fetch the
-    // groups kPackPrefetchGroups ahead ourselves, every line of the strip (prefetches never fault).
-    // (128x3072x768 with B per call, AMX, Sapphire Rapids: 690 -> 830 GOP/s; with rows closer, as in
-    // 32x1024x1024, the prefetches only cost.)
+    // groups kPackPrefetchGroups ahead ourselves, every line of the strip (prefetches never fault); with rows
+    // closer they only cost (docs/performance.md: "qgemm: packing B").
     if (far_rows && g + kPackPrefetchGroups < full_groups)
       for (size_t r = 0; r < size_t(G); ++r)
         for (size_t off = 0; off < nn * sizeof(In); off += 64)
@@ -189,8 +188,8 @@ void qgemm_pack_all(const QGemmKernel& k, QType b_type, const void* b, size_t ld
     const size_t g0 = t * gpt, g1 = std::min(groups, g0 + gpt);
     // Slices of row groups outer, panels inner: B is read along its rows (a slice of kPackSliceGroups
     // groups, one page at a time, stays in L1 while every panel takes its part), and each call packs a
-    // slice, not a single group: per-group calls cost more than the packing (8x1024x1024, AMX, Sapphire
-    // Rapids: 123 GOP/s).
+    // slice, not a single group: per-group calls cost more than the packing (docs/performance.md: "qgemm:
+    // packing B").
     for (size_t gs = g0; gs < g1; gs += kPackSliceGroups)
       for (size_t ip = 0; ip < panels; ++ip) {
         const size_t nn = std::min(MR, N - ip * MR);

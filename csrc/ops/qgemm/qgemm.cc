@@ -91,11 +91,9 @@ const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
        }},
       // Each task packs the panel of B it is about to use (a column strip: K lines on at most K pages while
       // B's rows fit a page), so the packed panel is read from L1. Preferred while all rows of A fit one
-      // task's L2 block: beyond, every block of rows packs every panel again (2048^3 on AMX, Sapphire
-      // Rapids: 690 GOP/s, against 990 packing all of B once). Where the kernel runs packed panels rows
-      // outer (ops/qgemm/driver.cc), from a quarter of L2 of A on, B packed once and read rows outer wins
-      // (one Sapphire Rapids core, AMX, per panel / all: 1024^3 1100-1170 / 1460 GOP/s, 1024x192x1024
-      // 1570-1690 / 1650-1700; 512^3, an eighth, 1470-1750 / 1500-1550; 128x768x768 1340-1410 / 930-1000).
+      // task's L2 block: beyond, every block of rows packs every panel again. Where the kernel runs packed
+      // panels rows outer (ops/qgemm/driver.cc), from a quarter of L2 of A on, B packed once and read rows
+      // outer wins (docs/performance.md: "qgemm: packing per panel or all of B").
       {"pack_per_panel", [](const QgemmCall&) { return true; },
        [](const QgemmCall& c) {
          const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;

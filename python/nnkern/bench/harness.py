@@ -190,6 +190,42 @@ class Result:
         return d
 
 
+def cpu_label() -> str:
+    """The CPU as a table names it: its model name, family / model numbers and the best ISA level nnkern runs."""
+    import nnkern
+    info = nnkern.cpu_info()
+    name, fam = info.get("model", "?"), ""
+    try:
+        fields = {}
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if ":" in line:
+                    k, v = (t.strip() for t in line.split(":", 1))
+                    fields.setdefault(k, v)
+        name = fields.get("model name", name)
+        if "cpu family" in fields:
+            family, model = int(fields["cpu family"]), int(fields.get("model", "-1"))
+            fam = f", family {family} model {model}"
+            arch = _microarchitecture(fields.get("vendor_id", ""), family, model)
+            if arch:
+                name = f"{name} {arch}"
+    except (OSError, ValueError):
+        pass
+    return f"{name} ({info.get('arch', '?')}{fam}; {info['supported_isas'][-1]})"
+
+
+def _microarchitecture(vendor: str, family: int, model: int) -> str:
+    """The core's name for the x86 families this project's machines have had ('' if unknown)."""
+    if vendor == "AuthenticAMD":
+        if family == 25:
+            return "Zen 4" if 0x10 <= model <= 0x1F or 0x60 <= model <= 0xAF else "Zen 3"
+        if family == 26:
+            return "Zen 5"
+    if vendor == "GenuineIntel" and family == 6:
+        return {0x8F: "Sapphire Rapids", 0xCF: "Emerald Rapids", 0xAD: "Granite Rapids"}.get(model, "")
+    return ""
+
+
 def nnkern_context(isa: str, threads: int, extra: Optional[Callable] = None):
     """Context factory: nnkern capped at ``isa`` on ``threads`` threads (restored on exit)."""
     import nnkern
