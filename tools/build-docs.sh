@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the documentation site into build/site with warnings as errors: the README is the guide (index),
-# docs/ holds the API reference pages, generated from the docstrings by mkdocstrings (static analysis of
+# Builds the documentation site into build/site with warnings as errors: the README is the front page (index,
+# its docs/ links made relative to docs/), docs/ holds the guide, design, kernels, performance and contributing
+# pages and the API reference, generated from the docstrings by mkdocstrings (static analysis of
 # python/nnkern: nothing is imported, so no build of the extension is needed). PYTHON selects the
 # interpreter (default python); the [docs] extra is pip-installed into it when missing.
 set -euo pipefail
@@ -14,6 +15,6 @@ fi
 rm -rf build/docs-src build/site
 mkdir -p build/docs-src
 cp -r docs/. build/docs-src/
-cp README.md build/docs-src/index.md
+sed 's#](docs/#](#g' README.md >build/docs-src/index.md
 "$PY" -m mkdocs build --strict --quiet
 echo "documentation: build/site/index.html"
