@@ -19,9 +19,7 @@ from conftest import require_level
 from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_python_isolated
 
 ALGORITHMS = _C.algorithms("conv2d")
-# The kernels each algorithm runs: the GEMM kernels for the lowerings, the convolution kernels for the rest.
-FAMILY = {"im2col": "f32_gemm", "indirect": "f32_gemm", "direct": "f32_conv_direct", "mgemm": "f32_conv_mgemm",
-          "depthwise": "f32_dwconv", "dot": "f32_conv_dot"}
+FAMILY = dict(_C.conv2d_algorithm_families())  # the kernels each algorithm runs, as C++ lists them
 PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}")
          for a in ALGORITHMS for k in _C.kernel_list(FAMILY[a])]
 

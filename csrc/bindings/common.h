@@ -218,5 +218,6 @@ void bind_conv2d(py::module_& m);
 void bind_quantize(py::module_& m);
 void bind_pixel_shuffle(py::module_& m);
 void bind_pool2d(py::module_& m);
+void bind_graph(py::module_& m);
 
 }  // namespace nnkern::bindings

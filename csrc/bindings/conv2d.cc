@@ -93,6 +93,8 @@ class InvertedResidualBinding {
 }  // namespace
 
 void bind_conv2d(py::module_& m) {
+  m.def("conv2d_algorithm_families", &conv_algorithm_families,
+        "(algorithm, the kernel family it runs) for each entry of the conv2d table, in its order");
   py::class_<Conv2dBinding>(m, "PackedConv2d")
       .def(py::init<const py::array&, const std::vector<size_t>&, const py::object&, int, const std::string&>())
       .def("run", &Conv2dBinding::run, py::arg("x"), py::arg("out"), py::arg("algorithm") = "auto",

@@ -16,4 +16,5 @@ PYBIND11_MODULE(_C, m) {
   nnkern::bindings::bind_quantize(m);
   nnkern::bindings::bind_pixel_shuffle(m);
   nnkern::bindings::bind_pool2d(m);
+  nnkern::bindings::bind_graph(m);
 }

@@ -93,7 +93,24 @@ bool isa_within(Isa isa, Isa cap) {
   }
 }
 
-Isa max_isa() { return Isa(cap_storage().load()); }
+namespace {
+thread_local int t_isa_cap = -1;
+}  // namespace
+
+Isa max_isa() {
+  const Isa global = Isa(cap_storage().load());
+  if (t_isa_cap < 0) return global;
+  const Isa own = Isa(t_isa_cap);
+  Isa best = Isa::scalar;  // the best level within both caps (they may be incomparable: avxvnni and avx512)
+  for (Isa level : isa_levels())
+    if (isa_within(level, own) && isa_within(level, global)) best = level;
+  return best;
+}
+
+ScopedIsaCap::ScopedIsaCap(Isa cap) : previous_(t_isa_cap) { t_isa_cap = int(cap); }
+ScopedIsaCap::~ScopedIsaCap() { t_isa_cap = previous_; }
+int thread_isa_cap() { return t_isa_cap; }
+void set_thread_isa_cap(int cap) { t_isa_cap = cap; }
 void set_max_isa(Isa cap) { cap_storage().store(int(cap)); }
 
 bool isa_active(Isa isa) { return isa_supported(isa) && isa_within(isa, max_isa()); }

@@ -54,9 +54,25 @@ bool isa_supported(Isa isa);
 // True if `isa` <= `cap` in the partial order (avxvnni <= avx512vnni <= amx, avxvnni !<= avx512).
 bool isa_within(Isa isa, Isa cap);
 
-// The cap: the best level the dispatcher may pick. Initialized from NNKERN_MAX_ISA.
+// The cap: the best level the dispatcher may pick. Initialized from NNKERN_MAX_ISA; within a ScopedIsaCap, the
+// best level both caps allow.
 Isa max_isa();
 void set_max_isa(Isa cap);
+
+// A cap of the calling thread's own for its lifetime (an inference session's max_isa), on top of the process's;
+// the thread pool's workers take it on while they run this thread's calls. Scopes nest.
+class ScopedIsaCap {
+ public:
+  explicit ScopedIsaCap(Isa cap);
+  ~ScopedIsaCap();
+  ScopedIsaCap(const ScopedIsaCap&) = delete;
+  ScopedIsaCap& operator=(const ScopedIsaCap&) = delete;
+
+ private:
+  int previous_;
+};
+int thread_isa_cap();            // the calling thread's own cap, -1 if none (for the thread pool)
+void set_thread_isa_cap(int cap);
 // The levels that are both supported and within the cap, lowest first.
 std::vector<Isa> active_isas();
 bool isa_active(Isa isa);

@@ -1,4 +1,5 @@
 #include "core/threadpool.h"
+#include "core/isa.h"
 #include "core/workspace.h"
 
 #include <pthread.h>
@@ -28,6 +29,8 @@ namespace {
 thread_local bool t_in_pool = false;
 // Which participant of the current job this thread is: 0 for the caller, worker id + 1 (scratch slots).
 thread_local int t_slot = 0;
+// The calling thread's ScopedThreadLimit (0: none).
+thread_local int t_limit = 0;
 
 constexpr const char* kScratchOverrun = "parallel_for_scratch: a task wrote past its thread's scratch slice";
 
@@ -58,6 +61,8 @@ class Pool {
   // Never destroyed (see pool()).
 
   int size() const { return size_.load(std::memory_order_relaxed); }
+  // The threads a call of this thread may use (its ScopedThreadLimit).
+  int threads() const { return t_limit > 0 ? std::min(size(), t_limit) : size(); }
 
   // Shrinking parks the extra workers (asleep, taking no jobs) instead of joining them, so that a
   // count toggled per call (threadpool_limits, a benchmark alternating 1 and 2) does not create a
@@ -104,7 +109,7 @@ class Pool {
     }
     const bool guards = workspace_guards();
     const size_t stride = checked_add(workspace_align(bytes), guards ? kWorkspaceGuardBytes : 0);
-    const size_t slots = size_t(active_.load(std::memory_order_relaxed)) + 1;
+    const size_t slots = size_t(std::min(active_.load(std::memory_order_relaxed) + 1, threads()));
     Workspace ws(checked_mul(stride, slots));
     char* base = ws.as<char>();
     if (guards)
@@ -123,7 +128,7 @@ class Pool {
   // The call lock if this call gets the workers (started on first use), else an empty lock.
   std::unique_lock<std::mutex> acquire(size_t n_tasks) {
     std::unique_lock<std::mutex> call;
-    if (n_tasks > 1 && size() > 1 && !t_in_pool) call = std::unique_lock<std::mutex>(call_mutex_, std::try_to_lock);
+    if (n_tasks > 1 && threads() > 1 && !t_in_pool) call = std::unique_lock<std::mutex>(call_mutex_, std::try_to_lock);
     if (call.owns_lock() && !started_) start_lazily();
     if (call.owns_lock() && active_.load(std::memory_order_relaxed) == 0) call.unlock();
     return call;
@@ -133,6 +138,8 @@ class Pool {
   void dispatch(size_t n_tasks, const std::function<void(size_t)>& fn) {
     fn_ = &fn;
     n_tasks_ = n_tasks;
+    job_threads_.store(threads(), std::memory_order_relaxed);  // workers with id + 1 < this join
+    job_isa_cap_ = thread_isa_cap();
     next_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
     // Open the next job with nobody inside; release: the fields above are seen by whoever joins.
@@ -164,8 +171,10 @@ class Pool {
     t_in_pool = true;
     t_slot = id + 1;
     while (wait_for_job(id, &seen)) {
-      if (join(seen)) {
+      if (id + 1 < job_threads_.load(std::memory_order_relaxed) && join(seen)) {
+        set_thread_isa_cap(job_isa_cap_);  // the caller's own cap, if any: the job's fields hold until we leave
         work();
+        set_thread_isa_cap(-1);
         leave();
       }
     }
@@ -267,6 +276,8 @@ class Pool {
   std::atomic<uint64_t> state_{kClosed};  // job 0, closed: nothing to join before the first call
   const std::function<void(size_t)>* fn_ = nullptr;
   size_t n_tasks_ = 0;
+  std::atomic<int> job_threads_{0};  // the threads the current job may use, the caller's included
+  int job_isa_cap_ = -1;              // the caller's thread ISA cap
   std::atomic<size_t> next_{0};
 
   std::mutex mutex_;  // for sleeping and waking, and error_
@@ -371,6 +382,12 @@ void set_num_threads(int n) {
   pool().resize(n);
 }
 
-int get_num_threads() { return pool().size(); }
+int get_num_threads() { return pool().threads(); }
+
+ScopedThreadLimit::ScopedThreadLimit(int n) : previous_(t_limit) {
+  if (n < 1) throw std::invalid_argument("a thread limit must be >= 1, got " + std::to_string(n));
+  t_limit = previous_ > 0 ? std::min(previous_, n) : n;
+}
+ScopedThreadLimit::~ScopedThreadLimit() { t_limit = previous_; }
 
 }  // namespace nnkern

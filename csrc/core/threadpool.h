@@ -51,7 +51,21 @@ Range split_range(size_t n, size_t parts, size_t part);
 // cannot be started, the previous size is kept and std::runtime_error is thrown. Must not be
 // called from inside a task (std::logic_error).
 void set_num_threads(int n);
+// The threads an op may use: the pool's size, or less within a ScopedThreadLimit on the calling thread.
 int get_num_threads();
+
+// At most n threads (>= 1) for the calls this thread makes while it lives (an inference session's num_threads);
+// the pool's size is unchanged. Scopes nest.
+class ScopedThreadLimit {
+ public:
+  explicit ScopedThreadLimit(int n);
+  ~ScopedThreadLimit();
+  ScopedThreadLimit(const ScopedThreadLimit&) = delete;
+  ScopedThreadLimit& operator=(const ScopedThreadLimit&) = delete;
+
+ private:
+  int previous_;
+};
 // NNKERN_NUM_THREADS, else OMP_NUM_THREADS (its first field), else the CPUs this process may run
 // on. A variable that is not an integer in [1, kMaxThreads] is ignored.
 int default_num_threads();

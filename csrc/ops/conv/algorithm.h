@@ -2,21 +2,27 @@
 // that owns its kernel family, its packed weights (packed on its first call), its applicability and auto rule, its
 // workspace and its run; the layer (ops/conv/layer.h) holds them in the table's order. Adding one is a file defining
 // `std::unique_ptr<ConvAlgorithm> make_conv_<name>(const PackedConv2d&)` and a line in NNKERN_CONV_ALGORITHMS.
+// conv_algorithm_families() answers which kernel family each entry runs.
 #pragma once
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ops/conv/geometry.h"
 
-// The table, in the order "auto" tries it (core/algorithm.h):
+// The table, in the order "auto" tries it (core/algorithm.h), each entry with the kernel family it runs (the tests
+// sweep that family's kernels through it):
 //   depthwise  groups == IC == OC: channels in vector lanes (the tile driver, ops/conv/tiles.cc)
 //   im2col     windows copied into rows of the packed FP32 GEMM; 1x1 stride-1 unpadded: the input rows themselves
 //   dot        a few output channels in registers, input channels in lanes (tiles)
 //   mgemm      output channels x pixels in registers, adjacent kernel columns' inputs reused (tiles)
 //   direct     output channels x pixels in registers straight from the input (tiles)
 //   indirect   the GEMM kernels' indirect form over a cached indirection buffer (ops/conv/gemm.cc)
-#define NNKERN_CONV_ALGORITHMS(X) X(depthwise) X(im2col) X(dot) X(mgemm) X(direct) X(indirect)
+#define NNKERN_CONV_ALGORITHMS(X)                                                                         \
+  X(depthwise, f32_dwconv) X(im2col, f32_gemm) X(dot, f32_conv_dot) X(mgemm, f32_conv_mgemm)              \
+  X(direct, f32_conv_direct) X(indirect, f32_gemm)
 
 namespace nnkern {
 
@@ -54,8 +60,11 @@ class ConvAlgorithm {
   const PackedConv2d& L;
 };
 
-#define NNKERN_CONV_DECLARE_(name) std::unique_ptr<ConvAlgorithm> make_conv_##name(const PackedConv2d& layer);
+#define NNKERN_CONV_DECLARE_(name, family) std::unique_ptr<ConvAlgorithm> make_conv_##name(const PackedConv2d& layer);
 NNKERN_CONV_ALGORITHMS(NNKERN_CONV_DECLARE_)
 #undef NNKERN_CONV_DECLARE_
+
+// Each entry's name and the kernel family it runs (`_C.conv2d_algorithm_families()`), in the table's order.
+std::vector<std::pair<std::string, std::string>> conv_algorithm_families();
 
 }  // namespace nnkern

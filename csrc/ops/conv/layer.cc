@@ -21,7 +21,7 @@ struct TableEntry {
   std::unique_ptr<ConvAlgorithm> (*make)(const PackedConv2d&);
 };
 
-#define NNKERN_CONV_ENTRY_(name) {#name, &make_conv_##name},
+#define NNKERN_CONV_ENTRY_(name, family) {#name, &make_conv_##name},
 const std::vector<TableEntry>& table() {
   static const std::vector<TableEntry> entries = {NNKERN_CONV_ALGORITHMS(NNKERN_CONV_ENTRY_)};
   return entries;
@@ -40,6 +40,12 @@ const std::vector<TableEntry>& table() {
 }();
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> conv_algorithm_families() {
+#define NNKERN_CONV_FAMILY_(name, family) {#name, #family},
+  return {NNKERN_CONV_ALGORITHMS(NNKERN_CONV_FAMILY_)};
+#undef NNKERN_CONV_FAMILY_
+}
 
 PackedConv2d::PackedConv2d(const ConvGeometry& geo, const float* w, const float* bias, ConvActivation act,
                            ActMethod method)

@@ -160,18 +160,21 @@ def make_data(layer: Layer) -> ConvData:
 # --- nnkern --------------------------------------------------------------------------------------------
 
 def algorithms(layer: Optional["Layer"] = None) -> List[str]:
-    """The qconv2d algorithms and "auto"; for a layer, those that apply to it ("depthwise" needs
-    groups == IC, "direct" groups == 1 and a SIMD direct kernel at the ISA cap: AVX-VNNI or AVX-512 VNNI, its
-    scalar reference kernel is not timed; "low_ofm" groups == 1 and OC <= 4)."""
+    """The qconv2d algorithms and "auto"; for a layer, those C++ says apply to it at the current ISA cap, except a
+    scalar reference kernel (direct's where no VNNI kernel runs), which auto never picks and is not timed."""
     from .. import _C
     names = list(_C.algorithms("qconv2d")) + ["auto"]
-    if layer is not None and layer.groups != layer.IC:
-        names = [a for a in names if a != "depthwise"]
-    if layer is not None and (layer.groups != 1 or layer.OC > 4):
-        names = [a for a in names if a != "low_ofm"]
-    if layer is not None and (layer.groups != 1 or _C.cpu_info()["kernels"]["u8s8_conv_direct"].endswith("__scalar")):
-        names = [a for a in names if a != "direct"]
-    return names
+    if layer is None:
+        return names
+    import nnkern
+    probe = nnkern.QConv2d(np.zeros((layer.OC, layer.KH, layer.KW, layer.IC // layer.groups), np.int8), None,
+                           weight_scale=1.0, stride=layer.stride, padding=layer.pad, groups=layer.groups,
+                           input_scale=1.0, input_zero_point=0, output_scale=1.0, output_zero_point=0,
+                           output_dtype=np.uint8)
+    applicable = set(probe._packed.applicable_algorithms(layer.N, layer.H, layer.W)) | {"auto"}
+    if _C.cpu_info()["kernels"]["u8s8_conv_direct"].endswith("__scalar"):
+        applicable.discard("direct")
+    return [a for a in names if a in applicable]
 
 
 def nnkern_layer(layer: Layer, d: ConvData, algorithm: str):

@@ -1,0 +1,90 @@
+// A step of a graph plan: one op over tensors the plan owns, built once per input shape. A graph op is registered
+// by name with two functions: infer (the outputs' descriptions from the node: no data needed except the constant
+// inputs) and make (the step). The ops live in the files of ops/graph/ops, each registering its ops in
+// `register_graph_ops_<file>()`; adding a file is one line in NNKERN_GRAPH_OP_FILES (ops/graph/ops/files.h).
+// Baseline header.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ops/graph/node.h"
+
+namespace nnkern::graph {
+
+// The data of one step's tensors during a run (an optional input left out is null).
+struct StepData {
+  void* const* ptr;  // every tensor of the plan, by id
+  const int* in_ids;
+  const int* out_ids;
+  const void* in(size_t i) const { return in_ids[i] < 0 ? nullptr : ptr[in_ids[i]]; }
+  template <typename T>
+  const T* in(size_t i) const { return static_cast<const T*>(in(i)); }
+  void* out(size_t i) const { return ptr[out_ids[i]]; }
+  template <typename T>
+  T* out(size_t i) const { return static_cast<T*>(out(i)); }
+};
+
+class Step {
+ public:
+  virtual ~Step() = default;
+  virtual void run(const StepData& d) const = 0;
+  // What describe() adds after the op: the algorithm and kernel chosen, where there is a choice.
+  virtual std::string detail() const { return ""; }
+  // The input whose memory output `out` may take over (the step reads every element before it writes it: an
+  // elementwise op), or -1. The plan uses it only where nothing reads that input later.
+  virtual int in_place_input(size_t out) const { return -1; }
+  // Output 0 is input 0's bytes unchanged (Reshape, Flatten, Squeeze, ...): the plan lets it share the input's
+  // memory where it can, and run() copies only where the plan could not (views_copy).
+  virtual bool is_view() const { return false; }
+};
+
+// A view step's run: a copy only where the plan gave the output its own memory.
+void views_copy(const StepData& d, size_t bytes);
+
+// Layers packed once per session and shared by the plans of every input shape (packed weights do not depend on the
+// input's size): keyed by the node's op and name.
+class SharedLayers {
+ public:
+  template <typename T, typename Make>
+  std::shared_ptr<const T> get(const NodeSpec& n, Make make) {
+    const std::string key = n.op + "|" + n.name;
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = layers_.find(key);
+    if (it != layers_.end()) return std::static_pointer_cast<const T>(it->second);
+    std::shared_ptr<const T> made = make();
+    layers_[key] = made;
+    return made;
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return layers_.size();
+  }
+
+ private:
+  mutable std::mutex m_;
+  std::map<std::string, std::shared_ptr<const void>> layers_;
+};
+
+using InferFn = std::vector<TensorDesc> (*)(const NodeSpec&);
+using MakeFn = std::unique_ptr<Step> (*)(const NodeSpec&, const std::vector<TensorDesc>& outputs, SharedLayers&);
+
+struct OpDef {
+  InferFn infer;
+  MakeFn make;
+};
+
+void register_op(const char* name, OpDef def);
+// The op of this node; Unsupported naming the node and listing nothing else if no op has that name.
+const OpDef& find_op(const NodeSpec& n);
+bool has_op(const std::string& name);
+std::vector<std::string> op_names();
+
+// The outputs of a node: its op's infer, with the count checked against the node's.
+std::vector<TensorDesc> infer_outputs(const NodeSpec& n);
+
+}  // namespace nnkern::graph

@@ -1,0 +1,225 @@
+"""Compiling a model for one set of input shapes into a C++ plan (``_C.GraphPlan``).
+
+1. lowering: the convolutional ops become nnkern's NHWC ops between layout transposes (seed I3), batch norm
+   folded into the convolution before it (``_lower``);
+2. constants folded and every value's type and shape inferred by the C++ ops themselves (``_C.graph_infer``,
+   ``_C.graph_evaluate``: the same code the plan runs);
+3. the transposes pushed down through layout-agnostic ops until inverse pairs meet and cancel, so a network
+   converts its layout once at the input and once at the output; activations fused into the convolutions
+   (``_layout``, ``_fuse``);
+4. dead nodes dropped, and the plan emitted: steps, constants, inputs and outputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _C
+from . import _fuse, _layout, _lower
+from ._graph import DTYPES, Model, Node, constant
+
+_OPS = frozenset(_C.graph_ops())
+#: Ops never evaluated at compile time even when their inputs are constant (none yet: every op is deterministic).
+NO_FOLD: frozenset = frozenset()
+#: Constant outputs larger than this stay computed at run time (a ConstantOfShape of a huge shape, say).
+MAX_FOLDED_BYTES = 64 << 20
+
+
+class Value:
+    __slots__ = ("dtype", "shape", "const")
+
+    def __init__(self, dtype: int, shape: tuple, const=None):
+        self.dtype, self.shape, self.const = dtype, tuple(shape), const
+
+    def spec(self):
+        """How _C.graph_infer takes it: the constant itself, or (dtype, shape)."""
+        return self.const if self.const is not None else (self.dtype, list(self.shape))
+
+
+class Net:
+    """One plan's working graph: nodes (kept in a valid order by the passes, re-sorted before emission), values
+    with their types, shapes and constant data."""
+
+    def __init__(self, model: Model, shapes: list, values: dict):
+        self.model = model
+        self.nodes = [n.copy() for n in model.nodes]
+        self.inputs = [i.name for i in model.inputs]
+        self.outputs = [o.name for o in model.outputs]
+        self.values: dict[str, Value] = {}
+        for info, shape in zip(model.inputs, shapes):
+            if info.name in values:
+                c = constant(values[info.name])
+                self.values[info.name] = Value(c.dtype, c.shape, c)
+            else:
+                self.values[info.name] = Value(info.dtype, shape)
+        for name, c in model.constants.items():
+            self.values[name] = Value(c.dtype, c.shape, c)
+        self._names = set(self.values) | {o for n in self.nodes for o in n.outputs}
+        self._count = 0
+
+    # -- names and values
+    def fresh(self, hint: str) -> str:
+        while True:
+            self._count += 1
+            name = f"{hint}::{self._count}"
+            if name not in self._names:
+                self._names.add(name)
+                return name
+
+    def const(self, name: str):
+        v = self.values.get(name) if name else None
+        return None if v is None or v.const is None else v.const.numpy()
+
+    def add_constant(self, array, hint: str, key=None) -> str:
+        """A new constant value; `key` shares it between the plans of a session (a derived weight)."""
+        c = self.model.derived.get(key) if key is not None else None
+        if c is None:
+            c = constant(array)
+            if key is not None:
+                self.model.derived[key] = c
+        name = self.fresh(hint)
+        self.values[name] = Value(c.dtype, c.shape, c)
+        return name
+
+    def infer(self, node: Node) -> None:
+        """Types and shapes of the node's outputs, from the C++ op (which refuses what it cannot run)."""
+        specs = [self.values[i].spec() if i else None for i in node.inputs]
+        for name, (dtype, shape) in zip(node.outputs, _C.graph_infer(node.op, node.name, node.attrs, specs,
+                                                                     len(node.outputs))):
+            if name:
+                self.values[name] = Value(dtype, shape)
+
+    def consumers(self) -> dict:
+        users: dict[str, list] = {}
+        for n in self.nodes:
+            for i in n.inputs:
+                if i:
+                    users.setdefault(i, []).append(n)
+        return users
+
+    # -- passes
+    def fold_and_infer(self) -> None:
+        kept = []
+        for n in self.nodes:
+            missing = [i for i in n.inputs if i and i not in self.values]
+            if missing:
+                raise ValueError(f"{n.op} node {n.name!r}: input {missing[0]!r} has no value")
+            if n.op not in _OPS:
+                raise NotImplementedError(f"{n.op} node {n.name!r}: the operator {n.op} is not supported (see "
+                                          f"nnkern.onnx.supported_ops())")
+            consts = [self.values[i].const if i else None for i in n.inputs]
+            foldable = n.op not in NO_FOLD and all(c is not None for c, i in zip(consts, n.inputs) if i)
+            if foldable:
+                self.infer(n)
+                if all(not o or _nbytes(self.values[o]) <= MAX_FOLDED_BYTES for o in n.outputs):
+                    for name, c in zip(n.outputs, _C.graph_evaluate(n.op, n.name, n.attrs, consts, len(n.outputs))):
+                        if name:
+                            self.values[name] = Value(c.dtype, c.shape, c)
+                    continue
+            else:
+                self.infer(n)
+            kept.append(n)
+        self.nodes = kept
+
+    def drop_dead(self) -> None:
+        live = set(self.outputs)
+        kept = []
+        for n in reversed(self.nodes):
+            if any(o in live for o in n.outputs if o):
+                kept.append(n)
+                live.update(i for i in n.inputs if i)
+        self.nodes = kept[::-1]
+
+    def sort(self) -> None:
+        """Topological order again after rewrites that appended nodes."""
+        produced = {o: n for n in self.nodes for o in n.outputs if o}
+        order, state = [], {}
+
+        def visit(n):
+            stack = [(n, False)]
+            while stack:
+                node, done = stack.pop()
+                if done:
+                    state[id(node)] = 2
+                    order.append(node)
+                    continue
+                if state.get(id(node)):
+                    continue
+                state[id(node)] = 1
+                stack.append((node, True))
+                for i in reversed(node.inputs):
+                    p = produced.get(i)
+                    if p is not None and not state.get(id(p)):
+                        stack.append((p, False))
+
+        for n in self.nodes:
+            visit(n)
+        self.nodes = order
+
+
+def _nbytes(v: Value) -> int:
+    return int(np.prod(v.shape, dtype=np.int64)) * np.dtype(DTYPES[v.dtype]).itemsize
+
+
+class CompiledPlan:
+    """A plan and what the session needs around it: which graph outputs come from where."""
+
+    def __init__(self, plan, outputs: list, input_ids: list, net: Net):
+        self.plan = plan
+        self.outputs = outputs  # per graph output: ("plan", index) or ("const", array)
+        self.input_ids = input_ids
+        self.values = {k: (v.dtype, v.shape) for k, v in net.values.items()}
+
+
+def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_isa: str = "",
+                 optimize: bool = True, values: dict | None = None) -> CompiledPlan:
+    """values: the inputs whose values this plan is for (shapes or axes fed as inputs), as constants."""
+    net = Net(model, shapes, values or {})
+    _lower.lower(net)
+    net.fold_and_infer()
+    if optimize:
+        _layout.push_transposes(net)
+        _fuse.fuse_activations(net)
+    net.drop_dead()
+    net.sort()
+    return _emit(net, _C.GraphPlan(layers, num_threads, max_isa))
+
+
+def _emit(net: Net, plan) -> CompiledPlan:
+    ids: dict[str, int] = {}
+    input_ids = []
+    for i, name in enumerate(net.inputs):
+        v = net.values[name]
+        ids[name] = plan.add_input(v.dtype, list(v.shape), i, name)
+        input_ids.append(ids[name])
+        if v.const is not None:  # an input whose value this plan is for: its steps read it as a constant
+            ids[name] = plan.add_constant(v.const, name)
+
+    def tensor(name):
+        if not name:
+            return -1
+        if name not in ids:
+            ids[name] = plan.add_constant(net.values[name].const, name)
+        return ids[name]
+
+    for n in net.nodes:
+        outs = plan.add_step(n.op, n.name, n.attrs, [tensor(i) for i in n.inputs], len(n.outputs), n.sources,
+                             list(n.outputs))
+        for name, t in zip(n.outputs, outs):
+            if name:
+                ids[name] = t
+    outputs, marked, index = [], set(), 0
+    steps_out = {o for n in net.nodes for o in n.outputs if o}
+    for name in net.outputs:
+        v = net.values[name]
+        if v.const is not None and name not in steps_out:
+            outputs.append(("const", v.const.numpy()))
+            continue
+        t = ids[name]
+        if name not in steps_out or t in marked:  # a graph input, or an output listed twice: a copy of its own
+            t = plan.add_step("Identity", f"output::{name}", {}, [t], 1, "", [name])[0]
+        plan.mark_output(t, index)
+        marked.add(t)
+        outputs.append(("plan", index))
+        index += 1
+    plan.finalize()
+    return CompiledPlan(plan, outputs, input_ids, net)

@@ -1,0 +1,133 @@
+"""Layout: transposes pushed down the graph through ops that do not care about the order of dimensions, until
+they meet their inverse and cancel. Lowering wraps every NHWC op in NCHW -> NHWC and NHWC -> NCHW transposes;
+after this pass a chain of convolutions, activations, residual adds and concatenations runs in NHWC throughout,
+converting once where the graph enters it and once where it leaves (or where an op needs NCHW: a Reshape or
+Flatten of a feature map, a MatMul)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._graph import Node
+
+#: One input, same shape out, elementwise: the order of dimensions does not matter (extra inputs are scalars).
+UNARY = {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Abs", "Neg", "Sqrt",
+         "Exp", "Log", "Cast", "Identity", "Softplus", "Softsign", "Elu", "Selu", "Celu", "Gelu", "Not", "Floor",
+         "Ceil", "Round", "Reciprocal", "Sign", "ThresholdedRelu", "Mish", "IsNaN", "IsInf", "Sin", "Cos"}
+#: Elementwise over broadcast inputs: every input may be permuted alike.
+BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "Sum", "Mean", "Equal", "Less", "Greater",
+             "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where", "Mod", "PRelu", "BitShift"}
+
+
+def _inverse(perm):
+    return [int(i) for i in np.argsort(perm)]
+
+
+def _compose(p, q):
+    """Transpose(q) after Transpose(p) as one transpose."""
+    return [p[i] for i in q]
+
+
+def push_transposes(net) -> None:
+    for _ in range(4 * len(net.nodes) + 16):
+        if not _push_once(net):
+            return
+
+
+def _push_once(net) -> bool:
+    users = net.consumers()
+    producer = {o: n for n in net.nodes for o in n.outputs if o}
+    for t in net.nodes:
+        if t.op != "Transpose" or t.outputs[0] in net.outputs:
+            continue
+        for u in users.get(t.outputs[0], []):
+            if _push(net, t, u, producer):
+                return True
+    return False
+
+
+def _push(net, t: Node, u: Node, producer: dict) -> bool:
+    perm = list(t.attr("perm"))
+    src = t.inputs[0]
+    if u.op == "Transpose":
+        combined = _compose(perm, list(u.attr("perm")))
+        if combined == list(range(len(combined))):
+            _replace_uses(net, u.outputs[0], src, keep=u)
+        else:
+            u.inputs = [src]
+            u.attrs = {"perm": ("ints", combined)}
+            u.sources = u.sources
+            net.infer(u)
+        return True
+    if u.op in UNARY and len([o for o in u.outputs if o]) == 1:
+        if any(_rank(net, i) not in (0, None) and _size(net, i) != 1 for i in u.inputs[1:] if i):
+            return False
+        _move_below(net, u, t, {0: src})
+        return True
+    if u.op in BROADCAST:
+        rank = len(net.values[u.outputs[0]].shape)
+        if rank != len(perm):
+            return False
+        new_inputs = {}
+        for k, i in enumerate(u.inputs):
+            if not i:
+                continue
+            p = producer.get(i)
+            if p is not None and p.op == "Transpose" and list(p.attr("perm")) == perm:
+                new_inputs[k] = p.inputs[0]
+            elif net.values[i].const is not None:
+                c = net.const(i)
+                c = c.reshape((1,) * (rank - c.ndim) + c.shape)
+                new_inputs[k] = net.add_constant(np.ascontiguousarray(c.transpose(_inverse(perm))), f"{u.name}::c{k}",
+                                                 key=("perm", i, tuple(perm)))
+            elif _size(net, i) == 1 and _rank(net, i) <= rank:
+                new_inputs[k] = i
+            else:
+                return False
+        _move_below(net, u, t, new_inputs)
+        return True
+    if u.op == "Concat" and len(perm) == len(net.values[u.outputs[0]].shape):
+        sources = []
+        for i in u.inputs:
+            p = producer.get(i)
+            if p is None or p.op != "Transpose" or list(p.attr("perm")) != perm:
+                return False
+            sources.append(p.inputs[0])
+        axis = u.attr("axis") % len(perm)
+        u.attrs = dict(u.attrs, axis=("i", perm[axis]))
+        _move_below(net, u, t, dict(enumerate(sources)))
+        return True
+    return False
+
+
+def _move_below(net, u: Node, t: Node, new_inputs: dict) -> None:
+    """u runs on the untransposed inputs and t's transpose moves after it: u's output keeps its name, now
+    produced by a new transpose."""
+    for k, v in new_inputs.items():
+        u.inputs[k] = v
+    out = u.outputs[0]
+    inner = net.fresh(f"{u.name}::untransposed")
+    u.outputs[0] = inner
+    net.infer(u)
+    moved = Node("Transpose", net.fresh(f"{t.name}::below"), [inner], [out], dict(t.attrs), t.sources)
+    net.nodes.insert(net.nodes.index(u) + 1, moved)
+    net.infer(moved)
+
+
+def _replace_uses(net, old: str, new: str, keep: Node) -> None:
+    """Every use of `old` reads `new` instead; a graph output keeps its name through an Identity."""
+    if old in net.outputs:
+        keep.op, keep.inputs, keep.attrs = "Identity", [new], {}
+        net.infer(keep)
+        return
+    for n in net.nodes:
+        n.inputs = [new if i == old else i for i in n.inputs]
+    net.nodes.remove(keep)
+
+
+def _rank(net, name):
+    v = net.values.get(name)
+    return None if v is None else len(v.shape)
+
+
+def _size(net, name):
+    return int(np.prod(net.values[name].shape, dtype=np.int64))

@@ -1,0 +1,114 @@
+"""Lowering the convolutional ops onto nnkern's NHWC ops (seed I3): each becomes transpose -> NHWC op ->
+transpose back, which the layout pass (_layout) then cancels between neighbours. A BatchNormalization that
+follows a convolution is folded into its weights and bias first."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._graph import Node
+
+TO_NHWC = [0, 2, 3, 1]
+TO_NCHW = [0, 3, 1, 2]
+
+
+def lower(net) -> None:
+    _fold_batch_norm(net)
+    out = []
+    for n in net.nodes:
+        lowering = _LOWERINGS.get(n.op)
+        out.extend(lowering(net, n) if lowering else [n])
+    net.nodes = out
+
+
+def _wrap_nhwc(net, n: Node, op: str, inputs: list, attrs: dict, rank: int = 4) -> list:
+    """x (NCHW) -> Transpose -> op (NHWC) -> Transpose -> n's output; 1-D ops (rank 3) through an H of 1."""
+    x = n.inputs[0]
+    nodes = []
+    to_nhwc, to_nchw = TO_NHWC, TO_NCHW
+    if rank == 3:  # N, C, L -> N, 1, L, C
+        u = net.fresh(f"{n.name}::unsq")
+        nodes.append(Node("Unsqueeze", f"{n.name}::unsq", [x, net.add_constant(np.array([2], np.int64), "axes")],
+                          [u], {}, n.sources))
+        x = u
+    t_in = net.fresh(f"{n.name}::nhwc_in")
+    nodes.append(Node("Transpose", f"{n.name}::to_nhwc", [x], [t_in], {"perm": ("ints", to_nhwc)}, n.sources))
+    y = net.fresh(f"{n.name}::nhwc_out")
+    nodes.append(Node(op, n.name, [t_in] + inputs, [y] + [""] * 0, attrs, n.sources))
+    out = n.outputs[0]
+    if rank == 3:
+        t_out = net.fresh(f"{n.name}::nchw_out")
+        nodes.append(Node("Transpose", f"{n.name}::to_nchw", [y], [t_out], {"perm": ("ints", to_nchw)}, n.sources))
+        nodes.append(Node("Squeeze", f"{n.name}::sq", [t_out, net.add_constant(np.array([2], np.int64), "axes")],
+                          [out], {}, n.sources))
+    else:
+        nodes.append(Node("Transpose", f"{n.name}::to_nchw", [y], [out], {"perm": ("ints", to_nchw)}, n.sources))
+    return nodes
+
+
+def _spatial_attrs(n: Node, spatial: int, kernel: list, x_shape=None) -> tuple:
+    """strides, dilations and pads (top, left, bottom, right) of a 1-D or 2-D op, auto_pad resolved later by the
+    C++ op when it is SAME_* (the pads depend on the input size)."""
+    strides = n.attr("strides", [1] * spatial)
+    dilations = n.attr("dilations", [1] * spatial)
+    pads = n.attr("pads", [0] * (2 * spatial))
+    if spatial == 1:
+        strides, dilations, pads = [1] + list(strides), [1] + list(dilations), [0, pads[0], 0, pads[1]]
+    return list(strides), list(dilations), list(pads)
+
+
+def _lower_conv(net, n: Node) -> list:
+    w = net.const(n.inputs[1])
+    if w is None:
+        raise NotImplementedError(f"Conv node {n.name!r}: the weight must be a constant (an initializer), not "
+                                  f"computed while running")
+    if w.ndim not in (3, 4):
+        raise NotImplementedError(f"Conv node {n.name!r}: only 1-D and 2-D convolutions are supported, the weight "
+                                  f"has rank {w.ndim}")
+    if w.dtype != np.float32:
+        raise NotImplementedError(f"Conv node {n.name!r}: weights of dtype {w.dtype} (float32 only)")
+    spatial = w.ndim - 2
+    strides, dilations, pads = _spatial_attrs(n, spatial, list(w.shape[2:]))
+    wk = w if spatial == 2 else w[:, :, None, :]
+    w_nhwc = net.add_constant(np.ascontiguousarray(wk.transpose(0, 2, 3, 1)), f"{n.name}::w",
+                              key=("conv_w", n.name, n.inputs[1]))
+    inputs = [w_nhwc, n.inputs[2] if len(n.inputs) > 2 else ""]
+    attrs = {"strides": ("ints", strides), "dilations": ("ints", dilations), "pads": ("ints", pads),
+             "group": ("i", n.attr("group", 1)), "auto_pad": ("s", n.attr("auto_pad", "NOTSET"))}
+    if "kernel_shape" in n.attrs and list(n.attr("kernel_shape")) != list(w.shape[2:]):
+        raise ValueError(f"Conv node {n.name!r}: kernel_shape {n.attr('kernel_shape')} contradicts the weight's "
+                         f"{list(w.shape[2:])}")
+    return _wrap_nhwc(net, n, "nnkern.Conv", inputs, attrs, rank=spatial + 2)
+
+
+def _fold_batch_norm(net) -> None:
+    """Conv -> BatchNormalization (constant parameters, the conv's output used by nothing else) becomes one Conv
+    with w * gamma / sqrt(var + eps) and (b - mean) * gamma / sqrt(var + eps) + beta, computed in float64."""
+    users = net.consumers()
+    producer = {o: n for n in net.nodes for o in n.outputs}
+    drop = set()
+    for bn in net.nodes:
+        if bn.op != "BatchNormalization" or len([o for o in bn.outputs if o]) != 1:
+            continue
+        conv = producer.get(bn.inputs[0])
+        if conv is None or conv.op != "Conv" or len(users.get(bn.inputs[0], [])) != 1 or bn.inputs[0] in net.outputs:
+            continue
+        params = [net.const(i) for i in bn.inputs[1:5]]
+        w = net.const(conv.inputs[1])
+        b = net.const(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else None
+        if any(p is None for p in params) or w is None or (len(conv.inputs) > 2 and conv.inputs[2] and b is None):
+            continue
+        gamma, beta, mean, var = (p.astype(np.float64) for p in params)
+        scale = gamma / np.sqrt(var + float(bn.attr("epsilon", 1e-5)))
+        shape = (-1,) + (1,) * (w.ndim - 1)
+        w2 = (w.astype(np.float64) * scale.reshape(shape)).astype(np.float32)
+        b0 = b.astype(np.float64) if b is not None else np.zeros(w.shape[0])
+        b2 = ((b0 - mean) * scale + beta).astype(np.float32)
+        conv.inputs = [conv.inputs[0], net.add_constant(w2, f"{conv.name}::w_bn", key=("bn_w", conv.name)),
+                       net.add_constant(b2, f"{conv.name}::b_bn", key=("bn_b", conv.name))]
+        conv.outputs = [bn.outputs[0]]
+        conv.sources = f"{conv.sources}+{bn.sources}"
+        drop.add(id(bn))
+    net.nodes = [n for n in net.nodes if id(n) not in drop]
+
+
+_LOWERINGS = {"Conv": _lower_conv}

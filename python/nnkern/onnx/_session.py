@@ -1,0 +1,313 @@
+"""InferenceSession: onnxruntime's interface over plans compiled for each set of input shapes."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from .. import _C
+from .._arrays import as_array
+from .._isa import _check_isa_name
+from ._compile import compile_plan
+from ._graph import DTYPES, Model
+from ._model import MAX_TENSOR_BYTES, load_model
+
+#: Plans kept per session (one per set of input shapes), least recently used dropped first.
+MAX_PLANS = 16
+#: An input with at most this many elements may be one whose values a plan depends on (a shape fed as an input).
+MAX_SPECIALIZED = 4096
+
+
+def _declared_elements(info) -> int:
+    if info.dims is None or not all(isinstance(d, int) for d in info.dims):
+        return MAX_SPECIALIZED  # unknown: decided by the value given (checked when fed)
+    return int(np.prod(info.dims, dtype=np.int64))
+
+
+class NodeArg:
+    """An input or output as onnxruntime describes it: name, shape (symbolic dimensions as strings, unknown
+    ones as None) and type ("tensor(float)", ...)."""
+
+    def __init__(self, name: str, shape, type_: str):
+        self.name, self.shape, self.type = name, shape, type_
+
+    def __repr__(self) -> str:
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape})"
+
+
+class Profile:
+    """One profiled run: each step's time, and the times summed by op kind."""
+
+    def __init__(self, steps: list, total: float):
+        self.steps = steps  # dicts: index, op, nodes, detail, seconds
+        self.total_seconds = total
+        by_op: dict = {}
+        for s in steps:
+            t = by_op.setdefault(s["op"], [0, 0.0])
+            t[0] += 1
+            t[1] += s["seconds"]
+        self.by_op = dict(sorted(by_op.items(), key=lambda kv: -kv[1][1]))  # op -> [steps, seconds]
+
+    def __str__(self) -> str:
+        step_sum = sum(s["seconds"] for s in self.steps) or 1e-30
+        lines = [f"{'op':<28}{'steps':>6}{'ms':>10}{'share':>8}"]
+        for op, (count, sec) in self.by_op.items():
+            lines.append(f"{op:<28}{count:>6}{sec * 1e3:>10.3f}{100 * sec / step_sum:>7.1f}%")
+        lines.append(f"{'all steps':<28}{len(self.steps):>6}{step_sum * 1e3:>10.3f}")
+        lines.append(f"{'whole run':<28}{'':>6}{self.total_seconds * 1e3:>10.3f}")
+        return "\n".join(lines)
+
+
+class InferenceSession:
+    """Runs an ONNX model on nnkern's kernels, as ``onnxruntime.InferenceSession`` does.
+
+    model: a path, the model's bytes or an ``onnx.ModelProto``. num_threads: at most this many threads for this
+    session's runs (default: the pool's, ``nnkern.get_num_threads()``). max_isa: an instruction-set cap of the
+    session's own (as ``nnkern.max_isa``; the process's cap still applies). Extra keyword arguments of
+    onnxruntime's (``sess_options``, ``providers``, ``provider_options``) are accepted and ignored, so the line
+    that creates an onnxruntime session changes only its class.
+
+    The model is read and checked at once; operators, attributes or element types nnkern cannot run raise
+    NotImplementedError here, naming the node. A plan is compiled for each set of input shapes on first use and
+    cached (all of them at once when the model declares fixed shapes). Sessions are thread-safe and picklable
+    (the model's bytes are stored; plans are rebuilt where unpickled).
+    """
+
+    def __init__(self, model, *, num_threads: int | None = None, max_isa: str | None = None, optimize: bool = True,
+                 sess_options=None, providers=None, provider_options=None, **kwargs):
+        if num_threads is not None:
+            if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
+                raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
+        if max_isa is not None:
+            _check_isa_name(max_isa)
+        self._options = dict(num_threads=None if num_threads is None else int(num_threads), max_isa=max_isa,
+                             optimize=bool(optimize))
+        proto, self._bytes = load_model(model)
+        self._setup(proto)
+
+    def _setup(self, proto) -> None:
+        self._model = Model(proto)
+        self._layers = _C.GraphLayers()
+        self._plans: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self._inputs = [NodeArg(i.name, i.dims, i.type) for i in self._model.inputs]
+        self._outputs = [NodeArg(o.name, o.dims, o.type) for o in self._model.outputs]
+        self._input_index = {i.name: k for k, i in enumerate(self._model.inputs)}
+        self._output_index = {o.name: k for k, o in enumerate(self._model.outputs)}
+        self._specialized: set = set()  # inputs whose values the plans depend on (shapes, axes, sizes fed as inputs)
+        self._check_ops()
+        static = all(i.dims is not None and all(isinstance(d, int) for d in i.dims) for i in self._model.inputs)
+        if static:  # every shape known: compile now, so every error shows at load
+            try:
+                self._plan(tuple(tuple(i.dims) for i in self._model.inputs), None)
+            except _C.GraphNeedsConstant as e:
+                if not self._mark_specialized(e):
+                    raise NotImplementedError(e.args[0]) from None
+
+    def _check_ops(self) -> None:
+        known = set(_C.graph_ops()) | _LOWERED
+        for n in self._model.nodes:
+            if n.op not in known:
+                raise NotImplementedError(f"{n.op} node {n.name!r}: the operator {n.op} is not supported (see "
+                                          f"nnkern.onnx.supported_ops())")
+
+    # -- onnxruntime's interface
+    def get_inputs(self) -> list:
+        return list(self._inputs)
+
+    def get_outputs(self) -> list:
+        return list(self._outputs)
+
+    def get_modelmeta(self):
+        return self._model
+
+    def run(self, output_names, input_feed: dict, run_options=None) -> list:
+        """The outputs named (all if None), in that order, for the inputs in input_feed {name: array}."""
+        arrays, shapes = self._feed(input_feed)
+        compiled = self._plan(shapes, arrays)
+        outputs = compiled.plan.run(arrays, _VERBOSE, False)
+        return self._select(compiled, outputs, output_names)
+
+    # -- nnkern's own
+    def profile(self, input_feed: dict, repeats: int = 1) -> Profile:
+        """Runs once untimed, then `repeats` times timing each step; returns the fastest run's times."""
+        arrays, shapes = self._feed(input_feed)
+        compiled = self._plan(shapes, arrays)
+        compiled.plan.run(arrays, False, False)
+        best = None
+        for _ in range(max(1, int(repeats))):
+            t0 = time.perf_counter()
+            _, times = compiled.plan.run(arrays, False, True)
+            total = time.perf_counter() - t0
+            if best is None or total < best[1]:
+                best = (times, total)
+        info = compiled.plan.steps()
+        steps = [dict(index=i, op=info[i]["op"], nodes=info[i]["nodes"], detail=info[i]["detail"], seconds=sec)
+                 for i, sec in best[0]]
+        return Profile(steps, best[1])
+
+    def describe(self, input_feed_or_shapes=None) -> str:
+        """The compiled plan, one line per step: the model's nodes it covers, the op, algorithm and kernel, the
+        output shape and bytes; then the memory it plans. For the shapes given ({name: shape or array}), else the
+        last plan compiled (or the model's declared shapes)."""
+        compiled = self._describe_plan(input_feed_or_shapes)
+        plan = compiled.plan
+        lines = []
+        for i, s in enumerate(plan.steps()):
+            outs = [plan.desc(t) for t in s["outputs"]]
+            shapes = " ".join(f"{np.dtype(DTYPES[d]).name}[{'x'.join(map(str, sh))}]" for d, sh in outs)
+            nbytes = sum(int(np.prod(sh, dtype=np.int64)) * np.dtype(DTYPES[d]).itemsize for d, sh in outs)
+            detail = f" [{s['detail']}]" if s["detail"] else ""
+            lines.append(f"{i:4d} {s['op']}{detail} -> {shapes} {_mib(nbytes)}  <- {s['nodes'] or s['name']}")
+        lines.append(f"steps: {len(lines)}; intermediates: {_mib(plan.arena_bytes)} planned "
+                     f"({_mib(plan.unplanned_bytes)} unshared); packed layers: {self._layers.count}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<nnkern.onnx.InferenceSession: {len(self._model.nodes)} nodes, inputs {self._inputs}>"
+
+    def __str__(self) -> str:
+        try:
+            return self.describe()
+        except (ValueError, NotImplementedError):
+            return repr(self)
+
+    def __getstate__(self):
+        return {"bytes": self._bytes, "options": self._options}
+
+    def __setstate__(self, state):
+        import onnx
+        self._options = state["options"]
+        self._bytes = state["bytes"]
+        proto = onnx.ModelProto()
+        proto.ParseFromString(self._bytes)
+        self._setup(proto)
+
+    # -- internals
+    def _feed(self, input_feed: dict):
+        if not isinstance(input_feed, dict):
+            raise TypeError(f"input_feed must be a dict {{input name: array}}, got {type(input_feed).__name__}")
+        unknown = [k for k in input_feed if k not in self._input_index]
+        if unknown:
+            raise ValueError(f"unknown input {unknown[0]!r}; the model's inputs: "
+                             f"{[i.name for i in self._inputs]}")
+        arrays, shapes, symbols = [], [], {}
+        for info in self._model.inputs:
+            if info.name not in input_feed:
+                raise ValueError(f"input {info.name!r} is missing")
+            a = as_array(input_feed[info.name], info.name)
+            want = np.dtype(DTYPES[info.dtype])
+            if a.dtype != want:
+                raise TypeError(f"input {info.name!r} must have dtype {want} ({info.type}), got {a.dtype}")
+            if info.dims is not None:
+                if a.ndim != len(info.dims):
+                    raise ValueError(f"input {info.name!r} must have rank {len(info.dims)} (shape {info.dims}), "
+                                     f"got shape {a.shape}")
+                for k, (d, n) in enumerate(zip(info.dims, a.shape)):
+                    if isinstance(d, int) and d > 0 and d != n:
+                        raise ValueError(f"input {info.name!r}: dimension {k} must be {d}, got {n} "
+                                         f"(shape {a.shape}, the model declares {info.dims})")
+                    if isinstance(d, str):
+                        if symbols.setdefault(d, n) != n:
+                            raise ValueError(f"input {info.name!r}: dimension {k} ({d!r}) is {n}, but {d!r} is "
+                                             f"{symbols[d]} in another input")
+            if a.nbytes > MAX_TENSOR_BYTES:
+                raise ValueError(f"input {info.name!r} is larger than {MAX_TENSOR_BYTES} bytes")
+            if not a.flags.c_contiguous or not a.flags.aligned:
+                a = np.ascontiguousarray(a)
+            arrays.append(a)
+            shapes.append(tuple(int(d) for d in a.shape))
+        return arrays, tuple(shapes)
+
+    def _plan(self, shapes: tuple, arrays):
+        """The plan for these input shapes (and the values of the inputs plans depend on), compiled on first use.
+        An input that turns out to feed a shape, axes or a size (GraphNeedsConstant) joins those inputs."""
+        with self._lock:
+            while True:
+                names = sorted(self._specialized)
+                if arrays is None and names:
+                    raise _C.GraphNeedsConstant("the plan depends on input values", "", 0)
+                index = {n: k for k, n in enumerate(self._input_index)}
+                values = {n: arrays[index[n]] for n in names}
+                key = (shapes, tuple((n, values[n].tobytes()) for n in names))
+                compiled = self._plans.get(key)
+                if compiled is not None:
+                    self._plans.move_to_end(key)
+                    return compiled
+                o = self._options
+                try:
+                    compiled = compile_plan(self._model, list(shapes), self._layers, o["num_threads"] or 0,
+                                            o["max_isa"] or "", optimize=o["optimize"], values=values)
+                except _C.GraphNeedsConstant as e:
+                    if arrays is None or not self._mark_specialized(e):
+                        raise
+                    continue
+                self._plans[key] = compiled
+                if len(self._plans) > MAX_PLANS:
+                    self._plans.popitem(last=False)
+                return compiled
+
+    def _mark_specialized(self, e) -> bool:
+        """Marks the graph inputs behind the node input that must be constant; False if there are none new (the
+        value is computed from data, not from inputs a plan may depend on)."""
+        _, node_name, index = e.args
+        producer = {o: n for n in self._model.nodes for o in n.outputs if o}
+        node = next((n for n in self._model.nodes if n.name == node_name), None)
+        todo = [node.inputs[index]] if node is not None and index < len(node.inputs) else []
+        found, seen = set(), set()
+        while todo:
+            v = todo.pop()
+            if not v or v in seen:
+                continue
+            seen.add(v)
+            if v in self._input_index:
+                found.add(v)
+            elif v in producer:
+                todo.extend(producer[v].inputs)
+        small = {v for v in found if _declared_elements(self._model.inputs[self._input_index[v]]) <= MAX_SPECIALIZED}
+        new = small - self._specialized
+        self._specialized |= new
+        return bool(new)
+
+    def _describe_plan(self, arg):
+        if arg is None:
+            with self._lock:
+                if self._plans:
+                    return next(reversed(self._plans.values()))
+            dims = [i.dims for i in self._model.inputs]
+            if any(d is None or not all(isinstance(v, int) for v in d) for d in dims):
+                raise ValueError("the model's input shapes are symbolic: pass the shapes to describe "
+                                 "({name: shape})")
+            return self._plan(tuple(tuple(d) for d in dims), None)
+        if all(hasattr(arg[i.name], "shape") for i in self._model.inputs):
+            arrays, shapes = self._feed(arg)
+            return self._plan(shapes, arrays)
+        shapes = [tuple(int(d) for d in arg[i.name]) for i in self._model.inputs]
+        return self._plan(tuple(shapes), None)
+
+    def _select(self, compiled, outputs: list, output_names) -> list:
+        result = [outputs[v] if kind == "plan" else np.array(v) for kind, v in compiled.outputs]
+        if output_names is None:
+            return result
+        if isinstance(output_names, str):
+            raise TypeError("output_names must be a list of names or None")
+        picked = []
+        for name in output_names:
+            if name not in self._output_index:
+                raise ValueError(f"unknown output {name!r}; the model's outputs: {[o.name for o in self._outputs]}")
+            picked.append(result[self._output_index[name]])
+        return picked
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.2f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB"
+
+
+#: Operators the compiler rewrites into nnkern's own ops (no C++ op of that name).
+_LOWERED = {"Conv", "BatchNormalization", "Constant"}
+
+from .. import _verbose as _verbose_module  # noqa: E402
+
+_VERBOSE = bool(_verbose_module.ENABLED)

@@ -1,0 +1,102 @@
+"""ONNX's own backend node tests (``onnx.backend.test.BackendTest``, the cases shipped in the onnx package) through
+``nnkern.onnx.backend``: every node test whose operators nnkern supports runs, except the ones listed in EXCLUDED
+with the reason each. ``python tests/test_onnx_backend.py`` prints the count run / excluded per operator."""
+import re
+import sys
+import unittest
+import warnings
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+import onnx.backend.test  # noqa: E402
+from onnx.backend.test.loader import load_model_tests  # noqa: E402
+
+import nnkern.onnx  # noqa: E402
+import nnkern.onnx.backend  # noqa: E402
+
+# Node tests of supported operators that nnkern does not run, each with its reason. Keys are test names (without
+# the "_cpu" suffix) or regular expressions over them.
+EXCLUDED = {
+}
+
+
+def _reason(name: str):
+    for pattern, why in EXCLUDED.items():
+        if re.fullmatch(pattern, name):
+            return why
+    return None
+
+
+def node_cases():
+    """(test name, the operators its model uses) of every node test."""
+    cases = []
+    with warnings.catch_warnings():  # the onnx package computes its expected outputs with numpy casts that overflow
+        warnings.simplefilter("ignore")
+        loaded = load_model_tests(kind="node")
+    for case in loaded:
+        ops = sorted({n.op_type for n in case.model.graph.node})
+        cases.append((case.name, ops))
+    return cases
+
+
+def selection():
+    """{name: ops} of the tests to run, {name: reason} of those excluded, among tests of supported operators."""
+    supported = set(nnkern.onnx.supported_ops())
+    run, excluded = {}, {}
+    for name, ops in node_cases():
+        if not set(ops) <= supported:
+            continue
+        why = _reason(name)
+        if why:
+            excluded[name] = why
+        else:
+            run[name] = ops
+    return run, excluded
+
+
+_RUN, _EXCLUDED = selection()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    _backend_test = onnx.backend.test.BackendTest(nnkern.onnx.backend, __name__)
+# Only the selected tests are collected (the runner would otherwise report every other case as skipped).
+_cases = _backend_test.test_cases  # a property that builds new classes on each access: read it once
+for _cls in _cases.values():
+    for _attr in [a for a in vars(_cls) if a.startswith("test_")]:
+        if _attr[:-len("_cpu")] not in _RUN or not _attr.endswith("_cpu"):
+            delattr(_cls, _attr)
+globals().update({k: v for k, v in _cases.items() if any(a.startswith("test_") for a in vars(v))})
+
+
+def test_every_supported_operator_has_node_tests():
+    """Each supported operator of the default domain appears in some node test that runs (or is excluded)."""
+    covered = {op for ops in _RUN.values() for op in ops}
+    missing = {op for op in nnkern.onnx.supported_ops() if op not in covered and op not in _NO_NODE_TESTS}
+    assert not missing, f"supported operators without a running node test: {sorted(missing)}"
+
+
+# Supported operators the onnx package has no node test for (or only ones combined with unsupported operators).
+_NO_NODE_TESTS = {"Constant"}
+
+
+def report() -> str:
+    per_op = {}
+    for name, ops in _RUN.items():
+        for op in ops:
+            per_op.setdefault(op, [0, 0])[0] += 1
+    for name in _EXCLUDED:
+        for n, ops in node_cases():
+            if n == name:
+                for op in ops:
+                    per_op.setdefault(op, [0, 0])[1] += 1
+    lines = [f"{'operator':<28}{'run':>6}{'excluded':>10}"]
+    for op in sorted(per_op):
+        lines.append(f"{op:<28}{per_op[op][0]:>6}{per_op[op][1]:>10}")
+    lines.append(f"{'all':<28}{len(_RUN):>6}{len(_EXCLUDED):>10}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(report())
+    if "--run" in sys.argv:
+        unittest.main(argv=sys.argv[:1])
