@@ -1,13 +1,27 @@
 // The files of graph ops: each defines `void register_graph_ops_<file>()`, which registers its ops by name
-// (register_op in ops/graph/step.h). The registry calls them all once, on first use.
+// (register_op in ops/graph/step.h). The registry calls them all once, on first use. Grouped as the docs list
+// the operators.
 #pragma once
 
 #define NNKERN_GRAPH_OP_FILES(X) \
+  /* shapes and views */         \
   X(views)                       \
+  X(transpose)                   \
+  /* elementwise */              \
   X(unary)                       \
   X(binary)                      \
+  /* data movement */            \
+  X(movement)                    \
+  /* reductions, normalization */ \
+  X(reduce)                      \
+  /* recurrent */                \
+  X(rnn)                         \
+  /* convolution, products */    \
   X(conv)                        \
-  X(transpose)
+  X(matmul)                      \
+  X(pool)                        \
+  /* quantization */             \
+  X(quant)
 
 namespace nnkern::graph {
 #define NNKERN_GRAPH_DECLARE_(file) void register_graph_ops_##file();

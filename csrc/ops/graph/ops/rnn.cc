@@ -1,0 +1,8 @@
+// Graph ops: (to be filled).
+#include "ops/graph/ops/common.h"
+
+namespace nnkern::graph {
+
+void register_graph_ops_rnn() {}
+
+}  // namespace nnkern::graph
