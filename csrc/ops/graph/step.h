@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "ops/graph/node.h"
@@ -47,12 +48,12 @@ class Step {
 void views_copy(const StepData& d, size_t bytes);
 
 // Layers packed once per session and shared by the plans of every input shape (packed weights do not depend on the
-// input's size): keyed by the node's op and name.
+// input's size): keyed by the node's op and name and the object's type.
 class SharedLayers {
  public:
   template <typename T, typename Make>
   std::shared_ptr<const T> get(const NodeSpec& n, Make make) {
-    const std::string key = n.op + "|" + n.name;
+    const std::string key = n.op + "|" + n.name + "|" + typeid(T).name();  // a node may keep objects of several types
     std::lock_guard<std::mutex> lock(m_);
     auto it = layers_.find(key);
     if (it != layers_.end()) return std::static_pointer_cast<const T>(it->second);

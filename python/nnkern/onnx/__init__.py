@@ -12,7 +12,7 @@ Needs the ``onnx`` package (``pip install "nnkern[onnx]"``). ``nnkern.onnx.backe
 from __future__ import annotations
 
 try:
-    import onnx as _onnx  # noqa: F401
+    import onnx as _onnx  # noqa: F401  (only the check)
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError('nnkern.onnx needs the onnx package: pip install "nnkern[onnx]"') from e
 

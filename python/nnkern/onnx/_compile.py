@@ -55,6 +55,7 @@ class Net:
             self.values[name] = Value(c.dtype, c.shape, c)
         self._names = set(self.values) | {o for n in self.nodes for o in n.outputs}
         self._count = 0
+        self.producer: dict[str, Node] = {o: n for n in self.nodes for o in n.outputs if o}
 
     # -- names and values
     def fresh(self, hint: str) -> str:
@@ -83,10 +84,29 @@ class Net:
     def infer(self, node: Node) -> None:
         """Types and shapes of the node's outputs, from the C++ op (which refuses what it cannot run)."""
         specs = [self.values[i].spec() if i else None for i in node.inputs]
-        for name, (dtype, shape) in zip(node.outputs, _C.graph_infer(node.op, node.name, node.attrs, specs,
-                                                                     len(node.outputs))):
+        try:
+            inferred = _C.graph_infer(node.op, node.name, node.attrs, specs, len(node.outputs))
+        except _C.GraphNeedsConstant as e:
+            raise self.needs_constant(node, e.args[2], e.args[0]) from None
+        for name, (dtype, shape) in zip(node.outputs, inferred):
             if name:
                 self.values[name] = Value(dtype, shape)
+                self.producer[name] = node
+
+    def needs_constant(self, node: Node, index: int, message: str):
+        """The error for an input of `node` that must be known when the plan is built: it names the graph inputs
+        the value comes from (the session plans for their values where they are small)."""
+        sources, todo, seen = set(), [node.inputs[index] if index < len(node.inputs) else ""], set()
+        while todo:
+            v = todo.pop()
+            if not v or v in seen:
+                continue
+            seen.add(v)
+            if v in self.inputs:
+                sources.add(v)
+            elif v in self.producer:
+                todo.extend(self.producer[v].inputs)
+        return _C.GraphNeedsConstant(message, node.name, index, sorted(sources))
 
     def consumers(self) -> dict:
         users: dict[str, list] = {}
@@ -98,8 +118,16 @@ class Net:
 
     # -- passes
     def fold_and_infer(self) -> None:
+        """Each node in order: lowered onto nnkern's ops if it is one that is (its inputs' shapes are known by then),
+        evaluated if its inputs are all constant, else its outputs' types and shapes inferred."""
         kept = []
-        for n in self.nodes:
+        todo = list(reversed(self.nodes))
+        while todo:
+            n = todo.pop()
+            lower = _lower.lowering(n.op)
+            if lower is not None:
+                todo.extend(reversed(lower(self, n)))
+                continue
             missing = [i for i in n.inputs if i and i not in self.values]
             if missing:
                 raise ValueError(f"{n.op} node {n.name!r}: input {missing[0]!r} has no value")
@@ -111,7 +139,11 @@ class Net:
             if foldable:
                 self.infer(n)
                 if all(not o or _nbytes(self.values[o]) <= MAX_FOLDED_BYTES for o in n.outputs):
-                    for name, c in zip(n.outputs, _C.graph_evaluate(n.op, n.name, n.attrs, consts, len(n.outputs))):
+                    try:
+                        evaluated = _C.graph_evaluate(n.op, n.name, n.attrs, consts, len(n.outputs))
+                    except _C.GraphNeedsConstant as e:
+                        raise self.needs_constant(n, e.args[2], e.args[0]) from None
+                    for name, c in zip(n.outputs, evaluated):
                         if name:
                             self.values[name] = Value(c.dtype, c.shape, c)
                     continue
@@ -174,7 +206,7 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
                  optimize: bool = True, values: dict | None = None) -> CompiledPlan:
     """values: the inputs whose values this plan is for (shapes or axes fed as inputs), as constants."""
     net = Net(model, shapes, values or {})
-    _lower.lower(net)
+    _lower.prepare(net)
     net.fold_and_infer()
     if optimize:
         _layout.push_transposes(net)
@@ -202,8 +234,11 @@ def _emit(net: Net, plan) -> CompiledPlan:
         return ids[name]
 
     for n in net.nodes:
-        outs = plan.add_step(n.op, n.name, n.attrs, [tensor(i) for i in n.inputs], len(n.outputs), n.sources,
-                             list(n.outputs))
+        try:
+            outs = plan.add_step(n.op, n.name, n.attrs, [tensor(i) for i in n.inputs], len(n.outputs), n.sources,
+                                 list(n.outputs))
+        except _C.GraphNeedsConstant as e:
+            raise net.needs_constant(n, e.args[2], e.args[0]) from None
         for name, t in zip(n.outputs, outs):
             if name:
                 ids[name] = t

@@ -33,7 +33,7 @@ def code_of(dtype) -> int:
 def constant(array: np.ndarray) -> _C.GraphConstant:
     a = np.asarray(array)
     code_of(a.dtype)
-    return _C.GraphConstant(np.ascontiguousarray(a))
+    return _C.GraphConstant(a if a.flags.c_contiguous else a.copy(order="C"))  # ascontiguousarray makes 0-d 1-d
 
 
 @dataclasses.dataclass

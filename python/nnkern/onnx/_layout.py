@@ -12,10 +12,12 @@ from ._graph import Node
 #: One input, same shape out, elementwise: the order of dimensions does not matter (extra inputs are scalars).
 UNARY = {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Abs", "Neg", "Sqrt",
          "Exp", "Log", "Cast", "Identity", "Softplus", "Softsign", "Elu", "Selu", "Celu", "Gelu", "Not", "Floor",
-         "Ceil", "Round", "Reciprocal", "Sign", "ThresholdedRelu", "Mish", "IsNaN", "IsInf", "Sin", "Cos"}
+         "Ceil", "Round", "Reciprocal", "Sign", "ThresholdedRelu", "Mish", "IsNaN", "IsInf", "Sin", "Cos",
+         "QuantizeLinear", "DequantizeLinear"}
 #: Elementwise over broadcast inputs: every input may be permuted alike.
 BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "Sum", "Mean", "Equal", "Less", "Greater",
-             "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where", "Mod", "PRelu", "BitShift"}
+             "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where", "Mod", "PRelu", "BitShift", "QLinearAdd",
+             "QLinearMul"}
 
 
 def _inverse(perm):

@@ -11,13 +11,19 @@ TO_NHWC = [0, 2, 3, 1]
 TO_NCHW = [0, 3, 1, 2]
 
 
-def lower(net) -> None:
+def prepare(net) -> None:
+    """What lowering needs done first, over the whole graph: onnxruntime's QLinear ops without a kernel of their
+    own expanded, batch norms folded into their convolutions, QDQ patterns fused (_quant)."""
+    from . import _quant
+    _quant.expand(net)
     _fold_batch_norm(net)
-    out = []
-    for n in net.nodes:
-        lowering = _LOWERINGS.get(n.op)
-        out.extend(lowering(net, n) if lowering else [n])
-    net.nodes = out
+    _quant.fuse_qdq(net)
+
+
+def lowering(op: str):
+    """The function that lowers a node of this op (net, node) -> nodes, called when its inputs' shapes are known;
+    None for ops that run as they are."""
+    return _LOWERINGS.get(op)
 
 
 def _wrap_nhwc(net, n: Node, op: str, inputs: list, attrs: dict, rank: int = 4) -> list:
@@ -45,7 +51,7 @@ def _wrap_nhwc(net, n: Node, op: str, inputs: list, attrs: dict, rank: int = 4) 
     return nodes
 
 
-def _spatial_attrs(n: Node, spatial: int, kernel: list, x_shape=None) -> tuple:
+def _spatial_attrs(n: Node, spatial: int, kernel: list) -> tuple:
     """strides, dilations and pads (top, left, bottom, right) of a 1-D or 2-D op, auto_pad resolved later by the
     C++ op when it is SAME_* (the pads depend on the input size)."""
     strides = n.attr("strides", [1] * spatial)
@@ -58,9 +64,9 @@ def _spatial_attrs(n: Node, spatial: int, kernel: list, x_shape=None) -> tuple:
 
 def _lower_conv(net, n: Node) -> list:
     w = net.const(n.inputs[1])
-    if w is None:
-        raise NotImplementedError(f"Conv node {n.name!r}: the weight must be a constant (an initializer), not "
-                                  f"computed while running")
+    if w is None:  # the session plans for the values of the inputs it comes from, if they are small enough
+        raise net.needs_constant(n, 1, f"Conv node {n.name!r}: the weight must be a constant (an initializer), "
+                                       f"not computed while running")
     if w.ndim not in (3, 4):
         raise NotImplementedError(f"Conv node {n.name!r}: only 1-D and 2-D convolutions are supported, the weight "
                                   f"has rank {w.ndim}")
@@ -80,7 +86,7 @@ def _lower_conv(net, n: Node) -> list:
     return _wrap_nhwc(net, n, "nnkern.Conv", inputs, attrs, rank=spatial + 2)
 
 
-def _fold_batch_norm(net) -> None:
+def _fold_batch_norm(net) -> None:  # noqa: C901
     """Conv -> BatchNormalization (constant parameters, the conv's output used by nothing else) becomes one Conv
     with w * gamma / sqrt(var + eps) and (b - mean) * gamma / sqrt(var + eps) + beta, computed in float64."""
     users = net.consumers()
@@ -111,4 +117,64 @@ def _fold_batch_norm(net) -> None:
     net.nodes = [n for n in net.nodes if id(n) not in drop]
 
 
-_LOWERINGS = {"Conv": _lower_conv}
+def _lower_conv_transpose(net, n: Node) -> list:
+    w = net.const(n.inputs[1])
+    if w is None:
+        raise net.needs_constant(n, 1, f"ConvTranspose node {n.name!r}: the weight must be a constant")
+    if w.ndim not in (3, 4) or w.dtype != np.float32:
+        raise NotImplementedError(f"ConvTranspose node {n.name!r}: only 1-D and 2-D float32 transposed convolutions "
+                                  f"are supported (weight {w.dtype} of rank {w.ndim})")
+    spatial = w.ndim - 2
+    strides, dilations, pads = _spatial_attrs(n, spatial, list(w.shape[2:]))
+    out_pad = list(n.attr("output_padding", [0] * spatial))
+    out_shape = list(n.attr("output_shape", []))
+    if spatial == 1:
+        out_pad = [0] + out_pad
+        out_shape = [1] + out_shape[-1:] if out_shape else []
+        w = w[:, :, None, :]
+    elif len(out_shape) > 2:
+        out_shape = out_shape[-2:]
+    weight = net.add_constant(np.ascontiguousarray(w), f"{n.name}::w", key=("convT_w", n.name, n.inputs[1])) \
+        if spatial == 1 else n.inputs[1]
+    attrs = {"strides": ("ints", strides), "dilations": ("ints", dilations), "pads": ("ints", pads),
+             "output_padding": ("ints", out_pad), "group": ("i", n.attr("group", 1)),
+             "auto_pad": ("s", n.attr("auto_pad", "NOTSET"))}
+    if out_shape:
+        attrs["output_shape"] = ("ints", out_shape)
+    return _wrap_nhwc(net, n, "nnkern.ConvTranspose", [weight, n.inputs[2] if len(n.inputs) > 2 else ""], attrs,
+                      rank=spatial + 2)
+
+
+def _lower_pool(net, n: Node) -> list:
+    kernel = n.attr("kernel_shape")
+    if kernel is None or len(kernel) not in (1, 2):
+        raise NotImplementedError(f"{n.op} node {n.name!r}: only 1-D and 2-D pooling is supported")
+    spatial = len(kernel)
+    if len([o for o in n.outputs if o]) > 1:
+        raise NotImplementedError(f"{n.op} node {n.name!r}: the Indices output is not supported")
+    strides, dilations, pads = _spatial_attrs(n, spatial, kernel)
+    attrs = {"kernel_shape": ("ints", ([1] if spatial == 1 else []) + list(kernel)), "strides": ("ints", strides),
+             "dilations": ("ints", dilations), "pads": ("ints", pads), "ceil_mode": ("i", n.attr("ceil_mode", 0)),
+             "auto_pad": ("s", n.attr("auto_pad", "NOTSET"))}
+    if n.op == "AveragePool":
+        attrs["count_include_pad"] = ("i", n.attr("count_include_pad", 0))
+    if "storage_order" in n.attrs:
+        attrs["storage_order"] = ("i", n.attr("storage_order"))
+    return _wrap_nhwc(net, n, "nnkern." + n.op, [], attrs, rank=spatial + 2)
+
+
+def _lower_global_pool(net, n: Node) -> list:
+    rank = len(net.values[n.inputs[0]].shape)
+    if rank not in (3, 4):
+        raise NotImplementedError(f"{n.op} node {n.name!r}: only 1-D and 2-D inputs (rank 3 or 4) are supported")
+    return _wrap_nhwc(net, n, "nnkern." + n.op, [], {}, rank=rank)
+
+
+def _lower_qconv(net, n: Node) -> list:
+    from ._quant import lower_qlinear_conv
+    return lower_qlinear_conv(net, n)
+
+
+_LOWERINGS = {"Conv": _lower_conv, "ConvTranspose": _lower_conv_transpose, "QLinearConv": _lower_qconv,
+              "ConvInteger": _lower_qconv, "MaxPool": _lower_pool, "AveragePool": _lower_pool,
+              "GlobalAveragePool": _lower_global_pool, "GlobalMaxPool": _lower_global_pool}

@@ -10,6 +10,7 @@ import numpy as np
 from .. import _C
 from .._arrays import as_array
 from .._isa import _check_isa_name
+from . import _lower, _quant
 from ._compile import compile_plan
 from ._graph import DTYPES, Model
 from ._model import MAX_TENSOR_BYTES, load_model
@@ -250,23 +251,10 @@ class InferenceSession:
                 return compiled
 
     def _mark_specialized(self, e) -> bool:
-        """Marks the graph inputs behind the node input that must be constant; False if there are none new (the
-        value is computed from data, not from inputs a plan may depend on)."""
-        _, node_name, index = e.args
-        producer = {o: n for n in self._model.nodes for o in n.outputs if o}
-        node = next((n for n in self._model.nodes if n.name == node_name), None)
-        todo = [node.inputs[index]] if node is not None and index < len(node.inputs) else []
-        found, seen = set(), set()
-        while todo:
-            v = todo.pop()
-            if not v or v in seen:
-                continue
-            seen.add(v)
-            if v in self._input_index:
-                found.add(v)
-            elif v in producer:
-                todo.extend(producer[v].inputs)
-        small = {v for v in found if _declared_elements(self._model.inputs[self._input_index[v]]) <= MAX_SPECIALIZED}
+        """Marks the graph inputs behind the node input that must be constant (the error names them); False if
+        there are none new or they are too large (the value is computed from data)."""
+        sources = e.args[3] if len(e.args) > 3 else []
+        small = {v for v in sources if _declared_elements(self._model.inputs[self._input_index[v]]) <= MAX_SPECIALIZED}
         new = small - self._specialized
         self._specialized |= new
         return bool(new)
@@ -306,7 +294,7 @@ def _mib(n: int) -> str:
 
 
 #: Operators the compiler rewrites into nnkern's own ops (no C++ op of that name).
-_LOWERED = {"Conv", "BatchNormalization", "Constant"}
+_LOWERED = set(_lower._LOWERINGS) | set(_quant.EXPANSIONS) | {"Constant"}
 
 from .. import _verbose as _verbose_module  # noqa: E402
 

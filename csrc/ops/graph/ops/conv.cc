@@ -46,6 +46,20 @@ ConvParams conv_params(const NodeSpec& n) {
   g.sh = size_t(s[0]); g.sw = size_t(s[1]);
   g.dh = size_t(d[0]); g.dw = size_t(d[1]);
   g.pt = size_t(pads[0]); g.pl = size_t(pads[1]); g.pb = size_t(pads[2]); g.pr = size_t(pads[3]);
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {  // ceil(in / stride) outputs, the odd pad at the end / start
+    auto same = [&](size_t in, size_t k, size_t st, size_t dil, size_t* p0, size_t* p1) {
+      const size_t out = ceil_div(in, st), need = (out - 1) * st + dil * (k - 1) + 1, total = need > in ? need - in : 0;
+      *p0 = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      *p1 = total - *p0;
+    };
+    same(size_t(x.shape[1]), g.KH, g.sh, g.dh, &g.pt, &g.pb);
+    same(size_t(x.shape[2]), g.KW, g.sw, g.dw, &g.pl, &g.pr);
+  } else if (auto_pad == "VALID") {
+    g.pt = g.pb = g.pl = g.pr = 0;
+  } else if (auto_pad != "NOTSET") {
+    n.invalid("auto_pad '" + auto_pad + "'");
+  }
   if (!g.valid() || size_t(w.shape[3]) * g.groups != g.IC)
     n.invalid("weight " + w.str() + " does not fit input " + x.str() + " with group " + std::to_string(group));
   if (n.has_input(2) && (n.need_constant(2, "bias").desc.elements() != g.OC))

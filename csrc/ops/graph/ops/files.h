@@ -18,10 +18,13 @@
   X(rnn)                         \
   /* convolution, products */    \
   X(conv)                        \
+  X(conv_transpose)              \
   X(matmul)                      \
   X(pool)                        \
   /* quantization */             \
-  X(quant)
+  X(quant)                       \
+  X(qconv)                       \
+  X(qmatmul)
 
 namespace nnkern::graph {
 #define NNKERN_GRAPH_DECLARE_(file) void register_graph_ops_##file();

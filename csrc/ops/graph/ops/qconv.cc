@@ -1,0 +1,260 @@
+// nnkern.QConv: an INT8 convolution on NHWC tensors through PackedQConv2d (ops/qconv/layer.h) with the
+// requantization fused. Its inputs are QLinearConv's: X (uint8 / int8), x_scale, x_zero_point, W (constant, ONNX's
+// OIHW layout, int8 or uint8: W - w_zero_point must fit int8, exact), w_scale (per tensor or per output channel),
+// w_zero_point, y_scale, y_zero_point, B (int32, scale x_scale * w_scale). The Python side lowers QLinearConv,
+// ConvInteger and the QDQ pattern DequantizeLinear -> Conv -> QuantizeLinear onto it. Attributes: Conv's geometry,
+// activation ("none" / "relu") and output: "" (uint8 / int8 as y_zero_point's type), "int32" (the exact sums,
+// ConvInteger), "float32" (dequantized: a QDQ Conv whose output stays float); clip_min / clip_max (real units: a Clip
+// folded in). B may also be float32 in real units (a QDQ Conv whose bias is a float constant).
+// Rounding: y = rint(clamp(fma(acc, x_scale * w_scale / y_scale, B * factor + y_zero_point))) in float32 (ties to
+// even); onnxruntime adds B to the int32 sum and y_zero_point after rounding, so the two differ by one step where
+// the value lies within float32 rounding of a half.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/checked.h"
+#include "core/workspace.h"
+#include "ops/conv/geometry.h"
+#include "ops/graph/ops/common.h"
+#include "ops/qgemm/qgemm.h"
+#include "ops/qconv/layer.h"
+#include "ops/qconv/stage.h"
+
+namespace nnkern::graph {
+
+namespace {
+
+struct QConvParams {
+  QConvGeometry geo;
+  QType x_type;
+  int32_t x_zero;
+  QConvRequant rq;
+  std::vector<int8_t> w;       // groups x kg x ocg: W - w_zero_point, or (general) W as int8 (uint8 shifted by 128)
+  bool general = false;        // W - w_zero_point does not fit int8: im2col + qgemm with per-column zero points
+  std::vector<int32_t> w_zero;  // general: per output channel, in the shifted int8 terms
+  std::vector<float> factor, offset;
+};
+
+int32_t scalar_int(const Constant& c) {
+  if (c.desc.elements() != 1) throw std::invalid_argument("expected a scalar");
+  return int32_t(c.ints()[0]);
+}
+
+QConvGeometry geometry(const NodeSpec& n, const TensorDesc& x, const TensorDesc& w) {
+  QConvGeometry g;
+  const auto s = n.attr_ints("strides", {1, 1}), d = n.attr_ints("dilations", {1, 1}), p = n.attr_ints("pads", {0, 0, 0, 0});
+  if (s.size() != 2 || d.size() != 2 || p.size() != 4) n.invalid("strides / dilations / pads of a 2-D convolution");
+  for (int64_t v : s) if (v < 1) n.invalid("strides must be >= 1");
+  for (int64_t v : d) if (v < 1) n.invalid("dilations must be >= 1");
+  for (int64_t v : p) if (v < 0) n.invalid("pads must be >= 0");
+  const int64_t group = n.attr_int("group", 1);
+  if (group < 1) n.invalid("group must be >= 1");
+  g.OC = size_t(w.shape[0]); g.KH = size_t(w.shape[2]); g.KW = size_t(w.shape[3]);
+  g.IC = size_t(x.shape[3]); g.groups = size_t(group);
+  g.sh = size_t(s[0]); g.sw = size_t(s[1]); g.dh = size_t(d[0]); g.dw = size_t(d[1]);
+  g.pt = size_t(p[0]); g.pl = size_t(p[1]); g.pb = size_t(p[2]); g.pr = size_t(p[3]);
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    auto same = [&](size_t in, size_t k, size_t st, size_t dil, size_t* p0, size_t* p1) {
+      const size_t out = ceil_div(in, st), need = (out - 1) * st + dil * (k - 1) + 1, total = need > in ? need - in : 0;
+      *p0 = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      *p1 = total - *p0;
+    };
+    same(size_t(x.shape[1]), g.KH, g.sh, g.dh, &g.pt, &g.pb);
+    same(size_t(x.shape[2]), g.KW, g.sw, g.dw, &g.pl, &g.pr);
+  } else if (auto_pad == "VALID") {
+    g.pt = g.pb = g.pl = g.pr = 0;
+  } else if (auto_pad != "NOTSET") {
+    n.invalid("auto_pad '" + auto_pad + "'");
+  }
+  if (!g.valid() || size_t(w.shape[1]) * g.groups != g.IC)
+    n.invalid("weight " + w.str() + " does not fit input " + x.str() + " with group " + std::to_string(group));
+  return g;
+}
+
+// Everything but the packed weights' factors needs only shapes; `full` also reads the constants' values.
+QConvParams params(const NodeSpec& n, bool full) {
+  n.require_types({0}, {DType::u8, DType::i8});
+  n.require_types({3, 5}, {DType::u8, DType::i8});
+  n.require_types({1, 4, 6}, {DType::f32});
+  n.require_types({8}, {DType::i32, DType::f32});
+  const TensorDesc& x = n.in(0);
+  const Constant& wc = n.need_constant(3, "weight");
+  if (x.rank() != 4 || wc.desc.rank() != 4) n.invalid("expects an NHWC input and OIHW weights of rank 4");
+  QConvParams p;
+  p.geo = geometry(n, x, wc.desc);
+  const QConvGeometry& g = p.geo;
+  p.x_type = x.dtype == DType::u8 ? QType::u8 : QType::s8;
+  const std::string output = n.attr_string("output", "");
+  const std::string act = n.attr_string("activation", "none");
+  if (act != "none" && act != "relu") n.unsupported("activation '" + act + "'");
+  p.rq.relu = act == "relu";
+  if (output == "int32") p.rq.out = QOut::i32;
+  else if (output == "float32") p.rq.out = QOut::f32;
+  else if (output.empty()) p.rq.out = n.has_input(7) && n.in(7).dtype == DType::i8 ? QOut::s8 : QOut::u8;
+  else n.invalid("output '" + output + "'");
+  if (p.rq.out == QOut::i32 && p.rq.relu) n.unsupported("relu on int32 output");
+  const int32_t lo8 = x.dtype == DType::u8 ? 0 : -128, hi8 = x.dtype == DType::u8 ? 255 : 127;
+  p.x_zero = n.has_input(2) ? scalar_int(n.need_constant(2, "x_zero_point")) : 0;
+  if (p.x_zero < lo8 || p.x_zero > hi8) n.invalid("x_zero_point out of range");
+  const size_t OC = g.OC;
+  for (size_t i : {size_t(4), size_t(5)})
+    if (n.has_input(i)) {
+      const size_t e = n.in(i).elements();
+      if (e != 1 && e != OC) n.invalid("w_scale / w_zero_point: one value or one per output channel");
+    }
+  if (n.has_input(8) && n.need_constant(8, "bias").desc.elements() != OC) n.invalid("B must have one value per output channel");
+  static const char* const kNames[] = {"", "x_scale", "", "", "w_scale", "w_zero_point", "y_scale", "y_zero_point"};
+  for (size_t i : {size_t(1), size_t(4), size_t(5), size_t(6), size_t(7)})  // what the requantization is made of
+    if (n.has_input(i) && !(p.rq.out == QOut::i32 && (i == 1 || i == 4 || i == 6 || i == 7))) n.need_constant(i, kNames[i]);
+  if (!full) return p;
+  // Weights minus their zero point, in PackedQConv2d's layout; each must fit int8 (exact).
+  const std::vector<int64_t> wv = wc.ints();
+  std::vector<int64_t> wz(OC, 0);
+  if (n.has_input(5)) {
+    const std::vector<int64_t> z = n.need_constant(5, "w_zero_point").ints();
+    for (size_t o = 0; o < OC; ++o) wz[o] = z.size() == 1 ? z[0] : z[o];
+  }
+  const size_t icg = g.icg(), ocg = g.ocg(), ks = g.ks(), kg = g.kg();
+  for (size_t o = 0; o < OC && !p.general; ++o)
+    for (size_t i = 0; i < icg * ks; ++i) {
+      const int64_t v = wv[o * icg * ks + i] - wz[o];
+      if (v < -128 || v > 127) {
+        p.general = true;
+        break;
+      }
+    }
+  // The general form keeps W as int8 (uint8 weights shifted by 128, their zero points alike) with the zero points
+  // per column for qgemm; otherwise the zero points are subtracted here.
+  const int64_t shift = p.general && wc.desc.dtype == DType::u8 ? 128 : 0;
+  if (p.general)
+    for (size_t o = 0; o < OC; ++o) p.w_zero.push_back(int32_t(wz[o] - shift));
+  p.w.resize(g.groups * kg * ocg);
+  for (size_t o = 0; o < OC; ++o) {
+    const size_t grp = o / ocg, oo = o % ocg;
+    for (size_t c = 0; c < icg; ++c)
+      for (size_t t = 0; t < ks; ++t)
+        p.w[(grp * kg + t * icg + c) * ocg + oo] = int8_t(wv[(o * icg + c) * ks + t] - (p.general ? shift : wz[o]));
+  }
+  if (p.rq.out == QOut::i32) return p;
+  const double sx = n.need_constant(1, "x_scale").reals().at(0);
+  const std::vector<double> sw = n.need_constant(4, "w_scale").reals();
+  // B: int32 at scale x_scale * w_scale (QLinearConv), or float32 in real units (a QDQ Conv with a float bias).
+  std::vector<double> bias(OC, 0.0);
+  const bool real_bias = n.has_input(8) && n.in(8).dtype == DType::f32;
+  if (n.has_input(8)) bias = n.need_constant(8, "bias").reals();
+  double sy = 1.0, zy = 0.0;
+  if (p.rq.out != QOut::f32) {
+    sy = n.need_constant(6, "y_scale").reals().at(0);
+    zy = n.has_input(7) ? double(scalar_int(n.need_constant(7, "y_zero_point"))) : 0.0;
+    p.rq.lo = p.rq.out == QOut::u8 ? 0.0f : -128.0f;
+    p.rq.hi = p.rq.out == QOut::u8 ? 255.0f : 127.0f;
+    if (p.rq.relu) p.rq.lo = std::max(p.rq.lo, float(zy));
+    // clip_min / clip_max: a Clip between the convolution and its QuantizeLinear, in real units.
+    if (n.has("clip_min")) p.rq.lo = std::max(p.rq.lo, float(double(n.attr_float("clip_min", 0)) / sy + zy));
+    if (n.has("clip_max")) p.rq.hi = std::min(p.rq.hi, float(double(n.attr_float("clip_max", 0)) / sy + zy));
+  }
+  p.factor.resize(OC);
+  p.offset.resize(OC);
+  for (size_t o = 0; o < OC; ++o) {
+    const double f = sx * (sw.size() == 1 ? sw[0] : sw[o]) / sy;
+    p.factor[o] = float(f);
+    p.offset[o] = float(real_bias ? bias[o] / sy + zy : bias[o] * f + zy);
+    if (!std::isfinite(p.factor[o]) || !std::isfinite(p.offset[o]) || !(f > 0))
+      n.invalid("the requantization factor x_scale * w_scale / y_scale must be finite and positive");
+  }
+  return p;
+}
+
+std::vector<TensorDesc> infer(const NodeSpec& n) {
+  const QConvParams p = params(n, false);
+  const TensorDesc& x = n.in(0);
+  const size_t OH = p.geo.OH(size_t(x.shape[1])), OW = p.geo.OW(size_t(x.shape[2]));
+  if (OH == 0 || OW == 0) n.invalid("the kernel does not fit the padded input " + x.str());
+  const DType out = p.rq.out == QOut::i32 ? DType::i32 : p.rq.out == QOut::f32 ? DType::f32
+                    : p.rq.out == QOut::s8 ? DType::i8 : DType::u8;
+  return one(out, {x.shape[0], int64_t(OH), int64_t(OW), int64_t(p.geo.OC)});
+}
+
+// The general form: per image and group, the windows copied (im2col, padding taps at the input zero point), qgemm
+// with the weights' per-column zero points, then the output stage per element as QOutput states it.
+struct GeneralConv {
+  QConvParams p;
+  size_t N, H, W, OH, OW;
+  void run(const StepData& d) const;
+};
+
+void GeneralConv::run(const StepData& d) const {
+  const QConvGeometry& g = p.geo;
+  const size_t M = OH * OW, kg = g.kg(), ocg = g.ocg(), icg = g.icg(), esz = qout_elem_size(p.rq.out);
+  const size_t col_bytes = checked_round_up(checked_mul(M, kg), 64);
+  Workspace ws(checked_add(col_bytes, checked_mul(M, ocg, 4), checked_round_up(icg, 64)));
+  uint8_t* cols = ws.as<uint8_t>();
+  int32_t* acc = ws.as<int32_t>(col_bytes);
+  uint8_t* zero = ws.as<uint8_t>(col_bytes + checked_mul(M, ocg, 4));
+  std::fill(zero, zero + icg, uint8_t(p.x_zero));
+  const size_t in_bytes = H * W * g.IC;
+  for (size_t img = 0; img < N; ++img) {
+    const uint8_t* x = d.in<uint8_t>(0) + img * in_bytes;
+    uint8_t* y = d.out<uint8_t>(0) + img * M * g.OC * esz;
+    for (size_t grp = 0; grp < g.groups; ++grp) {
+      conv_im2col(g, ConvInputShape{1, H, W}, x + grp * icg, g.IC, icg, zero, 0, M, cols);
+      QgemmArgs a;
+      a.M = M; a.N = ocg; a.K = kg;
+      a.a_type = p.x_type; a.a = cols; a.lda = kg; a.a_zero = p.x_zero;
+      a.b_type = QType::s8; a.b = p.w.data() + grp * kg * ocg; a.ldb = ocg; a.b_zero = p.w_zero.data() + grp * ocg;
+      a.c = acc; a.ldc = ocg;
+      qgemm(a);
+      for (size_t m = 0; m < M; ++m)
+        for (size_t o = 0; o < ocg; ++o) {
+          const size_t oc = grp * ocg + o;
+          const int32_t v = acc[m * ocg + o];
+          uint8_t* dst = y + (m * g.OC + oc) * esz;
+          if (p.rq.out == QOut::i32) {
+            std::memcpy(dst, &v, 4);
+            continue;
+          }
+          float t = std::fma(float(v), p.factor[oc], p.offset[oc]);
+          if (p.rq.out == QOut::f32) {
+            t = p.rq.relu ? std::max(t, 0.0f) : t;
+            std::memcpy(dst, &t, 4);
+          } else {
+            t = std::nearbyint(std::min(std::max(t, p.rq.lo), p.rq.hi));
+            if (p.rq.out == QOut::u8) *dst = uint8_t(t);
+            else *reinterpret_cast<int8_t*>(dst) = int8_t(t);
+          }
+        }
+    }
+  }
+}
+
+std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
+  const TensorDesc& x = n.in(0);
+  const QType x_type = x.dtype == DType::u8 ? QType::u8 : QType::s8;
+  const size_t N = size_t(x.shape[0]), H = size_t(x.shape[1]), W = size_t(x.shape[2]);
+  auto p = layers.get<QConvParams>(n, [&] { return std::make_shared<QConvParams>(params(n, true)); });
+  if (p->general) {
+    qgemm_check_exact(n.name.c_str(), p->x_type, p->x_zero, p->geo.kg(), 255);
+    auto conv = std::make_shared<GeneralConv>(GeneralConv{*p, N, H, W, size_t(out[0].shape[1]), size_t(out[0].shape[2])});
+    return fn_step([conv](const StepData& d) { conv->run(d); }, "im2col qgemm (weights with zero points)");
+  }
+  auto layer = layers.get<PackedQConv2d>(n, [&] {
+    return std::make_shared<PackedQConv2d>(p->geo, p->w.data(), p->factor.empty() ? nullptr : p->factor.data(),
+                                           p->offset.empty() ? nullptr : p->offset.data(), p->x_zero, p->rq);
+  });
+  const size_t OC = layer->geometry().OC;
+  const std::string algorithm = layer->auto_algorithm(N, H, W);
+  return fn_step(
+      [layer, N, H, W, OC, x_type, algorithm](const StepData& d) {
+        QConvNhwcStage stage(layer->requant(), d.out(0), OC);
+        layer->run(N, H, W, x_type, d.in(0), stage, algorithm);
+      },
+      algorithm + " " + layer->kernel_name());
+}
+
+}  // namespace
+
+void register_graph_ops_qconv() { register_op("nnkern.QConv", {infer, make}); }
+
+}  // namespace nnkern::graph
