@@ -12,7 +12,7 @@ Needs the ``onnx`` package (``pip install "nnkern[onnx]"``). ``nnkern.onnx.backe
 from __future__ import annotations
 
 try:
-    import onnx as _onnx  # noqa: F401  (only the check)
+    import onnx as _onnx  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError('nnkern.onnx needs the onnx package: pip install "nnkern[onnx]"') from e
 
@@ -25,5 +25,4 @@ __all__ = ["InferenceSession", "NodeArg", "Profile", "supported_ops"]
 def supported_ops() -> list:
     """The ONNX operators a session can run (the default domain's, plus com.microsoft's quantized ones)."""
     from ._session import _LOWERED
-    return sorted((set(_C.graph_ops()) | _LOWERED) - {"Constant"} | {"Constant"}
-                  - {op for op in _C.graph_ops() if op.startswith("nnkern.")})
+    return sorted(op for op in set(_C.graph_ops()) | _LOWERED if not op.startswith("nnkern."))

@@ -147,6 +147,8 @@ class Model:
 
     def _value_info(self, v: onnx.ValueInfoProto, output: bool = False) -> ValueInfo:
         tt = v.type.tensor_type
+        if output and not v.type.HasField("value"):  # an output declared without a type: inferred
+            return ValueInfo(v.name, 0, None)
         if not v.type.HasField("tensor_type"):
             raise NotImplementedError(f"{'output' if output else 'input'} {v.name!r}: only tensors are supported "
                                       f"(not sequences, maps or optionals)")
