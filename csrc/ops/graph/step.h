@@ -5,6 +5,7 @@
 // Baseline header.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,17 +49,20 @@ class Step {
 void views_copy(const StepData& d, size_t bytes);
 
 // Layers packed once per session and shared by the plans of every input shape (packed weights do not depend on the
-// input's size): keyed by the node's op and name and the object's type.
+// input's size): keyed by the node's op and name, the object's type and the constants it is built from (a plan for
+// other values of a weight fed as an input packs its own). An entry keeps those constants alive, so their addresses
+// stay unique.
 class SharedLayers {
  public:
   template <typename T, typename Make>
   std::shared_ptr<const T> get(const NodeSpec& n, Make make) {
-    const std::string key = n.op + "|" + n.name + "|" + typeid(T).name();  // a node may keep objects of several types
+    std::string key = n.op + "|" + n.name + "|" + typeid(T).name();
+    for (const auto& c : n.constants) key += "|" + std::to_string(reinterpret_cast<uintptr_t>(c ? c->data.get() : nullptr));
     std::lock_guard<std::mutex> lock(m_);
     auto it = layers_.find(key);
-    if (it != layers_.end()) return std::static_pointer_cast<const T>(it->second);
+    if (it != layers_.end()) return std::static_pointer_cast<const T>(it->second.layer);
     std::shared_ptr<const T> made = make();
-    layers_[key] = made;
+    layers_[key] = Entry{made, n.constants};
     return made;
   }
   size_t size() const {
@@ -67,8 +71,12 @@ class SharedLayers {
   }
 
  private:
+  struct Entry {
+    std::shared_ptr<const void> layer;
+    std::vector<std::shared_ptr<const Constant>> sources;
+  };
   mutable std::mutex m_;
-  std::map<std::string, std::shared_ptr<const void>> layers_;
+  std::map<std::string, Entry> layers_;
 };
 
 using InferFn = std::vector<TensorDesc> (*)(const NodeSpec&);

@@ -70,13 +70,19 @@ class Net:
         v = self.values.get(name) if name else None
         return None if v is None or v.const is None else v.const.numpy()
 
-    def add_constant(self, array, hint: str, key=None) -> str:
-        """A new constant value; `key` shares it between the plans of a session (a derived weight)."""
-        c = self.model.derived.get(key) if key is not None else None
+    def add_constant(self, array, hint: str, key=None, source: str = "") -> str:
+        """A new constant value; `key` shares it between the plans of a session (a weight derived from the value
+        `source`, which the key then includes by identity: a plan for other values of an input computes its own)."""
+        if key is not None and source:
+            origin = self.values[source].const
+            key = (key, id(origin))
+        entry = self.model.derived.get(key) if key is not None else None
+        c = entry[1] if entry is not None else None
         if c is None:
             c = constant(array)
             if key is not None:
-                self.model.derived[key] = c
+                # The entry holds the source constant, so its id is not reused while the entry lives.
+                self.model.derived[key] = (self.values[source].const if source else None, c)
         name = self.fresh(hint)
         self.values[name] = Value(c.dtype, c.shape, c)
         return name

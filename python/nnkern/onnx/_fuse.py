@@ -1,10 +1,12 @@
 """Post-op fusion: an activation that is the only reader of a convolution's output runs in the convolution's
-epilogue (Relu, Clip to [0, 6] or [0, inf), Sigmoid, and x * sigmoid(x) as SiLU)."""
+epilogue (Relu, Clip to [0, 6] or [0, inf), Sigmoid, and x * sigmoid(x) as SiLU); a float32 MatMul's or Gemm's, in
+the GEMM's epilogue (Relu)."""
 from __future__ import annotations
 
 import numpy as np
 
-FUSABLE = {"nnkern.Conv"}
+#: The activations each op's epilogue runs.
+FUSABLE = {"nnkern.Conv": {"relu", "relu6", "sigmoid", "silu"}, "Gemm": {"relu"}, "MatMul": {"relu"}}
 
 
 def fuse_activations(net) -> None:
@@ -20,7 +22,7 @@ def fuse_activations(net) -> None:
             if y in net.outputs:
                 continue
             found = _activation(net, y, readers)
-            if found is None:
+            if found is None or found[0] not in FUSABLE[conv.op] or net.values[y].dtype != 1:
                 continue
             act, absorbed, out = found
             conv.attrs = dict(conv.attrs, activation=("s", act))

@@ -80,7 +80,7 @@ def _push(net, t: Node, u: Node, producer: dict) -> bool:
                 c = net.const(i)
                 c = c.reshape((1,) * (rank - c.ndim) + c.shape)
                 new_inputs[k] = net.add_constant(np.ascontiguousarray(c.transpose(_inverse(perm))), f"{u.name}::c{k}",
-                                                 key=("perm", i, tuple(perm)))
+                                                 key=("perm", tuple(perm)), source=i)
             elif _size(net, i) == 1 and _rank(net, i) <= rank:
                 new_inputs[k] = i
             else:

@@ -76,7 +76,7 @@ def _lower_conv(net, n: Node) -> list:
     strides, dilations, pads = _spatial_attrs(n, spatial, list(w.shape[2:]))
     wk = w if spatial == 2 else w[:, :, None, :]
     w_nhwc = net.add_constant(np.ascontiguousarray(wk.transpose(0, 2, 3, 1)), f"{n.name}::w",
-                              key=("conv_w", n.name, n.inputs[1]))
+                              key=("conv_w", n.name), source=n.inputs[1])
     inputs = [w_nhwc, n.inputs[2] if len(n.inputs) > 2 else ""]
     attrs = {"strides": ("ints", strides), "dilations": ("ints", dilations), "pads": ("ints", pads),
              "group": ("i", n.attr("group", 1)), "auto_pad": ("s", n.attr("auto_pad", "NOTSET"))}
@@ -98,6 +98,9 @@ def _fold_batch_norm(net) -> None:  # noqa: C901
         conv = producer.get(bn.inputs[0])
         if conv is None or conv.op != "Conv" or len(users.get(bn.inputs[0], [])) != 1 or bn.inputs[0] in net.outputs:
             continue
+        names = [conv.inputs[1]] + [i for i in conv.inputs[2:3] if i] + list(bn.inputs[1:5])
+        if not all(i in net.model.constants for i in names):
+            continue  # only the model's own constants: the folded weights are shared by every plan
         params = [net.const(i) for i in bn.inputs[1:5]]
         w = net.const(conv.inputs[1])
         b = net.const(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else None
@@ -134,7 +137,7 @@ def _lower_conv_transpose(net, n: Node) -> list:
         w = w[:, :, None, :]
     elif len(out_shape) > 2:
         out_shape = out_shape[-2:]
-    weight = net.add_constant(np.ascontiguousarray(w), f"{n.name}::w", key=("convT_w", n.name, n.inputs[1])) \
+    weight = net.add_constant(np.ascontiguousarray(w), f"{n.name}::w", key=("convT_w", n.name), source=n.inputs[1]) \
         if spatial == 1 else n.inputs[1]
     attrs = {"strides": ("ints", strides), "dilations": ("ints", dilations), "pads": ("ints", pads),
              "output_padding": ("ints", out_pad), "group": ("i", n.attr("group", 1)),

@@ -222,7 +222,7 @@ def _fuse_matmul(net, g: _Graph, n: Node) -> bool:
     attrs, absorbed, q, out = _tail(net, g, y)
     if out is None:
         return False
-    weights = b.q if not trans_b else net.add_constant(wq, f"{n.name}::wT", key=("qgemm_wT", n.name, b.q))
+    weights = b.q if not trans_b else net.add_constant(wq, f"{n.name}::wT", key=("qgemm_wT", n.name), source=b.q)
     node_attrs = dict(attrs)
     if q is None:
         node_attrs["output"] = ("s", "float32")
@@ -295,7 +295,7 @@ def lower_qlinear_conv(net, n: Node) -> list:
     strides, dilations, pads = _spatial_attrs(n, spatial, list(w.shape[2:]))
     weight = n.inputs[w_index]
     if spatial == 1:
-        weight = net.add_constant(np.ascontiguousarray(w[:, :, None, :]), f"{n.name}::w", key=("qconv1d", n.name, weight))
+        weight = net.add_constant(np.ascontiguousarray(w[:, :, None, :]), f"{n.name}::w", key=("qconv1d", n.name), source=weight)
     attrs = {k: v for k, v in n.attrs.items() if k in ("activation", "clip_min", "clip_max", "output")}
     attrs.update({"strides": ("ints", strides), "dilations": ("ints", dilations), "pads": ("ints", pads),
                   "group": ("i", n.attr("group", 1)), "auto_pad": ("s", n.attr("auto_pad", "NOTSET"))})
@@ -352,7 +352,7 @@ def _lower_qgemm(net, n: Node) -> list:
         w = net.const(b)
         if w is None:
             raise net.needs_constant(n, 3, f"QGemm node {n.name!r}: B must be a constant")
-        b = net.add_constant(np.ascontiguousarray(w.T), f"{n.name}::bT", key=("qgemmT", n.name, b))
+        b = net.add_constant(np.ascontiguousarray(w.T), f"{n.name}::bT", key=("qgemmT", n.name), source=b)
     attrs = {} if sy else {"output": ("s", "float32")}
     return [Node("nnkern.QGemm", n.name, [a, sa, za, b, sb, zb, sy, zy, c], list(n.outputs[:1]), attrs, n.sources)]
 
