@@ -710,10 +710,14 @@ def quantize(model, kind: str, feeds=None, reduce_range: bool = True) -> onnx.Mo
         with tempfile.TemporaryDirectory() as tmp:
             src, pre, dst = (os.path.join(tmp, f) for f in ("float.onnx", "pre.onnx", "int8.onnx"))
             onnx.save(model, src)
+            cwd = os.getcwd()
+            os.chdir(tmp)  # where symbolic shape inference falls short, it saves its model into the working directory
             try:
                 quant_pre_process(src, pre)
-            except Exception:  # symbolic shape inference fails on some exports (MultiheadAttention's reshapes)
+            except Exception:  # it falls short on some exports (the transformer's reshapes, the detector's heads)
                 quant_pre_process(src, pre, skip_symbolic_shape=True)
+            finally:
+                os.chdir(cwd)
             quantize_static(pre, dst, Reader(),
                             quant_format=QuantFormat.QDQ if kind == "qdq" else QuantFormat.QOperator,
                             per_channel=True, reduce_range=reduce_range, activation_type=QuantType.QUInt8,
