@@ -108,7 +108,7 @@ class InferenceSession:
                     raise NotImplementedError(e.args[0]) from None
 
     def _check_ops(self) -> None:
-        known = set(_C.graph_ops()) | _LOWERED
+        known = set(_C.graph_ops()) | _LOWERED | _FOLDED
         for n in self._model.nodes:
             if n.op not in known:
                 raise NotImplementedError(f"{n.op} node {n.name!r}: the operator {n.op} is not supported (see "
@@ -295,6 +295,8 @@ def _mib(n: int) -> str:
 
 #: Operators the compiler rewrites into nnkern's own ops (no C++ op of that name).
 _LOWERED = set(_lower._LOWERINGS) | set(_quant.EXPANSIONS) | {"Constant"}
+#: Operators folded into their neighbours where they can be (a BatchNormalization after a Conv).
+_FOLDED = {"BatchNormalization"}
 
 from .. import _verbose as _verbose_module  # noqa: E402
 
