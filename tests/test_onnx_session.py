@@ -309,3 +309,21 @@ def test_backend_runs_a_node():
     x = np.array([-1.0, 2.0], np.float32)
     np.testing.assert_array_equal(backend.run_node(node, [x])[0], [0.0, 2.0])
     assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
+
+
+def test_command_line_runs_and_benchmarks_a_model(tmp_path):
+    path = tmp_path / "net.onnx"
+    onnx.save(conv_net(), str(path))
+    np.save(tmp_path / "x.npy", image(1))
+    r = subprocess.run([sys.executable, "-m", "nnkern", "run", str(path), "--input", f"x={tmp_path / 'x.npy'}",
+                        "--repeats", "2", "--profile"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "output y: float32[1, 10]" in r.stdout and "latency" in r.stdout and "nnkern.Conv" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "nnkern", "run", str(path), "--batch", "3", "--repeats", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "float32[3, 10]" in r.stdout, r.stderr
+    pytest.importorskip("onnxruntime")
+    r = subprocess.run([sys.executable, "-m", "nnkern", "bench", "--model", str(path), "--batch", "2", "--threads", "1",
+                        "--repeats", "1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "nnkern vs onnxruntime" in r.stdout and "max |nnkern - onnxruntime|" in r.stdout

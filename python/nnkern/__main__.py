@@ -1,4 +1,4 @@
-"""``python -m nnkern [info|check|bench]``.
+"""``python -m nnkern [info|check|bench|run]``.
 
 (no command)  the main job (< 1 minute): CPU, chosen kernels, a self-check of every kernel this CPU
               can run (PASS/FAIL, exit code 1 on any FAIL) and a short SGEMM table versus numpy.
@@ -17,6 +17,9 @@ bench         the fuller SGEMM table against every installed comparison library,
               --op fused: QConv2d's fused global average pooling and pixel shuffle vs the unfused sequences
               and torch; --op espcn: an ESPCN super-resolution network end to end, quantized, vs torch /
               onnxruntime).
+run MODEL     an ONNX model through nnkern.onnx: its outputs' shapes and statistics, the latency and the
+              compiled plan (--input NAME=FILE.npy, --dim NAME=VALUE, --batch N, --threads N, --profile);
+              bench --model MODEL.onnx times it against onnxruntime on the same inputs.
 """
 from __future__ import annotations
 
@@ -303,6 +306,8 @@ def bench(args) -> int:
     if args.plot:
         from nnkern.bench import plot
         plot.require_matplotlib()  # before the benchmark, not after it
+    if args.model:
+        return bench_model(args, [int(t) for t in (args.threads or "1,2").split(",") if t.strip()])
     if args.op in ("sigmoid", "tanh", "topk"):
         return bench_elementwise(args)
     if args.op == "lstm":
@@ -344,6 +349,61 @@ def bench(args) -> int:
     return _json(args, results)
 
 
+def run_model(args) -> int:
+    """python -m nnkern run MODEL.onnx: the outputs' shapes and statistics, the latency and the plan."""
+    try:
+        import nnkern.onnx
+        from nnkern.onnx import _tool
+    except ImportError as e:
+        raise SystemExit(str(e))
+    dims = _tool.parse_assignments(args.dim, "--dim")
+    files = _tool.parse_assignments(args.input, "--input")
+    kwargs = {"num_threads": args.threads} if args.threads else {}
+    session = nnkern.onnx.InferenceSession(args.model, **kwargs)
+    feeds = _tool.load_feeds(session, files, dims, seed=args.seed, batch=args.batch)
+    defaulted = _tool.defaulted_dims(session, dims, args.batch)
+    if defaulted:
+        print(f"symbolic dimensions set to 1: {', '.join(defaulted)} (give them with --dim NAME=VALUE)")
+    for name, a in feeds.items():
+        print("input  " + _tool.summary(name, a))
+    outputs = session.run(None, feeds)  # compiles the plan for these shapes, then runs once
+    for o, a in zip(session.get_outputs(), outputs):
+        print("output " + _tool.summary(o.name, a))
+    times = []
+    for _ in range(max(1, args.repeats)):
+        t0 = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    print(f"latency: median {times[len(times) // 2] * 1e3:.3f} ms, best {times[0] * 1e3:.3f} ms over {len(times)} "
+          f"runs, {session._options['num_threads'] or nnkern.get_num_threads()} thread(s)")
+    print()
+    print(session.describe(feeds))
+    if args.profile:
+        print()
+        print(session.profile(feeds, repeats=max(1, args.repeats)))
+    return 0
+
+
+def bench_model(args, threads) -> int:
+    """python -m nnkern bench --model MODEL.onnx: nnkern vs onnxruntime on the same inputs."""
+    from nnkern.bench import model
+    from nnkern.onnx import _tool
+    dims = _tool.parse_assignments(args.dim, "--dim")
+    files = _tool.parse_assignments(args.input, "--input")
+    print_info()
+    results, diffs = model.run(args.model, model.feeds_factory(files, dims, args.batch), threads,
+                               repeats=args.repeats, libraries=_libraries(args), name=model.model_name(args.model),
+                               progress=lambda s: print(s, flush=True))
+    print()
+    print(model.table(results))
+    if diffs:
+        print()
+        for name, abs_diff, rel_diff in diffs:
+            print(f"output {name}: max |nnkern - onnxruntime| = {abs_diff:.3g} ({rel_diff:.3g} of max |onnxruntime|)")
+    return _json(args, results)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m nnkern", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -382,6 +442,20 @@ def main(argv=None) -> int:
     b.add_argument("--json", help="also write the result records to this file")
     b.add_argument("--plot", metavar="FILE.png", help="also draw one bar chart per table into this image "
                                                       "(needs matplotlib: pip install 'nnkern[plot]')")
+    b.add_argument("--model", metavar="MODEL.onnx", help="time a whole ONNX model against onnxruntime (all graph "
+                   "optimizations, the same thread counts) on the same inputs, and compare the outputs")
+    r = sub.add_parser("run", help="run an ONNX model: outputs, latency and the compiled plan")
+    r.add_argument("model", metavar="MODEL.onnx")
+    r.add_argument("--threads", type=int, default=None, help="threads for the session (default: the pool's)")
+    r.add_argument("--repeats", type=int, default=10, help="timed runs after the first (default 10)")
+    r.add_argument("--profile", action="store_true", help="also print the time per op kind")
+    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    for q in (r, b):
+        q.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file "
+                       "(repeatable); the others are random of the declared shape")
+        q.add_argument("--dim", action="append", metavar="NAME=VALUE", help="the value of a symbolic dimension "
+                       "(repeatable; default: --batch for the first, 1 for the others)")
+        q.add_argument("--batch", type=int, default=None, help="the first dimension of inputs that declare it symbolic")
     args = p.parse_args(argv)
     if args.cmd == "info":
         print_info()
@@ -392,6 +466,8 @@ def main(argv=None) -> int:
         if args.repeats is None:
             args.repeats = 5 if args.quick else 7
         return bench(args)
+    if args.cmd == "run":
+        return run_model(args)
     return main_job()
 
 

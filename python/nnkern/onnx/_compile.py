@@ -216,6 +216,7 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
     net.fold_and_infer()
     if optimize:
         _layout.push_transposes(net)
+        net.drop_dead()  # the transposes left behind would count as readers
         _fuse.fuse_activations(net)
     net.drop_dead()
     net.sort()
