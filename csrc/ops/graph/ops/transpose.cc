@@ -1,10 +1,14 @@
-// Transpose of any element type: the output walked in order, the input gathered through the permuted strides,
-// the innermost output dimension as a contiguous run of the loop.
-#include <cstring>
-#include <numeric>
+// Transpose of any element type (moved as 1/2/4/8-byte words). The permutation is simplified first: dimensions of
+// size 1 dropped, output dimensions that are adjacent in the input merged. What remains decides the step:
+// - nothing moves (only dimensions of size 1 did): a view of the input, no copy;
+// - a batch of 2-D transposes (NCHW <-> NHWC at a network's input and output: [N, C, HW] <-> [N, HW, C]): square
+//   tiles, so that both the rows read and the rows written come in whole cache lines, spread over the pool;
+// - anything else: the output walked in order, the input read through the permuted strides (StridedCopy).
+#include <algorithm>
 
 #include "core/threadpool.h"
 #include "ops/graph/ops/common.h"
+#include "ops/graph/ops/strided.h"
 
 namespace nnkern::graph {
 
@@ -35,44 +39,109 @@ std::vector<TensorDesc> infer_transpose(const NodeSpec& n) {
   return one(x.dtype, shape);
 }
 
+// The transpose with dimensions of size 1 dropped and runs of output dimensions that are consecutive input
+// dimensions merged: `shape` the merged input dimensions, `perm` over them.
+struct Simplified {
+  std::vector<int64_t> shape, perm;
+};
+
+Simplified simplify(const std::vector<int64_t>& in_shape, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> kept;  // perm without the dimensions of size 1, renumbered
+  std::vector<int64_t> renumber(in_shape.size(), -1), kept_shape;
+  for (size_t i = 0; i < in_shape.size(); ++i)
+    if (in_shape[i] != 1) {
+      renumber[i] = int64_t(kept_shape.size());
+      kept_shape.push_back(in_shape[i]);
+    }
+  for (int64_t p : perm)
+    if (renumber[size_t(p)] >= 0) kept.push_back(renumber[size_t(p)]);
+  // Groups of output dimensions that are consecutive input dimensions.
+  std::vector<std::vector<int64_t>> groups;
+  for (int64_t p : kept) {
+    if (!groups.empty() && groups.back().back() + 1 == p) groups.back().push_back(p);
+    else groups.push_back({p});
+  }
+  // Number the groups in input order.
+  std::vector<size_t> order(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) order[g] = g;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return groups[a][0] < groups[b][0]; });
+  Simplified s;
+  s.perm.assign(groups.size(), 0);
+  for (size_t k = 0; k < order.size(); ++k) {
+    int64_t d = 1;
+    for (int64_t p : groups[order[k]]) d *= kept_shape[size_t(p)];
+    s.shape.push_back(d);
+    s.perm[order[k]] = int64_t(k);
+  }
+  return s;
+}
+
+constexpr size_t kTile = 16;
+
+// A 4 x 4 block: four rows of four read into locals, written as four columns; the compiler turns this into
+// register shuffles, which strided element loops do not get.
 template <typename T>
-void transpose(const T* x, T* y, const std::vector<int64_t>& oshape, const std::vector<size_t>& istride) {
-  const size_t r = oshape.size();
-  if (r == 0) { y[0] = x[0]; return; }
-  const size_t inner = size_t(oshape[r - 1]), step = istride[r - 1];
-  size_t outer = 1;
-  for (size_t i = 0; i + 1 < r; ++i) outer *= size_t(oshape[i]);
-  if (inner == 0) return;
-  auto rows = [&](size_t o0, size_t o1) {
-    for (size_t o = o0; o < o1; ++o) {
-      size_t rem = o, off = 0;
-      for (size_t i = r - 1; i-- > 0;) {
-        off += (rem % size_t(oshape[i])) * istride[i];
-        rem /= size_t(oshape[i]);
-      }
-      T* dst = y + o * inner;
-      const T* src = x + off;
-      for (size_t j = 0; j < inner; ++j) dst[j] = src[j * step];
+inline void transpose_4x4(const T* s, size_t C, T* d, size_t R) {
+  const T a0 = s[0], a1 = s[1], a2 = s[2], a3 = s[3];
+  s += C;
+  const T b0 = s[0], b1 = s[1], b2 = s[2], b3 = s[3];
+  s += C;
+  const T c0 = s[0], c1 = s[1], c2 = s[2], c3 = s[3];
+  s += C;
+  const T e0 = s[0], e1 = s[1], e2 = s[2], e3 = s[3];
+  d[0] = a0; d[1] = b0; d[2] = c0; d[3] = e0;
+  d += R;
+  d[0] = a1; d[1] = b1; d[2] = c1; d[3] = e1;
+  d += R;
+  d[0] = a2; d[1] = b2; d[2] = c2; d[3] = e2;
+  d += R;
+  d[0] = a3; d[1] = b3; d[2] = c3; d[3] = e3;
+}
+
+// y[b][c][r] = x[b][r][c] for B matrices of R x C, in kTile x kTile tiles (4 x 4 blocks within, elements at the
+// ragged edges); tiles in row-major order across the pool.
+template <typename T>
+void transpose_2d(const T* x, T* y, size_t B, size_t R, size_t C) {
+  const size_t tr = (R + kTile - 1) / kTile, tc = (C + kTile - 1) / kTile, per_matrix = tr * tc;
+  auto tiles = [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      const size_t b = t / per_matrix, r0 = (t % per_matrix) / tc * kTile, c0 = t % tc * kTile;
+      const size_t rn = std::min(kTile, R - r0), cn = std::min(kTile, C - c0);
+      const size_t r4 = rn / 4 * 4, c4 = cn / 4 * 4;
+      const T* src = x + b * R * C + r0 * C + c0;
+      T* dst = y + b * R * C + c0 * R + r0;
+      for (size_t i = 0; i < r4; i += 4)
+        for (size_t j = 0; j < c4; j += 4) transpose_4x4(src + i * C + j, C, dst + j * R + i, R);
+      for (size_t j = 0; j < cn; ++j)  // what the blocks left: the bottom rows of their columns, the ragged columns
+        for (size_t i = j < c4 ? r4 : 0; i < rn; ++i) dst[j * R + i] = src[i * C + j];
     }
   };
-  if (outer * inner < (size_t(1) << 15)) rows(0, outer);
-  else parallel_for_ranges(outer, rows);
+  const size_t total = B * per_matrix;
+  if (B * R * C < (size_t(1) << 15)) tiles(0, total);
+  else parallel_for_ranges(total, tiles);
 }
 
 std::unique_ptr<Step> make_transpose(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
   const TensorDesc& x = n.in(0);
-  const std::vector<int64_t> perm = perm_of(n);
-  const std::vector<size_t> xs = contiguous_strides(x.shape);
-  std::vector<size_t> istride;
-  for (int64_t p : perm) istride.push_back(xs[size_t(p)]);
-  const std::vector<int64_t> oshape = out[0].shape;
-  const size_t bytes = out[0].bytes();
-  switch (dtype_size(x.dtype)) {
-    case 1: return fn_step([=](const StepData& d) { if (bytes) transpose(d.in<uint8_t>(0), d.out<uint8_t>(0), oshape, istride); });
-    case 2: return fn_step([=](const StepData& d) { if (bytes) transpose(d.in<uint16_t>(0), d.out<uint16_t>(0), oshape, istride); });
-    case 4: return fn_step([=](const StepData& d) { if (bytes) transpose(d.in<uint32_t>(0), d.out<uint32_t>(0), oshape, istride); });
-    default: return fn_step([=](const StepData& d) { if (bytes) transpose(d.in<uint64_t>(0), d.out<uint64_t>(0), oshape, istride); });
+  const Simplified s = simplify(x.shape, perm_of(n));
+  const size_t bytes = out[0].bytes(), esize = dtype_size(x.dtype);
+  const size_t r = s.perm.size();
+  if (r <= 1 || bytes == 0) return view_step(bytes);
+  if ((r == 2 && s.perm == std::vector<int64_t>{1, 0}) || (r == 3 && s.perm == std::vector<int64_t>{0, 2, 1})) {
+    const size_t B = r == 3 ? size_t(s.shape[0]) : 1, R = size_t(s.shape[r - 2]), C = size_t(s.shape[r - 1]);
+    return fn_step(
+        [=](const StepData& d) {
+          with_word(esize, [&](auto w) {
+            using T = decltype(w);
+            transpose_2d(d.in<T>(0), d.out<T>(0), B, R, C);
+          });
+        },
+        "tiled 2-D");
   }
+  std::vector<int64_t> oshape;
+  for (int64_t p : s.perm) oshape.push_back(s.shape[size_t(p)]);
+  const StridedCopy copy(oshape, permuted_strides(s.shape, s.perm), 0, esize);
+  return fn_step([copy](const StepData& d) { copy.run(d.in(0), d.out(0)); }, "strided");
 }
 
 }  // namespace
