@@ -12,6 +12,7 @@
   X(binary)                      \
   /* data movement */            \
   X(movement)                    \
+  X(slice)                       \
   /* reductions, normalization */ \
   X(reduce)                      \
   /* recurrent */                \

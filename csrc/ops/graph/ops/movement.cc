@@ -1,8 +1,118 @@
-// Graph ops: (to be filled).
+// Joining and cutting along an axis, for every element type: Concat and Split. Both are row copies: the
+// dimensions before the axis are rows, each input (Concat) or output (Split) a run of bytes within each row.
+#include "core/checked.h"
 #include "ops/graph/ops/common.h"
+#include "ops/graph/ops/strided.h"
 
 namespace nnkern::graph {
 
-void register_graph_ops_movement() {}
+namespace {
+
+std::vector<TensorDesc> infer_concat(const NodeSpec& n) {
+  if (n.inputs.empty()) n.invalid("needs at least one input");
+  const TensorDesc& first = n.in(0);
+  if (!n.has("axis")) n.invalid("needs its axis attribute");
+  if (first.rank() == 0) n.invalid("cannot concatenate scalars");
+  const size_t axis = normalize_axis(n.attr_int("axis", 0), first.rank(), "Concat axis");
+  std::vector<int64_t> shape = first.shape;
+  shape[axis] = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const TensorDesc& x = n.in(i);
+    if (!x.present()) n.invalid("input " + std::to_string(i) + " is missing");
+    if (x.dtype != first.dtype) n.invalid("inputs of different types");
+    bool fits = x.rank() == first.rank();
+    for (size_t d = 0; fits && d < x.rank(); ++d) fits = d == axis || x.shape[d] == first.shape[d];
+    if (!fits) n.invalid("input " + x.str() + " does not fit " + first.str() + " along axis " + std::to_string(axis));
+    shape[axis] = int64_t(checked_add(size_t(shape[axis]), size_t(x.shape[axis])));
+  }
+  return one(first.dtype, shape);
+}
+
+std::unique_ptr<Step> make_concat(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
+  const size_t axis = normalize_axis(n.attr_int("axis", 0), out[0].rank(), "Concat axis");
+  const size_t esize = dtype_size(out[0].dtype), rows = elements_before(out[0].shape, axis);
+  const size_t out_row = elements_from(out[0].shape, axis) * esize;
+  std::vector<size_t> in_row;  // bytes of each input per row
+  for (const TensorDesc& x : n.inputs) in_row.push_back(elements_from(x.shape, axis) * esize);
+  if (n.inputs.size() == 1) return view_step(out[0].bytes());
+  return fn_step([rows, out_row, in_row](const StepData& d) {
+    auto* y = static_cast<uint8_t*>(d.out(0));
+    size_t at = 0;
+    for (size_t i = 0; i < in_row.size(); ++i) {
+      copy_rows(d.in(i), in_row[i], y + at, out_row, rows, in_row[i]);
+      at += in_row[i];
+    }
+  });
+}
+
+// The sizes of Split's outputs along the axis: the split input, else equal parts (the last one smaller when the
+// dimension does not divide: ONNX's num_outputs rule, which also covers the older form's even split).
+std::vector<int64_t> split_sizes(const NodeSpec& n, size_t axis) {
+  const int64_t dim = n.in(0).shape[axis];
+  const size_t count = n.num_outputs;
+  if (count == 0) n.invalid("needs at least one output");
+  if (n.has_input(1)) {
+    if (n.has("num_outputs")) n.invalid("give either the split input or the num_outputs attribute, not both");
+    std::vector<int64_t> sizes = n.need_constant(1, "split").ints();
+    if (sizes.size() != count)
+      n.invalid("split has " + std::to_string(sizes.size()) + " entries for " + std::to_string(count) + " outputs");
+    int64_t sum = 0;
+    for (int64_t s : sizes) {
+      if (s < 0) n.invalid("split sizes must be >= 0");
+      sum += s;
+    }
+    if (sum != dim) n.invalid("split sizes add up to " + std::to_string(sum) + ", not the dimension " + std::to_string(dim));
+    return sizes;
+  }
+  if (n.has("num_outputs") && n.attr_int("num_outputs", 0) != int64_t(count))
+    n.invalid("num_outputs is " + std::to_string(n.attr_int("num_outputs", 0)) + " but the node has " +
+              std::to_string(count) + " outputs");
+  const int64_t part = (dim + int64_t(count) - 1) / int64_t(count);
+  const int64_t last = dim - part * int64_t(count - 1);
+  if (last < 0)
+    n.invalid("cannot split a dimension of " + std::to_string(dim) + " into " + std::to_string(count) +
+              " parts of " + std::to_string(part));
+  std::vector<int64_t> sizes(count, part);
+  sizes.back() = last;
+  return sizes;
+}
+
+std::vector<TensorDesc> infer_split(const NodeSpec& n) {
+  const TensorDesc& x = n.in(0);
+  if (x.rank() == 0) n.invalid("cannot split a scalar");
+  const size_t axis = normalize_axis(n.attr_int("axis", 0), x.rank(), "Split axis");
+  std::vector<TensorDesc> outs;
+  for (int64_t s : split_sizes(n, axis)) {
+    std::vector<int64_t> shape = x.shape;
+    shape[axis] = s;
+    outs.push_back(TensorDesc{x.dtype, shape});
+  }
+  return outs;
+}
+
+std::unique_ptr<Step> make_split(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
+  const TensorDesc& x = n.in(0);
+  const size_t axis = normalize_axis(n.attr_int("axis", 0), x.rank(), "Split axis");
+  const size_t esize = dtype_size(x.dtype), rows = elements_before(x.shape, axis);
+  const size_t in_row = elements_from(x.shape, axis) * esize;
+  std::vector<size_t> out_row;
+  for (const TensorDesc& o : out) out_row.push_back(elements_from(o.shape, axis) * esize);
+  if (out.size() == 1) return view_step(x.bytes());
+  return fn_step([rows, in_row, out_row](const StepData& d) {
+    const auto* xb = static_cast<const uint8_t*>(d.in(0));
+    size_t at = 0;
+    for (size_t j = 0; j < out_row.size(); ++j) {
+      copy_rows(xb + at, in_row, d.out(j), out_row[j], rows, out_row[j]);
+      at += out_row[j];
+    }
+  });
+}
+
+}  // namespace
+
+void register_graph_ops_movement() {
+  register_op("Concat", {infer_concat, make_concat});
+  register_op("Split", {infer_split, make_split});
+}
 
 }  // namespace nnkern::graph
