@@ -13,6 +13,7 @@
   /* data movement */            \
   X(movement)                    \
   X(slice)                       \
+  X(gather)                      \
   /* reductions, normalization */ \
   X(reduce)                      \
   /* recurrent */                \
