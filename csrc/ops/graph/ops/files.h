@@ -14,6 +14,8 @@
   X(movement)                    \
   X(slice)                       \
   X(gather)                      \
+  X(rearrange)                   \
+  X(pad)                         \
   /* reductions, normalization */ \
   X(reduce)                      \
   /* recurrent */                \
