@@ -20,6 +20,9 @@ from ._graph import DTYPES, Model, Node, constant
 _OPS = frozenset(_C.graph_ops())
 #: Ops never evaluated at compile time even when their inputs are constant (none yet: every op is deterministic).
 NO_FOLD: frozenset = frozenset()
+#: Ops whose outputs depend only on their input's shape: constants once the plan's shapes are known, whatever the
+#: input's values (Shape -> Gather -> Concat -> Reshape chains then fold into a constant shape).
+SHAPE_ONLY = frozenset({"Shape", "Size"})
 #: Constant outputs larger than this stay computed at run time (a ConstantOfShape of a huge shape, say).
 MAX_FOLDED_BYTES = 64 << 20
 
@@ -140,6 +143,11 @@ class Net:
             if n.op not in _OPS:
                 raise NotImplementedError(f"{n.op} node {n.name!r}: the operator {n.op} is not supported (see "
                                           f"nnkern.onnx.supported_ops())")
+            if n.op in SHAPE_ONLY and n.inputs and n.inputs[0]:
+                self.infer(n)  # the C++ op checks the node
+                c = constant(_shape_value(n, self.values[n.inputs[0]].shape))
+                self.values[n.outputs[0]] = Value(c.dtype, c.shape, c)
+                continue
             consts = [self.values[i].const if i else None for i in n.inputs]
             foldable = n.op not in NO_FOLD and all(c is not None for c, i in zip(consts, n.inputs) if i)
             if foldable:
@@ -192,6 +200,13 @@ class Net:
         for n in self.nodes:
             visit(n)
         self.nodes = order
+
+
+def _shape_value(n: Node, shape: tuple) -> np.ndarray:
+    """Shape's or Size's output for an input of this shape (Python's slice clamps start and end as ONNX does)."""
+    if n.op == "Size":
+        return np.array(int(np.prod(shape, dtype=np.int64)), np.int64)
+    return np.array(shape[n.attr("start", 0):n.attr("end", None)], np.int64)
 
 
 def _nbytes(v: Value) -> int:

@@ -16,6 +16,7 @@
   X(gather)                      \
   X(rearrange)                   \
   X(pad)                         \
+  X(shape)                       \
   /* reductions, normalization */ \
   X(reduce)                      \
   /* recurrent */                \
