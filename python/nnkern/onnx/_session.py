@@ -293,8 +293,9 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):.2f} MiB" if n >= 1 << 20 else f"{n / 1024:.1f} KiB"
 
 
-#: Operators the compiler rewrites into nnkern's own ops (no C++ op of that name).
-_LOWERED = set(_lower._LOWERINGS) | set(_quant.EXPANSIONS) | {"Constant"}
+#: Operators the compiler rewrites into nnkern's own ops or newer ones (no C++ op of that name): Upsample is read
+#: as a Resize (_graph).
+_LOWERED = set(_lower._LOWERINGS) | set(_quant.EXPANSIONS) | {"Constant", "Upsample"}
 #: Operators folded into their neighbours where they can be (a BatchNormalization after a Conv).
 _FOLDED = {"BatchNormalization"}
 

@@ -17,6 +17,7 @@
   X(rearrange)                   \
   X(pad)                         \
   X(shape)                       \
+  X(resize)                      \
   /* reductions, normalization */ \
   X(reduce)                      \
   /* recurrent */                \
