@@ -1,8 +1,8 @@
 """Layout: transposes pushed down the graph through ops that do not care about the order of dimensions, until
 they meet their inverse and cancel. Lowering wraps every NHWC op in NCHW -> NHWC and NHWC -> NCHW transposes;
-after this pass a chain of convolutions, activations, residual adds and concatenations runs in NHWC throughout,
-converting once where the graph enters it and once where it leaves (or where an op needs NCHW: a Reshape or
-Flatten of a feature map, a MatMul)."""
+after this pass a chain of convolutions, activations, residual adds, concatenations and resizes runs in NHWC
+throughout, converting once where the graph enters it and once where it leaves (or where an op needs NCHW: a
+Reshape or Flatten of a feature map, a MatMul)."""
 from __future__ import annotations
 
 import numpy as np
@@ -87,6 +87,9 @@ def _push(net, t: Node, u: Node, producer: dict) -> bool:
                 return False
         _move_below(net, u, t, new_inputs)
         return True
+    if u.op == "Resize" and _push_resize(net, u, perm):
+        _move_below(net, u, t, {0: src})
+        return True
     if u.op == "Concat" and len(perm) == len(net.values[u.outputs[0]].shape):
         sources = []
         for i in u.inputs:
@@ -99,6 +102,21 @@ def _push(net, t: Node, u: Node, producer: dict) -> bool:
         _move_below(net, u, t, dict(enumerate(sources)))
         return True
     return False
+
+
+def _push_resize(net, u: Node, perm: list) -> bool:
+    """Resize treats each axis on its own: on the untransposed input it resizes axis perm[i] as it did axis i. Its
+    roi / scales / sizes list the axes of its `axes` attribute in order, so only that attribute changes (all axes
+    in order when absent). Needs the roi / scales / sizes known (constants). The upsampling between NHWC
+    convolutions (YOLO) then runs in NHWC, between transposes that cancel."""
+    if any(i and net.values[i].const is None for i in u.inputs[1:]):
+        return False
+    rank = len(perm)
+    axes = u.attr("axes", list(range(rank)))
+    if any(not -rank <= a < rank for a in axes):
+        return False
+    u.attrs = dict(u.attrs, axes=("ints", [int(perm[a % rank]) for a in axes]))
+    return True
 
 
 def _move_below(net, u: Node, t: Node, new_inputs: dict) -> None:
