@@ -126,8 +126,23 @@ def test_split_even_opset13():
     check("Split", [("in", x)], n_outputs=3, attrs={"axis": -1}, opset=13)
 
 
-def test_split_bad():
+def test_bad_inputs_are_refused_at_load():
     x = np.zeros((4, 6), np.float32)
+    i64 = lambda *v: ("c", np.array(v, np.int64))  # noqa: E731
+    with pytest.raises(ValueError, match="steps must not be 0"):
+        run_nnkern(*model("Slice", [("in", x), i64(0), i64(2), i64(0), i64(0)]))
+    with pytest.raises(ValueError, match="repeats"):
+        run_nnkern(*model("Tile", [("in", x), i64(2)]))
+    with pytest.raises(ValueError, match="broadcast"):
+        run_nnkern(*model("Expand", [("in", x), i64(3, 6)]))
+    with pytest.raises(ValueError, match="out of range"):
+        run_nnkern(*model("Gather", [("in", x), i64(0)], attrs={"axis": 2}))
+    with pytest.raises(NotImplementedError, match="float"):
+        run_nnkern(*model("Gather", [("in", x), ("c", np.array([0.0], np.float32))]))
+    with pytest.raises(ValueError, match="num_outputs"):
+        run_nnkern(*model("Split", [("in", x)], n_outputs=3, attrs={"axis": 1, "num_outputs": 2}))
+    with pytest.raises(ValueError, match="cannot split"):
+        run_nnkern(*model("Split", [("in", x)], n_outputs=5, attrs={"axis": 1, "num_outputs": 5}))
     with pytest.raises(ValueError, match="add up"):
         run_nnkern(*model("Split", [("in", x), ("c", np.array([1, 2], np.int64))], n_outputs=2, attrs={"axis": 1}))
     with pytest.raises(ValueError, match="axis"):

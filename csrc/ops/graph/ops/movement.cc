@@ -45,13 +45,14 @@ std::unique_ptr<Step> make_concat(const NodeSpec& n, const std::vector<TensorDes
   });
 }
 
-// The sizes of Split's outputs along the axis: the split input, else equal parts (the last one smaller when the
-// dimension does not divide: ONNX's num_outputs rule, which also covers the older form's even split).
+// The sizes of Split's outputs along the axis: the split input (an empty one counts as left out), else equal parts
+// (the last one smaller when the dimension does not divide: ONNX's num_outputs rule, which also covers the older
+// form's even split).
 std::vector<int64_t> split_sizes(const NodeSpec& n, size_t axis) {
   const int64_t dim = n.in(0).shape[axis];
   const size_t count = n.num_outputs;
   if (count == 0) n.invalid("needs at least one output");
-  if (n.has_input(1)) {
+  if (n.has_input(1) && n.in(1).elements() > 0) {
     if (n.has("num_outputs")) n.invalid("give either the split input or the num_outputs attribute, not both");
     std::vector<int64_t> sizes = n.need_constant(1, "split").ints();
     if (sizes.size() != count)

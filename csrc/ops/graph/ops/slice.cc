@@ -71,7 +71,8 @@ std::unique_ptr<Step> make_slice(const NodeSpec& n, const std::vector<TensorDesc
   std::vector<int64_t> stride(x.rank());
   int64_t base = 0;
   for (size_t a = 0; a < x.rank(); ++a) {
-    stride[a] = int64_t(xs[a]) * g.step[a];
+    // A step larger than the dimension takes one element at most: its stride is never used (nor overflows).
+    stride[a] = g.shape[a] > 1 ? int64_t(xs[a]) * g.step[a] : 0;
     base += g.start[a] * int64_t(xs[a]);
   }
   bool whole = true;  // every axis whole and in order: the input's bytes
