@@ -48,8 +48,8 @@ def model(op, inputs, n_outputs=1, attrs=None, opset=18, out_dtype=None):
     outputs = [f"y{j}" for j in range(n_outputs)]
     node = helper.make_node(op, names, outputs, **(attrs or {}))
     out_type = helper.np_dtype_to_tensor_dtype(np.dtype(out_dtype))
-    graph = helper.make_graph([node], op, graph_inputs, [helper.make_tensor_value_info(o, out_type, None) for o in outputs],
-                              inits)
+    graph_outputs = [helper.make_tensor_value_info(o, out_type, None) for o in outputs]
+    graph = helper.make_graph([node], op, graph_inputs, graph_outputs, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=9), feeds
 
 
@@ -99,7 +99,8 @@ def test_concat(shape, data, dtype):
 
 def test_concat_large_threaded():
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((2, 64, 40, 40)).astype(np.float32), rng.standard_normal((2, 32, 40, 40)).astype(np.float32)
+    a = rng.standard_normal((2, 64, 40, 40)).astype(np.float32)
+    b = rng.standard_normal((2, 32, 40, 40)).astype(np.float32)
     check("Concat", [("in", a), ("c", b)], attrs={"axis": 1})
 
 
@@ -394,7 +395,8 @@ def test_constant_of_shape(dtype, shape):
 
 def test_constant_of_shape_default_and_fed_shape():
     check("ConstantOfShape", [("c", np.array([2, 2], np.int64))], out_dtype=np.float32)
-    check("ConstantOfShape", [("in", np.array([3, 1], np.int64))], out_dtype=np.float32)  # a graph input: planned per value
+    # The shape as a graph input: planned per value.
+    check("ConstantOfShape", [("in", np.array([3, 1], np.int64))], out_dtype=np.float32)
 
 
 @pytest.mark.parametrize("start,limit,delta,dtype", [
@@ -490,8 +492,9 @@ def resize(x, mode, scales=None, sizes=None, roi=None, opset=19, rtol=0.0, atol=
 
 
 @settings(max_examples=60, **SETTINGS)
-@given(h=st.integers(1, 6), w=st.integers(1, 7), data=st.data(), coord=st.sampled_from(COORDS + ["tf_half_pixel_for_nn"]),
-       nearest=st.sampled_from(NEAREST), dtype=st.sampled_from([np.float32, np.uint8, np.int64, np.float16]))
+@given(h=st.integers(1, 6), w=st.integers(1, 7), data=st.data(),
+       coord=st.sampled_from(COORDS + ["tf_half_pixel_for_nn"]), nearest=st.sampled_from(NEAREST),
+       dtype=st.sampled_from([np.float32, np.uint8, np.int64, np.float16]))
 def test_resize_nearest(h, w, data, coord, nearest, dtype):
     x = values(np.random.default_rng(h * 10 + w), (1, 2, h, w), dtype)
     opset = 11 if coord == "tf_half_pixel_for_nn" else 19
@@ -619,3 +622,17 @@ def test_resize_between_convolutions_runs_in_nhwc():
     sess = nnkern.onnx.InferenceSession(m.SerializeToString())
     np.testing.assert_allclose(sess.run(None, feeds)[0], run_ort(m, feeds)[0], rtol=1e-4, atol=1e-4)
     assert sess.describe().count(" Transpose") == 2
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 16, 45, 50)).astype(np.float32)
+    cases = [model("Resize", [("in", x), None, ("c", np.array([1, 1, 1.7, 0.6], np.float32))],
+                   attrs={"mode": "linear"}, opset=19),
+             model("Resize", [("in", x), None, ("c", np.array([1, 1, 0.4, 0.45], np.float32))],
+                   attrs={"mode": "cubic", "antialias": 1}, opset=19),
+             model("Transpose", [("in", x)], attrs={"perm": [0, 2, 3, 1]}),
+             model("Pad", [("in", x), ("c", np.array([0, 0, 2, 3, 0, 0, 1, 4], np.int64))], attrs={"mode": "reflect"})]
+    for m, feeds in cases:
+        one_thread = run_nnkern(m, feeds, num_threads=1)[0]
+        np.testing.assert_array_equal(run_nnkern(m, feeds, num_threads=4)[0], one_thread)

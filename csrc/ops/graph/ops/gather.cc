@@ -32,7 +32,8 @@ int64_t index_at(DType t, const void* idx, size_t k) {
 
 std::string range_message(int64_t value, int64_t dim, size_t axis) {
   return "index " + std::to_string(value) + " is out of range for axis " + std::to_string(axis) +
-         " of size " + std::to_string(dim) + " (valid: " + std::to_string(-dim) + " to " + std::to_string(dim - 1) + ")";
+         " of size " + std::to_string(dim) + " (valid: " + std::to_string(-dim) + " to " + std::to_string(dim - 1) +
+         ")";
 }
 
 // Checks indices known when the plan is built (ValueError), or at run time (std::out_of_range).

@@ -62,7 +62,8 @@ std::vector<int64_t> split_sizes(const NodeSpec& n, size_t axis) {
       if (s < 0) n.invalid("split sizes must be >= 0");
       sum += s;
     }
-    if (sum != dim) n.invalid("split sizes add up to " + std::to_string(sum) + ", not the dimension " + std::to_string(dim));
+    if (sum != dim)
+      n.invalid("split sizes add up to " + std::to_string(sum) + ", not the dimension " + std::to_string(dim));
     return sizes;
   }
   if (n.has("num_outputs") && n.attr_int("num_outputs", 0) != int64_t(count))

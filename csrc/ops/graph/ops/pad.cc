@@ -67,7 +67,8 @@ PadGeometry pad_geometry(const NodeSpec& n) {
     PadAxis& a = g.axes[axes[i]];
     const int64_t dim = x.shape[axes[i]], pb = pads[i], pe = pads[k + i];
     if (pb + dim + pe < 0 || pb < -dim || pe < -dim)
-      n.invalid("pads " + std::to_string(pb) + ", " + std::to_string(pe) + " crop more than the dimension " + std::to_string(dim));
+      n.invalid("pads " + std::to_string(pb) + ", " + std::to_string(pe) + " crop more than the dimension " +
+                std::to_string(dim));
     a.crop = pb < 0 ? -pb : 0;
     a.kept = dim - a.crop - (pe < 0 ? -pe : 0);
     a.before = pb > 0 ? pb : 0;

@@ -38,7 +38,8 @@ std::vector<TensorDesc> infer_tile(const NodeSpec& n) {
   const TensorDesc& x = n.in(0);
   const std::vector<int64_t> repeats = n.need_constant(1, "repeats").ints();
   if (repeats.size() != x.rank())
-    n.invalid("repeats has " + std::to_string(repeats.size()) + " entries for an input of rank " + std::to_string(x.rank()));
+    n.invalid("repeats has " + std::to_string(repeats.size()) + " entries for an input of rank " +
+              std::to_string(x.rank()));
   std::vector<int64_t> shape;
   for (size_t d = 0; d < x.rank(); ++d) {
     if (repeats[d] < 0) n.invalid("repeats must be >= 0");

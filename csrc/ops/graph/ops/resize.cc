@@ -25,7 +25,15 @@ namespace nnkern::graph {
 namespace {
 
 enum class Mode { nearest, linear, cubic };
-enum class Coord { half_pixel, half_pixel_symmetric, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize };
+enum class Coord {
+  half_pixel,
+  half_pixel_symmetric,
+  pytorch_half_pixel,
+  align_corners,
+  asymmetric,
+  tf_half_pixel_for_nn,
+  tf_crop_and_resize
+};
 enum class Nearest { round_prefer_floor, round_prefer_ceil, floor, ceil };
 
 struct ResizeGeometry {
@@ -54,7 +62,8 @@ ResizeGeometry resize_geometry(const NodeSpec& n) {
   const TensorDesc& x = n.in(0);
   const size_t r = x.rank();
   ResizeGeometry g;
-  g.mode = pick<Mode>(n, "mode", "nearest", {{"nearest", Mode::nearest}, {"linear", Mode::linear}, {"cubic", Mode::cubic}});
+  g.mode = pick<Mode>(n, "mode", "nearest",
+                      {{"nearest", Mode::nearest}, {"linear", Mode::linear}, {"cubic", Mode::cubic}});
   g.coord = pick<Coord>(n, "coordinate_transformation_mode", "half_pixel",
                         {{"half_pixel", Coord::half_pixel},
                          {"half_pixel_symmetric", Coord::half_pixel_symmetric},
