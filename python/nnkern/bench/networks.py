@@ -249,7 +249,11 @@ def run(names: Sequence[str], threads_list: Sequence[int], *, precisions: Sequen
     with tempfile.TemporaryDirectory(prefix="nnkern-networks-") as workdir:
         for name in names:
             t0 = time.perf_counter()
-            net = Network(name, size, workdir, input_size)
+            try:
+                net = Network(name, size, workdir, input_size)
+            except ImportError as e:
+                raise SystemExit(f"the networks are defined in torch and exported with onnx: {e.name} is missing "
+                                 f"(pip install torch onnx onnxruntime)") from None
             say(f"[networks] {name} ({net.describe_input()}): built and exported ({time.perf_counter() - t0:.1f} s)")
             for precision in precisions:
                 try:
@@ -268,6 +272,8 @@ def run(names: Sequence[str], threads_list: Sequence[int], *, precisions: Sequen
                 except Skip as e:
                     notes[f"{name} {precision}"] = f"skipped: nnkern.onnx cannot run it yet ({e})"
                     say(f"[networks] {name} {precision}: skipped: {e}")
+                except ImportError as e:  # onnxruntime quantizes the INT8 version
+                    notes[f"{name} {precision}"] = f"skipped: {e.name} is not installed"
     return results, notes
 
 
