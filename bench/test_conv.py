@@ -1,25 +1,20 @@
 """FP32 convolution benchmarks: nnkern.Conv2d per algorithm of its table (``nnkern._C.algorithms("conv2d")``,
 each on the layers it applies to) and auto, and each comparison library (torch conv2d channels_last and NCHW,
 onnxruntime Conv on NCHW) on the ResNet-50, MobileNet-v2, YoloV3-Tiny and low-OC layers of
-``nnkern.bench.fconv`` at batch 1, 1 and 2 threads; and two networks end to end: YoloV3-Tiny's backbone
-(``nnkern.bench.yolo``: ReLU stands in for leaky ReLU in every library) and MobileNet-v2 (``nnkern.bench.mobilenet``:
-nnkern with its InvertedResidual blocks fused, and layer by layer).
+``nnkern.bench.fconv`` at batch 1, 1 and 2 threads. Whole networks: ``python -m nnkern bench --op networks``.
 
     python -m pytest bench/test_conv.py -k "rn50.s2.3x3"          # one layer, every column
     python -m pytest bench/test_conv.py -k "indirect and t1"       # one algorithm, 1 thread
-    python -m pytest bench/test_conv.py -k yolo_backbone           # the backbone, each library
     python -m nnkern bench --op conv                               # the layers as a table
-    python -m nnkern bench --op yolo                               # the backbone as a table
-    python -m nnkern bench --op mobilenet                          # MobileNet-v2 as a table
 
 extra_info: gflops, anchor_<library> (GFLOP/s of each library in this run, interleaved), best_anchor(_rate),
 ratio, pct_peak (of the f32 peak of nnkern's highest ISA x threads), workspace_bytes (nnkern), max_diff (max
-|output - nnkern auto's| / max |nnkern auto's|: the libraries' and each nnkern algorithm's; the backbone: the
-libraries' to nnkern's output), ms (the backbone's median latency). Nothing here asserts a timing.
+|output - nnkern auto's| / max |nnkern auto's|: the libraries' and each nnkern algorithm's). Nothing here asserts a
+timing.
 """
 import pytest
 
-from nnkern.bench import conv, fconv, harness, mobilenet, yolo
+from nnkern.bench import conv, fconv, harness
 
 from .conftest import run_benchmark
 
@@ -68,70 +63,3 @@ def test_conv_anchor(benchmark, layer, threads, library, other_libraries):
                   anchors=_others(other_libraries, layer, threads), op="conv", layer=layer.name,
                   shape=list(layer.shape), library=library, isa="", threads=threads, max_diff=diff)
     conv._anchors.set_threads(1)
-
-
-@pytest.fixture(scope="module")
-def backbone():
-    return yolo.make_backbone()
-
-
-@pytest.mark.parametrize("library", ["nnkern", *yolo.LIBRARIES])
-def test_yolo_backbone(benchmark, threads, library, backbone, other_libraries):
-    """One forward pass of YoloV3-Tiny's backbone (416x416x3 -> 13x13x1024), per library."""
-    ctx = harness.nnkern_context(ISA, threads)
-    with ctx():
-        ref = yolo.nnkern_call(backbone)
-    if library == "nnkern":
-        fn, diff, peak = ref, None, harness.peak("f32", ISA) * threads
-    else:
-        fns, notes = yolo.library_calls(backbone, threads, [library])
-        if library not in fns:
-            pytest.skip(f"{library}: {notes.get(library, 'not available')}")
-        with ctx():
-            diff = yolo.check(ref, fns)[library]
-        fn, ctx, peak = fns[library], None, 0.0
-    others = other_libraries.get(("yolo", threads), lambda: yolo.measure(backbone, threads, isa=ISA))
-    extra = run_benchmark(benchmark, fn, work=backbone.flops(), unit="GFLOP/s",
-                          **({"context": ctx} if ctx else {}), peak_ops=peak, anchors=others, op="yolo",
-                          layer=yolo.NAME, shape=list(backbone.shape), library=library,
-                          isa=ISA if library == "nnkern" else "", threads=threads,
-                          **({} if diff is None else {"max_diff": diff}))
-    if "rate" in extra:
-        extra["ms"] = round(backbone.flops() / (extra["rate"] * 1e9) * 1e3, 3)
-    yolo._anchors.set_threads(1)
-
-
-@pytest.fixture(scope="module")
-def mobilenet_net():
-    pytest.importorskip("torch", reason="the MobileNet-v2 model is defined in torch")
-    return mobilenet.make_net()
-
-
-@pytest.mark.parametrize("library", ["nnkern", "nnkern_layer_by_layer", *mobilenet.LIBRARIES])
-def test_mobilenet(benchmark, threads, library, mobilenet_net, other_libraries):
-    """One forward pass of MobileNet-v2 (224x224x3 -> 1000 logits), per library; nnkern fused (InvertedResidual
-    blocks) and layer by layer."""
-    ctx = harness.nnkern_context(ISA, threads)
-    with ctx():
-        ref = mobilenet.nnkern_call(mobilenet_net)
-    if library.startswith("nnkern"):
-        with ctx():
-            fn = ref if library == "nnkern" else mobilenet.nnkern_call(mobilenet_net, fused=False)
-        diff, peak = None, harness.peak("f32", ISA) * threads
-    else:
-        fns, notes = mobilenet.library_calls(mobilenet_net, threads, [library])
-        if library not in fns:
-            pytest.skip(f"{library}: {notes.get(library, 'not available')}")
-        with ctx():
-            diff = yolo.check(ref, fns)[library]
-        fn, ctx, peak = fns[library], None, 0.0
-    others = other_libraries.get(("mobilenet", threads), lambda: mobilenet.measure(mobilenet_net, threads, isa=ISA))
-    work = mobilenet_net.flops()
-    extra = run_benchmark(benchmark, fn, work=work, unit="GFLOP/s", **({"context": ctx} if ctx else {}),
-                          peak_ops=peak, anchors=[r for r in others if r.library != "nnkern"], op="mobilenet",
-                          layer=mobilenet.NAME, shape=list(mobilenet_net.shape), library=library,
-                          isa=ISA if library.startswith("nnkern") else "", threads=threads,
-                          **({} if diff is None else {"max_diff": diff}))
-    if "rate" in extra:
-        extra["ms"] = round(work / (extra["rate"] * 1e9) * 1e3, 3)
-    mobilenet._anchors.set_threads(1)

@@ -1,21 +1,18 @@
 """QConv2d's fused output stages (pool="global_avg", pixel_shuffle=r) against the unfused sequences (QConv2d then
 numpy's mean / nnkern.avg_pool2d / nnkern.pixel_shuffle) and torch's quantized conv2d then adaptive_avg_pool2d /
-pixel_shuffle, on the cases of ``nnkern.bench.fused``; and the ESPCN network end to end (``nnkern.bench.espcn``:
-nnkern fused and layer by layer, torch, onnxruntime). Batch 1, 1 and 2 threads.
+pixel_shuffle, on the cases of ``nnkern.bench.fused``. Batch 1, 1 and 2 threads. (The ESPCN network end to end:
+``python -m nnkern bench --op espcn``, a selection of ``--op networks``.)
 
     python -m pytest bench/test_fused.py -k "gap and t1"        # the pooling cases, 1 thread
-    python -m pytest bench/test_fused.py -k espcn                # the network, each library
     python -m nnkern bench --op fused                            # the same as a table
-    python -m nnkern bench --op espcn
 
 extra_info: case, variant, us (median, from the pytest-benchmark stats), fused_us (the fused call's time in one
 interleaved measurement of every variant) and speedup (the variant's over the fused call's of the same result
-type, from that measurement), max_diff against the fused result; espcn: gops, ms, anchors, max_diff. Nothing here
-asserts a timing.
+type, from that measurement), max_diff against the fused result. Nothing here asserts a timing.
 """
 import pytest
 
-from nnkern.bench import conv, espcn, fused, harness
+from nnkern.bench import conv, fused, harness
 
 from .conftest import run_benchmark
 
@@ -68,36 +65,3 @@ def test_fused_stage(benchmark, case, threads, variant, other_libraries):
     if getattr(benchmark, "stats", None) is not None:
         extra["us"] = round(benchmark.stats.stats.median * 1e6, 2)
     conv._anchors.set_threads(1)
-
-
-@pytest.fixture(scope="module")
-def espcn_net():
-    return espcn.make_net()
-
-
-@pytest.mark.parametrize("library", ["nnkern", "nnkern_layer_by_layer", *espcn.LIBRARIES])
-def test_espcn(benchmark, threads, library, espcn_net, other_libraries):
-    """One forward pass of the ESPCN network (128x128x3 -> 384x384x3, uint8), per library."""
-    ctx = harness.nnkern_context(ISA, threads)
-    with ctx():
-        ref = espcn.nnkern_call(espcn_net)
-    if library.startswith("nnkern"):
-        with ctx():
-            fn = ref if library == "nnkern" else espcn.nnkern_call(espcn_net, fused=False)
-        diff, peak = 0, harness.peak("int8", ISA) * threads
-    else:
-        fns, notes = espcn.library_calls(espcn_net, threads, [library])
-        if library not in fns:
-            pytest.skip(f"{library}: {notes.get(library, 'not available')}")
-        fns[library]()
-        diff = espcn.agreement(fns[library].out(), ref.out)[0]
-        fn, ctx, peak = fns[library], None, 0.0
-    others = other_libraries.get(("espcn", threads), lambda: espcn.measure(espcn_net, threads, isa=ISA))
-    work = espcn_net.ops()
-    extra = run_benchmark(benchmark, fn, work=work, unit="GOP/s", **({"context": ctx} if ctx else {}),
-                          peak_ops=peak, anchors=others, op="espcn", layer=espcn.NAME, shape=list(espcn_net.shape),
-                          library=library, isa=ISA if library.startswith("nnkern") else "", threads=threads,
-                          max_diff=diff)
-    if "rate" in extra:
-        extra["ms"] = round(work / (extra["rate"] * 1e9) * 1e3, 3)
-    espcn._anchors.set_threads(1)

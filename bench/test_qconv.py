@@ -7,8 +7,7 @@ QLinearConv, NCHW) on the ResNet-50, MobileNet-v2 and low-output-channel (RGB ou
     python -m pytest bench/test_qconv.py -k "lowoc"                 # the low_ofm layers (1x1, 3x3 to 3 channels)
     python -m pytest bench/test_qconv.py -k "indirect and t1"       # one algorithm, 1 thread
     python -m nnkern bench --op qconv                               # the same as a table
-    python -m pytest bench/test_qconv.py -k qnet                    # quantized ResNet-18 / MobileNet-v2 end to end
-    python -m nnkern bench --op qnet                                # the networks as tables, with top-1 agreement
+    python -m nnkern bench --op qnet                                # quantized ResNet-18 / MobileNet-v2 end to end
 
 extra_info: gops, anchor_<library> (GOP/s of each library in this run, interleaved), best_anchor(_rate),
 ratio, pct_peak (of the int8 peak of nnkern's highest ISA x threads), workspace_bytes (nnkern),
@@ -16,7 +15,7 @@ max_diff (the library's max |output - nnkern's| in uint8 steps). Nothing here as
 """
 import pytest
 
-from nnkern.bench import conv, harness, qnet
+from nnkern.bench import conv, harness
 
 from .conftest import run_benchmark
 
@@ -61,43 +60,3 @@ def test_qconv_anchor(benchmark, layer, threads, library, other_libraries):
                   anchors=_others(other_libraries, layer, threads), op="qconv", layer=layer.name,
                   shape=list(layer.shape), library=library, isa="", threads=threads, max_diff=diff)
     conv._anchors.set_threads(1)
-
-
-# --- quantized networks end to end (nnkern.bench.qnet) --------------------------------------------------------
-
-@pytest.fixture(scope="module", params=qnet.NETWORKS)
-def quantized_net(request):
-    pytest.importorskip("torch", reason="the quantized networks are defined and quantized in torch")
-    return qnet.make_net(request.param)
-
-
-@pytest.mark.parametrize("batch", qnet.BATCHES, ids=lambda b: f"N{b}")
-@pytest.mark.parametrize("library", ["nnkern", *qnet.LIBRARIES])
-def test_qnet(benchmark, quantized_net, batch, threads, library, other_libraries):
-    """One forward pass of a quantized ResNet-18 / MobileNet-v2 (224x224x3 float32 images -> 1000 float32
-    logits), per library; the table: ``python -m nnkern bench --op qnet``."""
-    net = quantized_net
-    x = qnet.images(batch, net.size, qnet._anchors.SEED)
-    ctx = harness.nnkern_context(ISA, threads)
-    with ctx():
-        ref = qnet.nnkern_call(net, x)
-    if library == "nnkern":
-        fn, diff, peak = ref, None, harness.peak("int8", ISA) * threads
-    else:
-        fns, notes = qnet.library_calls(net, x, threads, [library])
-        if library not in fns:
-            pytest.skip(f"{library}: {notes.get(library, 'not available')}")
-        with ctx():
-            diff = qnet.check(ref, fns)[library]
-        fn, ctx, peak = fns[library], None, 0.0
-    others = other_libraries.get(("qnet", net.name, batch, threads),
-                                 lambda: qnet.measure(net, batch, threads, isa=ISA))
-    work = net.ops(batch)
-    extra = run_benchmark(benchmark, fn, work=work, unit="GOP/s", **({"context": ctx} if ctx else {}),
-                          peak_ops=peak, anchors=[r for r in others if r.library != "nnkern"], op="qnet",
-                          layer=net.name, shape=list(net.shape(batch)), library=library,
-                          isa=ISA if library == "nnkern" else "", threads=threads,
-                          **({} if diff is None else {"max_diff": diff}))
-    if "rate" in extra:
-        extra["ms"] = round(work / (extra["rate"] * 1e9) * 1e3, 3)
-    qnet._anchors.set_threads(1)

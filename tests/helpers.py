@@ -128,18 +128,3 @@ def describe_process(proc):
     rc = proc.returncode
     why = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
     return f"{why}\n--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
-
-
-def torch_int8_conv_is_exact():
-    """Whether torch's quantized convolution computes exact int32 sums on this CPU. Without VNNI its x86 engine
-    multiplies uint8 by int8 pairs with vpmaddubsw, which saturates at int16 (torch asks for reduce_range there):
-    full-range activations and weights then give results many steps off, and a comparison with torch's outputs
-    tests torch, not nnkern. A 3x3 convolution of 16 channels of 255 x 127 tells: exactly 255 * 127 * 144 =
-    4663440, about 71.2 units of 2^16; saturated pairs give 72 * 32767, about 36."""
-    import torch
-    x = torch.quantize_per_tensor(torch.full((1, 16, 3, 3), 255.0), 1.0, 0, torch.quint8)
-    conv = torch.ao.nn.quantized.Conv2d(16, 1, 3)
-    conv.set_weight_bias(torch.quantize_per_tensor(torch.full((1, 16, 3, 3), 127.0), 1.0, 0, torch.qint8), None)
-    conv.scale, conv.zero_point = 2.0 ** 16, 0
-    with torch.inference_mode():
-        return int(conv(x).int_repr().reshape(-1)[0]) == round(255 * 127 * 144 / 2 ** 16)

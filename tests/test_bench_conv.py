@@ -1,6 +1,5 @@
-"""``python -m nnkern bench --op conv`` / ``--op yolo`` (nnkern.bench.fconv, nnkern.bench.yolo): the layer suites,
-that the algorithms come from the conv2d table, that every library computes the same convolution and backbone
-as a float64 reference, and that the tables and the CLI have their columns (tiny layers, one repetition, no
+"""``python -m nnkern bench --op conv`` (nnkern.bench.fconv): the layer suites, that the algorithms come from the
+conv2d table, that every library computes the same convolution as a float64 reference, and that the tables and the CLI have their columns (tiny layers, one repetition, no
 timing asserted). The tests that run torch or onnxruntime skip, naming it, where it is missing."""
 import json
 import subprocess
@@ -9,7 +8,7 @@ import numpy as np
 import pytest
 
 import nnkern
-from nnkern.bench import conv, fconv, harness, yolo
+from nnkern.bench import conv, fconv, harness
 from helpers import describe_process, python_command
 
 KIND = fconv.CONV
@@ -177,113 +176,3 @@ def test_cli_quick_table(tmp_path):
     assert all(f"nnkern {a}" in text for a in algs)
     assert all(r["rate"] > 0 and r["op"] == "conv" for r in recs)
     assert all(r["max_diff"] < 1e-5 for r in recs)
-
-
-# --- the YoloV3-Tiny backbone --------------------------------------------------------------------------------
-
-def ref_backbone(bb):
-    """float64: conv + ReLU, 2x2 max pools (stride 1: -inf padding at the bottom / right)."""
-    y = bb.x.astype(np.float64)
-    ci = iter(bb.convs)
-    for kind, v in bb.stages:
-        if kind == "conv":
-            w, b = next(ci)
-            y = np.maximum(ref_conv(y, w, b, 1, 1, 1), 0)
-        else:
-            if v == 1:
-                y = np.pad(y, ((0, 0), (0, 1), (0, 1), (0, 0)), constant_values=-np.inf)
-            H, W = (y.shape[1] - 2) // v + 1, (y.shape[2] - 2) // v + 1
-            y = np.max([y[:, i:i + v * (H - 1) + 1:v, j:j + v * (W - 1) + 1:v] for i in (0, 1) for j in (0, 1)], axis=0)
-    return y
-
-
-def test_backbone_geometry():
-    bb = yolo.make_backbone()
-    assert [k for k, _ in bb.stages] == [k for k, _ in yolo.BACKBONE] and len(bb.convs) == 7
-    assert bb.shape == (1, 416, 416, 3) and bb.out_shape == (1, 13, 13, 1024)
-    assert [w.shape[0] for w, _ in bb.convs] == [16, 32, 64, 128, 256, 512, 1024]
-    sizes = [416, 208, 104, 52, 26, 13, 13]
-    assert bb.flops() == sum(2.0 * s * s * w.shape[0] * 9 * w.shape[3] for s, (w, _) in zip(sizes, bb.convs))
-    assert bb.describe() == "416x416x3 -> 13x13x1024"
-    with pytest.raises(ValueError, match="multiple of 32"):
-        yolo.make_backbone(100)
-    assert "leaky ReLU" in yolo.__doc__ and "max_pool2d" in yolo.__doc__
-
-
-def test_backbone_nnkern_matches_a_reference():
-    bb = yolo.make_backbone(64, width_div=8)
-    call = yolo.nnkern_call(bb)
-    call()
-    assert call.out.shape == bb.out_shape
-    first = call.out.copy()
-    call()  # preallocated buffers: the same result again
-    assert np.array_equal(call.out, first)
-    assert fconv.rel_diff(call.out, ref_backbone(bb)) < 1e-5
-
-
-def test_backbone_libraries_agree():
-    require_libraries()
-    bb = yolo.make_backbone(64, width_div=8)
-    rs = yolo.measure(bb, 1, isa=KIND.default_isa(), repeats=1, min_time=0.001)
-    assert {r.library for r in rs} == {"nnkern", *yolo.LIBRARIES}
-    assert all(r.max_diff < 1e-5 for r in rs if r.library != "nnkern")
-    table = yolo.markdown_table(rs, 1)
-    head = next(l for l in table.splitlines() if l.startswith("| library |"))
-    assert head == "| library | ms (median) | ms (best) | GFLOP/s | % of f32 peak | time / nnkern's | max diff |"
-    assert "ReLU" in table and all(f"| {lib} |" in table for lib in yolo.LIBRARIES)
-    ref = ref_backbone(bb)
-    libs, _ = yolo.library_calls(bb, 1)
-    for name, f in libs.items():
-        f()
-        assert fconv.rel_diff(f.out(), ref) < 1e-5, name
-
-
-def test_cli_yolo(tmp_path):
-    require_libraries()
-    out = tmp_path / "yolo.json"
-    cmd = python_command("-m", "nnkern", "bench", "--op", "yolo", "--shapes", "64", "--threads", "1,2",
-                         "--repeats", "1", "--json", out)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, describe_process(proc)
-    text = proc.stdout
-    for t in (1, 2):
-        assert f"**yolo: YoloV3-Tiny backbone (64x64x3, batch 1), {t} thread(s)**" in text
-    assert "**yolo: 2 threads / 1 thread(s)**" in text
-    recs = json.loads(out.read_text())
-    assert {(r["library"], r["threads"]) for r in recs} == {(l, t) for l in ["nnkern", *yolo.LIBRARIES] for t in (1, 2)}
-    assert all(r["seconds"] > 0 for r in recs)
-
-
-# --- MobileNet-v2 end to end (nnkern.bench.mobilenet) ------------------------------------------------------
-
-def test_mobilenet_nnkern_matches_torch():
-    torch = pytest.importorskip("torch", reason="the MobileNet-v2 model is defined in torch")
-    from nnkern.bench import mobilenet
-    net = mobilenet.make_net(64)
-    fused, unfused = mobilenet.nnkern_call(net, True), mobilenet.nnkern_call(net, False)
-    fused()
-    unfused()
-    assert fused.out.shape == (1, 1000)
-    assert np.array_equal(fused.out, unfused.out)  # InvertedResidual equals the layers one by one
-    with torch.inference_mode():
-        want = net.model(torch.from_numpy(net.x).permute(0, 3, 1, 2).contiguous()).numpy()
-    assert fconv.rel_diff(fused.out, want) < 1e-5
-    assert 0.5e9 < mobilenet.make_net().flops() < 0.7e9  # MobileNet-v2 is 0.3 G multiply-adds
-
-
-def test_mobilenet_table_and_cli(tmp_path):
-    require_libraries()
-    from nnkern.bench import mobilenet
-    rs = mobilenet.measure(mobilenet.make_net(64), 1, isa=KIND.default_isa(), repeats=1, min_time=0.001)
-    assert {r.label for r in rs} == {"nnkern/", "nnkern/layer_by_layer", *mobilenet.LIBRARIES}
-    assert all(r.max_diff < 1e-5 for r in rs if r.max_diff is not None)
-    table = mobilenet.markdown_table(rs, 1)
-    assert "**mobilenet: MobileNet-v2 (64x64x3, batch 1), 1 thread(s)**" in table
-    assert "| nnkern (" in table and "layer_by_layer" in table
-    out = tmp_path / "mobilenet.json"
-    cmd = python_command("-m", "nnkern", "bench", "--op", "mobilenet", "--shapes", "64", "--threads", "1",
-                         "--repeats", "1", "--json", out)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, describe_process(proc)
-    assert "**mobilenet: MobileNet-v2 (64x64x3, batch 1), 1 thread(s)**" in proc.stdout
-    assert all(r["seconds"] > 0 for r in json.loads(out.read_text()))

@@ -10,13 +10,11 @@ bench         the fuller SGEMM table against every installed comparison library,
               --op lstm: nnkern.LSTM per activation method vs torch.nn.LSTM, 1 thread;
               --op qconv: QConv2d per algorithm vs torch / onnxruntime on ResNet-50 and MobileNet-v2 layers;
               --op conv: FP32 Conv2d per algorithm and auto vs torch (channels_last, NCHW) / onnxruntime on
-              ResNet-50, MobileNet-v2, YoloV3-Tiny and a low-OC layer; --op yolo: YoloV3-Tiny's backbone end to
-              end, latency vs torch / onnxruntime; --op mobilenet: MobileNet-v2 end to end, fused and layer by
-              layer, vs torch / onnxruntime; --op qnet: quantized ResNet-18 and MobileNet-v2 end to end vs
-              torch's quantized model / onnxruntime's QDQ model, batch 1 and 8, with their top-1 agreement;
-              --op fused: QConv2d's fused global average pooling and pixel shuffle vs the unfused sequences
-              and torch; --op espcn: an ESPCN super-resolution network end to end, quantized, vs torch /
-              onnxruntime).
+              ResNet-50, MobileNet-v2, YoloV3-Tiny and a low-OC layer; --op networks: whole networks exported
+              from their torch definitions (nnkern.bench.models) through nnkern.onnx vs onnxruntime and torch,
+              float and INT8, batch 1 and 8, with the outputs' differences and top-1 agreement; --op yolo /
+              mobilenet / qnet / espcn: those networks of it; --op fused: QConv2d's fused global average pooling
+              and pixel shuffle vs the unfused sequences and torch).
 run MODEL     an ONNX model through nnkern.onnx: its outputs' shapes and statistics, the latency and the
               compiled plan (--input NAME=FILE.npy, --dim NAME=VALUE, --batch N, --threads N, --profile);
               bench --model MODEL.onnx times it against onnxruntime on the same inputs.
@@ -178,50 +176,35 @@ def _conv_outputs(args, results, threads) -> int:
     return _json(args, results)
 
 
-def bench_network(args, threads) -> int:
-    """A network end to end (--op yolo: YoloV3-Tiny's backbone; mobilenet: MobileNet-v2): nnkern vs torch
-    (channels_last, NCHW) / onnxruntime latency."""
-    from nnkern.bench import conv, fconv, harness, mobilenet, yolo
-    net = yolo if args.op == "yolo" else mobilenet
-    import nnkern
-    if args.shapes and len(args.shapes) != 1:
-        raise SystemExit(f"--op {args.op}: --shapes takes one input size (a multiple of 32), e.g. --shapes 224")
-    size = int(args.shapes[0]) if args.shapes else net.SIZE
-    isa = args.isa.split(",")[-1] if args.isa else fconv.CONV.default_isa()
+def bench_networks(args, threads) -> int:
+    """Whole networks from their torch definitions through nnkern.onnx vs onnxruntime / torch, float and INT8
+    (--op networks; --op yolo / mobilenet / qnet / espcn select those networks)."""
+    from nnkern.bench import networks
+    names, precisions, input_size = networks.select(args.shapes, args.op)
+    batches = _batches(args.batch, networks.BATCHES)
     print_info()
-    print(harness.peaks_line("f32", "GFLOP/s", [isa]))
     t0 = time.perf_counter()
-    results, notes = net.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args), size=size,
-                             progress=lambda s: print(s, flush=True))
-    print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
+    results, notes = networks.run(names, threads, precisions=precisions, batches=batches,
+                                  size="test" if args.quick else "bench", input_size=input_size,
+                                  repeats=args.repeats, libraries=_libraries(args),
+                                  progress=lambda s: print(s, flush=True))
+    print(f"\n({time.perf_counter() - t0:.0f} s)\n")
     for t in threads:
-        print(net.markdown_table(results, t, notes))
+        print(networks.markdown_table(results, t, notes))
         print()
-    for t in threads[1:]:
-        print(conv.scaling_table(results, t, threads[0]) + "\n")
-    return _conv_outputs(args, results, threads)
+    _plot(args, lambda plot: networks.charts(results, threads))
+    return _json(args, results)
 
 
-def bench_qnet(args, threads) -> int:
-    """Quantized ResNet-18 and MobileNet-v2 end to end: nnkern vs torch's quantized model / onnxruntime's QDQ
-    model latency at batch 1 and 8, and the three's top-1 agreement."""
-    from nnkern.bench import conv, harness, qnet
-    import nnkern
-    names, batches = qnet.select(args.shapes)
-    isa = args.isa.split(",")[-1] if args.isa else conv.QCONV.default_isa()
-    print_info()
-    print(harness.peaks_line("int8", "GOP/s", [isa]))
-    t0 = time.perf_counter()
-    results, notes, agree = qnet.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args),
-                                     names=names, batches=batches, progress=lambda s: print(s, flush=True))
-    print(f"\n({time.perf_counter() - t0:.0f} s; nnkern kernels: {nnkern.cpu_info()['kernels']})\n")
-    for name in names:
-        for batch in batches:
-            for t in threads:
-                print(qnet.markdown_table(results, name, batch, t, notes))
-                print()
-    print(qnet.agreement_table(agree) + "\n")
-    return _conv_outputs(args, results, threads)
+def _batches(text, default) -> list:
+    """--batch: comma-separated batch sizes (default: ``default``)."""
+    try:
+        batches = [int(b) for b in text.split(",") if b.strip()] if text else list(default)
+    except ValueError:
+        raise SystemExit(f"--batch takes comma-separated batch sizes, got {text!r}") from None
+    if not batches or min(batches) < 1:
+        raise SystemExit(f"--batch takes positive batch sizes, got {text!r}")
+    return batches
 
 
 def bench_fused(args, threads) -> int:
@@ -235,21 +218,6 @@ def bench_fused(args, threads) -> int:
     print()
     for t in threads:
         print(fused.markdown_table(results, t, notes, isa))
-        print()
-    return _json(args, results)
-
-
-def bench_espcn(args, threads) -> int:
-    """The ESPCN network end to end, quantized, vs torch / onnxruntime (--op espcn)."""
-    from nnkern.bench import conv, espcn
-    size = int(args.shapes[0]) if args.shapes else espcn.SIZE
-    isa = args.isa.split(",")[-1] if args.isa else conv.QCONV.default_isa()
-    print_info()
-    results, notes = espcn.run(threads, isa=isa, repeats=args.repeats, libraries=_libraries(args), size=size,
-                               progress=lambda s: print(s, flush=True))
-    print()
-    for t in threads:
-        print(espcn.markdown_table(results, t, notes))
         print()
     return _json(args, results)
 
@@ -316,14 +284,10 @@ def bench(args) -> int:
     if args.op in ("qconv", "conv"):
         from nnkern.bench import conv, fconv
         return bench_conv(args, threads, conv.QCONV if args.op == "qconv" else fconv.CONV)
-    if args.op in ("yolo", "mobilenet"):
-        return bench_network(args, threads)
-    if args.op == "qnet":
-        return bench_qnet(args, threads)
+    if args.op in ("networks", "yolo", "mobilenet", "qnet", "espcn"):
+        return bench_networks(args, threads)
     if args.op == "fused":
         return bench_fused(args, threads)
-    if args.op == "espcn":
-        return bench_espcn(args, threads)
     if args.op not in ("sgemm", "linear"):
         return bench_int8(args, threads)
     if args.shapes:
@@ -391,8 +355,11 @@ def bench_model(args, threads) -> int:
     from nnkern.onnx import _tool
     dims = _tool.parse_assignments(args.dim, "--dim")
     files = _tool.parse_assignments(args.input, "--input")
+    batch = _batches(args.batch, ()) if args.batch else [None]
+    if len(batch) != 1:
+        raise SystemExit("bench --model: --batch takes one batch size")
     print_info()
-    results, diffs = model.run(args.model, model.feeds_factory(files, dims, args.batch), threads,
+    results, diffs = model.run(args.model, model.feeds_factory(files, dims, batch[0]), threads,
                                repeats=args.repeats, libraries=_libraries(args), name=model.model_name(args.model),
                                progress=lambda s: print(s, flush=True))
     print()
@@ -413,8 +380,8 @@ def main(argv=None) -> int:
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
-                   choices=["sgemm", "linear", "qgemm", "qlinear", "int8", "qconv", "conv", "yolo", "mobilenet", "qnet",
-                            "sigmoid", "tanh", "topk", "lstm", "fused", "espcn"],
+                   choices=["sgemm", "linear", "qgemm", "qlinear", "int8", "qconv", "conv", "networks", "yolo",
+                            "mobilenet", "qnet", "sigmoid", "tanh", "topk", "lstm", "fused", "espcn"],
                    help="sgemm (default; B per call, as every comparison library); linear (FP32 Linear, weights "
                         "prepacked, vs onnxruntime with B an initializer and the others); qgemm (int8, B packed per "
                         "call, vs libraries taking B per call), qlinear (prepacked, fused "
@@ -422,15 +389,13 @@ def main(argv=None) -> int:
                         "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
                         "batch 1; --shapes = parts of layer names, e.g. rn50.s2 dw); conv (FP32 Conv2d per "
                         "algorithm on ResNet-50 / MobileNet-v2 / YoloV3-Tiny / low-OC layers, batch 1; --shapes as "
-                        "qconv, e.g. yolo.3x3 lowoc); yolo (YoloV3-Tiny's backbone end to end, ReLU for leaky ReLU; "
-                        "--shapes = the input size, default 416); mobilenet (MobileNet-v2 end to end, fused blocks "
-                        "and layer by layer; --shapes = the input size, default 224); qnet (quantized ResNet-18 and "
-                        "MobileNet-v2 end to end vs torch's quantized model / onnxruntime QDQ, batch 1 and 8, with "
-                        "top-1 agreement; --shapes = network names and batch sizes, e.g. resnet18 8); fused (QConv2d's "
+                        "qconv, e.g. yolo.3x3 lowoc); networks (whole networks exported from their torch "
+                        "definitions through nnkern.onnx vs onnxruntime and torch, float and INT8 QDQ, --batch 1,8 by "
+                        "default; --shapes = network names, float / int8 and an input size, e.g. resnet18 int8 112; "
+                        "--quick: the small test-size networks); yolo, mobilenet, qnet, espcn (networks: YOLOv3-tiny "
+                        "float, MobileNet-v2 float, ResNet-18 and MobileNet-v2 INT8, ESPCN INT8); fused (QConv2d's "
                         "fused global average pooling / pixel shuffle vs conv + numpy / avg_pool2d / pixel_shuffle and "
-                        "torch; --shapes = parts of case names, e.g. gap ps4); espcn (an ESPCN super-resolution "
-                        "network, quantized, fused pixel shuffle, vs torch / onnxruntime; --shapes = the input "
-                        "size, default 128)")
+                        "torch; --shapes = parts of case names, e.g. gap ps4)")
     b.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; lstm: 1)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")
@@ -455,7 +420,9 @@ def main(argv=None) -> int:
                        "(repeatable); the others are random of the declared shape")
         q.add_argument("--dim", action="append", metavar="NAME=VALUE", help="the value of a symbolic dimension "
                        "(repeatable; default: --batch for the first, 1 for the others)")
-        q.add_argument("--batch", type=int, default=None, help="the first dimension of inputs that declare it symbolic")
+    r.add_argument("--batch", type=int, default=None, help="the first dimension of inputs that declare it symbolic")
+    b.add_argument("--batch", default=None, help="comma-separated batch sizes of --op networks (default 1,8); with "
+                   "--model one size, the first dimension of inputs that declare it symbolic")
     args = p.parse_args(argv)
     if args.cmd == "info":
         print_info()

@@ -121,7 +121,7 @@ def ort_session(model: bytes, threads: int):
 def ort_nchw_call(name: str, nodes, inits, x_nchw, y_nchw, threads: int):
     """One graph of ``nodes`` (input "A", output "Y", element types from the arrays' dtypes; ``inits`` the
     initializers) run with I/O binding on the preallocated NCHW input and output; ``call.out()`` the output
-    as an NHWC view. Shared by the convolution and network benchmarks."""
+    as an NHWC view. Shared by the convolution benchmarks."""
     from onnx import helper
     def value(n, a):
         return helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))

@@ -11,7 +11,7 @@ sums in different orders: ~1e-7 to 1e-6). An nnkern algorithm beyond ``NNKERN_TO
 convolution gives ~1).
 
 The measuring, the table and the charts are the INT8 benchmark's (``nnkern.bench.conv``, ``--op qconv``),
-through :data:`CONV` (a ``conv.Kind``). YoloV3-Tiny's backbone end to end: ``nnkern.bench.yolo``.
+through :data:`CONV` (a ``conv.Kind``). Whole networks: ``nnkern.bench.networks``.
 """
 from __future__ import annotations
 

@@ -1,0 +1,93 @@
+"""``python -m nnkern bench --op networks`` (nnkern.bench.networks, nnkern.bench.models): the selection, the tables
+with nnkern alone and against onnxruntime (float and INT8, the outputs' differences and top-1 agreement), the note
+for a network nnkern.onnx cannot run, torch's quantized model, and the CLI. Small test-size networks at tiny
+inputs, one repetition; no timing asserted."""
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="the networks are defined in torch")
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from helpers import describe_process, python_command  # noqa: E402
+from nnkern.bench import models, networks  # noqa: E402
+
+QUICK = dict(size="test", input_size=32, repeats=1, min_time=0.001, progress=None)
+
+
+def test_select_and_sizes():
+    assert networks.select(None) == (list(networks.NETWORKS), list(networks.PRECISIONS), None)
+    assert networks.select(["resnet18", "int8", "112"]) == (["resnet18"], ["int8"], 112)
+    assert networks.select(None, "qnet") == (["resnet18", "mobilenet_v2"], ["int8"], None)
+    assert networks.select(["float"], "yolo") == (["tiny_yolo"], ["float"], None)
+    with pytest.raises(SystemExit):
+        networks.select(["resnet50"])
+    full = models.spec("resnet18", "bench")
+    assert full["kwargs"] == dict(width=64, num_classes=1000) and full["feeds"].size == 224
+    assert models.spec("resnet18")["kwargs"] == dict(width=32) and models.feeds("espcn", "bench").channels == 3
+    with pytest.raises(ValueError):
+        models.spec("resnet18", "huge")
+
+
+def test_table_nnkern_alone():
+    results, notes = networks.run(["resnet18"], [1], precisions=["float"], batches=[1], libraries=[], **QUICK)
+    assert [(r.library, r.network, r.precision, r.batch, r.shape) for r in results] == \
+        [("nnkern", "resnet18", "float", 1, (1, 3, 32, 32))]
+    assert results[0].max_diff is None and results[0].top1 is None and not notes
+    table = networks.markdown_table(results, 1, notes)
+    assert "**networks, 1 thread(s)**" in table and "| resnet18 | 3x32x32 | float | 1 | nnkern |" in table
+
+
+def test_table_against_onnxruntime():
+    results, notes = networks.run(["resnet18"], [1], batches=[1, 2], libraries=["onnxruntime"], **QUICK)
+    assert not notes, notes
+    assert {(r.precision, r.batch, r.library) for r in results} == \
+        {(p, b, lib) for p in ("float", "int8") for b in (1, 2) for lib in ("nnkern", "onnxruntime")}
+    for r in results:
+        if r.library == "nnkern":
+            assert r.top1 is not None and r.top1[1] == networks.AGREEMENT
+            if r.precision == "float":
+                assert r.max_diff < 1e-4 and r.steps is None and r.top1[0] == networks.AGREEMENT
+            else:  # tests/test_onnx_models.py's bound for this model
+                assert r.steps is not None and r.steps <= 16 and r.top1[0] >= 0.75 * networks.AGREEMENT
+    table = networks.markdown_table(results, 1)
+    assert "| resnet18 | 3x32x32 | int8 | 2 | onnxruntime |" in table and " steps)" in table
+
+
+def test_a_network_nnkern_cannot_run_is_skipped(monkeypatch):
+    import nnkern.onnx
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("Foo node 'x': the operator Foo is not supported")
+    monkeypatch.setattr(nnkern.onnx, "InferenceSession", refuse)
+    results, notes = networks.run(["espcn"], [1], precisions=["float"], batches=[1], libraries=[], **QUICK)
+    assert results == [] and "operator Foo" in notes["espcn float"]
+    assert "skipped" in networks.markdown_table(results, 1, notes)
+
+
+def test_torch_quantized_model():
+    """torch's eager static quantization of a definition: convolutions fused with their batch norm and ReLU, the
+    logits near the float model's."""
+    import torch
+    module, _ = models.torch_model("squeezenet1_1")
+    q = models.torch_quantized(module, models.feeds("squeezenet1_1"))
+    assert any(type(m).__name__ == "ConvReLU2d" for m in q.modules())
+    x = torch.from_numpy(models.feeds("squeezenet1_1")(batch=2, size=32, seed=3)["image"])
+    with torch.inference_mode():
+        ref, got = module(x).numpy(), q(x).numpy()
+    assert got.shape == ref.shape and np.abs(got - ref).max() < 0.25 * np.abs(ref).max()
+
+
+def test_cli_alias(tmp_path):
+    out = tmp_path / "networks.json"
+    proc = subprocess.run(python_command("-m", "nnkern", "bench", "--op", "mobilenet", "--quick", "--shapes", "32",
+                                         "--batch", "1", "--threads", "1", "--repeats", "1", "--libraries", "none",
+                                         "--json", str(out)),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, describe_process(proc)
+    assert "| mobilenet_v2 | 3x32x32 | float | 1 | nnkern |" in proc.stdout
+    recs = json.loads(out.read_text())
+    assert [(r["network"], r["precision"], r["library"]) for r in recs] == [("mobilenet_v2", "float", "nnkern")]
