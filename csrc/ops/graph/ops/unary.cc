@@ -50,7 +50,7 @@ struct HardSigmoid {
 template <typename T>
 struct HardSwish {  // x * HardSigmoid(x) with alpha 1/6, beta 0.5
   explicit HardSwish(const NodeSpec&) {}
-  T operator()(T x) const { return x * clamp_keep_nan(T(1.0f / 6.0f) * x + T(0.5), T(0), T(1)); }
+  T operator()(T x) const { return x * clamp_keep_nan(T(1) / T(6) * x + T(0.5), T(0), T(1)); }
 };
 
 template <typename T>
@@ -60,9 +60,9 @@ struct Softplus {
 };
 
 template <typename T>
-struct Softsign {
+struct Softsign {  // times the reciprocal, as onnxruntime rounds it
   explicit Softsign(const NodeSpec&) {}
-  T operator()(T x) const { return x / (T(1) + std::fabs(x)); }
+  T operator()(T x) const { return (T(1) / (T(1) + std::fabs(x))) * x; }
 };
 
 template <typename T>
@@ -189,7 +189,7 @@ std::vector<TensorDesc> infer_clip(const NodeSpec& n) {
   return {n.in(0)};
 }
 
-// How a bound is read: absent (the type's extreme), of the input's type, or float32.
+// How a bound is read: absent (the type's finite extreme), of the input's type, or float32.
 enum class Bound { none, same, f32 };
 
 template <typename T>
@@ -208,9 +208,9 @@ std::unique_ptr<Step> make_clip(const NodeSpec& n, const std::vector<TensorDesc>
   const Bound lo_how = bound_of(n, 1), hi_how = bound_of(n, 2);
   return visit_dtype(n.in(0).dtype, NumericTypes{}, [&](auto t) {
     using T = typename decltype(t)::type;
-    using L = std::numeric_limits<T>;
-    constexpr T lowest = L::has_infinity ? -L::infinity() : L::lowest();
-    constexpr T highest = L::has_infinity ? L::infinity() : L::max();
+    // The defaults ONNX specifies (and onnxruntime uses): the type's finite extremes, so that -inf and +inf are
+    // clipped to them even with a bound left out.
+    constexpr T lowest = std::numeric_limits<T>::lowest(), highest = std::numeric_limits<T>::max();
     return in_place_step(
         [count, lo_how, hi_how](const StepData& d) {
           const T lo = read_bound<T>(d, 1, lo_how, lowest), hi = read_bound<T>(d, 2, hi_how, highest);
