@@ -22,6 +22,13 @@ EXCLUDED = {
     r"test_identity_(opt|sequence)": "optional and sequence values: a plan holds tensors only",
     r"test_training_dropout.*": "training_mode true: plans run inference only",
     # -- elementwise
+    r"test_cast(like)?_\w*(FLOAT8|FLOAT4E2M1|INT4|INT2)\w*":
+        "float8, float4, 4-bit and 2-bit element types: plans do not hold them",
+    r"test_cast(like)?_\w*BFLOAT16\w*": "bfloat16: plans do not hold it",
+    r"test_\w+_bfloat16(_expanded)?": "bfloat16: plans do not hold it",
+    r"test_(celu|isinf|isnan|max|min)_float16(_expanded)?": "float16 arithmetic: float16 converts (Cast) only",
+    r"test_mod_\w*float16\w*": "float16 arithmetic: float16 converts (Cast) only",
+    r"test_equal_string\w*": "string tensors: plans do not hold them",
 
     # -- data movement
     r"test_range_(float16|bfloat16)_type_positive_delta": "float16 / bfloat16 arithmetic: Range computes in float32, "

@@ -1,5 +1,7 @@
 #include "ops/graph/ops/elementwise.h"
 
+#include <string>
+
 #include "core/checked.h"
 
 namespace nnkern::graph {
@@ -37,9 +39,12 @@ Broadcast plan_broadcast(const std::vector<std::vector<int64_t>>& inputs, const 
   }
   Broadcast bc;
   bc.out = out;
+  bc.total = 1;
+  for (int64_t d : out) bc.total = checked_mul(bc.total, size_t(d));
   bc.inner_step.assign(k, 0);
   bc.outer_strides.assign(k, {});
-  // The inner run: trailing dims over which every input either advances contiguously or stays put.
+  // The inner run: trailing dims over which every input either advances contiguously or stays put (an advancing
+  // input has no gap there: its dims all match the output's).
   size_t d = r;
   bool started = false;
   while (d > 0) {
@@ -50,20 +55,48 @@ Broadcast plan_broadcast(const std::vector<std::vector<int64_t>>& inputs, const 
     if (!started) {
       bc.inner_step = mode;
       started = true;
-    } else {
-      bool same = mode == bc.inner_step;
-      // Contiguity: an advancing input must have no gap, which holds since its dims here all match the output.
-      if (!same) break;
+    } else if (mode != bc.inner_step) {
+      break;
     }
     bc.inner = checked_mul(bc.inner, size_t(out[i]));
     --d;
   }
+  // The outer dims, neighbours merged where every input steps through them as through one dim.
   for (size_t i = 0; i < d; ++i) {
     if (out[i] == 1) continue;
+    bool merge = !bc.outer_dims.empty();
+    for (size_t j = 0; j < k && merge; ++j)
+      merge = bc.outer_strides[j].back() == strides[j][i] * size_t(out[i]);
+    if (merge) {
+      bc.outer_dims.back() *= out[i];
+      for (size_t j = 0; j < k; ++j) bc.outer_strides[j].back() = strides[j][i];
+      continue;
+    }
     bc.outer_dims.push_back(out[i]);
     for (size_t j = 0; j < k; ++j) bc.outer_strides[j].push_back(strides[j][i]);
   }
   return bc;
+}
+
+std::vector<int64_t> broadcast_inputs(const NodeSpec& n, size_t first, size_t count, bool same_types) {
+  std::vector<int64_t> shape;
+  std::string shapes;
+  for (size_t i = first; i < first + count; ++i) {
+    const TensorDesc& t = n.in(i);
+    if (!t.present()) n.invalid("input " + std::to_string(i) + " is missing");
+    shapes += (shapes.empty() ? "" : ", ") + t.str();
+    if (same_types && t.dtype != n.in(first).dtype)
+      n.invalid("inputs of different element types: " + std::string(dtype_name(n.in(first).dtype)) + " and " +
+                dtype_name(t.dtype));
+  }
+  for (size_t i = first; i < first + count; ++i) {
+    try {
+      shape = i == first ? n.in(i).shape : broadcast_shapes(shape, n.in(i).shape);
+    } catch (const std::invalid_argument&) {
+      n.invalid("input shapes do not broadcast: " + shapes);
+    }
+  }
+  return shape;
 }
 
 }  // namespace nnkern::graph

@@ -10,6 +10,10 @@
   /* elementwise */              \
   X(unary)                       \
   X(binary)                      \
+  X(math)                        \
+  X(logic)                       \
+  X(variadic)                    \
+  X(cast)                        \
   /* data movement */            \
   X(movement)                    \
   X(slice)                       \

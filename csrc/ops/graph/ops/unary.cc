@@ -1,7 +1,10 @@
-// Elementwise ops of one float32 input: Relu, LeakyRelu, Sigmoid, Tanh, Clip. Sigmoid and Tanh run nnkern's
-// activation kernels ("accurate": ops/activation/activation.h); the others a plain loop.
+// Activations, elementwise over one input: Relu, LeakyRelu, PRelu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish,
+// Gelu, Softplus, Softsign, Elu, Selu, Celu, ThresholdedRelu, Mish. float32 and float64 (Relu, PRelu and Clip also
+// integers). float32 Sigmoid and Tanh run nnkern's activation kernels ("accurate": ops/activation/activation.h);
+// the others plain loops, with NaN in giving NaN out as onnxruntime does (ThresholdedRelu: 0).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ops/activation/activation.h"
 #include "ops/graph/ops/common.h"
@@ -11,66 +14,264 @@ namespace nnkern::graph {
 
 namespace {
 
-std::vector<TensorDesc> infer_f32_unary(const NodeSpec& n) {
-  n.require_types({0}, {DType::f32});
+// min(max(v, lo), hi) where NaN in v stays NaN (and a NaN bound is ignored).
+template <typename T>
+inline T clamp_keep_nan(T v, T lo, T hi) {
+  v = v < lo ? lo : v;
+  return v > hi ? hi : v;
+}
+
+template <typename T>
+inline T softplus(T x) {
+  return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+
+// Each op: a functor template over the element type, built from the node (its attributes).
+template <typename T>
+struct Relu {
+  explicit Relu(const NodeSpec&) {}
+  T operator()(T x) const { return x < T(0) ? T(0) : x; }
+};
+
+template <typename T>
+struct LeakyRelu {
+  T alpha;
+  explicit LeakyRelu(const NodeSpec& n) : alpha(T(n.attr_float("alpha", 0.01f))) {}
+  T operator()(T x) const { return x < T(0) ? x * alpha : x; }
+};
+
+template <typename T>
+struct HardSigmoid {
+  T alpha, beta;
+  explicit HardSigmoid(const NodeSpec& n) : alpha(T(n.attr_float("alpha", 0.2f))), beta(T(n.attr_float("beta", 0.5f))) {}
+  T operator()(T x) const { return clamp_keep_nan(alpha * x + beta, T(0), T(1)); }
+};
+
+template <typename T>
+struct HardSwish {  // x * HardSigmoid(x) with alpha 1/6, beta 0.5
+  explicit HardSwish(const NodeSpec&) {}
+  T operator()(T x) const { return x * clamp_keep_nan(T(1) / T(6) * x + T(0.5), T(0), T(1)); }
+};
+
+template <typename T>
+struct Softplus {
+  explicit Softplus(const NodeSpec&) {}
+  T operator()(T x) const { return softplus(x); }
+};
+
+template <typename T>
+struct Softsign {  // times the reciprocal, as onnxruntime rounds it
+  explicit Softsign(const NodeSpec&) {}
+  T operator()(T x) const { return (T(1) / (T(1) + std::fabs(x))) * x; }
+};
+
+template <typename T>
+struct Elu {
+  T alpha;
+  explicit Elu(const NodeSpec& n) : alpha(T(n.attr_float("alpha", 1.0f))) {}
+  T operator()(T x) const { return x >= T(0) ? x : alpha * std::expm1(x); }
+};
+
+template <typename T>
+struct Selu {
+  T alpha, gamma;
+  explicit Selu(const NodeSpec& n)
+      : alpha(T(n.attr_float("alpha", 1.67326319217681884765625f))),
+        gamma(T(n.attr_float("gamma", 1.05070102214813232421875f))) {}
+  T operator()(T x) const { return x > T(0) ? gamma * x : gamma * (alpha * std::exp(x) - alpha); }
+};
+
+template <typename T>
+struct Celu {
+  T alpha;
+  explicit Celu(const NodeSpec& n) : alpha(T(n.attr_float("alpha", 1.0f))) {
+    if (alpha == T(0)) n.invalid("alpha must not be 0");
+  }
+  T operator()(T x) const { return x > T(0) ? x : alpha * std::expm1(x / alpha); }
+};
+
+template <typename T>
+struct ThresholdedRelu {
+  T alpha;
+  explicit ThresholdedRelu(const NodeSpec& n) : alpha(T(n.attr_float("alpha", 1.0f))) {}
+  T operator()(T x) const { return x > alpha ? x : T(0); }
+};
+
+template <typename T>
+struct Mish {
+  explicit Mish(const NodeSpec&) {}
+  T operator()(T x) const { return x * std::tanh(softplus(x)); }
+};
+
+template <typename T>
+struct Gelu {
+  bool tanh_form;
+  explicit Gelu(const NodeSpec& n) {
+    const std::string a = n.attr_string("approximate", "none");
+    if (a != "none" && a != "tanh") n.invalid("approximate must be \"none\" or \"tanh\", not \"" + a + "\"");
+    tanh_form = a == "tanh";
+  }
+  T operator()(T x) const {
+    if (tanh_form) {
+      const T inner = T(0.7978845608028654) * (x + T(0.044715) * x * x * x);  // sqrt(2 / pi)
+      return T(0.5) * x * (T(1) + std::tanh(inner));
+    }
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));  // 1 / sqrt(2)
+  }
+};
+
+template <typename T>
+struct Sigmoid {  // float64 only: float32 runs the kernel
+  explicit Sigmoid(const NodeSpec&) {}
+  T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); }
+};
+
+template <typename T>
+struct Tanh {  // float64 only: float32 runs the kernel
+  explicit Tanh(const NodeSpec&) {}
+  T operator()(T x) const { return std::tanh(x); }
+};
+
+using ReluTypes = TypeList<float, double, int8_t, int16_t, int32_t, int64_t>;
+
+template <typename Types>
+std::vector<TensorDesc> infer_same(const NodeSpec& n) {
+  require_types(n, {0}, Types{});
   return {n.in(0)};
 }
 
-template <typename F>
-std::unique_ptr<Step> f32_map_step(size_t count, F f) {
-  return in_place_step([count, f](const StepData& d) { map_elements(d.in<float>(0), d.out<float>(0), count, f); }, 0);
+template <template <typename> class Op, typename Types>
+std::vector<TensorDesc> infer_op(const NodeSpec& n) {
+  require_types(n, {0}, Types{});
+  visit_dtype(n.in(0).dtype, Types{}, [&](auto t) {  // validates the attributes
+    Op<typename decltype(t)::type> op(n);
+    (void)op;
+    return 0;
+  });
+  return {n.in(0)};
 }
 
-std::unique_ptr<Step> make_relu(const NodeSpec& n, const std::vector<TensorDesc>&, SharedLayers&) {
-  return f32_map_step(n.in(0).elements(), [](float v) { return v > 0.0f ? v : (v != v ? v : 0.0f); });
+template <template <typename> class Op, typename Types>
+std::unique_ptr<Step> make_op(const NodeSpec& n, const std::vector<TensorDesc>&, SharedLayers&) {
+  return visit_dtype(n.in(0).dtype, Types{}, [&](auto t) {
+    using T = typename decltype(t)::type;
+    return map_step<T, T>(n.in(0).elements(), Op<T>(n));
+  });
 }
 
-std::unique_ptr<Step> make_leaky_relu(const NodeSpec& n, const std::vector<TensorDesc>&, SharedLayers&) {
-  const float alpha = n.attr_float("alpha", 0.01f);
-  return f32_map_step(n.in(0).elements(), [alpha](float v) { return v < 0.0f ? v * alpha : v; });
+template <template <typename> class Op, typename Types = FloatTypes>
+OpDef unary_op() {
+  return {infer_op<Op, Types>, make_op<Op, Types>};
 }
 
-std::unique_ptr<Step> make_sigmoid(const NodeSpec& n, const std::vector<TensorDesc>&, SharedLayers&) {
+// Sigmoid and Tanh: float32 through nnkern's kernels, float64 a plain loop.
+template <void (*Kernel)(ActMethod, size_t, const float*, float*), template <typename> class Op64>
+std::unique_ptr<Step> make_kernel_op(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
+  if (n.in(0).dtype != DType::f32) return make_op<Op64, TypeList<double>>(n, out, layers);
   const size_t count = n.in(0).elements();
-  return in_place_step([count](const StepData& d) { f32_sigmoid(ActMethod::accurate, count, d.in<float>(0), d.out<float>(0)); }, 0,
-                       "accurate");
+  return in_place_step([count](const StepData& d) { Kernel(ActMethod::accurate, count, d.in<float>(0), d.out<float>(0)); },
+                       0, "accurate");
 }
 
-std::unique_ptr<Step> make_tanh(const NodeSpec& n, const std::vector<TensorDesc>&, SharedLayers&) {
-  const size_t count = n.in(0).elements();
-  return in_place_step([count](const StepData& d) { f32_tanh(ActMethod::accurate, count, d.in<float>(0), d.out<float>(0)); }, 0,
-                       "accurate");
-}
+// ---- Clip: min and max are optional scalar inputs, read at each run (they may be graph inputs).
 
 std::vector<TensorDesc> infer_clip(const NodeSpec& n) {
-  n.require_types({0, 1, 2}, {DType::f32});
-  for (size_t i : {size_t(1), size_t(2)})
-    if (n.has_input(i) && n.in(i).elements() != 1) n.invalid("min and max must be scalars");
+  require_types(n, {0}, NumericTypes{});
+  const DType t = n.in(0).dtype;
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (!n.has_input(i)) continue;
+    const DType b = n.in(i).dtype;
+    // float32 bounds of a float64 input: the form older opsets' attributes are rewritten into.
+    if (b != t && !(t == DType::f64 && b == DType::f32))
+      n.invalid(std::string(i == 1 ? "min" : "max") + " is " + dtype_name(b) + ", the input " + dtype_name(t));
+    if (n.in(i).elements() != 1) n.invalid(std::string(i == 1 ? "min" : "max") + " must be a scalar, is " + n.in(i).str());
+  }
   return {n.in(0)};
+}
+
+// How a bound is read: absent (the type's finite extreme), of the input's type, or float32.
+enum class Bound { none, same, f32 };
+
+template <typename T>
+T read_bound(const StepData& d, size_t i, Bound how, T dflt) {
+  if (how == Bound::none) return dflt;
+  return how == Bound::f32 ? T(*d.in<float>(i)) : *d.in<T>(i);
+}
+
+Bound bound_of(const NodeSpec& n, size_t i) {
+  if (!n.has_input(i)) return Bound::none;
+  return n.in(i).dtype == n.in(0).dtype ? Bound::same : Bound::f32;
 }
 
 std::unique_ptr<Step> make_clip(const NodeSpec& n, const std::vector<TensorDesc>&, SharedLayers&) {
   const size_t count = n.in(0).elements();
-  const bool has_lo = n.has_input(1), has_hi = n.has_input(2);
-  // min and max are read at each run: they may be graph inputs.
-  return in_place_step(
-      [count, has_lo, has_hi](const StepData& d) {
-        const float lo = has_lo ? *d.in<float>(1) : -INFINITY, hi = has_hi ? *d.in<float>(2) : INFINITY;
-        map_elements(d.in<float>(0), d.out<float>(0), count, [lo, hi](float v) {
-          return v != v ? v : std::min(std::max(v, lo), hi);
-        });
-      },
-      0);
+  const Bound lo_how = bound_of(n, 1), hi_how = bound_of(n, 2);
+  return visit_dtype(n.in(0).dtype, NumericTypes{}, [&](auto t) {
+    using T = typename decltype(t)::type;
+    // The defaults ONNX specifies (and onnxruntime uses): the type's finite extremes, so that -inf and +inf are
+    // clipped to them even with a bound left out.
+    constexpr T lowest = std::numeric_limits<T>::lowest(), highest = std::numeric_limits<T>::max();
+    return in_place_step(
+        [count, lo_how, hi_how](const StepData& d) {
+          const T lo = read_bound<T>(d, 1, lo_how, lowest), hi = read_bound<T>(d, 2, hi_how, highest);
+          map_elements(d.in<T>(0), d.out<T>(0), count, [lo, hi](T v) { return clamp_keep_nan(v, lo, hi); });
+        },
+        0);
+  });
+}
+
+// ---- PRelu: the slope broadcasts to the input's shape (unidirectionally).
+
+using PReluTypes = TypeList<float, double, int32_t, int64_t, uint32_t, uint64_t>;
+
+std::vector<TensorDesc> infer_prelu(const NodeSpec& n) {
+  require_types(n, {0}, PReluTypes{});
+  if (n.in(1).dtype != n.in(0).dtype)
+    n.invalid(std::string("slope is ") + dtype_name(n.in(1).dtype) + ", the input " + dtype_name(n.in(0).dtype));
+  std::vector<int64_t> shape;
+  try {
+    shape = broadcast_shapes(n.in(0).shape, n.in(1).shape);
+  } catch (const std::invalid_argument&) {
+    shape.clear();
+  }
+  if (shape != n.in(0).shape) n.invalid("slope " + n.in(1).str() + " does not broadcast to the input " + n.in(0).str());
+  return {n.in(0)};
+}
+
+std::unique_ptr<Step> make_prelu(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
+  const Broadcast bc = plan_broadcast({n.in(0).shape, n.in(1).shape}, out[0].shape);
+  return visit_dtype(n.in(0).dtype, PReluTypes{}, [&](auto t) {
+    using T = typename decltype(t)::type;
+    return in_place_step(
+        [bc](const StepData& d) {
+          broadcast2(bc, d.in<T>(0), d.in<T>(1), d.out<T>(0), [](T x, T s) {
+            if constexpr (std::is_floating_point_v<T>) return x < T(0) ? s * x : x;
+            else return x < T(0) ? wrap_mul(s, x) : x;
+          });
+        },
+        0);
+  });
 }
 
 }  // namespace
 
 void register_graph_ops_unary() {
-  register_op("Relu", {infer_f32_unary, make_relu});
-  register_op("LeakyRelu", {infer_f32_unary, make_leaky_relu});
-  register_op("Sigmoid", {infer_f32_unary, make_sigmoid});
-  register_op("Tanh", {infer_f32_unary, make_tanh});
+  register_op("Relu", unary_op<Relu, ReluTypes>());
+  register_op("LeakyRelu", unary_op<LeakyRelu>());
+  register_op("PRelu", {infer_prelu, make_prelu});
   register_op("Clip", {infer_clip, make_clip});
+  register_op("Sigmoid", {infer_same<FloatTypes>, make_kernel_op<f32_sigmoid, Sigmoid>});
+  register_op("Tanh", {infer_same<FloatTypes>, make_kernel_op<f32_tanh, Tanh>});
+  register_op("HardSigmoid", unary_op<HardSigmoid>());
+  register_op("HardSwish", unary_op<HardSwish>());
+  register_op("Gelu", unary_op<Gelu>());
+  register_op("Softplus", unary_op<Softplus>());
+  register_op("Softsign", unary_op<Softsign>());
+  register_op("Elu", unary_op<Elu>());
+  register_op("Selu", unary_op<Selu>());
+  register_op("Celu", unary_op<Celu>());
+  register_op("ThresholdedRelu", unary_op<ThresholdedRelu>());
+  register_op("Mish", unary_op<Mish>());
 }
 
 }  // namespace nnkern::graph
