@@ -14,6 +14,7 @@
   X(movement)                    \
   /* reductions, normalization */ \
   X(reduce)                      \
+  X(softmax)                     \
   /* recurrent */                \
   X(rnn)                         \
   /* convolution, products */    \
