@@ -15,6 +15,8 @@
   /* reductions, normalization */ \
   X(reduce)                      \
   X(softmax)                     \
+  X(layer_norm)                  \
+  X(norm)                        \
   /* recurrent */                \
   X(rnn)                         \
   /* convolution, products */    \
