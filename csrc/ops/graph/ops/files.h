@@ -17,6 +17,8 @@
   X(softmax)                     \
   X(layer_norm)                  \
   X(norm)                        \
+  X(topk)                        \
+  X(cumsum)                      \
   /* recurrent */                \
   X(rnn)                         \
   /* convolution, products */    \
