@@ -1,5 +1,7 @@
 // A graph op's step for the element type of a tensor: dispatch_types<float, double, ...>(dtype, f) calls
 // f(Tag<T>{}) for the listed T whose DType is `dtype`. Infer has checked the type, so make() never misses.
+// (Named apart from the elementwise helpers' dtype_of / visit_dtype on their branch, which do the same: one can
+// replace the other once both are merged.)
 // Baseline header.
 #pragma once
 #include <cstdint>
@@ -17,7 +19,7 @@ struct Tag {
 };
 
 template <typename T>
-constexpr DType dtype_of() {
+constexpr DType dtype_for() {
   if constexpr (std::is_same_v<T, float>) return DType::f32;
   else if constexpr (std::is_same_v<T, double>) return DType::f64;
   else if constexpr (std::is_same_v<T, int8_t>) return DType::i8;
@@ -34,7 +36,7 @@ constexpr DType dtype_of() {
 
 template <typename T0, typename... Ts, typename F>
 auto dispatch_types(DType t, F&& f) -> decltype(f(Tag<T0>{})) {
-  if (t == dtype_of<T0>()) return f(Tag<T0>{});
+  if (t == dtype_for<T0>()) return f(Tag<T0>{});
   if constexpr (sizeof...(Ts) > 0) {
     return dispatch_types<Ts...>(t, static_cast<F&&>(f));
   } else {
