@@ -30,7 +30,8 @@ LayerNorm layer_norm_of(const NodeSpec& n) {
   ln.axis = normalize_axis(n.attr_int("axis", -1), x.rank(), "axis");
   for (size_t i : {size_t(1), size_t(2)}) {
     if (!n.has_input(i)) continue;
-    if (n.in(i).dtype != x.dtype) n.invalid(std::string(i == 1 ? "Scale" : "B") + " is " + n.in(i).str() + ", X " + x.str());
+    if (n.in(i).dtype != x.dtype)
+      n.invalid(std::string(i == 1 ? "Scale" : "B") + " is " + n.in(i).str() + ", X " + x.str());
     if (n.in(i).rank() > x.rank() || broadcast_shapes(x.shape, n.in(i).shape) != x.shape)
       n.invalid(std::string(i == 1 ? "Scale " : "B ") + n.in(i).str() + " does not broadcast to X " + x.str());
   }
@@ -68,7 +69,8 @@ template <typename T, typename A, typename U>
 std::unique_ptr<Step> layer_norm_step(const NodeSpec& n, const LayerNorm& ln, size_t outputs) {
   const TensorDesc& x = n.in(0);
   const bool has_b = n.has_input(2);
-  const bool fused = row_shaped(n.in(1).shape, x.shape, ln.axis) && (!has_b || row_shaped(n.in(2).shape, x.shape, ln.axis));
+  const bool fused =
+      row_shaped(n.in(1).shape, x.shape, ln.axis) && (!has_b || row_shaped(n.in(2).shape, x.shape, ln.axis));
   Broadcast scale_bc, bias_bc;
   if (!fused) {
     scale_bc = plan_broadcast({x.shape, n.in(1).shape}, x.shape);

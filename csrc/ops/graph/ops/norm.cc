@@ -30,9 +30,11 @@ void check_channel_params(const NodeSpec& n, size_t min_rank, size_t last) {
   for (size_t i = 1; i <= last; ++i) {
     if (!n.has_input(i)) n.invalid("input " + std::to_string(i) + " is missing");
     const TensorDesc& p = n.in(i);
-    if (p.dtype != x.dtype) n.unsupported("parameters of another element type than X (" + p.str() + ", X " + x.str() + ")");
+    if (p.dtype != x.dtype)
+      n.unsupported("parameters of another element type than X (" + p.str() + ", X " + x.str() + ")");
     if (p.rank() != 1 || p.shape[0] != x.shape[1])
-      n.invalid("input " + std::to_string(i) + " " + p.str() + " must have X's " + std::to_string(x.shape[1]) + " channels");
+      n.invalid("input " + std::to_string(i) + " " + p.str() + " must have X's " + std::to_string(x.shape[1]) +
+                " channels");
   }
 }
 

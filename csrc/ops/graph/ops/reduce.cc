@@ -182,7 +182,8 @@ std::unique_ptr<Step> reduce_step(const ReducePlan& p) {
     } else {
       using C = CombineOf<K, A>;
       const size_t count = p.count;
-      run_reduce<C>(p, x, MapOf<K, A>{}, no_shift, [y, count](size_t o, A r) { y[o] = finish_value<K, T, A>(r, count); });
+      run_reduce<C>(p, x, MapOf<K, A>{}, no_shift,
+                    [y, count](size_t o, A r) { y[o] = finish_value<K, T, A>(r, count); });
     }
   });
 }
@@ -233,12 +234,13 @@ template <Kind K>
 std::unique_ptr<Step> make_reduce(const NodeSpec& n, const std::vector<TensorDesc>&, SharedLayers&) {
   const ReducePlan p = plan_reduce(n.in(0).shape, reduce_axes(n).reduced);
   auto make = [&](auto tag) { return reduce_step<K, typename decltype(tag)::type>(p); };
+  const DType t = n.in(0).dtype;
   if constexpr (K == Kind::max || K == Kind::min)
-    return dispatch_types<float, double, int32_t, int64_t, uint32_t, uint64_t, int8_t, uint8_t, bool>(n.in(0).dtype, make);
+    return dispatch_types<float, double, int32_t, int64_t, uint32_t, uint64_t, int8_t, uint8_t, bool>(t, make);
   else if constexpr (K == Kind::log_sum_exp)
-    return dispatch_types<float, double>(n.in(0).dtype, make);
+    return dispatch_types<float, double>(t, make);
   else
-    return dispatch_types<float, double, int32_t, int64_t, uint32_t, uint64_t>(n.in(0).dtype, make);
+    return dispatch_types<float, double, int32_t, int64_t, uint32_t, uint64_t>(t, make);
 }
 
 // ---- ArgMax / ArgMin
@@ -295,7 +297,8 @@ std::vector<TensorDesc> infer_arg(const NodeSpec& n) {
   if (n.attr_int("keepdims", 1) != 0) shape[axis] = 1;
   else shape.erase(shape.begin() + std::ptrdiff_t(axis));
   TensorDesc out{DType::i64, shape};
-  if (x.shape[axis] == 0 && out.elements() != 0) n.invalid("cannot take the index of an extreme over an empty axis of " + x.str());
+  if (x.shape[axis] == 0 && out.elements() != 0)
+    n.invalid("cannot take the index of an extreme over an empty axis of " + x.str());
   return {out};
 }
 
