@@ -24,6 +24,11 @@
   X(resize)                      \
   /* reductions, normalization */ \
   X(reduce)                      \
+  X(softmax)                     \
+  X(layer_norm)                  \
+  X(norm)                        \
+  X(topk)                        \
+  X(cumsum)                      \
   /* recurrent */                \
   X(rnn)                         \
   /* convolution, products */    \
