@@ -267,3 +267,70 @@ def test_weights_with_zero_points_outside_int8_run_exactly():
     s = nnkern.onnx.InferenceSession(m.SerializeToString())
     assert "general" in s.describe() or "zero points" in s.describe()
     assert_same(m, {"x": x})
+
+
+def _contrib_model(node, inputs, consts, out_type=TP.UINT8):
+    """A model of one com.microsoft node over graph inputs {name: array} and initializers {name: array}."""
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, TP.UINT8, v.shape) for k, v in inputs.items()],
+                          [helper.make_tensor_value_info("y", out_type, None)],
+                          [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=8)
+
+_IN = {"xs": np.float32(0.05), "xz": np.uint8(100)}
+_OUT = {"ys": np.float32(0.03), "yz": np.uint8(90)}
+
+
+@pytest.mark.parametrize("op, attrs, out", [
+    ("QLinearGlobalAveragePool", {"channels_last": 0}, _OUT),
+    ("QLinearAveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}, _OUT),
+    ("QLinearSigmoid", {}, {"ys": np.float32(1 / 256), "yz": np.uint8(0)}),
+    ("QLinearLeakyRelu", {"alpha": 0.1}, _OUT),
+    ("QLinearSoftmax", {"axis": -1, "opset": 13}, {"ys": np.float32(1 / 256), "yz": np.uint8(0)}),
+])
+def test_contrib_unary_ops_within_one_step_of_onnxruntime(op, attrs, out):
+    """onnxruntime's quantized operators (com.microsoft) run as dequantize -> float op -> quantize: onnxruntime
+    computes some through lookup tables or fixed point, so within one step of it, equal almost everywhere."""
+    x = np.random.default_rng(11).integers(0, 256, (2, 5, 7, 6)).astype(np.uint8)
+    consts = {**_IN, **out}
+    node = helper.make_node(op, ["x", *consts], ["y"], domain="com.microsoft", **attrs)
+    within_one_step(_contrib_model(node, {"x": x}, consts), {"x": x}, max_fraction=0.1)
+
+
+def test_contrib_concat_within_one_step_of_onnxruntime():
+    rng = np.random.default_rng(12)
+    a, b = (rng.integers(0, 256, (2, c, 3, 4)).astype(np.uint8) for c in (3, 5))
+    consts = {"ys": np.float32(0.04), "yz": np.uint8(120), "as": np.float32(0.05), "az": np.uint8(100),
+              "bs": np.float32(0.02), "bz": np.uint8(140)}
+    node = helper.make_node("QLinearConcat", ["ys", "yz", "a", "as", "az", "b", "bs", "bz"], ["y"], axis=1,
+                            domain="com.microsoft")
+    within_one_step(_contrib_model(node, {"a": a, "b": b}, consts), {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("quantized_output", [True, False])
+def test_contrib_qgemm(trans_b, quantized_output):
+    """QGemm (A u8, B s8 constant, int32 bias C): exact float64 reference within one step (quantized output), or
+    float32 rounding (float output); against onnxruntime on 7-bit A, equal almost everywhere."""
+    rng = np.random.default_rng(13 + trans_b)
+    M, K, N = 5, 37, 11
+    a = rng.integers(0, 128, (M, K)).astype(np.uint8)
+    w = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    c = rng.integers(-500, 500, N).astype(np.int32)
+    consts = {"sa": np.float32(0.02), "za": np.uint8(60), "b": w.T.copy() if trans_b else w, "sb": np.float32(0.01),
+              "zb": np.int8(0), "c": c}
+    names = ["a", "sa", "za", "b", "sb", "zb", "c"]
+    if quantized_output:
+        consts.update({"sy": np.float32(0.3), "zy": np.uint8(128)})
+        names += ["sy", "zy"]
+    node = helper.make_node("QGemm", names, ["y"], transB=trans_b, domain="com.microsoft")
+    m = _contrib_model(node, {"a": a}, consts, TP.UINT8 if quantized_output else TP.FLOAT)
+    acc = (a.astype(np.int64) - 60) @ w.astype(np.int64) + c
+    real = acc * (0.02 * 0.01)
+    y = run_nnkern(m, {"a": a})[0]
+    if quantized_output:
+        _one_step(y, np.clip(np.rint(real / 0.3) + 128, 0, 255))
+        _mostly_equal(y, run_ort(m, {"a": a})[0])
+    else:
+        np.testing.assert_allclose(y, real, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(run_ort(m, {"a": a})[0], y, rtol=1e-5, atol=1e-4)

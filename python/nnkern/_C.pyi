@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import numpy
 import typing
-__all__: list[str] = ['GuardedBuffer', 'InvertedResidual', 'Lstm', 'MAX_NUM_THREADS', 'PackedConv2d', 'PackedLinear', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_rows_m', 'f32_gemv_rows_m_info', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'gemm_order', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'pool2d', 'pool2d_output_size', 'qgemm', 'qgemm_fast', 'qgemm_kernel_for', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'set_qgemm_rows_outer', 'set_workspace_guards', 'sgemm', 'sgemm_fast', 'topk', 'topk_kernel_name', 'workspace_guard_violations', 'workspace_last_bytes', 'workspace_overrun_probe', 'workspace_retained_bytes']
+__all__: list[str] = ['GraphConstant', 'GraphLayers', 'GraphNeedsConstant', 'GraphPlan', 'GuardedBuffer', 'InvertedResidual', 'Lstm', 'MAX_NUM_THREADS', 'PackedConv2d', 'PackedLinear', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'conv2d_algorithm_families', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_rows_m', 'f32_gemv_rows_m_info', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'gemm_blocking', 'gemm_order', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'graph_evaluate', 'graph_infer', 'graph_ops', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'pool2d', 'pool2d_output_size', 'qgemm', 'qgemm_fast', 'qgemm_kernel_for', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'set_qgemm_rows_outer', 'set_workspace_guards', 'sgemm', 'sgemm_fast', 'topk', 'topk_kernel_name', 'workspace_guard_violations', 'workspace_last_bytes', 'workspace_overrun_probe', 'workspace_retained_bytes']
 class GuardedBuffer:
     def __init__(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
@@ -122,6 +122,82 @@ class InvertedResidual:
         ...
     def run(self, x: numpy.ndarray, out: numpy.ndarray) -> None:
         ...
+class GraphNeedsConstant(NotImplementedError):
+    pass
+class GraphConstant:
+    """
+    A constant tensor of a graph plan (a copy of an array)
+    """
+    def __init__(self, array: numpy.ndarray) -> None:
+        ...
+    def numpy(self) -> numpy.ndarray:
+        """
+        A read-only view of the constant's data
+        """
+    @property
+    def dtype(self) -> int:
+        ...
+    @property
+    def nbytes(self) -> int:
+        ...
+    @property
+    def shape(self) -> list[int]:
+        ...
+class GraphLayers:
+    """
+    Layers packed once and shared by the plans of a session
+    """
+    def __init__(self) -> None:
+        ...
+    @property
+    def count(self) -> int:
+        ...
+class GraphPlan:
+    """
+    A compiled graph for one set of input shapes (ops/graph/plan.h)
+    """
+    def __init__(self, layers: GraphLayers, num_threads: typing.SupportsInt | typing.SupportsIndex = 0, max_isa: str = '') -> None:
+        """
+        num_threads: at most this many threads for its runs (0: the pool's); max_isa: a cap of its own
+        """
+    def add_constant(self, constant: GraphConstant, name: str) -> int:
+        ...
+    def add_input(self, dtype: typing.SupportsInt | typing.SupportsIndex, shape: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], index: typing.SupportsInt | typing.SupportsIndex, name: str) -> int:
+        ...
+    def add_step(self, op: str, name: str, attrs: dict, inputs: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], num_outputs: typing.SupportsInt | typing.SupportsIndex, nodes: str, output_names: collections.abc.Sequence[str]) -> list[int]:
+        ...
+    def desc(self, tensor: typing.SupportsInt | typing.SupportsIndex) -> tuple:
+        ...
+    def finalize(self) -> None:
+        ...
+    def input_tensor(self, index: typing.SupportsInt | typing.SupportsIndex) -> int:
+        ...
+    def mark_output(self, tensor: typing.SupportsInt | typing.SupportsIndex, index: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    def output_tensor(self, index: typing.SupportsInt | typing.SupportsIndex) -> int:
+        ...
+    def run(self, inputs: list, verbose: bool = False, profile: bool = False) -> typing.Any:
+        """
+        Runs the plan on the graph's inputs (arrays of the planned dtypes and shapes, C-contiguous); returns the outputs, with per-step (step, seconds) if profile
+        """
+    def shares_memory(self, a: typing.SupportsInt | typing.SupportsIndex, b: typing.SupportsInt | typing.SupportsIndex) -> bool:
+        ...
+    def steps(self) -> list:
+        """
+        Each step: op, name, the source nodes, the algorithm / kernel chosen, input and output tensor ids
+        """
+    @property
+    def arena_bytes(self) -> int:
+        ...
+    @property
+    def num_inputs(self) -> int:
+        ...
+    @property
+    def num_outputs(self) -> int:
+        ...
+    @property
+    def unplanned_bytes(self) -> int:
+        ...
 def activation(function: str, method: str, x: numpy.ndarray, out: numpy.ndarray) -> bool:
     """
     Computes function(x) into out if both are float32 of one shape, C-contiguous, out writeable and out is x or disjoint from it; returns whether it did.
@@ -143,6 +219,10 @@ def algorithm_ops() -> list[str]:
 def algorithms(arg0: str) -> list[str]:
     """
     The entries of an op's algorithm table, in the order algorithm='auto' tries them.
+    """
+def conv2d_algorithm_families() -> list[tuple[str, str]]:
+    """
+    (algorithm, the kernel family it runs) for each entry of the conv2d table, in its order
     """
 def cpu_info() -> dict:
     ...
@@ -180,6 +260,18 @@ def get_max_isa() -> str:
     ...
 def get_num_threads() -> int:
     ...
+def graph_evaluate(op: str, name: str, attrs: dict, inputs: list, num_outputs: typing.SupportsInt | typing.SupportsIndex) -> list:
+    """
+    A node run on constant inputs (constant folding): its outputs as GraphConstants
+    """
+def graph_infer(op: str, name: str, attrs: dict, inputs: list, num_outputs: typing.SupportsInt | typing.SupportsIndex) -> list:
+    """
+    The (dtype code, shape) of a node's outputs; inputs: None, a GraphConstant or (dtype code, shape)
+    """
+def graph_ops() -> list[str]:
+    """
+    The ops a graph plan can run
+    """
 def i8_peak_ops(arg0: str, arg1: typing.SupportsFloat | typing.SupportsIndex) -> float:
     ...
 def isa_levels() -> list[str]:
