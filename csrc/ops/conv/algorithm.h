@@ -38,7 +38,7 @@ struct ConvCall {
   const float* x;
   float* y;
   size_t ldc;
-  const std::string& kernel;
+  std::string kernel;  // a copy: calls from shapes alone pass a temporary ""
   size_t M() const { return s.N * OH * OW; }
 };
 

@@ -30,7 +30,7 @@ struct QConvCall {
   size_t N, H, W, OH, OW;
   QType x_type;
   const void* x;
-  const std::string& kernel;
+  std::string kernel;  // a copy: calls from shapes alone pass a temporary ""
   size_t M() const { return N * OH * OW; }
 };
 
