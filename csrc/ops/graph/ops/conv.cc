@@ -4,6 +4,7 @@
 // bottom, right as ONNX orders them), group and activation ("none", "relu", "relu6", "sigmoid", "silu").
 #include "ops/conv/layer.h"
 #include "ops/graph/ops/common.h"
+#include "ops/graph/ops/window.h"
 
 namespace nnkern::graph {
 
@@ -31,11 +32,6 @@ ConvParams conv_params(const NodeSpec& n) {
   if (x.rank() != 4 || w.rank() != 4) n.invalid("expects NHWC input and OHWI weights of rank 4");
   ConvParams p;
   ConvGeometry& g = p.geo;
-  const auto s = n.attr_ints("strides", {1, 1}), d = n.attr_ints("dilations", {1, 1}), pads = n.attr_ints("pads", {0, 0, 0, 0});
-  if (s.size() != 2 || d.size() != 2 || pads.size() != 4) n.invalid("strides / dilations / pads of a 2-D convolution");
-  for (int64_t v : s) if (v < 1) n.invalid("strides must be >= 1");
-  for (int64_t v : d) if (v < 1) n.invalid("dilations must be >= 1");
-  for (int64_t v : pads) if (v < 0) n.invalid("pads must be >= 0");
   const int64_t group = n.attr_int("group", 1);
   if (group < 1) n.invalid("group must be >= 1");
   g.OC = size_t(w.shape[0]);
@@ -43,23 +39,9 @@ ConvParams conv_params(const NodeSpec& n) {
   g.KW = size_t(w.shape[2]);
   g.IC = size_t(x.shape[3]);
   g.groups = size_t(group);
-  g.sh = size_t(s[0]); g.sw = size_t(s[1]);
-  g.dh = size_t(d[0]); g.dw = size_t(d[1]);
-  g.pt = size_t(pads[0]); g.pl = size_t(pads[1]); g.pb = size_t(pads[2]); g.pr = size_t(pads[3]);
-  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {  // ceil(in / stride) outputs, the odd pad at the end / start
-    auto same = [&](size_t in, size_t k, size_t st, size_t dil, size_t* p0, size_t* p1) {
-      const size_t out = ceil_div(in, st), need = (out - 1) * st + dil * (k - 1) + 1, total = need > in ? need - in : 0;
-      *p0 = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      *p1 = total - *p0;
-    };
-    same(size_t(x.shape[1]), g.KH, g.sh, g.dh, &g.pt, &g.pb);
-    same(size_t(x.shape[2]), g.KW, g.sw, g.dw, &g.pl, &g.pr);
-  } else if (auto_pad == "VALID") {
-    g.pt = g.pb = g.pl = g.pr = 0;
-  } else if (auto_pad != "NOTSET") {
-    n.invalid("auto_pad '" + auto_pad + "'");
-  }
+  const Window2d win = window_attrs(n, size_t(x.shape[1]), size_t(x.shape[2]), g.KH, g.KW);
+  g.sh = win.sh; g.sw = win.sw; g.dh = win.dh; g.dw = win.dw;
+  g.pt = win.pt; g.pl = win.pl; g.pb = win.pb; g.pr = win.pr;
   if (!g.valid() || size_t(w.shape[3]) * g.groups != g.IC)
     n.invalid("weight " + w.str() + " does not fit input " + x.str() + " with group " + std::to_string(group));
   if (n.has_input(2) && (n.need_constant(2, "bias").desc.elements() != g.OC))

@@ -11,6 +11,7 @@
 #include "core/checked.h"
 #include "core/threadpool.h"
 #include "ops/graph/ops/common.h"
+#include "ops/graph/ops/window.h"
 #include "ops/pool/pool2d.h"
 
 namespace nnkern::graph {
@@ -34,37 +35,16 @@ size_t out_size(const NodeSpec& n, size_t in, size_t k, size_t s, size_t d, size
   return out;
 }
 
-// SAME_UPPER / SAME_LOWER: the padding that gives ceil(in / stride) outputs, the odd one at the end / start.
-void same_padding(const std::string& mode, size_t in, size_t k, size_t s, size_t d, size_t* p0, size_t* p1) {
-  const size_t out = ceil_div(in, s), span = d * (k - 1) + 1;
-  const size_t need = (out - 1) * s + span, total = need > in ? need - in : 0;
-  *p0 = mode == "SAME_UPPER" ? total / 2 : total - total / 2;
-  *p1 = total - *p0;
-}
-
 Window window_of(const NodeSpec& n, bool average) {
   const TensorDesc& x = n.in(0);
   if (x.rank() != 4) n.invalid("expects an NHWC input of rank 4");
-  const auto k = n.attr_ints("kernel_shape"), s = n.attr_ints("strides", {1, 1}), d = n.attr_ints("dilations", {1, 1});
-  auto p = n.attr_ints("pads", {0, 0, 0, 0});
-  if (k.size() != 2 || s.size() != 2 || d.size() != 2 || p.size() != 4) n.invalid("a 2-D window needs 2 kernel sizes, strides, dilations and 4 pads");
+  const auto k = n.attr_ints("kernel_shape");
+  if (k.size() != 2) n.invalid("a 2-D window needs 2 kernel sizes");
   for (int64_t v : k) if (v < 1) n.invalid("kernel_shape must be >= 1");
-  for (int64_t v : s) if (v < 1) n.invalid("strides must be >= 1");
-  for (int64_t v : d) if (v < 1) n.invalid("dilations must be >= 1");
-  for (int64_t v : p) if (v < 0) n.invalid("pads must be >= 0");
-  Window w{size_t(k[0]), size_t(k[1]), size_t(s[0]), size_t(s[1]), size_t(d[0]), size_t(d[1]),
-           size_t(p[0]), size_t(p[1]), size_t(p[2]), size_t(p[3]), n.attr_int("ceil_mode", 0) != 0,
-           average && n.attr_int("count_include_pad", 0) != 0, 0, 0};
-  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   const size_t H = size_t(x.shape[1]), W = size_t(x.shape[2]);
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    same_padding(auto_pad, H, w.kh, w.sh, w.dh, &w.pt, &w.pb);
-    same_padding(auto_pad, W, w.kw, w.sw, w.dw, &w.pl, &w.pr);
-  } else if (auto_pad == "VALID") {
-    w.pt = w.pb = w.pl = w.pr = 0;
-  } else if (auto_pad != "NOTSET") {
-    n.invalid("auto_pad '" + auto_pad + "'");
-  }
+  const Window2d a = window_attrs(n, H, W, size_t(k[0]), size_t(k[1]));
+  Window w{size_t(k[0]), size_t(k[1]), a.sh, a.sw, a.dh, a.dw, a.pt, a.pl, a.pb, a.pr,
+           n.attr_int("ceil_mode", 0) != 0, average && n.attr_int("count_include_pad", 0) != 0, 0, 0};
   if (w.pt >= w.kh * w.dh || w.pb >= w.kh * w.dh || w.pl >= w.kw * w.dw || w.pr >= w.kw * w.dw)
     n.invalid("padding must be smaller than the window");
   w.oh = out_size(n, H, w.kh, w.sh, w.dh, w.pt, w.pb, w.ceil_mode);

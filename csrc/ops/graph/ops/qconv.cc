@@ -17,6 +17,7 @@
 #include "core/workspace.h"
 #include "ops/conv/geometry.h"
 #include "ops/graph/ops/common.h"
+#include "ops/graph/ops/window.h"
 #include "ops/qgemm/qgemm.h"
 #include "ops/qconv/layer.h"
 #include "ops/qconv/stage.h"
@@ -43,31 +44,13 @@ int32_t scalar_int(const Constant& c) {
 
 QConvGeometry geometry(const NodeSpec& n, const TensorDesc& x, const TensorDesc& w) {
   QConvGeometry g;
-  const auto s = n.attr_ints("strides", {1, 1}), d = n.attr_ints("dilations", {1, 1}), p = n.attr_ints("pads", {0, 0, 0, 0});
-  if (s.size() != 2 || d.size() != 2 || p.size() != 4) n.invalid("strides / dilations / pads of a 2-D convolution");
-  for (int64_t v : s) if (v < 1) n.invalid("strides must be >= 1");
-  for (int64_t v : d) if (v < 1) n.invalid("dilations must be >= 1");
-  for (int64_t v : p) if (v < 0) n.invalid("pads must be >= 0");
   const int64_t group = n.attr_int("group", 1);
   if (group < 1) n.invalid("group must be >= 1");
   g.OC = size_t(w.shape[0]); g.KH = size_t(w.shape[2]); g.KW = size_t(w.shape[3]);
   g.IC = size_t(x.shape[3]); g.groups = size_t(group);
-  g.sh = size_t(s[0]); g.sw = size_t(s[1]); g.dh = size_t(d[0]); g.dw = size_t(d[1]);
-  g.pt = size_t(p[0]); g.pl = size_t(p[1]); g.pb = size_t(p[2]); g.pr = size_t(p[3]);
-  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    auto same = [&](size_t in, size_t k, size_t st, size_t dil, size_t* p0, size_t* p1) {
-      const size_t out = ceil_div(in, st), need = (out - 1) * st + dil * (k - 1) + 1, total = need > in ? need - in : 0;
-      *p0 = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      *p1 = total - *p0;
-    };
-    same(size_t(x.shape[1]), g.KH, g.sh, g.dh, &g.pt, &g.pb);
-    same(size_t(x.shape[2]), g.KW, g.sw, g.dw, &g.pl, &g.pr);
-  } else if (auto_pad == "VALID") {
-    g.pt = g.pb = g.pl = g.pr = 0;
-  } else if (auto_pad != "NOTSET") {
-    n.invalid("auto_pad '" + auto_pad + "'");
-  }
+  const Window2d win = window_attrs(n, size_t(x.shape[1]), size_t(x.shape[2]), g.KH, g.KW);
+  g.sh = win.sh; g.sw = win.sw; g.dh = win.dh; g.dw = win.dw;
+  g.pt = win.pt; g.pl = win.pl; g.pb = win.pb; g.pr = win.pr;
   if (!g.valid() || size_t(w.shape[1]) * g.groups != g.IC)
     n.invalid("weight " + w.str() + " does not fit input " + x.str() + " with group " + std::to_string(group));
   return g;
