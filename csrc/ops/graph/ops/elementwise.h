@@ -15,6 +15,7 @@
 #include "ops/graph/node.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/convert.h"
+#include "ops/graph/ops/typed.h"
 #include "ops/graph/tensor.h"
 
 namespace nnkern::graph {
@@ -47,54 +48,12 @@ std::unique_ptr<Step> map_step(size_t n, F f, std::string detail = "") {
                        sizeof(In) == sizeof(Out) ? 0 : -1, std::move(detail));
 }
 
-// ---- element types
-
-// The C++ type of each element type (bool: one byte holding 0 or 1; float16: Half, its bits).
-template <typename T>
-constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::f32;
-  else if constexpr (std::is_same_v<T, double>) return DType::f64;
-  else if constexpr (std::is_same_v<T, int8_t>) return DType::i8;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::u8;
-  else if constexpr (std::is_same_v<T, int16_t>) return DType::i16;
-  else if constexpr (std::is_same_v<T, uint16_t>) return DType::u16;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
-  else if constexpr (std::is_same_v<T, uint32_t>) return DType::u32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
-  else if constexpr (std::is_same_v<T, uint64_t>) return DType::u64;
-  else if constexpr (std::is_same_v<T, bool>) return DType::boolean;
-  else if constexpr (std::is_same_v<T, Half>) return DType::f16;
-  else static_assert(sizeof(T) == 0, "not an element type");
-}
-
-template <typename T>
-struct Type {
-  using type = T;
-};
-template <typename... Ts>
-struct TypeList {};
-
-using FloatTypes = TypeList<float, double>;
-using SignedTypes = TypeList<int8_t, int16_t, int32_t, int64_t>;
-using IntTypes = TypeList<int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t>;
-using NumericTypes = TypeList<float, double, int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t>;
-using AllTypes = TypeList<float, double, int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t, bool>;
+// ---- element types (the switch itself: ops/graph/ops/typed.h)
 
 // NodeSpec::require_types with the element types of a list.
 template <typename... Ts>
 void require_types(const NodeSpec& n, std::initializer_list<size_t> inputs, TypeList<Ts...>) {
   n.require_types(inputs, {dtype_of<Ts>()...});
-}
-
-// f(Type<T>{}) for the T of the list whose element type is t: one instantiation of f per listed type.
-// std::logic_error for a type not listed (infer must have refused it).
-template <typename... Ts, typename F>
-auto visit_dtype(DType t, TypeList<Ts...>, F&& f) {
-  using R = decltype(f(Type<std::tuple_element_t<0, std::tuple<Ts...>>>{}));
-  R r{};
-  const bool found = ((dtype_of<Ts>() == t ? (r = f(Type<Ts>{}), true) : false) || ...);
-  if (!found) throw std::logic_error(std::string("elementwise op built for an unexpected type ") + dtype_name(t));
-  return r;
 }
 
 // ---- broadcasting
