@@ -19,7 +19,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import nnkern.onnx  # noqa: E402
-from onnx_helpers import node_model, run_nnkern, run_ort  # noqa: E402
+from onnx_helpers import node_model, run_nnkern, run_ort, same_outputs  # noqa: E402
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)
 FEW = settings(max_examples=12, deadline=None, derandomize=True)
@@ -43,18 +43,6 @@ def ort_runs(op, dtypes, attrs=None, opset=18):
         except Exception:  # noqa: BLE001 - onnxruntime's own error classes
             _ort_support[key] = False
     return _ort_support[key]
-
-
-def same(ours, theirs, rtol=0.0, atol=0.0):
-    assert len(ours) == len(theirs)
-    for a, b in zip(ours, theirs):
-        assert a.dtype == b.dtype, (a.dtype, b.dtype)
-        assert a.shape == b.shape, (a.shape, b.shape)
-        if rtol == 0 and atol == 0:
-            np.testing.assert_array_equal(a, b)
-        else:
-            with np.errstate(invalid="ignore"):
-                np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=rtol, atol=atol)
 
 
 def values(rng, dtype, shape, special=True, lo=None, hi=None):
@@ -137,12 +125,12 @@ def test_unary_float(op, dtype, shape, seed):
     f32 = dtype == np.float32
     tol = dict(rtol=0.0, atol=0.0) if exact else dict(rtol=2e-6 if f32 else 1e-12, atol=2e-6 if f32 else 1e-12)
     if ort_runs(op, [dtype], attrs, opset):
-        same(ours, run_ort(model, {"x": x}), **tol)
+        same_outputs(ours, run_ort(model, {"x": x}), **tol)
     else:  # float64 without an onnxruntime kernel
         assert dtype == np.float64, (op, dtype)
         with np.errstate(all="ignore"):
             ref = NUMPY_UNARY[op](x, {k: float(np.float32(v)) for k, v in attrs.items()})  # float attributes
-        same(ours, [np.asarray(ref, np.float64)], rtol=1e-12, atol=1e-15)
+        same_outputs(ours, [np.asarray(ref, np.float64)], rtol=1e-12, atol=1e-15)
 
 
 @FEW
@@ -150,7 +138,7 @@ def test_unary_float(op, dtype, shape, seed):
 def test_gelu(approximate, shape, seed):
     x = values(np.random.default_rng(seed), np.float32, shape)
     model = node_model("Gelu", {"x": x}, ["y"], {"approximate": approximate}, opset=20)
-    same(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}), rtol=2e-6, atol=2e-6)
+    same_outputs(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}), rtol=2e-6, atol=2e-6)
 
 
 NUMPY_INT = {"Relu": lambda x: np.maximum(x, 0), "Abs": np.abs, "Neg": np.negative, "Sign": np.sign}
@@ -165,9 +153,9 @@ def test_unary_int(op, dtype, shape, seed):
         with pytest.raises(NotImplementedError):
             run_nnkern(model, {"x": x})
     elif ort_runs(op, [dtype]):
-        same(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}))
+        same_outputs(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}))
     else:  # int16 / int64 Relu: numpy (wrapping, as numpy)
-        same(run_nnkern(model, {"x": x}), [NUMPY_INT[op](x).astype(dtype)])
+        same_outputs(run_nnkern(model, {"x": x}), [NUMPY_INT[op](x).astype(dtype)])
 
 
 def test_unary_special_values():
@@ -181,7 +169,7 @@ def test_unary_special_values():
         opset = 20 if op == "Gelu" else 18
         model = node_model(op, {"x": x}, ["y"], attrs, opset=opset)
         tol = {} if op in EXACT_UNARY else dict(rtol=2e-6, atol=2e-6)
-        same(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}), **tol)
+        same_outputs(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}), **tol)
 
 
 def test_isinf_detection():
@@ -189,7 +177,7 @@ def test_isinf_detection():
     for neg in (0, 1):
         for pos in (0, 1):
             model = node_model("IsInf", {"x": x}, ["y"], {"detect_negative": neg, "detect_positive": pos})
-            same(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}))
+            same_outputs(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}))
 
 
 # ---- Clip and PRelu
@@ -212,11 +200,11 @@ def test_clip(dtype, shape, which, as_inputs, seed):
         model = node_model("Clip", {"x": x}, ["y"], constants=bounds, opset=13)
         feeds = {"x": x}
     if ort_runs("Clip", [dtype] * 3, opset=13):
-        same(run_nnkern(model, feeds), run_ort(model, feeds))
+        same_outputs(run_nnkern(model, feeds), run_ort(model, feeds))
     else:  # the defaults are the type's finite extremes (ONNX's numeric_limits::lowest / max)
         info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
         lo_, hi_ = bounds.get("min", info.min), bounds.get("max", info.max)
-        same(run_nnkern(model, feeds), [np.minimum(np.maximum(x, lo_), hi_).astype(dtype)])
+        same_outputs(run_nnkern(model, feeds), [np.minimum(np.maximum(x, lo_), hi_).astype(dtype)])
 
 
 def test_clip_bounds_change_between_runs():
@@ -233,7 +221,7 @@ def test_clip_opset6_float64():
     """Clip-6's attributes become float32 constant inputs; a float64 input still works."""
     x = np.linspace(-5, 5, 11)
     model = node_model("Clip", {"x": x}, ["y"], {"min": -1.5, "max": 2.0}, opset=6)
-    same(run_nnkern(model, {"x": x}), [np.clip(x, -1.5, 2.0)])  # onnxruntime has no float64 Clip-6
+    same_outputs(run_nnkern(model, {"x": x}), [np.clip(x, -1.5, 2.0)])  # onnxruntime has no float64 Clip-6
 
 
 @SETTINGS
@@ -246,7 +234,7 @@ def test_prelu(shapes_, dtype, seed):
     model = node_model("PRelu", {"x": x}, ["y"], constants={"slope": slope}, opset=16)
     if not ort_runs("PRelu", [dtype, dtype], opset=16):
         return
-    same(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}))
+    same_outputs(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}))
 
 
 # ---- two inputs
@@ -274,7 +262,7 @@ def test_binary(op, dtype, shapes_, b_const, seed):
     feeds = {"a": a} if b_const else {"a": a, "b": b}
     model = node_model(op, feeds, ["y"], attrs, constants={"b": b} if b_const else None, opset=18)
     exact = op != "Pow" or kind != "f"
-    same(run_nnkern(model, feeds), run_ort(model, feeds), **({} if exact else dict(rtol=2e-6, atol=1e-30)))
+    same_outputs(run_nnkern(model, feeds), run_ort(model, feeds), **({} if exact else dict(rtol=2e-6, atol=1e-30)))
 
 
 @SETTINGS
@@ -292,7 +280,7 @@ def test_pow_types(types, shapes_, seed):
     feeds = {"a": a, "b": b}
     model = node_model("Pow", feeds, ["y"], opset=15)
     exact = np.dtype(base_t).kind != "f"
-    same(run_nnkern(model, feeds), run_ort(model, feeds), **({} if exact else dict(rtol=2e-6, atol=1e-30)))
+    same_outputs(run_nnkern(model, feeds), run_ort(model, feeds), **({} if exact else dict(rtol=2e-6, atol=1e-30)))
 
 
 @pytest.mark.parametrize("exponent", [2.0, 3.0, 0.5, -1.0])
@@ -300,7 +288,7 @@ def test_pow_scalar_exponent(exponent):
     x = values(np.random.default_rng(3), np.float32, [3, 70])
     for b in (np.array(exponent, np.float32), np.array([exponent], np.float32)):
         model = node_model("Pow", {"x": x}, ["y"], constants={"e": b}, opset=15)
-        same(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}), rtol=2e-6, atol=1e-30)
+        same_outputs(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}), rtol=2e-6, atol=1e-30)
 
 
 def test_mod_float_floor_opset28():
@@ -311,7 +299,7 @@ def test_mod_float_floor_opset28():
         for fmod in (0, 1):
             model = node_model("Mod", feeds, ["y"], {"fmod": fmod}, opset=28)
             ours = run_nnkern(model, feeds)
-            same(ours, run_ort(model, feeds))
+            same_outputs(ours, run_ort(model, feeds))
             assert np.array_equal(np.signbit(ours[0]), np.signbit(run_ort(model, feeds)[0]))
 
 
@@ -356,14 +344,14 @@ def test_variadic(k, op, dtype, data):
     feeds = {f"x{i}": values(rng, dtype, s) for i, s in enumerate(shapes_)}
     model = node_model(op, feeds, ["y"], opset=13)
     if ort_runs(op, [dtype] * k):
-        same(run_nnkern(model, feeds), run_ort(model, feeds))
+        same_outputs(run_nnkern(model, feeds), run_ort(model, feeds))
     elif op in ("Max", "Min") or (op == "Mean" and np.dtype(dtype).kind == "f"):
         # int16 / uint16 Max and Min, float64 Mean: numpy, folding left to right
         fold = {"Max": np.maximum, "Min": np.minimum, "Mean": np.add}[op]
         ref = functools.reduce(fold, feeds.values())
         if op == "Mean":
             ref = ref * dtype(1 / k)
-        same(run_nnkern(model, feeds), [np.asarray(ref, dtype)])
+        same_outputs(run_nnkern(model, feeds), [np.asarray(ref, dtype)])
     else:  # not an element type of the operator
         with pytest.raises(NotImplementedError):
             run_nnkern(model, feeds)
@@ -377,7 +365,7 @@ def test_logic(op, shapes_, seed):
     rng = np.random.default_rng(seed)
     feeds = {"a": values(rng, np.bool_, shapes_[0]), "b": values(rng, np.bool_, shapes_[1])}
     model = node_model(op, feeds, ["y"])
-    same(run_nnkern(model, feeds), run_ort(model, feeds))
+    same_outputs(run_nnkern(model, feeds), run_ort(model, feeds))
 
 
 @SETTINGS
@@ -400,9 +388,9 @@ def test_bitshift(dtype, direction, shapes_, seed):
             out.append(v & ((1 << bits) - 1))
         ref = np.array(out, np.uint64).astype(dtype).reshape(a.shape)
         model = node_model("BitShift", feeds, ["y"], {"direction": direction}, opset=28)
-        same(run_nnkern(model, feeds), [ref])
+        same_outputs(run_nnkern(model, feeds), [ref])
         return
-    same(run_nnkern(model, feeds), run_ort(model, feeds))
+    same_outputs(run_nnkern(model, feeds), run_ort(model, feeds))
 
 
 @SETTINGS
@@ -413,10 +401,10 @@ def test_where(dtype, shapes_, seed):
              "y": values(rng, dtype, shapes_[2])}
     if not ort_runs("Where", [np.bool_, dtype, dtype]):
         ref = np.where(feeds["c"], feeds["x"], feeds["y"])
-        same(run_nnkern(node_model("Where", feeds, ["z"]), feeds), [ref])
+        same_outputs(run_nnkern(node_model("Where", feeds, ["z"]), feeds), [ref])
         return
     model = node_model("Where", feeds, ["z"])
-    same(run_nnkern(model, feeds), run_ort(model, feeds))
+    same_outputs(run_nnkern(model, feeds), run_ort(model, feeds))
 
 
 # ---- Cast
@@ -441,7 +429,7 @@ def test_cast(src, dst, shape, like, seed):
         model = node_model("Cast", {"x": x}, ["y"], {"to": CODES[np.dtype(dst)]}, opset=19)
     if not ort_runs("Cast", [src], {"to": CODES[np.dtype(dst)]}, opset=19):
         return
-    same(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}))
+    same_outputs(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}))
 
 
 def test_cast_float16_rounding():
@@ -478,9 +466,9 @@ def test_large_broadcasts(pattern, op):
         model = node_model(op, feeds, ["y"], constants=consts)
         ref = run_ort(model, feeds)
         for threads in (1, 3):
-            same(run_nnkern(model, feeds, num_threads=threads), ref)
+            same_outputs(run_nnkern(model, feeds, num_threads=threads), ref)
         swapped = node_model(op, {"b": b, "a": a}, ["y"])
-        same(run_nnkern(swapped, {"a": a, "b": b}), run_ort(swapped, {"a": a, "b": b}))
+        same_outputs(run_nnkern(swapped, {"a": a, "b": b}), run_ort(swapped, {"a": a, "b": b}))
 
 
 def test_in_place_chain():
@@ -495,7 +483,7 @@ def test_in_place_chain():
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, x.shape)],
                           [helper.make_tensor_value_info("y", 1, x.shape)])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    same(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}))
+    same_outputs(run_nnkern(model, {"x": x}), run_ort(model, {"x": x}))
 
 
 # ---- bad inputs: clear errors, never a crash
