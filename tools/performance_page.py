@@ -39,6 +39,8 @@ def load(paths):
     for p in paths:
         for r in json.loads(pathlib.Path(p).read_text()):
             if {"op", "shape", "library", "threads", "rate"} <= set(r):
+                if r.get("network"):  # whole networks: one table per precision, a row per network and batch
+                    r = dict(r, op=f"networks {r['precision']}", shape=[f"{r['network']} batch {r['batch']}"])
                 records.append(r)
     return records
 

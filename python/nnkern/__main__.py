@@ -196,6 +196,16 @@ def bench_networks(args, threads) -> int:
     return _json(args, results)
 
 
+def bench_overhead(args) -> int:
+    """--op overhead: the per-step cost of a compiled plan against onnxruntime's (chains of cheap nodes)."""
+    from nnkern.bench import overhead
+    print_info()
+    records = overhead.measure(repeats=args.repeats or 7)
+    print(overhead.table(records))
+    _write_json(args, records)
+    return 0
+
+
 def _batches(text, default) -> list:
     """--batch: comma-separated batch sizes (default: ``default``)."""
     try:
@@ -288,6 +298,8 @@ def bench(args) -> int:
         return bench_networks(args, threads)
     if args.op == "fused":
         return bench_fused(args, threads)
+    if args.op == "overhead":
+        return bench_overhead(args)
     if args.op not in ("sgemm", "linear"):
         return bench_int8(args, threads)
     if args.shapes:
@@ -381,7 +393,7 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
                    choices=["sgemm", "linear", "qgemm", "qlinear", "int8", "qconv", "conv", "networks", "yolo",
-                            "mobilenet", "qnet", "sigmoid", "tanh", "topk", "lstm", "fused", "espcn"],
+                            "mobilenet", "qnet", "sigmoid", "tanh", "topk", "lstm", "fused", "espcn", "overhead"],
                    help="sgemm (default; B per call, as every comparison library); linear (FP32 Linear, weights "
                         "prepacked, vs onnxruntime with B an initializer and the others); qgemm (int8, B packed per "
                         "call, vs libraries taking B per call), qlinear (prepacked, fused "
@@ -395,7 +407,8 @@ def main(argv=None) -> int:
                         "--quick: the small test-size networks); yolo, mobilenet, qnet, espcn (networks: YOLOv3-tiny "
                         "float, MobileNet-v2 float, ResNet-18 and MobileNet-v2 INT8, ESPCN INT8); fused (QConv2d's "
                         "fused global average pooling / pixel shuffle vs conv + numpy / avg_pool2d / pixel_shuffle and "
-                        "torch; --shapes = parts of case names, e.g. gap ps4)")
+                        "torch; --shapes = parts of case names, e.g. gap ps4); overhead (the per-step cost of an ONNX plan: chains of "
+                        "cheap nodes through nnkern.onnx and onnxruntime)")
     b.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2; lstm: 1)")
     b.add_argument("--shapes", nargs="+", metavar="M,N,K", help="shapes (M,N,K or MxNxK); default: the list")
     b.add_argument("--quick", action="store_true", help="a short shape list and 5 repetitions")
