@@ -22,4 +22,4 @@ def test_table_has_a_row_per_length_and_the_slope():
     text = overhead.table(records)
     assert "| per step |" in text and text.count("\n") == 4
     fit = overhead.slopes(records)
-    assert set(fit) == {r["library"] for r in records}
+    assert set(fit) == {overhead.label(r) for r in records}

@@ -33,11 +33,32 @@ compare only within one table.
 """
 
 
+def long_form(r):
+    """The activation (one row per size, a column per library) and LSTM (ms per library) tables' records as
+    records of one library each; other records as they are."""
+    stamp = {k: r[k] for k in ("cpu", "date") if k in r}
+    if "function" in r and "n" in r:  # bench --op sigmoid / tanh: Gelem/s
+        for key, rate in r.items():
+            if key in ("function", "n", "threads", "copy", "cpu", "date") or key.endswith("-inplace"):
+                continue
+            lib, _, isa = key.partition("-") if key.startswith("nnkern-") else (key, "", "")
+            yield dict(op=r["function"], shape=[r["n"]], library=lib, isa=isa, threads=r["threads"], rate=rate,
+                       unit="Gelem/s", **stamp)
+    elif "hidden" in r and "flops" in r:  # bench --op lstm: ms per call
+        for key, ms in r.items():
+            if key.endswith(" ms"):
+                lib, _, isa = key[:-3].partition("-") if key.startswith("nnkern-") else (key[:-3], "", "")
+                yield dict(op="lstm", shape=[r["hidden"], r["batch"], r["seq"]], library=lib, isa=isa,
+                           threads=r["threads"], rate=r["flops"] / (ms * 1e-3) / 1e9, unit="GFLOP/s", **stamp)
+    else:
+        yield r
+
+
 def load(paths):
     """The records of the harness's tables (op, shape, library, isa, threads, rate, ...), others skipped."""
     records = []
     for p in paths:
-        for r in json.loads(pathlib.Path(p).read_text()):
+        for r in (x for raw in json.loads(pathlib.Path(p).read_text()) for x in long_form(raw)):
             if {"op", "shape", "library", "threads", "rate"} <= set(r):
                 if r.get("network"):  # whole networks: one table per precision, a row per network and batch
                     r = dict(r, op=f"networks {r['precision']}", shape=[f"{r['network']} batch {r['batch']}"])
@@ -67,18 +88,18 @@ def ratio_of(rows):
 def render_table(op, threads, shapes):
     rows0 = next(iter(shapes.values()))
     unit = rows0[0].get("unit", "G ops/s")
-    isas = sorted({r["isa"] for rows in shapes.values() for r in rows if r["library"] == "nnkern"},
-                  key=lambda i: [r["isa"] for rows in shapes.values() for r in rows].index(i))
+    isas = sorted({r.get("isa", "") for rows in shapes.values() for r in rows if r["library"] == "nnkern"},
+                  key=lambda i: [r.get("isa", "") for rows in shapes.values() for r in rows].index(i))
     others = sorted({r["library"] for rows in shapes.values() for r in rows if r["library"] != "nnkern"})
     cpu = rows0[0].get("cpu", "CPU not recorded")
     date = rows0[0].get("date", "")
     lines = [f"\n### {op}, {threads} thread{'s' if threads > 1 else ''}\n",
              f"{cpu}{', ' + date if date else ''}; {unit}.\n",
-             "| shape | " + " | ".join(f"nnkern {i}" for i in isas) + " | " + " | ".join(others) +
+             "| shape | " + " | ".join(f"nnkern {i}".strip() for i in isas) + " | " + " | ".join(others) +
              " | vs best | % peak |",
              "|---" * (len(isas) + len(others) + 3) + "|"]
     for shape, rows in shapes.items():
-        ours = {r["isa"]: r for r in rows if r["library"] == "nnkern"}
+        ours = {r.get("isa", ""): r for r in rows if r["library"] == "nnkern"}
         theirs = {r["library"]: r for r in rows if r["library"] != "nnkern"}
         ratio = ratio_of(rows)
         peak = max((r.get("pct_peak") or 0 for r in ours.values()), default=0)

@@ -53,17 +53,22 @@ def measure(lengths: Sequence[int] = LENGTHS, repeats: int = 7) -> List[dict]:
     records = []
     for n in lengths:
         timings = harness.interleaved(calls(chain_model(n)), repeats=repeats, min_time=0.05)
-        for lib, tm in timings.items():
-            records.append(dict(op="overhead", shape=[n], library=lib, threads=1, seconds=tm.median,
+        for name, tm in timings.items():
+            lib, isa = ("nnkern", name[len("nnkern"):].strip() or "session") if name.startswith("nnkern") else (name, "")
+            records.append(dict(op="overhead", shape=[n], library=lib, isa=isa, threads=1, seconds=tm.median,
                                 rate=1.0 / tm.median, unit="runs/s", steps=n))
     return records
 
 
+def label(r: dict) -> str:
+    return f"{r['library']} {r['isa']}".strip()
+
+
 def slopes(records: List[dict]) -> Dict[str, Tuple[float, float]]:
-    """library -> (fixed cost, cost per step) in seconds, a least-squares line through its (steps, seconds)."""
+    """label -> (fixed cost, cost per step) in seconds, a least-squares line through its (steps, seconds)."""
     out = {}
-    for lib in dict.fromkeys(r["library"] for r in records):
-        pts = [(r["steps"], r["seconds"]) for r in records if r["library"] == lib]
+    for lib in dict.fromkeys(label(r) for r in records):
+        pts = [(r["steps"], r["seconds"]) for r in records if label(r) == lib]
         if len(pts) >= 2:
             per_step, fixed = np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
             out[lib] = (float(fixed), float(per_step))
@@ -71,11 +76,11 @@ def slopes(records: List[dict]) -> Dict[str, Tuple[float, float]]:
 
 
 def table(records: List[dict]) -> str:
-    libs = list(dict.fromkeys(r["library"] for r in records))
+    libs = list(dict.fromkeys(label(r) for r in records))
     lengths = list(dict.fromkeys(r["steps"] for r in records))
     lines = ["| steps | " + " | ".join(f"{lib} (us)" for lib in libs) + " |", "|---" * (len(libs) + 1) + "|"]
     for n in lengths:
-        row = {r["library"]: r["seconds"] for r in records if r["steps"] == n}
+        row = {label(r): r["seconds"] for r in records if r["steps"] == n}
         lines.append(f"| {n} | " + " | ".join(f"{row[lib] * 1e6:.2f}" if lib in row else "-" for lib in libs) + " |")
     fit = slopes(records)
     lines.append("| per step | " + " | ".join(f"{fit[lib][1] * 1e6:.3f}" if lib in fit else "-" for lib in libs)
