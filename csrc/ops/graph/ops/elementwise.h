@@ -36,7 +36,7 @@ void for_ranges(size_t n, Fn fn) {
 template <typename In, typename Out, typename F>
 void map_elements(const In* x, Out* y, size_t n, F f) {
   for_ranges(n, [&](size_t b, size_t e) {
-    const F g = f;  // a local copy: stores through y cannot change its parameters, so the loop vectorizes
+    const F g = f;  // a local copy, as in row2
     for (size_t i = b; i < e; ++i) y[i] = g(x[i]);
   });
 }
@@ -105,9 +105,11 @@ void for_rows(const Broadcast& bc, size_t begin, size_t end, Row row) {
   }
 }
 
-// y[0, len) = f(a[j * sa], b[j * sb]): one loop per case, so that each is a plain contiguous loop.
+// y[0, len) = f(a[j * sa], b[j * sb]): one loop per case, so that each is a plain contiguous loop. f by value: a
+// local copy, so stores through y (a uint8_t* may alias anything) cannot change its parameters and the loops
+// vectorize.
 template <typename A, typename B, typename Out, typename F>
-inline void row2(const A* a, const B* b, Out* y, size_t len, bool sa, bool sb, F& f) {
+inline void row2(const A* a, const B* b, Out* y, size_t len, bool sa, bool sb, F f) {
   if (sa && sb) {
     for (size_t j = 0; j < len; ++j) y[j] = f(a[j], b[j]);
   } else if (sa) {
@@ -138,7 +140,7 @@ template <typename A, typename B, typename C, typename Out, typename F>
 void broadcast3(const Broadcast& bc, const A* a, const B* b, const C* c, Out* y, F f) {
   const size_t sa = bc.inner_step[0], sb = bc.inner_step[1], sc = bc.inner_step[2];
   for_ranges(bc.total, [&](size_t begin, size_t end) {
-    for_rows<3>(bc, begin, end, [&](size_t start, const size_t* off, size_t len) {
+    for_rows<3>(bc, begin, end, [&, f](size_t start, const size_t* off, size_t len) {  // f copied, as in row2
       const A* pa = a + off[0];
       const B* pb = b + off[1];
       const C* pc = c + off[2];
