@@ -3,7 +3,6 @@ with nnkern alone and against onnxruntime (float and INT8, the outputs' differen
 for a network nnkern.onnx cannot run, torch's quantized model, and the CLI. Small test-size networks at tiny
 inputs, one repetition; no timing asserted."""
 import json
-import subprocess
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ pytest.importorskip("torch", reason="the networks are defined in torch")
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from helpers import describe_process, python_command  # noqa: E402
 from nnkern.bench import models, networks  # noqa: E402
 
 QUICK = dict(size="test", input_size=32, repeats=1, min_time=0.001, progress=None)
@@ -81,13 +79,12 @@ def test_torch_quantized_model():
     assert got.shape == ref.shape and np.abs(got - ref).max() < 0.25 * np.abs(ref).max()
 
 
-def test_cli_alias(tmp_path):
+def test_cli_alias(tmp_path, capsys):
+    """The command line in this process (python -m nnkern's main), so the test does not pay a second torch import."""
+    from nnkern.__main__ import main
     out = tmp_path / "networks.json"
-    proc = subprocess.run(python_command("-m", "nnkern", "bench", "--op", "mobilenet", "--quick", "--shapes", "32",
-                                         "--batch", "1", "--threads", "1", "--repeats", "1", "--libraries", "none",
-                                         "--json", str(out)),
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, describe_process(proc)
-    assert "| mobilenet_v2 | 3x32x32 | float | 1 | nnkern |" in proc.stdout
+    assert main(["bench", "--op", "mobilenet", "--quick", "--shapes", "32", "--batch", "1", "--threads", "1",
+                 "--repeats", "1", "--libraries", "none", "--json", str(out)]) == 0
+    assert "| mobilenet_v2 | 3x32x32 | float | 1 | nnkern |" in capsys.readouterr().out
     recs = json.loads(out.read_text())
     assert [(r["network"], r["precision"], r["library"]) for r in recs] == [("mobilenet_v2", "float", "nnkern")]
