@@ -91,6 +91,11 @@ struct StepRows {
 
   size_t time(size_t j) const { return reversed ? length[order[j]] - 1 - step : step; }
   const float* proj_row(size_t j) const { return proj + s->x_row(time(j), order[j]) * proj_ld + proj_off; }
+  // One gate: z += the input projection p (clipped where the node says), then its activation, in place.
+  void gate(float* z, const float* p, const GateAct& act) const {
+    add_clip(z, p, s->hidden, s->clip, s->clip_value);
+    activate(act, k, z, s->hidden);
+  }
   void store(size_t j) const {
     if (y) std::memcpy(y + s->y_offset(time(j), direction, order[j]), h + j * s->hidden, s->hidden * sizeof(float));
   }
@@ -107,23 +112,19 @@ inline void lstm_rows(const StepRows& r, size_t j0, size_t j1) {
     float* h = r.h + j * H;
     if (r.peep)
       for (size_t u = 0; u < H; ++u) zi[u] += r.peep[u] * c[u];
-    add_clip(zi, p, H, s.clip, s.clip_value);
-    activate(r.f, r.k, zi, H);
+    r.gate(zi, p, r.f);
     if (s.input_forget) {
       for (size_t u = 0; u < H; ++u) zf[u] = 1.0f - zi[u];
     } else {
       if (r.peep)
         for (size_t u = 0; u < H; ++u) zf[u] += r.peep[2 * H + u] * c[u];
-      add_clip(zf, p + 2 * H, H, s.clip, s.clip_value);
-      activate(r.f, r.k, zf, H);
+      r.gate(zf, p + 2 * H, r.f);
     }
-    add_clip(zc, p + 3 * H, H, s.clip, s.clip_value);
-    activate(r.g, r.k, zc, H);
+    r.gate(zc, p + 3 * H, r.g);
     for (size_t u = 0; u < H; ++u) c[u] = zf[u] * c[u] + zi[u] * zc[u];
     if (r.peep)
       for (size_t u = 0; u < H; ++u) zo[u] += r.peep[H + u] * c[u];
-    add_clip(zo, p + H, H, s.clip, s.clip_value);
-    activate(r.f, r.k, zo, H);
+    r.gate(zo, p + H, r.f);
     std::memcpy(zc, c, H * sizeof(float));  // zc is consumed: it takes h(c)
     activate(r.hact, r.k, zc, H);
     for (size_t u = 0; u < H; ++u) h[u] = zo[u] * zc[u];
@@ -140,13 +141,10 @@ inline void gru_rows_linear(const StepRows& r, size_t j0, size_t j1) {
     float* z = r.rec + j * r.rec_ld;
     float *rg = z + H, *n = z + 2 * H;
     float* h = r.h + j * H;
-    add_clip(z, p, H, s.clip, s.clip_value);
-    activate(r.f, r.k, z, H);
-    add_clip(rg, p + H, H, s.clip, s.clip_value);
-    activate(r.f, r.k, rg, H);
+    r.gate(z, p, r.f);
+    r.gate(rg, p + H, r.f);
     for (size_t u = 0; u < H; ++u) n[u] *= rg[u];
-    add_clip(n, p + 2 * H, H, s.clip, s.clip_value);
-    activate(r.g, r.k, n, H);
+    r.gate(n, p + 2 * H, r.g);
     for (size_t u = 0; u < H; ++u) h[u] = (1.0f - z[u]) * n[u] + z[u] * h[u];
     r.store(j);
   }
@@ -162,10 +160,8 @@ inline void gru_rows_reset(const StepRows& r, size_t j0, size_t j1) {
     float* rg = z + H;
     const float* h = r.h + j * H;
     float* rh = r.reset_h + j * H;
-    add_clip(z, p, H, s.clip, s.clip_value);
-    activate(r.f, r.k, z, H);
-    add_clip(rg, p + H, H, s.clip, s.clip_value);
-    activate(r.f, r.k, rg, H);
+    r.gate(z, p, r.f);
+    r.gate(rg, p + H, r.f);
     for (size_t u = 0; u < H; ++u) rh[u] = rg[u] * h[u];
   }
 }
@@ -179,8 +175,7 @@ inline void gru_rows_update(const StepRows& r, size_t j0, size_t j1) {
     const float* z = r.rec + j * r.rec_ld;
     float* n = r.rec_h + j * H;
     float* h = r.h + j * H;
-    add_clip(n, p + 2 * H, H, s.clip, s.clip_value);
-    activate(r.g, r.k, n, H);
+    r.gate(n, p + 2 * H, r.g);
     for (size_t u = 0; u < H; ++u) h[u] = (1.0f - z[u]) * n[u] + z[u] * h[u];
     r.store(j);
   }
@@ -191,8 +186,7 @@ inline void rnn_rows(const StepRows& r, size_t j0, size_t j1) {
   const size_t H = s.hidden;
   for (size_t j = j0; j < j1; ++j) {
     float* z = r.rec + j * r.rec_ld;
-    add_clip(z, r.proj_row(j), H, s.clip, s.clip_value);
-    activate(r.f, r.k, z, H);
+    r.gate(z, r.proj_row(j), r.f);
     std::memcpy(r.h + j * H, z, H * sizeof(float));
     r.store(j);
   }
