@@ -334,3 +334,22 @@ def test_contrib_qgemm(trans_b, quantized_output):
     else:
         np.testing.assert_allclose(y, real, rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(run_ort(m, {"a": a})[0], y, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_qlinear_add_and_mul_round_half_to_even(op):
+    """Scales that put many results exactly half-way: the documented float32 formula, ties to even, bit for bit."""
+    rng = np.random.default_rng(21)
+    a = rng.integers(0, 256, (3, 257)).astype(np.uint8)
+    b = rng.integers(0, 256, (257,)).astype(np.uint8)
+    sa, sb, sc = np.float32(0.5), np.float32(0.5), np.float32(1.0 if op == "QLinearAdd" else 8.0)
+    za, zb, zc = np.uint8(128), np.uint8(120), np.uint8(100)
+    node = helper.make_node(op, ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["y"], domain="com.microsoft")
+    consts = {"sa": sa, "za": za, "b": b, "sb": sb, "zb": zb, "sc": sc, "zc": zc}
+    x = (a.astype(np.float32) - np.float32(za)) * sa
+    y = (b.astype(np.float32) - np.float32(zb)) * sb
+    v = (x + y if op == "QLinearAdd" else x * y) / sc + np.float32(zc)
+    ties = (v - np.floor(v) == 0.5) & (v > 0) & (v < 255)
+    assert ties.sum() >= 10, ties.sum()  # the case is the ties inside the type's range
+    want = np.rint(np.clip(v, 0, 255)).astype(np.uint8)
+    np.testing.assert_array_equal(run_nnkern(_contrib_model(node, {"a": a}, consts), {"a": a})[0], want)
