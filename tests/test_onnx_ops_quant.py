@@ -353,3 +353,14 @@ def test_qlinear_add_and_mul_round_half_to_even(op):
     assert ties.sum() >= 10, ties.sum()  # the case is the ties inside the type's range
     want = np.rint(np.clip(v, 0, 255)).astype(np.uint8)
     np.testing.assert_array_equal(run_nnkern(_contrib_model(node, {"a": a}, consts), {"a": a})[0], want)
+
+
+def test_qlinear_mul_with_a_degenerate_output_scale_is_defined():
+    """A zero or NaN output scale makes 0/0 and NaN results: they saturate to the type's low end, not an undefined
+    float -> integer conversion."""
+    a = np.arange(10, dtype=np.uint8)
+    node = helper.make_node("QLinearMul", ["a", "sa", "za", "a", "sa", "za", "sc", "zc"], ["y"], domain="com.microsoft")
+    for sc, want in [(0.0, [0] + [255] * 9), (np.nan, [0] * 10)]:
+        consts = {"sa": np.float32(0.5), "za": np.uint8(0), "sc": np.float32(sc), "zc": np.uint8(3)}
+        got = run_nnkern(_contrib_model(node, {"a": a}, consts), {"a": a})[0]
+        np.testing.assert_array_equal(got, np.array(want, np.uint8))

@@ -192,7 +192,8 @@ std::unique_ptr<Step> qbinary_step(const NodeSpec& n, const TensorDesc& out) {
         broadcast2(bc, d.in<T>(0), d.in<T>(3), d.out<T>(0), [=](T a, T b) {
           const float x = (float(a) - za) * sa, y = (float(b) - zb) * sb;
           const float v = (Mul ? x * y : x + y) / sc + zc;
-          return T(rint_small(std::min(std::max(v, lo), hi)));  // clamped to the type's range first
+          // Clamped to the type's range first (a NaN, from a zero or NaN scale, to lo: no undefined conversion).
+          return T(rint_small(std::min(std::max(lo, v), hi)));
         });
       },
       over);
