@@ -6,11 +6,15 @@ subprocess script, so it must not import pytest.
 from __future__ import annotations
 
 import os
+import runpy
+import select
 import shlex
 import signal
 import subprocess
 import sys
 import threading
+import time
+import traceback
 
 import numpy as np
 
@@ -122,6 +126,51 @@ def run_python_isolated(code, args=(), env=None, timeout=300, executable=None, p
         cmd = python_command("-c", code, *args, executable=executable)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ) if env is None else env)
+
+
+def run_script_isolated(script, *args, timeout=600):
+    """Run the check script ``script`` as __main__ with ``args`` in a child process, so a fault fails one test
+    instead of killing pytest. The child is a fork of this process where that is possible (no interpreter start-up:
+    the guard-page checks are many and short), a fresh interpreter otherwise (no fork, or emulated). The result is a
+    subprocess.CompletedProcess (the fork's stderr is in its stdout); subprocess.TimeoutExpired past the timeout."""
+    argv = [str(script), *map(str, args)]
+    if EXEC_PREFIX or not hasattr(os, "fork"):
+        return run_python_isolated(f"import runpy, sys; sys.argv = {argv!r}; "
+                                   f"runpy.run_path({argv[0]!r}, run_name='__main__')", timeout=timeout)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run the script with stdout and stderr on the pipe, never return into pytest
+        code = 1
+        try:
+            os.close(read_end)
+            os.dup2(write_end, 1)
+            os.dup2(write_end, 2)
+            sys.stdout = sys.stderr = open(1, "w", closefd=False)
+            sys.argv = argv
+            runpy.run_path(argv[0], run_name="__main__")
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    os.close(write_end)
+    output, deadline = [], time.monotonic() + timeout
+    with os.fdopen(read_end, "rb") as pipe:
+        while select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            chunk = pipe.read1(1 << 16)
+            if not chunk:
+                break
+            output.append(chunk)
+        else:  # out of time: as subprocess.run does
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise subprocess.TimeoutExpired(argv, timeout, b"".join(output))
+    status = os.waitpid(pid, 0)[1]
+    text = b"".join(output).decode(errors="replace")
+    return subprocess.CompletedProcess(argv, os.waitstatus_to_exitcode(status), text, "")
 
 
 def describe_process(proc):

@@ -2,14 +2,12 @@
 conv2d table, that every library computes the same convolution as a float64 reference, and that the tables and the CLI have their columns (tiny layers, one repetition, no
 timing asserted). The tests that run torch or onnxruntime skip, naming it, where it is missing."""
 import json
-import subprocess
 
 import numpy as np
 import pytest
 
 import nnkern
 from nnkern.bench import conv, fconv, harness
-from helpers import describe_process, python_command
 
 KIND = fconv.CONV
 TINY = conv.Layer("tiny", 1, 9, 9, 6, 4, 3, 3, 2, 1, 2)  # grouped, strided, padded: out 5x5
@@ -155,14 +153,14 @@ def test_table_columns_with_the_libraries():
     assert "| best other | nnkern auto / best other |" in head
 
 
-def test_cli_quick_table(tmp_path):
+def test_cli_quick_table(tmp_path, capsys):
+    """python -m nnkern's main in this process (tests/test_onnx_session.py runs the command itself)."""
     require_libraries()
+    from nnkern.__main__ import main
     out = tmp_path / "conv.json"
-    cmd = python_command("-m", "nnkern", "bench", "--op", "conv", "--quick", "--shapes", "lowoc", "dw.14",
-                         "--threads", "1", "--repeats", "1", "--json", out)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, describe_process(proc)
-    text = proc.stdout
+    assert main(["bench", "--op", "conv", "--quick", "--shapes", "lowoc", "dw.14", "--threads", "1",
+                 "--repeats", "1", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
     assert "**conv GFLOP/s, 1 thread(s)**" in text and "measured f32 peak per core" in text
     rows = [l for l in text.splitlines() if l.startswith("| lowoc.") or l.startswith("| mbv2.dw.14x384")]
     assert len(rows) == 2, text

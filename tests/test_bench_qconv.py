@@ -1,12 +1,9 @@
 """``python -m nnkern bench --op qconv``: the layer suite's data, the operation count, the check that every
-library computes the same convolution, and the CLI's table (quick, one repetition, in a subprocess)."""
-import subprocess
+library computes the same convolution, and the CLI's table (quick, one repetition, in this process)."""
 
 import numpy as np
-import pytest
 
 from nnkern.bench import conv
-from helpers import describe_process, python_command
 
 
 def test_suite_is_the_networks_layers():
@@ -64,13 +61,13 @@ def test_every_library_computes_the_same_layer():
     assert np.abs(nn["auto"].out - ref).max() <= 1
 
 
-def test_cli_quick_table(tmp_path):
+def test_cli_quick_table(tmp_path, capsys):
+    """python -m nnkern's main in this process (tests/test_onnx_session.py runs the command itself)."""
+    from nnkern.__main__ import main
     out = tmp_path / "qconv.json"
-    cmd = python_command("-m", "nnkern", "bench", "--op", "qconv", "--quick", "--shapes", "s2.expand", "dw.14",
-                         "--threads", "1", "--repeats", "1", "--json", out)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, describe_process(proc)
-    text = proc.stdout
+    assert main(["bench", "--op", "qconv", "--quick", "--shapes", "s2.expand", "dw.14", "--threads", "1",
+                 "--repeats", "1", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
     assert "**qconv GOP/s, 1 thread(s)**" in text
     rows = [l for l in text.splitlines() if l.startswith("| rn50.s2.expand") or l.startswith("| mbv2.dw.14x384")]
     assert len(rows) == 2, text

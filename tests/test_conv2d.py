@@ -16,7 +16,7 @@ from nnkern import _C
 import os
 
 from conftest import require_level
-from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_python_isolated
+from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_script_isolated
 
 ALGORITHMS = _C.algorithms("conv2d")
 FAMILY = dict(_C.conv2d_algorithm_families())  # the kernels each algorithm runs, as C++ lists them
@@ -162,8 +162,7 @@ GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conv_gu
 def test_no_access_past_guard_page(path):
     """Input, weights and output ending at an unmapped page (tests/conv_guard_check.py, in a subprocess)."""
     algorithm, kernel = path
-    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {algorithm!r}, {kernel!r}]; "
-                               f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    proc = run_script_isolated(GUARD_SCRIPT, algorithm, kernel)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import nnkern
 from nnkern import _C
-from helpers import EPS, QUICK, check_within_bound, describe_process, gemm_bound, rand, run_python_isolated
+from helpers import EPS, QUICK, check_within_bound, describe_process, gemm_bound, rand, run_script_isolated
 
 GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard_check.py")
 TRANSPOSES = list(itertools.product([False, True], [False, True]))
@@ -311,6 +311,5 @@ def test_routing_is_listed():
 def test_no_access_past_guard_page(isa):
     """The gemv kernels and skinny driver paths with operands ending at an unmapped page (subprocess)."""
     gemv_info(isa)
-    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {isa!r}, 'gemv']; "
-                               f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    proc = run_script_isolated(GUARD_SCRIPT, isa, "gemv")
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)

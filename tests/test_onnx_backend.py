@@ -5,11 +5,13 @@ import re
 import sys
 import unittest
 import warnings
+from unittest import mock
 
 import pytest
 
 onnx = pytest.importorskip("onnx")
 import onnx.backend.test  # noqa: E402
+import onnx.backend.test.runner  # noqa: E402
 from onnx.backend.test.loader import load_model_tests  # noqa: E402
 
 import nnkern.onnx  # noqa: E402
@@ -67,16 +69,19 @@ def _reason(name: str):
     return None
 
 
-def node_cases():
-    """(test name, the operators its model uses) of every node test."""
-    cases = []
+def _load_node_tests():
     with warnings.catch_warnings():  # the onnx package computes its expected outputs with numpy casts that overflow
         warnings.simplefilter("ignore")
-        loaded = load_model_tests(kind="node")
-    for case in loaded:
-        ops = sorted({n.op_type for n in case.model.graph.node})
-        cases.append((case.name, ops))
-    return cases
+        return load_model_tests(kind="node")
+
+
+# Loading computes every case's expected outputs (seconds): done once, shared by the selection and the runner.
+_NODE_TESTS = _load_node_tests()
+
+
+def node_cases():
+    """(test name, the operators its model uses) of every node test."""
+    return [(case.name, sorted({n.op_type for n in case.model.graph.node})) for case in _NODE_TESTS]
 
 
 def selection():
@@ -95,8 +100,10 @@ def selection():
 
 
 _RUN, _EXCLUDED = selection()
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
+# The runner is handed the node tests already loaded; the other kinds (real models to download, pytorch-converted
+# cases) are not run here.
+with mock.patch.object(onnx.backend.test.runner, "load_model_tests",
+                       lambda kind: _NODE_TESTS if kind == "node" else []):
     _backend_test = onnx.backend.test.BackendTest(nnkern.onnx.backend, __name__)
 # Only the selected tests are collected (the runner would otherwise report every other case as skipped).
 _cases = _backend_test.test_cases  # a property that builds new classes on each access: read it once
@@ -105,6 +112,7 @@ for _cls in _cases.values():
         if _attr[:-len("_cpu")] not in _RUN or not _attr.endswith("_cpu"):
             delattr(_cls, _attr)
 globals().update({k: v for k, v in _cases.items() if any(a.startswith("test_") for a in vars(v))})
+del _cls  # a module-level TestCase class would be collected a second time
 
 
 def test_every_supported_operator_has_node_tests():

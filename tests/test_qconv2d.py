@@ -18,7 +18,7 @@ import pytest
 
 import nnkern
 from nnkern import _C
-from helpers import QUICK, describe_process, run_concurrently, run_python_isolated
+from helpers import QUICK, describe_process, run_concurrently, run_script_isolated
 from qhelpers import QGEMM_KERNELS, epilogue_ref, runnable
 from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture of the dispatched path)
 
@@ -177,8 +177,7 @@ def dwkernel(request):
 def test_depthwise_no_access_past_guard_page(dwkernel):
     """Every channel tail of the depthwise kernel with input and output ending at an unmapped page; in a
     subprocess (tests/qdwconv_guard_check.py), so a fault fails this test only."""
-    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{DW_GUARD_SCRIPT!r}, {dwkernel!r}]; "
-                               f"runpy.run_path({DW_GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    proc = run_script_isolated(DW_GUARD_SCRIPT, dwkernel)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 
@@ -305,8 +304,7 @@ def test_direct_extremes(directkernel, xdt, zx, extreme):
 
 def test_direct_no_access_past_guard_page(directkernel):
     """Input, output tails at an unmapped page (tests/qconv_direct_guard_check.py, in a subprocess)."""
-    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{DIRECT_GUARD_SCRIPT!r}, {directkernel!r}]; "
-                               f"runpy.run_path({DIRECT_GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    proc = run_script_isolated(DIRECT_GUARD_SCRIPT, directkernel)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 

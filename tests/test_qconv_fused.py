@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import nnkern
-from helpers import QUICK, describe_process, run_python_isolated
+from helpers import QUICK, describe_process, run_script_isolated
 from test_qconv2d import (algorithms_for, directkernel, dwkernel, make_layer, qkernel, rand_x,  # noqa: F401
                           random_config, ref_layer, unfused)
 from test_qgemm import qisa  # noqa: F401
@@ -239,8 +239,7 @@ def test_pool_requantized_defaults_and_explicit(rng):
 def test_no_access_past_guard_page():
     """Shuffled and pooled results and inputs ending at an unmapped page, every algorithm, r = 1..4, every output
     dtype (tests/qconv_fused_guard_check.py, in a subprocess: a fault fails this test only)."""
-    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}]; "
-                               f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    proc = run_script_isolated(GUARD_SCRIPT)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import nnkern
 from nnkern import _C
-from helpers import QUICK, describe_process, run_python_isolated
+from helpers import QUICK, describe_process, run_script_isolated
 from qhelpers import runnable
 from test_qconv2d import LARGE_WINDOWS, make_layer, rand_x, ref_layer, unfused
 from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture of the dispatched path)
@@ -131,8 +131,7 @@ def test_strides_and_dilations(lowkernel, stride, dilation):
 def test_no_access_past_guard_page(lowkernel):
     """Input (every IC tail: the last pixel's last group) and output (NHWC and planar tails) ending at an
     unmapped page (tests/qconv_low_ofm_guard_check.py, in a subprocess)."""
-    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {lowkernel!r}]; "
-                               f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    proc = run_script_isolated(GUARD_SCRIPT, lowkernel)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 

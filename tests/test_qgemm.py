@@ -19,7 +19,7 @@ import pytest
 
 import nnkern
 from nnkern import _C
-from helpers import QUICK, describe_process, run_python_isolated
+from helpers import QUICK, describe_process, run_script_isolated
 from qhelpers import (KIND_DTYPES, LARGE_TILE, OUT_KINDS, QGEMM_KERNELS, QGEMM_LEVELS, epilogue_ref, first_kernel,
                       kernel_traits, pack_a, pack_taps, ref_qgemm, runnable, tile_grid)
 
@@ -589,8 +589,7 @@ def test_bad_inputs():
 # --- guard pages (subprocess: a fault fails one test) ----------------------------------------------------
 
 def run_guard_script(target, what):
-    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {target!r}, {what!r}]; "
-                               f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    proc = run_script_isolated(GUARD_SCRIPT, target, what)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import nnkern
 from nnkern import _C
-from helpers import EPS, QUICK, check_within_bound, describe_process, gemm_bound, run_python_isolated
+from helpers import EPS, QUICK, check_within_bound, describe_process, gemm_bound, run_python_isolated, run_script_isolated
 
 K_VALUES = range(0, 2 * 8 + 8) if not QUICK else (0, 1, 2, 3, 4, 7, 8, 9, 15, 17, 23)
 SENTINEL = np.float32(-777.0)
@@ -171,8 +171,7 @@ def test_guarded_buffer_ends_at_guard_page():
 def test_no_access_past_guard_page(isa, what):
     """Every tail of the micro-kernel (what=ukernel) and of the driver (what=sgemm) with inputs and outputs
     ending at an unmapped page; in a subprocess, so a fault is a failure of this test only."""
-    proc = run_python_isolated(f"import runpy, sys; sys.argv = [{GUARD_SCRIPT!r}, {isa!r}, {what!r}]; "
-                               f"runpy.run_path({GUARD_SCRIPT!r}, run_name='__main__')", timeout=600)
+    proc = run_script_isolated(GUARD_SCRIPT, isa, what)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 
