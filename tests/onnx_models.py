@@ -154,6 +154,20 @@ def tiny_mlp() -> onnx.ModelProto:
                    [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", NUM_CLASSES])])
 
 
+def hard_activations() -> onnx.ModelProto:
+    """The activations convolutions fuse beyond ReLU: Conv+HardSwish, a depthwise Conv+LeakyRelu(0.1), a
+    squeeze-excite gate (GlobalAveragePool, Conv+Relu, Conv+HardSigmoid with torch's alpha 1/6, Mul), Conv+Sigmoid."""
+    g = _Graph(105)
+    x = g.node("HardSwish", [g.conv("image", 3, 16, 3, stride=2)])
+    x = g.node("LeakyRelu", [g.conv(x, 16, 16, 3, group=16)], alpha=0.1)
+    s = g.node("Relu", [g.conv(g.node("GlobalAveragePool", [x]), 16, 8, 1)])
+    s = g.node("HardSigmoid", [g.conv(s, 8, 16, 1)], alpha=1.0 / 6, beta=0.5)
+    x = g.node("Mul", [x, s])
+    g.node("Sigmoid", [g.conv(x, 16, 4, 1)], output="mask")
+    return g.model("hard_activations", [_image_input("image", 3)],
+                   [helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["N", 4, "H2", "W2"])])
+
+
 # ---------------------------------------------------------------------------------------------------- registry
 def _torch_builder(name):
     def build() -> onnx.ModelProto:
@@ -169,6 +183,7 @@ MODELS = {
     "conv1d": (conv1d, Feeds("signal", "sequence", 4, 64, 40), False),
     "upsample_concat": (upsample_concat, Feeds("image", "image", 3, 32, 16), False),
     "tiny_mlp": (tiny_mlp, Feeds("features", "vector", 20), False),
+    "hard_activations": (hard_activations, Feeds("image", "image", 3, 32, 20), False),
     # torch-defined (nnkern.bench.models, test size)
     **{name: (_torch_builder(name), _models.feeds(name), True) for name in _models.SPECS},
 }

@@ -201,20 +201,31 @@ def test_mgemm_applies_only_with_stride_equal_dilation_and_a_kernel(rng):
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("activation, method", [("relu", "accurate"), ("relu6", "accurate"), ("sigmoid", "accurate"),
-                                                ("silu", "accurate"), ("sigmoid", "minimax"), ("silu", "scalef")])
+                                                ("silu", "accurate"), ("sigmoid", "minimax"), ("silu", "scalef"),
+                                                ("hardswish", "accurate"), ("hardsigmoid", "accurate"),
+                                                ("leaky_relu", "accurate")])
 def test_fused_activation_equals_unfused(rng, algorithm, activation, method):
     cfg = for_algorithm(dict(N=2, H=9, W=13, IC=5, OC=37, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
                              padding=(1, 1, 1, 1)), algorithm)
     x, w, b, plain = make(rng, cfg)
-    x *= 4  # reach relu6's clamp and sigmoid's tails
+    x *= 4  # reach relu6's clamp, the hard activations' corners and sigmoid's tails
+    params = {"hardsigmoid": dict(activation_alpha=0.3, activation_beta=0.4),
+              "leaky_relu": dict(activation_alpha=0.1)}.get(activation, {})
     fused = nnkern.Conv2d(w, b, padding=1, groups=cfg["groups"], activation=activation, activation_method=method,
-                          algorithm=algorithm)
+                          algorithm=algorithm, **params)
     t = plain._run(x, None, algorithm, "")
     y = fused(x)
+    f32 = np.float32
     if activation == "relu":
         want = np.maximum(t, 0)
     elif activation == "relu6":
         want = np.minimum(np.maximum(t, 0), 6)
+    elif activation == "hardswish":  # the ONNX op's formula in float32: x * clip(x / 6 + 0.5, 0, 1)
+        want = t * np.clip(f32(1) / f32(6) * t + f32(0.5), f32(0), f32(1))
+    elif activation == "hardsigmoid":
+        want = np.clip(f32(0.3) * t + f32(0.4), f32(0), f32(1))
+    elif activation == "leaky_relu":
+        want = np.where(t < 0, t * f32(0.1), t)
     else:
         s = nnkern.sigmoid(t, method=method)
         want = s if activation == "sigmoid" else (t * s).astype(np.float32)
@@ -331,6 +342,12 @@ def test_pickle_repr_and_properties(rng):
     assert (clone.stride, clone.padding, clone.dilation, clone.groups) == ((2, 1), (1, 0, 2, 1), (1, 2), 2)
     assert "Conv2d(in_channels=4, out_channels=6" in repr(layer)
     assert not layer.weight.flags.writeable and not layer.bias.flags.writeable
+    leaky = nnkern.Conv2d(w, b, groups=2, activation="leaky_relu", activation_alpha=0.25)
+    clone = pickle.loads(pickle.dumps(leaky))
+    assert (clone.activation, clone.activation_alpha, clone.activation_beta) == ("leaky_relu", 0.25, None)
+    np.testing.assert_array_equal(clone(x), leaky(x))
+    assert (nnkern.Conv2d(w, activation="hardsigmoid").activation_alpha,
+            nnkern.Conv2d(w, activation="hardsigmoid").activation_beta) == (np.float64(0.2), 0.5)
 
 
 def test_out_argument_and_noncontiguous_input(rng):
@@ -391,6 +408,10 @@ def test_bad_inputs(rng):
         (dict(weight=w, activation="gelu"), ValueError, "activation"),
         (dict(weight=w, activation=1), TypeError, "activation"),
         (dict(weight=w, activation="silu", activation_method="fast"), ValueError, "activation_method"),
+        (dict(weight=w, activation="relu", activation_alpha=0.1), ValueError, "not a parameter"),
+        (dict(weight=w, activation="leaky_relu", activation_beta=0.1), ValueError, "not a parameter"),
+        (dict(weight=w, activation="leaky_relu", activation_alpha=float("nan")), ValueError, "finite"),
+        (dict(weight=w, activation="hardsigmoid", activation_alpha="0.2"), ValueError, "finite"),
         (dict(weight=w, algorithm="winograd"), ValueError, "algorithm"),
         (dict(weight=w, stride=1.5), TypeError, "stride"),
         (dict(weight=[[1.0]]), TypeError, "list"),

@@ -18,11 +18,12 @@ bool isa_named(const std::string& name) {
 class Conv2dBinding {
  public:
   // w: OC x KH x KW x icg float32; geo: (OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr); bias: float32
-  // (OC,) or None; activation: ConvActivation's number; method: the sigmoid kernels' method name.
+  // (OC,) or None; activation: ConvActivation's number, alpha / beta its parameters; method: the sigmoid kernels'
+  // method name.
   Conv2dBinding(const py::array& w, const std::vector<size_t>& g, const py::object& bias, int activation,
-                const std::string& method) {
+                const std::string& method, float alpha, float beta) {
     if (g.size() != 13) throw py::value_error("internal: geometry needs 13 values");
-    if (activation < 0 || activation > int(ConvActivation::silu)) throw py::value_error("internal: bad activation");
+    if (activation < 0 || activation > int(kLastConvActivation)) throw py::value_error("internal: bad activation");
     ConvGeometry geo;
     geo.OC = g[0], geo.IC = g[1], geo.KH = g[2], geo.KW = g[3], geo.groups = g[4];
     geo.sh = g[5], geo.sw = g[6], geo.dh = g[7], geo.dw = g[8];
@@ -31,7 +32,8 @@ class Conv2dBinding {
     const float* wp =
         checked_in<float>(w, "weight", {ssize_t(geo.OC), ssize_t(geo.KH), ssize_t(geo.KW), ssize_t(geo.icg())});
     const float* b = bias.is_none() ? nullptr : checked_in<float>(bias.cast<py::array>(), "bias", {ssize_t(geo.OC)});
-    packed_ = std::make_shared<PackedConv2d>(geo, wp, b, ConvActivation(activation), act_method_arg(method, "method"));
+    packed_ = std::make_shared<PackedConv2d>(geo, wp, b, ConvPostOp{ConvActivation(activation), alpha, beta},
+                                             act_method_arg(method, "method"));
   }
 
   // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (the dispatched ones), a kernel's name (tests: the
@@ -96,7 +98,10 @@ void bind_conv2d(py::module_& m) {
   m.def("conv2d_algorithm_families", &conv_algorithm_families,
         "(algorithm, the kernel family it runs) for each entry of the conv2d table, in its order");
   py::class_<Conv2dBinding>(m, "PackedConv2d")
-      .def(py::init<const py::array&, const std::vector<size_t>&, const py::object&, int, const std::string&>())
+      .def(py::init<const py::array&, const std::vector<size_t>&, const py::object&, int, const std::string&, float,
+                    float>(),
+           py::arg("w"), py::arg("geometry"), py::arg("bias"), py::arg("activation"), py::arg("method"),
+           py::arg("alpha") = 0.0f, py::arg("beta") = 0.0f)
       .def("run", &Conv2dBinding::run, py::arg("x"), py::arg("out"), py::arg("algorithm") = "auto",
            py::arg("kernel") = "")
       .def("auto_algorithm", &Conv2dBinding::auto_algorithm)

@@ -95,7 +95,7 @@ class PackedQConv2d:
     def kernel_name(self) -> str:
         ...
 class PackedConv2d:
-    def __init__(self, arg0: numpy.ndarray, arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: typing.Any, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: str) -> None:
+    def __init__(self, w: numpy.ndarray, geometry: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], bias: typing.Any, activation: typing.SupportsInt | typing.SupportsIndex, method: str, alpha: typing.SupportsFloat | typing.SupportsIndex = 0.0, beta: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> None:
         ...
     def applicable_algorithms(self, n: typing.SupportsInt | typing.SupportsIndex, h: typing.SupportsInt | typing.SupportsIndex, w: typing.SupportsInt | typing.SupportsIndex) -> list[str]:
         """

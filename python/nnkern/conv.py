@@ -12,7 +12,10 @@ from .activations import ACTIVATION_METHODS
 __all__ = ["Conv2d", "InvertedResidual", "conv2d"]
 
 #: The fused activations, by the number the native layer knows them by.
-ACTIVATIONS = {None: 0, "relu": 1, "relu6": 2, "sigmoid": 3, "silu": 4}
+ACTIVATIONS = {None: 0, "relu": 1, "relu6": 2, "sigmoid": 3, "silu": 4, "hardswish": 5, "hardsigmoid": 6,
+               "leaky_relu": 7}
+#: The parameters (alpha, beta) of the activations that take them, with ONNX's defaults.
+ACTIVATION_PARAMETERS = {"leaky_relu": (0.01, None), "hardsigmoid": (0.2, 0.5)}
 
 
 def _activation(v):
@@ -21,6 +24,20 @@ def _activation(v):
     if v not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {v!r}")
     return v
+
+
+def _activation_parameters(activation, alpha, beta) -> tuple:
+    """(alpha, beta) as the layer keeps them: the given ones or the defaults; None where the activation has none."""
+    defaults = ACTIVATION_PARAMETERS.get(activation, (None, None))
+    out = []
+    for name, given, default in (("activation_alpha", alpha, defaults[0]), ("activation_beta", beta, defaults[1])):
+        if given is not None and default is None:
+            raise ValueError(f"{name} is not a parameter of activation {activation!r}")
+        if given is not None and (isinstance(given, bool) or not isinstance(given, (int, float, np.floating))
+                                  or not np.isfinite(given)):
+            raise ValueError(f"{name} must be a finite number, got {given!r}")
+        out.append(None if default is None else float(default if given is None else given))
+    return tuple(out)
 
 
 def _method(v):
@@ -64,7 +81,10 @@ class Conv2d(_convgeom.ConvGeometryProperties):
       zeros. groups: divides both channel counts (groups == in_channels: depthwise).
     activation: None, "relu", "relu6" (clamped in the kernels' epilogue), "sigmoid" or "silu" (x * sigmoid(x)),
       the latter two through nnkern's sigmoid kernels with ``activation_method`` ("accurate" by default, see
-      :mod:`nnkern.activations` for the bounds of "minimax" and "scalef"), on each block of output just stored.
+      :mod:`nnkern.activations` for the bounds of "minimax" and "scalef"), "hardswish" (x * clip(x / 6 + 0.5, 0,
+      1)), "hardsigmoid" (clip(alpha x + beta, 0, 1)) or "leaky_relu" (x < 0: alpha x), the last five on each block of
+      output just stored. activation_alpha, activation_beta: the parameters of the last two (ONNX's defaults:
+      alpha 0.2, beta 0.5 for hardsigmoid, alpha 0.01 for leaky_relu).
     algorithm: "auto" or an entry of ``nnkern._C.algorithms("conv2d")``:
       "mgemm" (the mGEMM convolution: a block of output channels x a run of output pixels of one row in registers,
       reducing over all input channels and the window straight from the NHWC input, the inputs of three adjacent
@@ -99,9 +119,11 @@ class Conv2d(_convgeom.ConvGeometryProperties):
     def __init__(self, weight: ArrayIn, bias: ArrayIn | None = None, *, stride: int | tuple[int, int] = 1,
                  padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1,
                  activation: str | None = None, activation_method: str = "accurate",
-                 algorithm: str = "auto") -> None:
+                 algorithm: str = "auto", activation_alpha: float | None = None,
+                 activation_beta: float | None = None) -> None:
         self._algorithm = check_algorithm(algorithm, "conv2d")
         self._activation = _activation(activation)
+        self._alpha, self._beta = _activation_parameters(self._activation, activation_alpha, activation_beta)
         self._method = _method(activation_method)
         weight = _float32(weight, "weight")
         self._geometry = _convgeom.geometry(weight.shape, stride, padding, dilation, groups)
@@ -114,17 +136,19 @@ class Conv2d(_convgeom.ConvGeometryProperties):
         self._weight = read_only_copy(weight)
         self._bias = bias
         self._packed = _C.PackedConv2d(self._weight, list(self._geometry), bias, ACTIVATIONS[self._activation],
-                                       self._method)
+                                       self._method, self._alpha or 0.0, self._beta or 0.0)
 
     @classmethod
     def from_torch(cls, module: Any, **kwargs: Any) -> Conv2d:
         """A Conv2d from a float32 ``torch.nn.Conv2d`` (padding_mode "zeros"): its weight permuted to
         (out, KH, KW, in/groups), its bias, stride, padding ("valid", "same" or numbers), dilation and groups;
-        ``kwargs``: activation, activation_method, algorithm."""
+        ``kwargs``: activation, activation_method, activation_alpha, activation_beta, algorithm."""
         w, b, geo = _convgeom.torch_conv_args("Conv2d", module)
         return cls(w, b, **geo, **kwargs)
 
-    activation = property(lambda self: self._activation, doc="the fused activation (None, relu, relu6, sigmoid, silu)")
+    activation = property(lambda self: self._activation, doc="the fused activation (None or a name of ACTIVATIONS)")
+    activation_alpha = property(lambda self: self._alpha, doc="the activation's alpha, or None where it has none")
+    activation_beta = property(lambda self: self._beta, doc="the activation's beta, or None where it has none")
     activation_method = property(lambda self: self._method, doc="the sigmoid kernels' method for sigmoid / silu")
     weight = property(lambda self: self._weight, doc="the weights (out, KH, KW, in // groups), read-only")
     bias = property(lambda self: self._bias, doc="the bias, read-only, or None")
@@ -163,7 +187,8 @@ class Conv2d(_convgeom.ConvGeometryProperties):
         OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr = self._geometry
         return {"weight": self._weight, "bias": self._bias, "stride": (sh, sw), "padding": (pt, pb, pl, pr),
                 "dilation": (dh, dw), "groups": groups, "activation": self._activation,
-                "activation_method": self._method, "algorithm": self._algorithm}
+                "activation_method": self._method, "algorithm": self._algorithm, "activation_alpha": self._alpha,
+                "activation_beta": self._beta}
 
     def __setstate__(self, state):
         state = dict(state)
@@ -179,12 +204,13 @@ class Conv2d(_convgeom.ConvGeometryProperties):
 def conv2d(x: ArrayIn, weight: ArrayIn, bias: ArrayIn | None = None, *, stride: int | tuple[int, int] = 1,
            padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1,
            activation: str | None = None, activation_method: str = "accurate", algorithm: str = "auto",
-           out: ArrayIn | None = None, layout: str = "NHWC") -> np.ndarray:
+           out: ArrayIn | None = None, layout: str = "NHWC", activation_alpha: float | None = None,
+           activation_beta: float | None = None) -> np.ndarray:
     """One FP32 convolution: :class:`Conv2d` built with these arguments and called once on x (layout as its
     call). It packs the weights on every call; a layer called more than once should be a Conv2d."""
     return Conv2d(weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups,
-                  activation=activation, activation_method=activation_method, algorithm=algorithm)(
-        x, out, layout=layout)
+                  activation=activation, activation_method=activation_method, algorithm=algorithm,
+                  activation_alpha=activation_alpha, activation_beta=activation_beta)(x, out, layout=layout)
 
 
 class InvertedResidual:

@@ -51,7 +51,7 @@ const PackedConv2d& FusedInvertedResidual::dw_variant(size_t top, size_t bottom)
     ConvGeometry g = d;
     g.pt = top;
     g.pb = bottom;
-    v = std::make_unique<PackedConv2d>(g, dw_->raw(), dw_->bias(), dw_->activation(), dw_->method());
+    v = std::make_unique<PackedConv2d>(g, dw_->raw(), dw_->bias(), dw_->post_op(), dw_->method());
   }
   return *v;
 }

@@ -12,6 +12,7 @@
 #include "core/kernel_family.h"
 #include "core/workspace.h"
 #include "kernels/f32_activation_list.h"
+#include "ops/activation/pointwise.h"
 
 namespace nnkern {
 namespace {
@@ -47,9 +48,9 @@ std::vector<std::pair<std::string, std::string>> conv_algorithm_families() {
 #undef NNKERN_CONV_FAMILY_
 }
 
-PackedConv2d::PackedConv2d(const ConvGeometry& geo, const float* w, const float* bias, ConvActivation act,
+PackedConv2d::PackedConv2d(const ConvGeometry& geo, const float* w, const float* bias, ConvPostOp post,
                            ActMethod method)
-    : geo_(geo), act_(act), method_(method) {
+    : geo_(geo), post_(post), method_(method) {
   if (!geo.valid()) throw std::invalid_argument("conv2d: bad geometry");
   const size_t n = checked_mul(geo.OC, geo.kg());
   raw_.resize(n);
@@ -66,22 +67,47 @@ PackedConv2d::~PackedConv2d() = default;
 
 F32Epilogue PackedConv2d::epilogue() const {
   F32Epilogue ep;
-  if (act_ == ConvActivation::relu || act_ == ConvActivation::relu6) {
+  if (post_.act == ConvActivation::relu || post_.act == ConvActivation::relu6) {
     ep.clamp = true;
     ep.clamp_min = 0.0f;
-    ep.clamp_max = act_ == ConvActivation::relu6 ? 6.0f : std::numeric_limits<float>::infinity();
+    ep.clamp_max = post_.act == ConvActivation::relu6 ? 6.0f : std::numeric_limits<float>::infinity();
   }
   return ep;
 }
 
+namespace {
+
+template <typename F>
+void map_rows(float* y, size_t rows, size_t n, size_t ld, F f) {
+  for (size_t r = 0; r < rows; ++r) {
+    float* row = y + r * ld;
+    for (size_t i = 0; i < n; ++i) row[i] = f(row[i]);
+  }
+}
+
+}  // namespace
+
 void PackedConv2d::post_activation(float* y, size_t rows, size_t n, size_t ld) const {
-  if (act_ != ConvActivation::sigmoid && act_ != ConvActivation::silu) return;
+  const float alpha = post_.alpha, beta = post_.beta;
+  switch (post_.act) {
+    case ConvActivation::hardswish:
+      return map_rows(y, rows, n, ld, [](float v) { return hard_swish(v); });
+    case ConvActivation::hardsigmoid:
+      return map_rows(y, rows, n, ld, [=](float v) { return hard_sigmoid(v, alpha, beta); });
+    case ConvActivation::leaky_relu:
+      return map_rows(y, rows, n, ld, [=](float v) { return leaky_relu(v, alpha); });
+    case ConvActivation::sigmoid:
+    case ConvActivation::silu:
+      break;
+    default:
+      return;  // none, or the epilogue's clamp
+  }
   const F32UnaryUkernel sigmoid = f32_activation_family().dispatched().sigmoid[int(method_)];
   constexpr size_t kChunk = 256;
   alignas(64) float s[kChunk];
   for (size_t r = 0; r < rows; ++r) {
     float* row = y + r * ld;
-    if (act_ == ConvActivation::sigmoid) {
+    if (post_.act == ConvActivation::sigmoid) {
       sigmoid(n, row, row);
       continue;
     }

@@ -32,7 +32,17 @@
 
 namespace nnkern {
 
-enum class ConvActivation : int { none = 0, relu = 1, relu6 = 2, sigmoid = 3, silu = 4 };
+enum class ConvActivation : int {
+  none = 0, relu = 1, relu6 = 2, sigmoid = 3, silu = 4, hardswish = 5, hardsigmoid = 6, leaky_relu = 7
+};
+constexpr ConvActivation kLastConvActivation = ConvActivation::leaky_relu;
+
+// The activation fused after the convolution, with its parameters: alpha of leaky_relu, alpha and beta of
+// hardsigmoid (ops/activation/pointwise.h; unused by the others).
+struct ConvPostOp {
+  ConvActivation act = ConvActivation::none;
+  float alpha = 0.0f, beta = 0.0f;
+};
 
 // The weights in blocks of MR output channels per group, each ks * icg rows of MR floats (row t * icg + c:
 // tap t = kh * KW + kw, input channel c), channels past ocg zero: the indirect GEMM kernels' packed A and the
@@ -59,7 +69,7 @@ struct ConvIndirection {
 class PackedConv2d {
  public:
   // w: OC x KH x KW x icg float32 (each group's rows g * ocg .. contiguous); bias: OC floats or null.
-  PackedConv2d(const ConvGeometry& geo, const float* w, const float* bias, ConvActivation act, ActMethod method);
+  PackedConv2d(const ConvGeometry& geo, const float* w, const float* bias, ConvPostOp post, ActMethod method);
   ~PackedConv2d();
 
   // y = conv(x (N x H x W x IC)) through `algorithm` ("auto" or a table entry; std::invalid_argument if unknown or
@@ -72,7 +82,8 @@ class PackedConv2d {
   size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const;
 
   const ConvGeometry& geometry() const { return geo_; }
-  ConvActivation activation() const { return act_; }
+  ConvActivation activation() const { return post_.act; }
+  const ConvPostOp& post_op() const { return post_; }
   ActMethod method() const { return method_; }
   size_t indirection_builds() const { return indirect_.builds(); }  // the tests' cache probe
   size_t indirection_bytes() const { return indirect_.bytes(); }    // what the cache holds (ops/conv/indirection_cache.h)
@@ -82,7 +93,8 @@ class PackedConv2d {
   bool finite_weights() const { return finite_; }     // no weight is Inf or NaN
   const float* bias() const { return bias_.size() ? bias_.data() : nullptr; }
   F32Epilogue epilogue() const;  // bias (added per group by the caller) and the relu / relu6 clamp
-  // The sigmoid / SiLU post-op over `rows` rows of n floats, ld apart (nothing for the other activations).
+  // The activations not in the epilogue's clamp (sigmoid, SiLU, HardSwish, HardSigmoid, LeakyRelu) over `rows`
+  // rows of n floats, ld apart, on each block of output just stored.
   void post_activation(float* y, size_t rows, size_t n, size_t ld) const;
   std::shared_ptr<const ConvIndirection> indirection(const ConvInputShape& s, size_t NR) const;
 
@@ -93,7 +105,7 @@ class PackedConv2d {
   const ConvAlgorithm& select(const ConvCall& c, const std::string& algorithm) const;
 
   ConvGeometry geo_;
-  ConvActivation act_;
+  ConvPostOp post_;
   ActMethod method_;
   AlignedBuffer<float> raw_, bias_;
   bool finite_ = true;

@@ -26,6 +26,27 @@ SHAPE_ONLY = frozenset({"Shape", "Size"})
 #: Constant outputs larger than this stay computed at run time (a ConstantOfShape of a huge shape, say).
 MAX_FOLDED_BYTES = 64 << 20
 
+#: The plan's optimizations, each switchable (``InferenceSession(model, optimize={"fuse_activations": False})``):
+#: fold_batch_norm: a BatchNormalization after a convolution folded into its weights; fuse_qdq: DequantizeLinear ->
+#: Conv / MatMul / Add (-> QuantizeLinear) as one quantized op, and the ops that commute with quantization run on
+#: the quantized tensor; push_transposes: the layout transposes around the NHWC ops cancelled between neighbours;
+#: fuse_activations: an activation after a convolution or GEMM run in its epilogue.
+OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "push_transposes", "fuse_activations")
+
+
+def optimizations(optimize) -> frozenset:
+    """The optimizations ``optimize`` asks for: True (all), False (none), or {name: bool} (the others on)."""
+    if isinstance(optimize, bool):
+        return frozenset(OPTIMIZATIONS if optimize else ())
+    if not isinstance(optimize, dict):
+        raise TypeError(f"optimize must be a bool or a dict {{name: bool}}, got {type(optimize).__name__}")
+    unknown = [k for k in optimize if k not in OPTIMIZATIONS]
+    if unknown:
+        raise ValueError(f"unknown optimization {unknown[0]!r}; the plan's optimizations: {list(OPTIMIZATIONS)}")
+    if not all(isinstance(v, bool) for v in optimize.values()):
+        raise TypeError("optimize's values must be bools")
+    return frozenset(k for k in OPTIMIZATIONS if optimize.get(k, True))
+
 
 class Value:
     __slots__ = ("dtype", "shape", "const")
@@ -224,14 +245,16 @@ class CompiledPlan:
 
 
 def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_isa: str = "",
-                 optimize: bool = True, values: dict | None = None) -> CompiledPlan:
-    """values: the inputs whose values this plan is for (shapes or axes fed as inputs), as constants."""
+                 optimize: frozenset = frozenset(OPTIMIZATIONS), values: dict | None = None) -> CompiledPlan:
+    """values: the inputs whose values this plan is for (shapes or axes fed as inputs), as constants. optimize:
+    the names of OPTIMIZATIONS to apply."""
     net = Net(model, shapes, values or {})
-    _lower.prepare(net)
+    _lower.prepare(net, optimize)
     net.fold_and_infer()
-    if optimize:
+    if "push_transposes" in optimize:
         _layout.push_transposes(net)
         net.drop_dead()  # the transposes left behind would count as readers
+    if "fuse_activations" in optimize:
         _fuse.fuse_activations(net)
     net.drop_dead()
     net.sort()

@@ -11,13 +11,16 @@ TO_NHWC = [0, 2, 3, 1]
 TO_NCHW = [0, 3, 1, 2]
 
 
-def prepare(net) -> None:
+def prepare(net, optimize: frozenset) -> None:
     """What lowering needs done first, over the whole graph: onnxruntime's QLinear ops without a kernel of their
-    own expanded, batch norms folded into their convolutions, QDQ patterns fused (_quant)."""
+    own expanded, batch norms folded into their convolutions, QDQ patterns fused (_quant); the last two where
+    `optimize` (names of _compile.OPTIMIZATIONS) has them."""
     from . import _quant
     _quant.expand(net)
-    _fold_batch_norm(net)
-    _quant.fuse_qdq(net)
+    if "fold_batch_norm" in optimize:
+        _fold_batch_norm(net)
+    if "fuse_qdq" in optimize:
+        _quant.fuse_qdq(net)
 
 
 def lowering(op: str):

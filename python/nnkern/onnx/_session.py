@@ -11,7 +11,7 @@ from .. import _C
 from .._arrays import as_array
 from .._isa import _check_isa_name
 from . import _lower, _quant
-from ._compile import compile_plan
+from ._compile import compile_plan, optimizations
 from ._graph import DTYPES, Model
 from ._model import MAX_TENSOR_BYTES, load_model
 
@@ -66,7 +66,10 @@ class InferenceSession:
 
     model: a path, the model's bytes or an ``onnx.ModelProto``. num_threads: at most this many threads for this
     session's runs (default: the pool's, ``nnkern.get_num_threads()``). max_isa: an instruction-set cap of the
-    session's own (as ``nnkern.max_isa``; the process's cap still applies). Extra keyword arguments of
+    session's own (as ``nnkern.max_isa``; the process's cap still applies). optimize: True (every optimization of
+    ``nnkern.onnx.OPTIMIZATIONS``), False (none: each node as written) or a dict turning some off, e.g.
+    ``{"fuse_activations": False}``; float results stay within the float bound either way, and integer ones keep
+    their bits (fuse_qdq off runs an INT8 model's float emulation instead). Extra keyword arguments of
     onnxruntime's (``sess_options``, ``providers``, ``provider_options``) are accepted and ignored, so the line
     that creates an onnxruntime session changes only its class.
 
@@ -76,7 +79,8 @@ class InferenceSession:
     (the model's bytes are stored; plans are rebuilt where unpickled).
     """
 
-    def __init__(self, model, *, num_threads: int | None = None, max_isa: str | None = None, optimize: bool = True,
+    def __init__(self, model, *, num_threads: int | None = None, max_isa: str | None = None,
+                 optimize: bool | dict = True,
                  sess_options=None, providers=None, provider_options=None, **kwargs):
         if num_threads is not None:
             if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
@@ -84,7 +88,7 @@ class InferenceSession:
         if max_isa is not None:
             _check_isa_name(max_isa)
         self._options = dict(num_threads=None if num_threads is None else int(num_threads), max_isa=max_isa,
-                             optimize=bool(optimize))
+                             optimize=optimizations(optimize))
         proto, self._bytes = load_model(model)
         self._setup(proto)
 

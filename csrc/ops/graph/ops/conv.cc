@@ -1,7 +1,8 @@
 // nnkern.Conv: a float32 convolution on NHWC tensors through PackedConv2d (ops/conv/layer.h), the weights packed
 // once per session. The Python side rewrites ONNX's Conv (NCHW, OIHW weights) into it: X (N, H, W, C), W
 // constant (OC, KH, KW, C / group), B constant (OC) or left out; attributes strides, dilations, pads (top, left,
-// bottom, right as ONNX orders them), group and activation ("none", "relu", "relu6", "sigmoid", "silu").
+// bottom, right as ONNX orders them), group, activation ("none", "relu", "relu6", "sigmoid", "silu", "hardswish",
+// "hardsigmoid", "leaky_relu") and its activation_alpha / activation_beta.
 #include "ops/conv/layer.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/window.h"
@@ -12,16 +13,19 @@ namespace {
 
 struct ConvParams {
   ConvGeometry geo;
-  ConvActivation act = ConvActivation::none;
+  ConvPostOp post;
 };
 
-ConvActivation activation_of(const NodeSpec& n) {
+// The fused activation and its parameters (activation_alpha, activation_beta: the ONNX op's alpha and beta).
+ConvPostOp activation_of(const NodeSpec& n) {
+  static const std::pair<const char*, ConvActivation> kNames[] = {
+      {"none", ConvActivation::none},           {"relu", ConvActivation::relu},
+      {"relu6", ConvActivation::relu6},         {"sigmoid", ConvActivation::sigmoid},
+      {"silu", ConvActivation::silu},           {"hardswish", ConvActivation::hardswish},
+      {"hardsigmoid", ConvActivation::hardsigmoid}, {"leaky_relu", ConvActivation::leaky_relu}};
   const std::string a = n.attr_string("activation", "none");
-  if (a == "none") return ConvActivation::none;
-  if (a == "relu") return ConvActivation::relu;
-  if (a == "relu6") return ConvActivation::relu6;
-  if (a == "sigmoid") return ConvActivation::sigmoid;
-  if (a == "silu") return ConvActivation::silu;
+  for (const auto& [name, act] : kNames)
+    if (a == name) return {act, n.attr_float("activation_alpha", 0.0f), n.attr_float("activation_beta", 0.0f)};
   n.unsupported("activation '" + a + "'");
 }
 
@@ -46,7 +50,7 @@ ConvParams conv_params(const NodeSpec& n) {
     n.invalid("weight " + w.str() + " does not fit input " + x.str() + " with group " + std::to_string(group));
   if (n.has_input(2) && (n.need_constant(2, "bias").desc.elements() != g.OC))
     n.invalid("bias must have " + std::to_string(g.OC) + " elements");
-  p.act = activation_of(n);
+  p.post = activation_of(n);
   return p;
 }
 
@@ -63,7 +67,7 @@ std::unique_ptr<Step> make_conv(const NodeSpec& n, const std::vector<TensorDesc>
   const float* w = n.need_constant(1, "weight").as<float>();
   const float* b = n.has_input(2) ? n.need_constant(2, "bias").as<float>() : nullptr;
   auto layer = layers.get<PackedConv2d>(n, [&] {
-    return std::make_shared<PackedConv2d>(p.geo, w, b, p.act, ActMethod::accurate);
+    return std::make_shared<PackedConv2d>(p.geo, w, b, p.post, ActMethod::accurate);
   });
   const TensorDesc& x = n.in(0);
   const size_t N = size_t(x.shape[0]), H = size_t(x.shape[1]), W = size_t(x.shape[2]);

@@ -7,19 +7,13 @@
 #include <limits>
 
 #include "ops/activation/activation.h"
+#include "ops/activation/pointwise.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/elementwise.h"
 
 namespace nnkern::graph {
 
 namespace {
-
-// min(max(v, lo), hi) where NaN in v stays NaN (and a NaN bound is ignored).
-template <typename T>
-inline T clamp_keep_nan(T v, T lo, T hi) {
-  v = v < lo ? lo : v;
-  return v > hi ? hi : v;
-}
 
 template <typename T>
 inline T softplus(T x) {
@@ -37,20 +31,20 @@ template <typename T>
 struct LeakyRelu {
   T alpha;
   explicit LeakyRelu(const NodeSpec& n) : alpha(T(n.attr_float("alpha", 0.01f))) {}
-  T operator()(T x) const { return x < T(0) ? x * alpha : x; }
+  T operator()(T x) const { return leaky_relu(x, alpha); }
 };
 
 template <typename T>
 struct HardSigmoid {
   T alpha, beta;
   explicit HardSigmoid(const NodeSpec& n) : alpha(T(n.attr_float("alpha", 0.2f))), beta(T(n.attr_float("beta", 0.5f))) {}
-  T operator()(T x) const { return clamp_keep_nan(alpha * x + beta, T(0), T(1)); }
+  T operator()(T x) const { return hard_sigmoid(x, alpha, beta); }
 };
 
 template <typename T>
-struct HardSwish {  // x * HardSigmoid(x) with alpha 1/6, beta 0.5
+struct HardSwish {
   explicit HardSwish(const NodeSpec&) {}
-  T operator()(T x) const { return x * clamp_keep_nan(T(1) / T(6) * x + T(0.5), T(0), T(1)); }
+  T operator()(T x) const { return hard_swish(x); }
 };
 
 template <typename T>
