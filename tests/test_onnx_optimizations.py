@@ -80,3 +80,89 @@ def test_bad_optimize_arguments():
         nnkern.onnx.InferenceSession(model, optimize="all")
     with pytest.raises(TypeError, match="bools"):
         nnkern.onnx.InferenceSession(model, optimize={"fuse_qdq": 0})
+
+
+# ---------------------------------------------------------------------------------------------------- lookup tables
+from onnx import TensorProto as TP  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+
+from nnkern.onnx._quant import LOOKUP_OPS  # noqa: E402
+
+# Each op with attributes and constant inputs that make it interesting over a quantized range around zero.
+LOOKUP_CASES = {"LeakyRelu": ({"alpha": 0.1}, []), "Clip": ({}, [np.float32(-0.5), np.float32(2.0)]),
+                "HardSigmoid": ({"alpha": 0.3, "beta": 0.4}, []), "Elu": ({"alpha": 0.7}, []),
+                "Celu": ({"alpha": 1.3}, []), "ThresholdedRelu": ({"alpha": 0.25}, []), "Gelu": ({}, []),
+                "Log": ({}, []), "Sqrt": ({}, []), "Reciprocal": ({}, [])}
+
+
+def _dq_op_q_model(op, attrs, consts, dtype, out_dtype):
+    info, out = np.iinfo(dtype), np.iinfo(out_dtype)
+    inits = {"sx": np.float32(0.037), "zx": dtype(info.min + 100), "sy": np.float32(0.021),
+             "zy": out_dtype(out.min + 90)}
+    inits.update({f"c{k}": c for k, c in enumerate(consts)})
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["x"]),
+             helper.make_node(op, ["x"] + [f"c{k}" for k in range(len(consts))], ["f"], **attrs),
+             helper.make_node("QuantizeLinear", ["f", "sy", "zy"], ["yq"])]
+    g = helper.make_graph(nodes, op, [helper.make_tensor_value_info("xq", helper.np_dtype_to_tensor_dtype(
+        np.dtype(dtype)), ["N"])], [helper.make_tensor_value_info("yq", helper.np_dtype_to_tensor_dtype(
+            np.dtype(out_dtype)), ["N"])], [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+@pytest.mark.parametrize("op", sorted(LOOKUP_OPS & set(nnkern.onnx.supported_ops())))
+@pytest.mark.parametrize("types", [(np.uint8, np.uint8), (np.int8, np.int8), (np.uint8, np.int8)])
+def test_quantized_elementwise_op_is_a_table_with_the_same_bits(op, types):
+    """Every 8-bit input (and a length with a tail for every vector width) through the table and through the
+    three ops it replaces."""
+    attrs, consts = LOOKUP_CASES.get(op, ({}, []))
+    model = _dq_op_q_model(op, attrs, consts, *types).SerializeToString()
+    info = np.iinfo(types[0])
+    x = np.concatenate([np.arange(info.min, info.max + 1), np.random.default_rng(5).integers(
+        info.min, info.max + 1, 1000)]).astype(types[0])
+    table = nnkern.onnx.InferenceSession(model)
+    plain = nnkern.onnx.InferenceSession(model, optimize={"quantized_lookup": False})
+    assert "nnkern.Lookup" in table.describe({"xq": x}) and "nnkern.Lookup" not in plain.describe({"xq": x})
+    for n in (len(x), 255, 17, 1):
+        got, want = table.run(None, {"xq": x[:n]})[0], plain.run(None, {"xq": x[:n]})[0]
+        assert got.dtype == want.dtype == types[1]
+        np.testing.assert_array_equal(got, want, err_msg=f"{op} {types} n={n}")
+
+
+def test_lookup_is_not_used_where_it_would_be_wrong():
+    """Per-channel parameters, a non-constant second input, or a float reader of the op's output keep the ops."""
+    x = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    per_channel = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["x"], axis=1),
+         helper.make_node("Relu", ["x"], ["f"]), helper.make_node("QuantizeLinear", ["f", "sy", "zy"], ["yq"])],
+        "pc", [helper.make_tensor_value_info("xq", TP.UINT8, [3, 4])], [helper.make_tensor_value_info("yq", TP.UINT8,
+                                                                                                       [3, 4])],
+        [numpy_helper.from_array(np.full(4, 0.1, np.float32), "sx"), numpy_helper.from_array(np.zeros(4, np.uint8), "zx"),
+         numpy_helper.from_array(np.float32(0.1), "sy"), numpy_helper.from_array(np.uint8(0), "zy")])
+    model = helper.make_model(per_channel, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+    assert "nnkern.Lookup" not in nnkern.onnx.InferenceSession(model.SerializeToString()).describe({"xq": x})
+    both = _dq_op_q_model("Sigmoid", {}, [], np.uint8, np.uint8)
+    both.graph.output.append(helper.make_tensor_value_info("f", TP.FLOAT, ["N"]))
+    assert "nnkern.Lookup" not in nnkern.onnx.InferenceSession(both.SerializeToString()).describe({"xq": x[0]})
+
+
+def test_lookup_op_refuses_a_wrong_table():
+    from nnkern import _C
+    from nnkern.onnx._graph import constant
+    with pytest.raises(ValueError, match="256 entries"):
+        _C.graph_infer("nnkern.Lookup", "t", {}, [(2, [5]), constant(np.zeros(255, np.uint8))], 1)
+    with pytest.raises(NotImplementedError, match="input 0 is float32; supported: uint8, int8"):
+        _C.graph_infer("nnkern.Lookup", "t", {}, [(1, [5]), constant(np.zeros(256, np.uint8))], 1)
+
+
+@pytest.mark.parametrize("name", INT8_MODELS + ["tiny_yolo"])
+def test_int8_plans_convert_the_layout_no_more_often_than_float_ones(name):
+    """The quantized ops (tables included) let the layout transposes cancel as the float ops do."""
+    feeds = MODELS[name][1](batch=1, seed=0)
+
+    def transposes(model):
+        text = nnkern.onnx.InferenceSession(model.SerializeToString()).describe(feeds)
+        return sum(line.split()[1] == "Transpose" for line in text.splitlines()[:-1])
+
+    if MODELS[name][2]:
+        pytest.importorskip("torch")
+    assert transposes(quantize(name, "qdq")) <= transposes(MODELS[name][0]())

@@ -13,7 +13,9 @@ from ._graph import Node
 UNARY = {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Abs", "Neg", "Sqrt",
          "Exp", "Log", "Cast", "Identity", "Softplus", "Softsign", "Elu", "Selu", "Celu", "Gelu", "Not", "Floor",
          "Ceil", "Round", "Reciprocal", "Sign", "ThresholdedRelu", "Mish", "IsNaN", "IsInf", "Sin", "Cos",
-         "QuantizeLinear", "DequantizeLinear"}
+         "QuantizeLinear", "DequantizeLinear", "nnkern.Lookup"}
+#: UNARY ops whose extra input is not data (nnkern.Lookup's table).
+NOT_DATA = {"nnkern.Lookup"}
 #: Elementwise over broadcast inputs: every input may be permuted alike.
 BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "Sum", "Mean", "Equal", "Less", "Greater",
              "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where", "Mod", "PRelu", "BitShift", "QLinearAdd",
@@ -61,7 +63,8 @@ def _push(net, t: Node, u: Node, producer: dict) -> bool:
             net.infer(u)
         return True
     if u.op in UNARY and len([o for o in u.outputs if o]) == 1:
-        if any(_rank(net, i) not in (0, None) and _size(net, i) != 1 for i in u.inputs[1:] if i):
+        if u.op not in NOT_DATA and any(_rank(net, i) not in (0, None) and _size(net, i) != 1
+                                        for i in u.inputs[1:] if i):
             return False
         _move_below(net, u, t, {0: src})
         return True

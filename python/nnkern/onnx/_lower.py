@@ -13,7 +13,8 @@ TO_NCHW = [0, 3, 1, 2]
 
 def prepare(net, optimize: frozenset) -> None:
     """What lowering needs done first, over the whole graph: onnxruntime's QLinear ops without a kernel of their
-    own expanded, batch norms folded into their convolutions, QDQ patterns fused (_quant); the last two where
+    own expanded, batch norms folded into their convolutions, QDQ patterns fused and quantized elementwise ops made
+    tables (_quant); the last three where
     `optimize` (names of _compile.OPTIMIZATIONS) has them."""
     from . import _quant
     _quant.expand(net)
@@ -21,6 +22,8 @@ def prepare(net, optimize: frozenset) -> None:
         _fold_batch_norm(net)
     if "fuse_qdq" in optimize:
         _quant.fuse_qdq(net)
+    if "quantized_lookup" in optimize:
+        _quant.lookup_tables(net)
 
 
 def lowering(op: str):

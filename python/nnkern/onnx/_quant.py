@@ -279,6 +279,55 @@ def _fuse_passthrough(net, g: _Graph, n: Node) -> bool:
     return True
 
 
+# -- elementwise ops as tables
+
+#: Elementwise float ops whose output element depends on its input element alone (any other input a constant):
+#: between a per-tensor DequantizeLinear and QuantizeLinear they are a table of 256 entries.
+LOOKUP_OPS = frozenset({"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu",
+                        "Softplus", "Softsign", "Elu", "Selu", "Celu", "ThresholdedRelu", "Mish", "Erf", "Abs", "Neg",
+                        "Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos", "Floor", "Ceil", "Round", "Sign"})
+
+
+def lookup_tables(net) -> None:
+    """DequantizeLinear -> one of LOOKUP_OPS -> QuantizeLinear (8-bit, per tensor, constant parameters) becomes
+    nnkern.Lookup over the quantized tensor, its table computed by the same three C++ ops on the 256 inputs: the
+    same bits as the three ops, one byte read and written per element."""
+    g = _Graph(net)
+    for n in list(net.nodes):
+        if n.op not in LOOKUP_OPS or len(n.outputs) != 1:
+            continue
+        dq = g.dq(n.inputs[0])
+        rest = [net.const(i) for i in n.inputs[1:] if i]
+        if dq is None or not dq.per_tensor or dq.zero is None or any(c is None for c in rest):
+            continue
+        found = g.q_after(n.outputs[0])
+        if found is None or dq.zero.dtype not in (np.uint8, np.int8):
+            continue
+        q, scale, zero = found
+        if zero is None or zero.dtype not in (np.uint8, np.int8):
+            continue
+        table = _table(net, dq, n, q, scale, zero)
+        lookup = Node("nnkern.Lookup", n.name, [dq.q, net.add_constant(table, f"{n.name}::table")], [q.outputs[0]],
+                      {}, "+".join([dq.node.sources, n.sources, q.sources]))
+        _replace(net, lookup, n, [q])
+        g = _Graph(net)
+
+
+def _table(net, dq: _DQ, n: Node, q: Node, scale, zero) -> np.ndarray:
+    """What DequantizeLinear -> n -> QuantizeLinear give for each 8-bit input, in the order of the input's value."""
+    from .. import _C
+    from ._graph import constant
+    info = np.iinfo(dq.zero.dtype)
+    x = np.arange(info.min, info.max + 1).astype(dq.zero.dtype)
+
+    def run(node, inputs):
+        return _C.graph_evaluate(node.op, node.name, node.attrs, [constant(a) for a in inputs], 1)[0].numpy()
+
+    f = run(dq.node, [x, dq.scale.reshape(()), dq.zero.reshape(())])
+    f = run(n, [f] + [net.const(i) if i else None for i in n.inputs[1:]])
+    return run(q, [f, scale.reshape(()), zero.reshape(())])
+
+
 # -- QOperator
 
 def lower_qlinear_conv(net, n: Node) -> list:

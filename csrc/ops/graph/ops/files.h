@@ -38,6 +38,7 @@
   X(pool)                        \
   /* quantization */             \
   X(quant)                       \
+  X(lookup)                      \
   X(qconv)                       \
   X(qmatmul)
 
