@@ -229,6 +229,19 @@ def test_unsupported_ops_and_attributes_name_the_node():
         nnkern.onnx.InferenceSession(foreign.SerializeToString())
 
 
+def test_inputs_at_any_byte_offset_or_stride():
+    """A misaligned array (a buffer from the network, a file, a Dask worker) and a strided view run as copies."""
+    s = nnkern.onnx.InferenceSession(conv_net().SerializeToString())
+    x = image()
+    want = s.run(None, {"x": x})[0]
+    misaligned = np.zeros(x.nbytes + 1, np.uint8)[1:].view(np.float32).reshape(x.shape)
+    misaligned[...] = x
+    assert not misaligned.flags.aligned
+    np.testing.assert_array_equal(s.run(None, {"x": misaligned})[0], want)
+    strided = np.repeat(x, 2, axis=3)[..., ::2]
+    np.testing.assert_array_equal(s.run(None, {"x": strided})[0], want)
+
+
 def test_bad_inputs_are_clear_errors():
     s = nnkern.onnx.InferenceSession(conv_net().SerializeToString())
     with pytest.raises(ValueError, match="unknown input 'X'"):

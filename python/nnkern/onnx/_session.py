@@ -8,7 +8,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import _C
-from .._arrays import as_array
+from .._arrays import as_array, c_aligned
 from .._isa import _check_isa_name
 from . import _lower, _quant
 from ._compile import compile_plan, optimizations
@@ -220,9 +220,7 @@ class InferenceSession:
                                              f"{symbols[d]} in another input")
             if a.nbytes > MAX_TENSOR_BYTES:
                 raise ValueError(f"input {info.name!r} is larger than {MAX_TENSOR_BYTES} bytes")
-            if not a.flags.c_contiguous or not a.flags.aligned:
-                a = np.ascontiguousarray(a)
-            arrays.append(a)
+            arrays.append(c_aligned(a))  # (np.ascontiguousarray keeps a misaligned array as it is)
             shapes.append(tuple(int(d) for d in a.shape))
         return arrays, tuple(shapes)
 
