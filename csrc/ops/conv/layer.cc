@@ -12,7 +12,6 @@
 #include "core/kernel_family.h"
 #include "core/workspace.h"
 #include "kernels/f32_activation_list.h"
-#include "ops/activation/pointwise.h"
 
 namespace nnkern {
 namespace {
@@ -75,33 +74,9 @@ F32Epilogue PackedConv2d::epilogue() const {
   return ep;
 }
 
-namespace {
-
-template <typename F>
-void map_rows(float* y, size_t rows, size_t n, size_t ld, F f) {
-  for (size_t r = 0; r < rows; ++r) {
-    float* row = y + r * ld;
-    for (size_t i = 0; i < n; ++i) row[i] = f(row[i]);
-  }
-}
-
-}  // namespace
-
 void PackedConv2d::post_activation(float* y, size_t rows, size_t n, size_t ld) const {
-  const float alpha = post_.alpha, beta = post_.beta;
-  switch (post_.act) {
-    case ConvActivation::hardswish:
-      return map_rows(y, rows, n, ld, [](float v) { return hard_swish(v); });
-    case ConvActivation::hardsigmoid:
-      return map_rows(y, rows, n, ld, [=](float v) { return hard_sigmoid(v, alpha, beta); });
-    case ConvActivation::leaky_relu:
-      return map_rows(y, rows, n, ld, [=](float v) { return leaky_relu(v, alpha); });
-    case ConvActivation::sigmoid:
-    case ConvActivation::silu:
-      break;
-    default:
-      return;  // none, or the epilogue's clamp
-  }
+  if (conv_piecewise_post_op(post_, y, rows, n, ld)) return;
+  if (post_.act != ConvActivation::sigmoid && post_.act != ConvActivation::silu) return;  // none, or the clamp
   const F32UnaryUkernel sigmoid = f32_activation_family().dispatched().sigmoid[int(method_)];
   constexpr size_t kChunk = 256;
   alignas(64) float s[kChunk];

@@ -44,6 +44,10 @@ struct ConvPostOp {
   float alpha = 0.0f, beta = 0.0f;
 };
 
+// HardSwish, HardSigmoid or LeakyRelu over `rows` rows of n floats, ld apart (ops/conv/post_ops.cc); false for
+// the other activations, left untouched.
+bool conv_piecewise_post_op(const ConvPostOp& post, float* y, size_t rows, size_t n, size_t ld);
+
 // The weights in blocks of MR output channels per group, each ks * icg rows of MR floats (row t * icg + c:
 // tap t = kh * KW + kw, input channel c), channels past ocg zero: the indirect GEMM kernels' packed A and the
 // direct / mGEMM kernels' packed weights alike.
