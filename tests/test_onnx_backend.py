@@ -10,6 +10,11 @@ from unittest import mock
 import pytest
 
 onnx = pytest.importorskip("onnx")
+from helpers import EXHAUSTIVE  # noqa: E402
+
+if not EXHAUSTIVE:  # the onnx package computes its 1,000+ cases when they are loaded: seconds before any runs
+    pytest.skip("ONNX's backend node tests run in the exhaustive run (pytest --exhaustive; CI runs it); the quick "
+                "run tests each operator against onnxruntime (tests/test_onnx_ops_*.py)", allow_module_level=True)
 import onnx.backend.test  # noqa: E402
 import onnx.backend.test.runner  # noqa: E402
 from onnx.backend.test.loader import load_model_tests  # noqa: E402

@@ -154,7 +154,7 @@ def test_lookup_op_refuses_a_wrong_table():
         _C.graph_infer("nnkern.Lookup", "t", {}, [(1, [5]), constant(np.zeros(256, np.uint8))], 1)
 
 
-@pytest.mark.parametrize("name", INT8_MODELS + ["tiny_yolo"])
+@pytest.mark.parametrize("name", INT8_MODELS)
 def test_int8_plans_convert_the_layout_no_more_often_than_float_ones(name):
     """The quantized ops (tables included) let the layout transposes cancel as the float ops do."""
     feeds = MODELS[name][1](batch=1, seed=0)
@@ -163,6 +163,4 @@ def test_int8_plans_convert_the_layout_no_more_often_than_float_ones(name):
         text = nnkern.onnx.InferenceSession(model.SerializeToString()).describe(feeds)
         return sum(line.split()[1] == "Transpose" for line in text.splitlines()[:-1])
 
-    if MODELS[name][2]:
-        pytest.importorskip("torch")
     assert transposes(quantize(name, "qdq")) <= transposes(MODELS[name][0]())
