@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -69,7 +70,11 @@ class InferenceSession:
     session's own (as ``nnkern.max_isa``; the process's cap still applies). optimize: True (every optimization of
     ``nnkern.onnx.OPTIMIZATIONS``), False (none: each node as written) or a dict turning some off, e.g.
     ``{"fuse_activations": False}``; float results stay within the float bound either way, and integer ones keep
-    their bits (fuse_qdq off runs an INT8 model's float emulation instead). Extra keyword arguments of
+    their bits (fuse_qdq off runs an INT8 model's float emulation instead). mode: "latency" (each run's steps use
+    the threads together) or "throughput" (a batch is split into one contiguous part per thread, each part run
+    whole on its thread through a one-thread plan, the weights shared: no synchronization between the threads
+    inside a network; for models whose every input and output has the batch as the same symbolic first dimension,
+    and whose outputs for an image depend on that image alone). Extra keyword arguments of
     onnxruntime's (``sess_options``, ``providers``, ``provider_options``) are accepted and ignored, so the line
     that creates an onnxruntime session changes only its class.
 
@@ -80,15 +85,17 @@ class InferenceSession:
     """
 
     def __init__(self, model, *, num_threads: int | None = None, max_isa: str | None = None,
-                 optimize: bool | dict = True,
+                 optimize: bool | dict = True, mode: str = "latency",
                  sess_options=None, providers=None, provider_options=None, **kwargs):
         if num_threads is not None:
             if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
                 raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         if max_isa is not None:
             _check_isa_name(max_isa)
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
         self._options = dict(num_threads=None if num_threads is None else int(num_threads), max_isa=max_isa,
-                             optimize=optimizations(optimize))
+                             optimize=optimizations(optimize), mode=mode)
         proto, self._bytes = load_model(model)
         self._setup(proto)
 
@@ -102,7 +109,10 @@ class InferenceSession:
         self._input_index = {i.name: k for k, i in enumerate(self._model.inputs)}
         self._output_index = {o.name: k for k, o in enumerate(self._model.outputs)}
         self._specialized: set = set()  # inputs whose values the plans depend on (shapes, axes, sizes fed as inputs)
+        self._workers = None  # throughput mode's (count, ThreadPoolExecutor), started on first use
         self._check_ops()
+        if self._options.get("mode") == "throughput":
+            self._check_batch_axis()
         static = all(i.dims is not None and all(isinstance(d, int) for d in i.dims) for i in self._model.inputs)
         if static:  # every shape known: compile now, so every error shows at load
             try:
@@ -131,9 +141,41 @@ class InferenceSession:
     def run(self, output_names, input_feed: dict, run_options=None) -> list:
         """The outputs named (all if None), in that order, for the inputs in input_feed {name: array}."""
         arrays, shapes = self._feed(input_feed)
+        if self._options.get("mode") == "throughput":
+            parts = self._threads()
+            if parts > 1 and shapes and shapes[0][0] > 1:
+                return self._run_split(output_names, arrays, min(parts, shapes[0][0]))
         compiled = self._plan(shapes, arrays)
         outputs = compiled.plan.run(arrays, _VERBOSE, False)
         return self._select(compiled, outputs, output_names)
+
+    def _run_split(self, output_names, arrays: list, parts: int) -> list:
+        """Throughput mode: the batch in `parts` contiguous parts, each through a one-thread plan on a thread of
+        its own; the outputs concatenated back in order."""
+        bounds = np.linspace(0, arrays[0].shape[0], parts + 1).astype(int)
+        chunks = [[a[b:e] for a in arrays] for b, e in zip(bounds[:-1], bounds[1:])]
+
+        def run_part(chunk):
+            compiled = self._plan(tuple(a.shape for a in chunk), chunk, threads=1)
+            return self._select(compiled, compiled.plan.run(chunk, _VERBOSE, False), output_names)
+
+        with self._lock:
+            if self._workers is None or self._workers[0] < parts - 1:
+                self._workers = (parts - 1, ThreadPoolExecutor(parts - 1, thread_name_prefix="nnkern-session"))
+            workers = self._workers[1]
+        later = [workers.submit(run_part, c) for c in chunks[1:]]  # the other parts on the session's threads,
+        results = [run_part(chunks[0])] + [f.result() for f in later]  # the first on this one
+        return [np.concatenate(outs) for outs in zip(*results)]
+
+    def _threads(self) -> int:
+        return self._options["num_threads"] or _C.get_num_threads()
+
+    def _check_batch_axis(self) -> None:
+        first = {None if not v.dims else v.dims[0] for v in self._model.inputs + self._model.outputs}
+        if len(first) != 1 or not isinstance(next(iter(first)), str):
+            raise ValueError("mode='throughput' splits the batch across threads: every input and output of the "
+                             "model must have the same symbolic first dimension (the batch); this model's first "
+                             f"dimensions: {sorted(map(str, first))}")
 
     # -- nnkern's own
     def profile(self, input_feed: dict, repeats: int = 1) -> Profile:
@@ -224,7 +266,7 @@ class InferenceSession:
             shapes.append(tuple(int(d) for d in a.shape))
         return arrays, tuple(shapes)
 
-    def _plan(self, shapes: tuple, arrays):
+    def _plan(self, shapes: tuple, arrays, threads: int | None = None):
         """The plan for these input shapes (and the values of the inputs plans depend on), compiled on first use.
         An input that turns out to feed a shape, axes or a size (GraphNeedsConstant) joins those inputs."""
         with self._lock:
@@ -234,14 +276,15 @@ class InferenceSession:
                     raise _C.GraphNeedsConstant("the plan depends on input values", "", 0)
                 index = {n: k for k, n in enumerate(self._input_index)}
                 values = {n: arrays[index[n]] for n in names}
-                key = (shapes, tuple((n, values[n].tobytes()) for n in names))
+                key = (shapes, tuple((n, values[n].tobytes()) for n in names), threads)
                 compiled = self._plans.get(key)
                 if compiled is not None:
                     self._plans.move_to_end(key)
                     return compiled
                 o = self._options
                 try:
-                    compiled = compile_plan(self._model, list(shapes), self._layers, o["num_threads"] or 0,
+                    compiled = compile_plan(self._model, list(shapes), self._layers,
+                                            threads if threads is not None else o["num_threads"] or 0,
                                             o["max_isa"] or "", optimize=o["optimize"], values=values)
                 except _C.GraphNeedsConstant as e:
                     if arrays is None or not self._mark_specialized(e):
@@ -289,6 +332,10 @@ class InferenceSession:
                 raise ValueError(f"unknown output {name!r}; the model's outputs: {[o.name for o in self._outputs]}")
             picked.append(result[self._output_index[name]])
         return picked
+
+
+#: The session's ways of using its threads (InferenceSession's mode).
+MODES = ("latency", "throughput")
 
 
 def _mib(n: int) -> str:
