@@ -55,6 +55,18 @@ def test_table_against_onnxruntime():
     assert "| resnet18 | 3x32x32 | int8 | 2 | onnxruntime |" in table and " steps)" in table
 
 
+def test_throughput_mode_rows_at_two_threads_and_a_batch():
+    results, _ = networks.run(["resnet18"], [1, 2], precisions=["float"], batches=[1, 2], libraries=[], **QUICK)
+    assert sorted((r.threads, r.batch, r.isa) for r in results) == \
+        [(1, 1, ""), (1, 2, ""), (2, 1, ""), (2, 2, ""), (2, 2, "throughput")]
+    assert all(r.library == "nnkern" and r.max_diff is None for r in results)
+    table = networks.markdown_table(results, 2)
+    assert "| resnet18 | 3x32x32 | float | 2 | nnkern (throughput) |" in table
+    ours = next(r for r in results if r.threads == 2 and r.batch == 2 and not r.isa)
+    mode = next(r for r in results if r.isa == "throughput")
+    assert f"| {mode.seconds / ours.seconds:.2f}x |" in table.split("nnkern (throughput)")[1].splitlines()[0]
+
+
 def test_a_network_nnkern_cannot_run_is_skipped(monkeypatch):
     import nnkern.onnx
 

@@ -111,11 +111,15 @@ def _arrays(y) -> List[np.ndarray]:
     return [y.numpy()]
 
 
-def nnkern_call(net: Network, precision: str, feeds: dict, threads: int) -> Callable:
+#: The call of nnkern's session in throughput mode; its records are nnkern's, with isa "throughput".
+THROUGHPUT = "nnkern throughput"
+
+
+def nnkern_call(net: Network, precision: str, feeds: dict, threads: int, mode: str = "latency") -> Callable:
     """The session's run on the feeds; Skip where nnkern.onnx cannot load or plan the network."""
     import nnkern.onnx
     try:
-        sess = nnkern.onnx.InferenceSession(net.path(precision), num_threads=threads)
+        sess = nnkern.onnx.InferenceSession(net.path(precision), num_threads=threads, mode=mode)
         sess.run(None, feeds)
     except NotImplementedError as e:
         raise Skip(str(e).splitlines()[0]) from None
@@ -149,6 +153,8 @@ def library_calls(net: Network, precision: str, feeds: dict, threads: int,
                   libraries: Optional[Sequence[str]] = None) -> Tuple[Dict[str, Callable], Dict[str, str]]:
     """({"nnkern": call, library: call...}, {library: why it was left out}); each call has run once."""
     calls = {"nnkern": nnkern_call(net, precision, feeds, threads)}
+    if threads > 1 and next(iter(feeds.values())).shape[0] > 1:  # the batch split across the threads too
+        calls[THROUGHPUT] = nnkern_call(net, precision, feeds, threads, mode="throughput")
     notes = {}
     for lib, make in MAKERS.items():
         if libraries is not None and lib not in libraries:
@@ -208,7 +214,8 @@ def measure(net: Network, precision: str, batch: int, threads: int, *, repeats: 
     shape = tuple(next(iter(feeds.values())).shape)
     results = []
     for lib, tm in timings.items():
-        r = NetResult(op="networks", shape=shape, library=lib, isa="", threads=threads, seconds=tm.median,
+        library, isa = ("nnkern", "throughput") if lib == THROUGHPUT else (lib, "")
+        r = NetResult(op="networks", shape=shape, library=library, isa=isa, threads=threads, seconds=tm.median,
                       best_seconds=tm.best, rate=1.0 / tm.median, unit="runs/s", network=net.name,
                       precision=precision, batch=batch)
         if ref is not None and lib != "onnxruntime":
@@ -274,12 +281,16 @@ def run(names: Sequence[str], threads_list: Sequence[int], *, precisions: Sequen
                                 r.top1 = top1.get(r.library)
                             results += res
                             say(f"[networks {name} {precision} N={batch} t={t}]  " + "  ".join(
-                                f"{r.library} {r.seconds * 1e3:.2f} ms" for r in res)
+                                f"{_label(r)} {r.seconds * 1e3:.2f} ms" for r in res)
                                 + f"  ({time.perf_counter() - t0:.1f} s)")
                 except Skip as e:
                     notes[f"{name} {precision}"] = f"skipped: nnkern.onnx cannot run it yet ({e})"
                     say(f"[networks] {name} {precision}: skipped: {e}")
     return results, notes
+
+
+def _label(r: NetResult) -> str:
+    return f"{r.library} ({r.isa})" if r.isa else r.library
 
 
 def _cell(v: Optional[float], fmt: str = "{:.2g}") -> str:
@@ -298,12 +309,12 @@ def markdown_table(results: Sequence[NetResult], threads: int, notes: Optional[D
     for r in rs:
         groups.setdefault((r.network, r.precision, r.batch), []).append(r)
     for (network, precision, batch), group in groups.items():
-        ours = next((r for r in group if r.library == "nnkern"), None)
-        for r in sorted(group, key=lambda r: (r.library != "nnkern", r.library)):
+        ours = next((r for r in group if r.library == "nnkern" and not r.isa), None)
+        for r in sorted(group, key=lambda r: (r.library != "nnkern", r.library, r.isa)):
             ratio = f"{r.seconds / ours.seconds:.2f}x" if ours else "-"
             diff = _cell(r.max_diff) + (f" ({r.steps:.0f} steps)" if r.steps is not None else "")
             top1 = f"{r.top1[0]}/{r.top1[1]}" if r.top1 else "-"
-            lines.append(f"| {network} | {'x'.join(map(str, r.shape[1:]))} | {precision} | {batch} | {r.library} | {r.seconds * 1e3:.3f} | "
+            lines.append(f"| {network} | {'x'.join(map(str, r.shape[1:]))} | {precision} | {batch} | {_label(r)} | {r.seconds * 1e3:.3f} | "
                          f"{ratio} | {diff} | {top1} |")
     if notes:
         lines += [""] + [f"- {k}: {v}" for k, v in notes.items()]
@@ -322,7 +333,7 @@ def charts(results: Sequence[NetResult], threads_list: Sequence[int]):
         cats = list(dict.fromkeys(f"{r.network} {r.precision} N{r.batch}" for r in rs))
         series: Dict[str, List[Optional[float]]] = {}
         for r in rs:
-            series.setdefault(r.library, [None] * len(cats))[cats.index(f"{r.network} {r.precision} N{r.batch}")] = \
+            series.setdefault(_label(r), [None] * len(cats))[cats.index(f"{r.network} {r.precision} N{r.batch}")] = \
                 r.seconds * 1e3
         if cats:
             out.append(plot.Chart(f"networks, {t} thread(s)", "ms", False, cats, series))
