@@ -1,7 +1,7 @@
 """``python -m nnkern bench --op networks`` (nnkern.bench.networks, nnkern.bench.models): the selection, the tables
 with nnkern alone and against onnxruntime (float and INT8, the outputs' differences and top-1 agreement), the note
-for a network nnkern.onnx cannot run, torch's quantized model, and the CLI. Small test-size networks at tiny
-inputs, one repetition; no timing asserted."""
+for a network nnkern.onnx cannot run, torch's quantized model, the profile and peak-memory reports, and the CLI.
+Small test-size networks at tiny inputs, one repetition; no timing or memory comparison asserted."""
 import json
 
 import numpy as np
@@ -96,7 +96,61 @@ def test_cli_alias(tmp_path, capsys):
     from nnkern.__main__ import main
     out = tmp_path / "networks.json"
     assert main(["bench", "--op", "mobilenet", "--quick", "--shapes", "32", "--batch", "1", "--threads", "1",
-                 "--repeats", "1", "--libraries", "none", "--json", str(out)]) == 0
-    assert "| mobilenet_v2 | 3x32x32 | float | 1 | nnkern |" in capsys.readouterr().out
+                 "--repeats", "1", "--libraries", "none", "--json", str(out), "--profile", "--memory"]) == 0
+    printed = capsys.readouterr().out
+    assert "| mobilenet_v2 | 3x32x32 | float | 1 | nnkern |" in printed
+    assert "**mobilenet_v2 float, batch 1, 1 thread(s)** - nnkern's time by op kind" in printed
+    assert "**peak memory**" in printed and "| mobilenet_v2 | float | 1 | 1 |" in printed
     recs = json.loads(out.read_text())
-    assert [(r["network"], r["precision"], r["library"]) for r in recs] == [("mobilenet_v2", "float", "nnkern")]
+    assert [(r["op"], r["network"], r["precision"], r["library"], r["isa"]) for r in recs] == \
+        [("networks", "mobilenet_v2", "float", "nnkern", ""), ("networks-profile", "mobilenet_v2", "float", "nnkern",
+         "before"), ("networks-profile", "mobilenet_v2", "float", "nnkern", "after"),
+         ("networks-memory", "mobilenet_v2", "float", "nnkern", "")]
+    with pytest.raises(SystemExit):
+        main(["bench", "--op", "sgemm", "--profile"])
+
+
+def _rows(table: str) -> list:
+    """A markdown table's body rows as lists of cells."""
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
+            if line.startswith("| ") and not line.startswith(("| op |", "| network |"))]
+
+
+def test_profile_before_and_after_the_optimizations():
+    """--profile: a table per network and precision, a row per op kind of either run, each share column summing
+    to 100%; the plan as written has at least the optimized plan's steps. The latency table ignores the records."""
+    results, notes = networks.run(["espcn"], [1], precisions=["float", "int8"], batches=[1], libraries=[],
+                                  profile=True, **QUICK)
+    assert not notes, notes
+    profiles = {(r.precision, r.isa): r for r in results if r.op == "networks-profile"}
+    assert sorted(profiles) == [(p, w) for p in ("float", "int8") for w in ("after", "before")]
+    assert networks.markdown_table(results, 1).count("| espcn |") == 2
+    tables = networks.profile_tables(results).split("\n\n**")
+    assert len(tables) == 2
+    for precision, table in zip(("float", "int8"), tables):
+        assert table.lstrip("*").startswith(f"espcn {precision}, batch 1, 1 thread(s)**") and "fuse_qdq" in table
+        before, after = profiles[precision, "before"], profiles[precision, "after"]
+        rows = _rows(table)
+        assert [r[0] for r in rows[-2:]] == ["all steps", "whole run"]
+        assert {r[0] for r in rows[:-2]} == set(before.by_op) | set(after.by_op)
+        for col, run in ((1, before), (4, after)):
+            assert sum(int(r[col]) for r in rows[:-2] if r[col] != "-") == run.plan_steps == int(rows[-2][col])
+            assert sum(float(r[col + 2].rstrip("%")) for r in rows[:-2] if r[col + 2] != "-") == \
+                pytest.approx(100, abs=0.1 * len(rows))
+        assert before.plan_steps >= after.plan_steps
+    assert "QuantizeLinear" in profiles["int8", "before"].by_op  # each node as written
+
+
+def test_peak_memory_against_onnxruntime(tmp_path):
+    """--memory: nnkern's and onnxruntime's peak memory growth, each from a fresh process, and nnkern's planned
+    intermediates; a process that fails gives a note."""
+    results, notes = networks.run(["espcn"], [1], precisions=["float"], batches=[1], libraries=["onnxruntime"],
+                                  memory=True, **QUICK)
+    assert not notes, notes
+    memory = {r.library: r for r in results if r.op == "networks-memory"}
+    assert sorted(memory) == ["nnkern", "onnxruntime"] and memory["nnkern"].planned.endswith("iB")
+    row = next(r for r in _rows(networks.memory_table(results)) if r[0] == "espcn")
+    assert row[1:4] == ["float", "1", "1"] and float(row[4]) > 0 and float(row[6]) > 0 and row[7].endswith("x")
+    net = networks.Network("espcn", "test", str(tmp_path), 32)
+    assert networks.peak_memory(net, "float", 1, 1, libraries=[], timeout=0.001) == \
+        ([], {"nnkern": "no memory figure: timed out after 0.001 s"})

@@ -60,6 +60,8 @@ def load(paths):
     for p in paths:
         for r in (x for raw in json.loads(pathlib.Path(p).read_text()) for x in long_form(raw)):
             if {"op", "shape", "library", "threads", "rate"} <= set(r):
+                if r["op"].startswith("networks-"):  # the networks' profile and memory reports: not rates
+                    continue
                 if r.get("network"):  # whole networks: one table per precision, a row per network and batch
                     r = dict(r, op=f"networks {r['precision']}", shape=[f"{r['network']} batch {r['batch']}"])
                 records.append(r)

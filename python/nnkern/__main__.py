@@ -12,9 +12,10 @@ bench         the fuller SGEMM table against every installed comparison library,
               --op conv: FP32 Conv2d per algorithm and auto vs torch (channels_last, NCHW) / onnxruntime on
               ResNet-50, MobileNet-v2, YoloV3-Tiny and a low-OC layer; --op networks: whole networks exported
               from their torch definitions (nnkern.bench.models) through nnkern.onnx vs onnxruntime and torch,
-              float and INT8, batch 1 and 8, with the outputs' differences and top-1 agreement; --op yolo /
-              mobilenet / qnet / espcn: those networks of it; --op fused: QConv2d's fused global average pooling
-              and pixel shuffle vs the unfused sequences and torch).
+              float and INT8, batch 1 and 8, with the outputs' differences and top-1 agreement (--profile: also
+              nnkern's time by op kind before / after its optimizations; --memory: also the peak memory of
+              nnkern and onnxruntime); --op yolo / mobilenet / qnet / espcn: those networks of it; --op fused:
+              QConv2d's fused global average pooling and pixel shuffle vs the unfused sequences and torch).
 run MODEL     an ONNX model through nnkern.onnx: its outputs' shapes and statistics, the latency and the
               compiled plan (--input NAME=FILE.npy, --dim NAME=VALUE, --batch N, --threads N, --profile);
               bench --model MODEL.onnx times it against onnxruntime on the same inputs.
@@ -186,12 +187,16 @@ def bench_networks(args, threads) -> int:
     t0 = time.perf_counter()
     results, notes = networks.run(names, threads, precisions=precisions, batches=batches,
                                   size="test" if args.quick else "bench", input_size=input_size,
-                                  repeats=args.repeats, libraries=_libraries(args),
-                                  progress=lambda s: print(s, flush=True))
+                                  repeats=args.repeats, libraries=_libraries(args), profile=args.profile,
+                                  memory=args.memory, progress=lambda s: print(s, flush=True))
     print(f"\n({time.perf_counter() - t0:.0f} s)\n")
     for t in threads:
         print(networks.markdown_table(results, t, notes))
         print()
+    if args.profile:
+        print(networks.profile_tables(results) + "\n")
+    if args.memory:
+        print(networks.memory_table(results, notes) + "\n")
     _plot(args, lambda plot: networks.charts(results, threads))
     return _json(args, results)
 
@@ -296,6 +301,8 @@ def bench(args) -> int:
         return bench_conv(args, threads, conv.QCONV if args.op == "qconv" else fconv.CONV)
     if args.op in ("networks", "yolo", "mobilenet", "qnet", "espcn"):
         return bench_networks(args, threads)
+    if args.profile or args.memory:
+        raise SystemExit("--profile and --memory are reports of --op networks")
     if args.op == "fused":
         return bench_fused(args, threads)
     if args.op == "overhead":
@@ -420,6 +427,13 @@ def main(argv=None) -> int:
     b.add_argument("--json", help="also write the result records to this file")
     b.add_argument("--plot", metavar="FILE.png", help="also draw one bar chart per table into this image "
                                                       "(needs matplotlib: pip install 'nnkern[plot]')")
+    b.add_argument("--profile", action="store_true", help="--op networks: also nnkern's time by op kind per network, "
+                   "precision and thread count at batch 1, before (optimize=False: each node as written) and after "
+                   "(optimize=True) the plan's optimizations, one table each (records: op networks-profile)")
+    b.add_argument("--memory", action="store_true", help="--op networks: also the peak resident memory growth "
+                   "(VmHWM; ru_maxrss without /proc) of creating a session and running it once, nnkern and "
+                   "onnxruntime each in a fresh process, per network, precision, batch and thread count, with "
+                   "nnkern's planned intermediates (records: op networks-memory)")
     b.add_argument("--model", metavar="MODEL.onnx", help="time a whole ONNX model against onnxruntime (all graph "
                    "optimizations, the same thread counts) on the same inputs, and compare the outputs")
     r = sub.add_parser("run", help="run an ONNX model: outputs, latency and the compiled plan")

@@ -17,11 +17,23 @@ max diff: max |output - onnxruntime's| / max |onnxruntime's| over the outputs (I
 quantization; torch's INT8 model is its own quantization, so its difference includes both quantizations'). top-1:
 the arg-max of a classifier's logits equals onnxruntime's on k of AGREEMENT inputs. A network nnkern.onnx cannot
 run yet (an operator it lacks) is skipped with a note, as is a library that is missing or refuses a network.
+
+Two optional reports (``run(profile=True, memory=True)``, the CLI's --profile and --memory), kept as records of
+their own ops so the "networks" records stay as they are:
+
+  networks-profile  nnkern's time by op kind at batch 1 (``InferenceSession.profile``), before (optimize=False:
+                    each node as written) and after (optimize=True: every optimization); ``profile_tables``
+  networks-memory   each library's peak resident memory growth over creating its session and running it once on
+                    the batch, in a fresh process per library (so neither's allocations count for the other);
+                    ``memory_table``
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -50,6 +62,22 @@ class NetResult(harness.Result):
     max_diff: Optional[float] = None  # vs onnxruntime, relative to its max |output|
     steps: Optional[float] = None  # int8: the same difference in steps of the output's quantization
     top1: Optional[Tuple[int, int]] = None  # (agreeing, inputs)
+
+
+@dataclasses.dataclass
+class ProfileResult(NetResult):
+    """op "networks-profile": nnkern's fastest profiled run at batch 1; isa "before" (optimize=False) or "after"
+    (optimize=True); seconds: the whole run."""
+    by_op: Dict[str, List] = dataclasses.field(default_factory=dict)  # op kind -> [steps, seconds]
+    plan_steps: int = 0
+
+
+@dataclasses.dataclass
+class MemoryResult(NetResult):
+    """op "networks-memory": rate is the peak resident memory growth in MiB (unit "MiB") over creating the
+    library's session and running it once, in a fresh process; seconds: that creation and run. planned: nnkern's
+    intermediates as describe() plans them."""
+    planned: str = ""
 
 
 class Skip(Exception):
@@ -227,6 +255,106 @@ def measure(net: Network, precision: str, batch: int, threads: int, *, repeats: 
     return results
 
 
+def profiles(net: Network, precision: str, threads: int, repeats: int = 7) -> List[ProfileResult]:
+    """nnkern's time by op kind at batch 1, before (optimize=False) and after (optimize=True) the optimizations."""
+    import nnkern.onnx
+    feeds = net.inputs(1)
+    out = []
+    for when, optimize in (("before", False), ("after", True)):
+        sess = nnkern.onnx.InferenceSession(net.path(precision), num_threads=threads, optimize=optimize)
+        p = sess.profile(feeds, repeats=repeats)
+        out.append(ProfileResult(op="networks-profile", shape=tuple(next(iter(feeds.values())).shape),
+                                 library="nnkern", isa=when, threads=threads, seconds=p.total_seconds,
+                                 best_seconds=p.total_seconds, rate=1.0 / p.total_seconds, unit="runs/s",
+                                 network=net.name, precision=precision, batch=1,
+                                 by_op={op: list(v) for op, v in p.by_op.items()}, plan_steps=len(p.steps)))
+    return out
+
+
+#: Run by ``peak_memory`` in a fresh process: argv = library, model, inputs (.npz), threads; prints one JSON line.
+_MEMORY_CHILD = r"""
+import json, resource, sys, time
+import numpy as np
+lib, path, inputs, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+
+def peak_kib():
+    # Linux's ru_maxrss keeps the peak of the process this one was forked from (the benchmark's, torch loaded)
+    # across exec; VmHWM is this program's own
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return kib / 1024 if sys.platform == "darwin" else kib  # bytes there
+
+
+try:
+    if lib == "nnkern":
+        import nnkern.onnx
+    else:
+        import onnxruntime as ort
+    feeds = dict(np.load(inputs))
+    before = peak_kib()
+    t0 = time.perf_counter()
+    if lib == "nnkern":
+        sess = nnkern.onnx.InferenceSession(path, num_threads=threads)
+    else:  # as model._ort_session (not imported: it would load nnkern into this process)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    sess.run(None, feeds)
+    out = dict(seconds=time.perf_counter() - t0, kib=peak_kib() - before)
+    if lib == "nnkern":
+        last = sess.describe(feeds).splitlines()[-1]  # "steps: S; intermediates: X planned (...); ..."
+        out["planned"] = last.split("intermediates: ")[1].split(" planned")[0]
+except ImportError as e:
+    out = dict(error=f"not installed ({e.name})")
+except Exception as e:
+    out = dict(error=f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}")
+print(json.dumps(out))
+"""
+
+MEMORY_LIBRARIES = ("nnkern", "onnxruntime")
+
+
+def peak_memory(net: Network, precision: str, batch: int, threads: int, *,
+                libraries: Optional[Sequence[str]] = None,
+                timeout: float = 300.0) -> Tuple[List[MemoryResult], Dict[str, str]]:
+    """Each library's peak memory growth of loading the network and running it once on the batch, in a fresh
+    process each; the results and {library: why it has none}."""
+    feeds = net.inputs(batch)
+    inputs = os.path.join(net.workdir, f"{net.name}.N{batch}.npz")
+    np.savez(inputs, **feeds)
+    results, notes = [], {}
+    for lib in MEMORY_LIBRARIES:
+        if lib != "nnkern" and libraries is not None and lib not in libraries:
+            continue
+        args = [sys.executable, "-c", _MEMORY_CHILD, lib, net.path(precision), inputs, str(threads)]
+        try:
+            p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            notes[lib] = f"no memory figure: timed out after {timeout:g} s"
+            continue
+        try:
+            out = json.loads(p.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):  # the process died without its line (a crash, killed)
+            err = (p.stderr.strip().splitlines() or [""])[-1][:160]
+            notes[lib] = f"no memory figure: the process exited with {p.returncode} {err}".rstrip()
+            continue
+        if "error" in out:
+            notes[lib] = f"no memory figure: {out['error']}"
+            continue
+        results.append(MemoryResult(op="networks-memory", shape=tuple(next(iter(feeds.values())).shape),
+                                    library=lib, isa="", threads=threads, seconds=out["seconds"],
+                                    best_seconds=out["seconds"], rate=out["kib"] / 1024, unit="MiB",
+                                    network=net.name, precision=precision, batch=batch,
+                                    planned=out.get("planned", "")))
+    return results, notes
+
+
 def select(tokens: Optional[Sequence[str]], op: str = "networks"
            ) -> Tuple[List[str], List[str], Optional[int]]:
     """--shapes: network names, precisions (float, int8) and an input size (the image side), defaulting to every
@@ -245,10 +373,13 @@ def select(tokens: Optional[Sequence[str]], op: str = "networks"
 
 def run(names: Sequence[str], threads_list: Sequence[int], *, precisions: Sequence[str] = PRECISIONS,
         batches: Sequence[int] = BATCHES, size: str = "bench", input_size: Optional[int] = None, repeats: int = 7,
-        libraries: Optional[Sequence[str]] = None, min_time: float = 0.02,
+        libraries: Optional[Sequence[str]] = None, min_time: float = 0.02, profile: bool = False,
+        memory: bool = False, memory_timeout: float = 300.0,
         progress: Optional[Callable[[str], None]] = print) -> Tuple[List[NetResult], Dict[str, str]]:
     """Every network, precision, batch and thread count; the results and the notes (skipped networks and
-    libraries)."""
+    libraries). profile: also the "networks-profile" records (batch 1, each thread count); memory: also the
+    "networks-memory" records (each batch and thread count, nnkern and onnxruntime unless ``libraries`` leaves it
+    out)."""
     results: List[NetResult] = []
     notes: Dict[str, str] = {}
     say = progress or (lambda s: None)
@@ -283,6 +414,19 @@ def run(names: Sequence[str], threads_list: Sequence[int], *, precisions: Sequen
                             say(f"[networks {name} {precision} N={batch} t={t}]  " + "  ".join(
                                 f"{_label(r)} {r.seconds * 1e3:.2f} ms" for r in res)
                                 + f"  ({time.perf_counter() - t0:.1f} s)")
+                    for t in threads_list if profile else []:
+                        try:
+                            results += profiles(net, precision, t, repeats)
+                            say(f"[networks {name} {precision} N=1 t={t}] profiled before / after the optimizations")
+                        except NotImplementedError as e:  # optimize=False may lack a kernel optimize=True fuses
+                            notes[f"{name} {precision} profile"] = f"skipped: {str(e).splitlines()[0]}"
+                    for batch, t in [(b, t) for b in batches for t in threads_list] if memory else []:
+                        res, why = peak_memory(net, precision, batch, t, libraries=libraries, timeout=memory_timeout)
+                        results += res
+                        for lib, msg in why.items():
+                            notes.setdefault(f"{lib} ({precision} {name} N={batch} t={t} memory)", msg)
+                        say(f"[networks {name} {precision} N={batch} t={t}] peak memory growth  " + "  ".join(
+                            f"{r.library} {r.rate:.1f} MiB" for r in res))
                 except Skip as e:
                     notes[f"{name} {precision}"] = f"skipped: nnkern.onnx cannot run it yet ({e})"
                     say(f"[networks] {name} {precision}: skipped: {e}")
@@ -299,7 +443,7 @@ def _cell(v: Optional[float], fmt: str = "{:.2g}") -> str:
 
 def markdown_table(results: Sequence[NetResult], threads: int, notes: Optional[Dict[str, str]] = None) -> str:
     """One table per thread count: a row per network, precision, batch and library."""
-    rs = [r for r in results if r.threads == threads]
+    rs = [r for r in results if r.threads == threads and r.op == "networks"]
     lines = [f"**networks, {threads} thread(s)** - median latency; time / nnkern's > 1: nnkern is faster; max diff: "
              "max |output - onnxruntime's| / max |onnxruntime's| (INT8: and in output quantization steps); top-1: "
              "the classifier's arg-max equals onnxruntime's", "",
@@ -329,7 +473,7 @@ def charts(results: Sequence[NetResult], threads_list: Sequence[int]):
     from . import plot
     out = []
     for t in threads_list:
-        rs = [r for r in results if r.threads == t]
+        rs = [r for r in results if r.threads == t and r.op == "networks"]
         cats = list(dict.fromkeys(f"{r.network} {r.precision} N{r.batch}" for r in rs))
         series: Dict[str, List[Optional[float]]] = {}
         for r in rs:
@@ -338,3 +482,57 @@ def charts(results: Sequence[NetResult], threads_list: Sequence[int]):
         if cats:
             out.append(plot.Chart(f"networks, {t} thread(s)", "ms", False, cats, series))
     return out
+
+
+def profile_tables(results: Sequence[NetResult]) -> str:
+    """One table per network, precision and thread count of the "networks-profile" records: a row per op kind
+    (most time first), its steps, ms and share of all steps' time before and after the optimizations."""
+    import nnkern.onnx
+    groups: Dict[tuple, Dict[str, ProfileResult]] = {}
+    for r in results:
+        if isinstance(r, ProfileResult):
+            groups.setdefault((r.network, r.precision, r.threads), {})[r.isa] = r
+    tables = []
+    for (network, precision, threads), g in groups.items():
+        runs = (g["before"], g["after"])
+        sums = [sum(sec for _, sec in r.by_op.values()) or 1e-30 for r in runs]
+        kinds = sorted(set(runs[0].by_op) | set(runs[1].by_op),
+                       key=lambda op: -max(r.by_op.get(op, (0, 0.0))[1] for r in runs))
+        lines = [f"**{network} {precision}, batch 1, {threads} thread(s)** - nnkern's time by op kind, before "
+                 f"(optimize=False: each node as written) and after (optimize=True: "
+                 f"{', '.join(nnkern.onnx.OPTIMIZATIONS)}); the fastest profiled run; share: of all steps' time", "",
+                 "| op | steps before | ms before | share before | steps after | ms after | share after |",
+                 "|---|---|---|---|---|---|---|"]
+        for op in kinds:
+            cells = []
+            for r, total in zip(runs, sums):
+                n, sec = r.by_op.get(op, (0, 0.0))
+                cells += [str(n), f"{sec * 1e3:.3f}", f"{100 * sec / total:.1f}%"] if n else ["-", "-", "-"]
+            lines.append(f"| {op} | " + " | ".join(cells) + " |")
+        lines.append("| all steps | " + " | ".join(f"{r.plan_steps} | {total * 1e3:.3f} | 100%"
+                                                      for r, total in zip(runs, sums)) + " |")
+        lines.append(f"| whole run | | {runs[0].seconds * 1e3:.3f} | | | {runs[1].seconds * 1e3:.3f} | |")
+        tables.append("\n".join(lines))
+    return "\n\n".join(tables)
+
+
+def memory_table(results: Sequence[NetResult], notes: Optional[Dict[str, str]] = None) -> str:
+    """The "networks-memory" records: a row per network, precision, batch and thread count."""
+    rows: Dict[tuple, Dict[str, MemoryResult]] = {}
+    for r in results:
+        if isinstance(r, MemoryResult):
+            rows.setdefault((r.network, r.precision, r.batch, r.threads), {})[r.library] = r
+    lines = ["**peak memory** - growth of the process's peak resident set (VmHWM, else ru_maxrss) over creating "
+             "the session and running it once, each library in a fresh process; nnkern planned: its plan's "
+             "intermediates (describe())", "",
+             "| network | precision | batch | threads | nnkern MiB | nnkern planned | onnxruntime MiB | "
+             "nnkern / onnxruntime |", "|---|---|---|---|---|---|---|---|"]
+    for (network, precision, batch, threads), libs in rows.items():
+        ours, ort = libs.get("nnkern"), libs.get("onnxruntime")
+        ratio = f"{ours.rate / ort.rate:.2f}x" if ours and ort and ort.rate > 0 else "-"
+        lines.append(f"| {network} | {precision} | {batch} | {threads} | {_cell(ours and ours.rate, '{:.1f}')} | "
+                     f"{ours.planned if ours else '-'} | {_cell(ort and ort.rate, '{:.1f}')} | {ratio} |")
+    memory_notes = {k: v for k, v in (notes or {}).items() if "memory" in k}
+    if memory_notes:
+        lines += [""] + [f"- {k}: {v}" for k, v in memory_notes.items()]
+    return "\n".join(lines)
