@@ -26,7 +26,7 @@ import nnkern  # noqa: E402
 from nnkern import _C  # noqa: E402
 from helpers import QUICK  # noqa: E402
 from qhelpers import (KIND_DTYPES, QGEMM_KERNELS, epilogue_ref, kernel_traits, pack_a, pack_taps, ref_qgemm,  # noqa: E402
-                      tile_grid)
+                      tile_grid, weight_range)
 
 
 def guarded(dtype, count):
@@ -62,7 +62,7 @@ def ukernel_guard(isa):
         ks = list(range(0, 3 * G + 1)) if not QUICK else [0, 1, G, G + 1, 2 * G + G - 1]
         ks += step_edges(isa)
         for k in ks:
-            W = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max + 1, (MR, k), dtype=adt)
+            W = rng.integers(*np.add(weight_range(isa, adt), (0, 1)), (MR, k), dtype=adt)
             X = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max + 1, (NR, k), dtype=bdt)
             for m in sizes(MR, NR, 0):
                 panel = pack_a(W[:m], MR, G)
@@ -113,7 +113,7 @@ def indirect_guard(name):
     scale = np.full(pad, 1e-3, np.float32)
     ks_range = list(range(1, 3 * G + 2)) if not QUICK else [1, G, G + 1]
     for k in ks_range + step_edges(name):
-        W = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max + 1, (MR, ks * k), dtype=adt)
+        W = rng.integers(*np.add(weight_range(name, adt), (0, 1)), (MR, ks * k), dtype=adt)
         for m in sizes(MR, NR, 0):
             panel = pack_taps(W[:m], MR, G, ks)
             a, abuf = guarded(adt, panel.size)

@@ -55,6 +55,14 @@ def tile_grid(MR, NR):
     return [(m, n) for m in edge_sizes(MR) for n in edge_sizes(NR)]
 
 
+def weight_range(name, dtype):
+    """(lo, hi) of the weights the kernel `name` is exact for: [-64, 64] for those of weight_bits 7 (AVX2's
+    VPMADDUBSW kernel), else the whole range of dtype."""
+    bits = next(k["weight_bits"] for k in QGEMM_KERNELS if k["name"] == name)
+    info = np.iinfo(dtype)
+    return (-64, 64) if bits == 7 else (int(info.min), int(info.max))
+
+
 def kernel_traits(name):
     """(kind, k step of the kernel's inner loop: the tests sweep k past it, True for the QNNPACK-style kernels
     that subtract x_zero / w_zero themselves)."""
@@ -76,9 +84,9 @@ def runnable(kernel):
 
 
 def first_kernel(level, kinds):
-    """The first kernel of the list at ``level`` whose kind is in ``kinds``, or None."""
+    """The first kernel of the list at ``level`` whose kind is in ``kinds`` and that takes any weights, or None."""
     for k in QGEMM_KERNELS:
-        if k["level"] == level and kernel_traits(k["name"])[0] in kinds:
+        if k["level"] == level and kernel_traits(k["name"])[0] in kinds and k["weight_bits"] == 8:
             return k
     return None
 

@@ -19,7 +19,7 @@ import pytest
 import nnkern
 from nnkern import _C
 from helpers import QUICK, describe_process, run_concurrently, run_script_isolated
-from qhelpers import QGEMM_KERNELS, epilogue_ref, runnable
+from qhelpers import QGEMM_KERNELS, epilogue_ref, runnable, weight_range
 from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture of the dispatched path)
 
 ALGORITHMS = _C.algorithms("qconv2d")
@@ -90,8 +90,13 @@ def rand_x(rng, dtype, shape, extreme=None):
     return rng.integers(info.min, info.max + 1, shape, dtype=dtype)
 
 
-def make_layer(rng, OC, KH, KW, ICg, output_dtype=np.int32, relu=False, **kw):
+def make_layer(rng, OC, KH, KW, ICg, output_dtype=np.int32, relu=False, weight_max=127, **kw):
+    """weight_max below 127: int8 weights quantized to [-weight_max, weight_max] (the 7-bit kernels' 64)."""
     w = rng.standard_normal((OC, KH, KW, ICg)).astype(np.float32)
+    if weight_max < 127:
+        scale = np.maximum(np.abs(w).reshape(OC, -1).max(axis=1), 1e-6).astype(np.float32) / weight_max
+        w = np.clip(np.rint(w / scale[:, None, None, None]), -weight_max, weight_max).astype(np.int8)
+        kw["weight_scale"] = scale
     args = dict(input_scale=0.02, input_zero_point=kw.pop("input_zero_point", 128), output_dtype=output_dtype,
                 relu=relu)
     if output_dtype != np.int32:
@@ -137,10 +142,15 @@ def qkernel(request):
     return runnable(request.param)
 
 
+def weight_max(kernel):
+    """The largest weight the layers given to `kernel` may have (64 for the 7-bit kernels: their range's top)."""
+    return weight_range(kernel, np.int8)[1]
+
+
 N_CONFIGS = 16 if QUICK else 200
 
 
-def sweep(rng, n_configs, **config_kw):
+def sweep(rng, n_configs, weight_max=127, **config_kw):
     """The seeded sweep: (description, layer, x, the reference output) per configuration."""
     out_dtypes = [np.int32, np.uint8, np.int8, np.float32]
     for i in range(n_configs):
@@ -154,14 +164,15 @@ def sweep(rng, n_configs, **config_kw):
         relu = bool(rng.integers(2))
         layer = make_layer(rng, c["OC"], c["KH"], c["KW"], c["IC"] // c["groups"], odt, relu,
                            input_zero_point=zx, stride=c["stride"], padding=c["padding"], dilation=c["dilation"],
-                           groups=c["groups"])
+                           groups=c["groups"], weight_max=weight_max)
         x = rand_x(rng, xdt, (c["N"], c["H"], c["W"], c["IC"]), extreme=[None, None, "max", "min"][i % 4])
         want = unfused(layer, ref_layer(layer, x))
         yield f"{c} {xdt.__name__} zx={zx} {odt.__name__} relu={relu}", layer, x, want
 
 
 def test_sweep_bit_exact_every_kernel_and_algorithm(qkernel):
-    for desc, layer, x, want in sweep(np.random.default_rng(11), N_CONFIGS):  # the same sweep for every kernel
+    # the same sweep for every kernel (the 7-bit kernels: its weights in 7 bits)
+    for desc, layer, x, want in sweep(np.random.default_rng(11), N_CONFIGS, weight_max(qkernel)):
         for alg in algorithms_for(layer, x.shape):
             got = layer._run(x, None, alg, qkernel)
             assert got.dtype == want.dtype
@@ -197,7 +208,7 @@ def test_sweep_depthwise_every_dwconv_kernel(dwkernel):
 LARGE_WINDOWS = [(9, 9), (11, 11), (8, 9), (1, 17), (17, 1), (3, 13)]
 
 
-def large_window_layers(rng, groups_kind):
+def large_window_layers(rng, groups_kind, weight_max=127):
     """(layer, x) per large window: several channel blocks (32 and 70 channels), padding K // 2 asymmetric, batch 2,
     every output dtype in turn."""
     for i, (KH, KW) in enumerate(LARGE_WINDOWS):
@@ -207,7 +218,7 @@ def large_window_layers(rng, groups_kind):
         xdt = (np.uint8, np.int8)[i % 2]
         layer = make_layer(rng, OC, KH, KW, ICg, odt, relu=odt != np.int32, groups=groups,
                            padding=(KH // 2, (KH - 1) // 2, KW // 2 + 1, (KW - 1) // 2), stride=(1, 1 + i % 2),
-                           input_zero_point=(100, -3)[i % 2])
+                           input_zero_point=(100, -3)[i % 2], weight_max=weight_max)
         yield layer, rand_x(rng, xdt, (2, KH + 3, KW + 2, ICg * groups))
 
 
@@ -219,7 +230,7 @@ def test_depthwise_large_windows(dwkernel, rng):
 
 
 def test_gemm_and_direct_large_windows(qkernel, rng):
-    for layer, x in large_window_layers(rng, "plain"):
+    for layer, x in large_window_layers(rng, "plain", weight_max(qkernel)):
         want = unfused(layer, ref_layer(layer, x))
         for alg in ("im2col", "indirect"):
             assert np.array_equal(layer._run(x, None, alg, qkernel), want), (qkernel, alg, layer)
@@ -347,8 +358,9 @@ def test_dispatched_path_every_isa(qisa, rng):
 @pytest.mark.parametrize("xdt,zx,extreme", [(np.uint8, 0, "max"), (np.uint8, 255, "min"), (np.int8, -128, "max"),
                                             (np.int8, 127, "min"), (np.uint8, 128, "max")])
 def test_extremes(qkernel, xdt, zx, extreme):
-    """|x - zx| and |w| at their maxima everywhere (int8 weights -128 / 127), padding taps included."""
-    for wv in (-128, 127):
+    """|x - zx| and |w| at their maxima everywhere (int8 weights -128 / 127; the 7-bit kernels' -64 / 64), padding
+    taps included."""
+    for wv in weight_range(qkernel, np.int8):
         w = np.full((9, 3, 3, 70), wv, np.int8)
         layer = nnkern.QConv2d(w, weight_scale=1.0, padding=(2, 1, 0, 3), stride=(1, 2), input_scale=1.0,
                                input_zero_point=zx, output_dtype=np.int32)
@@ -650,7 +662,7 @@ def test_im2col_dispatches_by_row_depth(isa, rng):
 
 def test_im2col_row_blocks(qkernel, rng):
     """A window of 7 x 7 x 70 on 1800 output pixels: the im2col matrix is built in several row blocks."""
-    layer = make_layer(rng, 5, 7, 7, 70, np.int32, padding=3, input_zero_point=77)
+    layer = make_layer(rng, 5, 7, 7, 70, np.int32, padding=3, input_zero_point=77, weight_max=weight_max(qkernel))
     x = rand_x(rng, np.uint8, (2, 30, 30, 70))
     assert np.array_equal(layer._run(x, None, "im2col", qkernel), ref_layer(layer, x))
 
@@ -690,3 +702,28 @@ def test_nchw_shapes_are_checked(rng):
         layer(x, np.empty((1, 5, 5, 4), np.uint8), layout="NCHW")
     with pytest.raises(ValueError, match="residual"):
         layer(x, residual=np.zeros((1, 5, 5, 4), np.uint8), layout="NCHW")
+
+
+def test_seven_bit_weights_pick_the_narrow_kernel_where_it_is_the_only_8bit_one(rng):
+    """A level whose only 8-bit kernel is exact for weights in [-64, 64] (AVX2's vpmaddubsw one) runs it for
+    layers whose weights all are, and widens to int16 for the others; naming it for wider weights is refused."""
+    narrow = [k for k in QGEMM_KERNELS if k["weight_bits"] == 7]
+    assert narrow, "no 7-bit kernel in the list"
+    for k in narrow:
+        if k["level"] not in nnkern.supported_isas():
+            pytest.skip(f"CPU lacks {k['level']}")
+        x = rand_x(rng, np.uint8, (1, 6, 7, 20))
+        with nnkern.max_isa(k["level"]):
+            seven = make_layer(rng, 24, 3, 3, 20, np.uint8, padding=1, weight_max=64)
+            assert np.abs(seven.weight.astype(int)).max() == 64
+            eight = make_layer(rng, 24, 3, 3, 20, np.uint8, padding=1)
+            assert seven.kernel == k["name"] and eight.kernel != k["name"]
+            linear = nnkern.QLinear(rng.integers(-64, 65, (8, 40)).astype(np.int8), weight_scale=0.01,
+                                    input_scale=0.02, input_zero_point=3, output_dtype=np.float32)
+            assert linear.kernel == k["name"]
+            xl = rng.integers(0, 256, (5, 40)).astype(np.uint8)
+            acc = (xl.astype(np.int64) - 3) @ linear.weight.astype(np.int64).T
+            assert np.array_equal(linear(xl), (acc.astype(np.float32) * np.float32(0.02 * 0.01)))
+            assert np.array_equal(seven(x), unfused(seven, ref_layer(seven, x)))
+            with pytest.raises(ValueError, match="exact only for weights in \\[-64, 64\\]"):
+                eight._run(x, None, "indirect", k["name"])

@@ -21,7 +21,7 @@ import pytest
 import nnkern
 from helpers import QUICK, describe_process, run_script_isolated
 from test_qconv2d import (algorithms_for, directkernel, dwkernel, make_layer, qkernel, rand_x,  # noqa: F401
-                          random_config, ref_layer, unfused)
+                          random_config, ref_layer, unfused, weight_max)
 from test_qgemm import qisa  # noqa: F401
 
 N_CONFIGS = 8 if QUICK else 60
@@ -70,7 +70,7 @@ def zero_point(rng, xdt):
     return int(rng.choice([info.min, info.max, int(rng.integers(info.min, info.max + 1))]))
 
 
-def pool_sweep(rng, n, kinds=("plain", "plain", "groups", "dw1", "dw2"), shapes=None):
+def pool_sweep(rng, n, kinds=("plain", "plain", "groups", "dw1", "dw2"), shapes=None, weight_max=127):
     """(description, pooled layer, x, reference output of the unpooled layer)."""
     for i in range(n):
         c = random_config(rng, kinds=kinds, **({"shapes": shapes} if shapes else {}))
@@ -82,13 +82,14 @@ def pool_sweep(rng, n, kinds=("plain", "plain", "groups", "dw1", "dw2"), shapes=
         relu = bool(rng.integers(2))
         layer = make_layer(rng, c["OC"], c["KH"], c["KW"], c["IC"] // c["groups"], odt, relu,
                            stride=c["stride"], padding=c["padding"], dilation=c["dilation"], groups=c["groups"],
-                           pool="global_avg", pool_dtype=pdt, input_zero_point=zero_point(rng, xdt))
+                           pool="global_avg", pool_dtype=pdt, input_zero_point=zero_point(rng, xdt),
+                           weight_max=weight_max)
         x = rand_x(rng, xdt, (c["N"], c["H"], c["W"], c["IC"]))
         yield f"{c} {xdt.__name__} {odt.__name__}->{np.dtype(pdt).name} relu={relu}", layer, x, \
             unfused(layer, ref_layer(layer, x))
 
 
-def shuffle_sweep(rng, n, kinds=("plain", "plain", "groups", "dw1"), shapes=None):
+def shuffle_sweep(rng, n, kinds=("plain", "plain", "groups", "dw1"), shapes=None, weight_max=127):
     """(description, shuffled layer, x, reference unshuffled output); OC = a multiple of r*r, r = 1..4."""
     for i in range(n):
         c = random_config(rng, kinds=kinds, **({"shapes": shapes} if shapes else {}))
@@ -106,7 +107,7 @@ def shuffle_sweep(rng, n, kinds=("plain", "plain", "groups", "dw1"), shapes=None
         odt = OUT_DTYPES[i % 4]
         layer = make_layer(rng, c["OC"], c["KH"], c["KW"], c["IC"] // c["groups"], odt, bool(rng.integers(2)),
                            stride=c["stride"], padding=c["padding"], dilation=c["dilation"], groups=c["groups"],
-                           pixel_shuffle=r, input_zero_point=zero_point(rng, xdt))
+                           pixel_shuffle=r, input_zero_point=zero_point(rng, xdt), weight_max=weight_max)
         x = rand_x(rng, xdt, (c["N"], c["H"], c["W"], c["IC"]))
         yield f"{c} r={r} {xdt.__name__} {odt.__name__}", layer, x, unfused(layer, ref_layer(layer, x))
 
@@ -118,7 +119,8 @@ def shuffled(y, r):
 # --- every kernel, every algorithm --------------------------------------------------------------------------
 
 def test_pool_every_gemm_kernel(qkernel):
-    for desc, layer, x, want_y in pool_sweep(np.random.default_rng(21), N_CONFIGS, kinds=("plain", "groups")):
+    for desc, layer, x, want_y in pool_sweep(np.random.default_rng(21), N_CONFIGS, kinds=("plain", "groups"),
+                                             weight_max=weight_max(qkernel)):
         for alg in algorithms_for(layer, x.shape):
             if alg in ("im2col", "indirect"):
                 check_pool(layer, layer._run(x, None, alg, qkernel), want_y, f"{qkernel} {alg} {desc}")
@@ -135,7 +137,8 @@ def test_pool_every_direct_kernel(directkernel):
 
 
 def test_shuffle_every_gemm_kernel(qkernel):
-    for desc, layer, x, want_y in shuffle_sweep(np.random.default_rng(31), N_CONFIGS, kinds=("plain", "groups")):
+    for desc, layer, x, want_y in shuffle_sweep(np.random.default_rng(31), N_CONFIGS, kinds=("plain", "groups"),
+                                                weight_max=weight_max(qkernel)):
         want = shuffled(want_y, layer.pixel_shuffle)
         plain = plain_twin(layer)
         for alg in ("im2col", "indirect"):

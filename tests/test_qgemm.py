@@ -21,7 +21,7 @@ import nnkern
 from nnkern import _C
 from helpers import QUICK, describe_process, run_script_isolated
 from qhelpers import (KIND_DTYPES, LARGE_TILE, OUT_KINDS, QGEMM_KERNELS, QGEMM_LEVELS, epilogue_ref, first_kernel,
-                      kernel_traits, pack_a, pack_taps, ref_qgemm, runnable, tile_grid)
+                      kernel_traits, pack_a, pack_taps, ref_qgemm, runnable, tile_grid, weight_range)
 
 GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qgemm_guard_check.py")
 
@@ -79,7 +79,7 @@ def test_ukernel_every_tile(qkernel, rng):
     adt, bdt = KIND_DTYPES[kind]
     large = MR * NR > LARGE_TILE
     kmax = (2 * S + 1 if large else 3 * S + S - 1) if not QUICK else 2 * S + 1
-    W = rand_int(rng, adt, (MR, kmax))
+    W = rand_int(rng, adt, (MR, kmax), *weight_range(isa, adt))
     X = rand_int(rng, bdt, (NR, kmax))  # column j of B = X[j]
     ldc = MR + 3
     pad = -(-MR // 64) * 64
@@ -219,7 +219,7 @@ def run_indirect(qkernel, rng, m, n, k, ks, zero_mask, out, *, fill=None, b_offs
     adt, bdt = KIND_DTYPES[kind]
     ai, bi = np.iinfo(adt), np.iinfo(bdt)
     if fill is None:
-        W = rand_int(rng, adt, (m, ks * k))
+        W = rand_int(rng, adt, (m, ks * k), *weight_range(name, adt))
         X = rand_int(rng, bdt, (ks, n, k))
         zval = int(rng.integers(bi.min, bi.max + 1))
     else:  # extremes: the largest products of one sign everywhere, the zero row included
@@ -316,10 +316,10 @@ def test_indirect_extremes(qkernel, rng):
     zero row at the same value; all taps, mixed zero taps; i32 and requantized outputs."""
     name, MR, NR, G, kind, S, zp = qkernel
     adt, bdt = KIND_DTYPES[kind]
-    ai, bi = np.iinfo(adt), np.iinfo(bdt)
+    (wmin, wmax), bi = weight_range(name, adt), np.iinfo(bdt)
     pad = -(-MR // 64) * 64
     scale = np.full(pad, 1e-6, np.float32)
-    for fill in ((ai.min, bi.max), (ai.min, bi.min), (ai.max, bi.max)):
+    for fill in ((wmin, bi.max), (wmin, bi.min), (wmax, bi.max)):
         for ks in (1, 9):
             mask = np.zeros((ks, NR), bool)
             mask[::2, 1::2] = True

@@ -177,13 +177,15 @@ void bind_core(py::module_& m) {
           d["mr"] = k.mr;
           d["nr"] = k.nr;
           d["kgroup"] = k.kgroup;
+          d["weight_bits"] = k.weight_bits;
           d["supported"] = isa_supported(k.level);
           out.append(d);
         }
         return out;
       },
       "Every kernel of a family in this build (its list, csrc/kernels/<family>_list.h): name, ISA level, "
-      "tile, K-group, and whether this CPU can run it.");
+      "tile, K-group, the weight bits it is exact for (8, or 7 for the integer kernels exact only on [-64, 64]) "
+      "and whether this CPU can run it.");
   m.def("set_max_isa", [](const std::string& n) { set_max_isa(isa_arg(n)); });
   m.def("get_max_isa", [] { return std::string(isa_name(max_isa())); });
   m.def("set_num_threads", [](int n) {

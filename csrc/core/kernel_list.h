@@ -71,6 +71,7 @@ struct KernelInfo {
   Isa level = Isa::scalar;
   int mr = 0, nr = 0;  // tile (0 where the family has none)
   int kgroup = 0;      // k values per packed group (XNNPACK's c4/c8), 0 where none
+  int weight_bits = 8;  // the integer kernels exact only for narrower weights (kernels/qgemm.h): 7
 };
 
 // A family's list as data: kernels[i] has info[i]. Built from the X-macro by NNKERN_KERNEL_LIST below.

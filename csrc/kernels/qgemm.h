@@ -153,6 +153,10 @@ struct QGemmKernel {
   // loads the L2 prefetcher follows (AMX: 32 rows of tileloadd vs a contiguous panel); the VNNI kernels keep
   // their panel in L1 (docs/performance.md: "qgemm: loop order and K blocks").
   bool rows_outer = false;
+  // 7: exact only for weights in [-64, 64] (AVX2's VPMADDUBSW: each pair of u8 x s8 products is summed with int16
+  // saturation, which such weights never reach); dispatched only for layers whose weights all are. 8: any int8.
+  // (Last: the kernels' positional initializers end before it.)
+  int weight_bits = 8;
 };
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where

@@ -6,7 +6,8 @@
 // Order matters once: at a level with several 8-bit kernels the first one is dispatched (scalar: u8s8;
 // s8s8_gemm_8x4c4__scalar is the oracle of the SDOT kernel). A level without an s16 kernel uses the best
 // one below it (neondot, neoni8mm: the neon one); a level without an 8-bit kernel widens 8-bit data to
-// int16 on its s16 kernel (avx2, avx512: VPMADDUBSW saturates, so it is never used).
+// int16 on its s16 kernel (avx2, avx512: VPMADDUBSW saturates), except for layers whose weights all fit 7 bits,
+// which run the level's kernel of weight_bits 7 (avx2: VPMADDUBSW cannot saturate on them).
 #pragma once
 #include "core/kernel_list.h"
 #include "kernels/qgemm.h"
@@ -15,7 +16,7 @@
   X(u8s8_gemm_8x4c4__scalar, scalar)                                                                    \
   X(s8s8_gemm_8x4c4__scalar, scalar)                                                                    \
   X(s16_gemm_8x4c2__scalar, scalar)                                                                     \
-  NNKERN_AVX2(X(s16_gemm_16x6c2__avx2, avx2))                                                           \
+  NNKERN_AVX2(X(s16_gemm_16x6c2__avx2, avx2) X(u8s8_gemm_16x6c4__avx2, avx2))                            \
   NNKERN_AVXVNNI(X(u8s8_gemm_16x6c4__avxvnni, avxvnni) X(s16_gemm_16x6c2__avxvnni, avxvnni))            \
   NNKERN_AVX512(X(s16_gemm_64x6c2__avx512, avx512))                                                     \
   NNKERN_AVX512VNNI(X(u8s8_gemm_64x6c4__avx512vnni, avx512vnni) X(s16_gemm_64x6c2__avx512vnni, avx512vnni)) \

@@ -71,8 +71,10 @@ struct Data {
   int64_t w_lo, w_hi, x_lo, x_hi;  // value ranges of the operands
 };
 
-Data ranges(QKind kind) {
-  switch (kind) {
+// The operands' ranges a kernel is exact for (a weight_bits 7 kernel: weights in [-64, 64]).
+Data ranges(const QGemmKernel& k) {
+  if (k.weight_bits == 7) return {-64, 64, 0, 255};
+  switch (k.kind) {
     case QKind::u8s8: return {-128, 127, 0, 255};
     case QKind::s8s8: return {-128, 127, -128, 127};
     default: return {-32768, 32767, -32768, 32767};
@@ -195,7 +197,7 @@ void reference_tile(QKind kind, const std::vector<int64_t>& w, size_t m, size_t 
 void check_tile(const QGemmKernel& kernel, size_t m, size_t n, size_t k, Fill fill, const EpilogueCase& ec,
                 int32_t x_zero, const std::vector<int32_t>* w_zero, uint32_t seed) {
   const size_t MR = size_t(kernel.mr), esz = elem_bytes(kernel.kind), ldc = MR + 3;
-  const Data d = ranges(kernel.kind);
+  const Data d = ranges(kernel);
   uint32_t s = seed;
   const std::vector<int64_t> w = make_weights(MR, m, k, fill, d, s);
   const std::vector<uint8_t> a = pack(w, MR, k, size_t(kernel.kgroup), kernel.kind);
@@ -287,7 +289,7 @@ void check_indirect(const QGemmKernel& kernel, size_t m, size_t n, size_t k, siz
                     const EpilogueCase& ec, int32_t x_zero, uint32_t seed) {
   const size_t MR = size_t(kernel.mr), NR = size_t(kernel.nr), G = size_t(kernel.kgroup), esz = elem_bytes(kernel.kind);
   const size_t K = ks * k, ldc = MR + 1, kg = (k + G - 1) / G;
-  const Data d = ranges(kernel.kind);
+  const Data d = ranges(kernel);
   uint32_t s = seed;
   // Weights: MR x K (rows beyond m zero); the kernel's panel is tap after tap, each padded to whole groups.
   const std::vector<int64_t> w = make_weights(MR, m, K, fill, d, s);

@@ -1,10 +1,12 @@
-// Exact integer GEMM micro-kernel for AVX2: s16 x s16 with vpmaddwd + vpaddd, ymm.
-//
-// Bit-exactness method (seed I1): as the AVX-512 (BW) kernel, VPMADDUBSW (whose int16 pair sum saturates
-// for u8 x s8) is never used. u8/s8 activations are widened to int16 by the driver, weights packed as
-// int16 pairs, and VPMADDWD + VPADDD accumulate exactly (modulo 2^32). Cost: 2 uops per 16
-// multiply-adds versus 3 per 32 for the saturating sequence (75% of its rate), twice the weight bytes.
-// Tile 16 x 6: 12 accumulators + 2 weight vectors + a broadcast + the vpmaddwd temporary = 16 ymm.
+// Exact integer GEMM micro-kernels for AVX2, ymm, tile 16 x 6 (12 accumulators + 2 weight vectors + a broadcast
+// + a temporary = 16 ymm):
+// - s16 x s16 with vpmaddwd + vpaddd, for any int8 weights (seed I1): VPMADDUBSW's int16 pair sum saturates for
+//   u8 x s8, so u8/s8 activations are widened to int16 by the driver, weights packed as int16 pairs, and
+//   VPMADDWD + VPADDD accumulate exactly (modulo 2^32). 2 uops per 16 multiply-adds, twice the weight bytes.
+// - u8 x s8 with vpmaddubsw + vpmaddwd (by ones) + vpaddd, for weights in [-64, 64] only (weight_bits 7): a pair
+//   sum is then at most 255 * 64 * 2 = 32640 and at least -32640, inside int16, so nothing
+//   saturates. 3 uops per 32 multiply-adds, the activations read as bytes: the models quantized with 7-bit
+//   weights (onnxruntime's reduce_range) run on it.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -24,9 +26,24 @@ struct S16 : YmmOps {
   using BElem = int16_t;
   static NNK_INLINE V dot(V acc, V b, V a) { return _mm256_add_epi32(acc, _mm256_madd_epi16(b, a)); }
 };
+struct U8S8Narrow : YmmOps {  // vpdpbusd's sum of four products, for 7-bit weights a
+  static constexpr int G = 4;
+  using AElem = int8_t;
+  using BElem = uint8_t;
+  static NNK_INLINE V dot(V acc, V b, V a) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(b, a), _mm256_set1_epi16(1)));
+  }
+};
+
+constexpr QGemmKernel narrow_weights(QGemmKernel k) {  // constexpr: constant-initialized, before any list reads it
+  k.weight_bits = 7;
+  return k;
+}
 
 }  // namespace
 
 extern const QGemmKernel s16_gemm_16x6c2__avx2 = {"s16_gemm_16x6c2__avx2", 16, 6, 2, QGemmTemplate<S16, 16, 6>::run, QKind::s16};
+extern const QGemmKernel u8s8_gemm_16x6c4__avx2 =
+    narrow_weights({"u8s8_gemm_16x6c4__avx2", 16, 6, 4, QGemmTemplate<U8S8Narrow, 16, 6>::run});
 
 }  // namespace nnkern

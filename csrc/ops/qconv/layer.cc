@@ -48,13 +48,14 @@ const QConvGeometry& valid_geometry(const QConvGeometry& geo) {
 
 PackedQConv2d::PackedQConv2d(const QConvGeometry& geo, const int8_t* w, const float* factor, const float* offset,
                              int32_t x_zero, const QConvRequant& requant)
-    : geo_(valid_geometry(geo)), requant_(requant), kernel_(&qgemm_kernel(8, geo.icg(), geo.ks())), x_zero_(x_zero),
-      pad_(qgemm_padded_n(geo.ocg())) {
+    : geo_(valid_geometry(geo)), requant_(requant), x_zero_(x_zero), pad_(qgemm_padded_n(geo.ocg())) {
   if ((factor == nullptr) != (requant.out == QOut::i32))
     throw std::invalid_argument("qconv2d: factor and offset go with (only) the requantized and float32 outputs");
   const size_t n = checked_mul(geo.groups, geo.kg(), geo.ocg());
   raw_.resize(n);
   std::copy(w, w + n, raw_.data());
+  narrow_ = qgemm_narrow_weights(w, n);
+  kernel_ = &qgemm_kernel(8, geo.icg(), geo.ks(), narrow_);
   if (factor) {
     factor_.resize(checked_mul(geo.groups, pad_));
     offset_.resize(checked_mul(geo.groups, pad_));
@@ -171,8 +172,11 @@ void qconv_fill_zero_row(const QGemmKernel& k, int32_t za_eff, size_t n, uint8_t
 
 const QGemmKernel& qconv_gemm_kernel(const QConvCall& c, size_t k, size_t ks) {
   if (!c.kernel.empty())
-    if (const QGemmKernel* named = qgemm_family().named(c.kernel)) return *named;
-  return qgemm_kernel(8, k, ks);
+    if (const QGemmKernel* named = qgemm_family().named(c.kernel)) {
+      qgemm_check_weights_fit(*named, c.L.narrow_weights());
+      return *named;
+    }
+  return qgemm_kernel(8, k, ks, c.L.narrow_weights());
 }
 
 QEpilogue qconv_epilogue(const QConvStage& out) {

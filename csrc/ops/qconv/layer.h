@@ -64,6 +64,7 @@ class PackedQConv2d {
   const char* kernel_name() const { return kernel_->name; }  // the GEMM kernel dispatched at construction
   int32_t x_zero() const { return x_zero_; }
   const int8_t* raw_weights() const { return raw_.data(); }  // as given, for each algorithm's packing
+  bool narrow_weights() const { return narrow_; }  // all in [-64, 64]: a weight_bits 7 GEMM kernel may run
   // Group g's factor / offset, padded with zeros to padded_ocg() (null for int32 output).
   const float* factor(size_t g) const { return factor_.size() ? factor_.data() + g * pad_ : nullptr; }
   const float* offset(size_t g) const { return offset_.size() ? offset_.data() + g * pad_ : nullptr; }
@@ -86,6 +87,7 @@ class PackedQConv2d {
   int32_t x_zero_;
   size_t pad_;                              // qgemm_padded_n(ocg): the kernels read whole vectors
   AlignedBuffer<int8_t> raw_;
+  bool narrow_ = false;
   AlignedBuffer<float> factor_, offset_;    // [groups][pad_]
   std::vector<std::unique_ptr<QConvAlgorithm>> algorithms_;  // the table's order
   IndirectionCache<QConvIndirection> indirect_;

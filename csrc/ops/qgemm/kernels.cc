@@ -1,6 +1,8 @@
 // The integer GEMM kernels of this build as data (kernels/qgemm_list.h): the lists, their registration as
 // the kernel families "qgemm" and "qgemv", the per-level choice qgemm_kernels_for(Isa) derived from them,
 // and the dispatch (core/dispatch.h). Baseline code.
+#include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -13,11 +15,20 @@
 namespace nnkern {
 namespace {
 
-// The kernel of `level` exactly: its first 8-bit one (u8s8 or s8s8), or its s16 one.
+// The kernel of `level` exactly: its first 8-bit one (u8s8 or s8s8) for any weights, or its s16 one.
 const QGemmKernel* at_level(Isa level, bool s16) {
   const KernelList<QGemmKernel>& l = qgemm_family().list();
   for (size_t i = 0; i < l.kernels.size(); ++i)
-    if (l.info[i].level == level && (l.kernels[i]->kind == QKind::s16) == s16) return l.kernels[i];
+    if (l.info[i].level == level && (l.kernels[i]->kind == QKind::s16) == s16 && l.kernels[i]->weight_bits == 8)
+      return l.kernels[i];
+  return nullptr;
+}
+
+// The 8-bit kernel of `level` for 7-bit weights only, if any.
+const QGemmKernel* narrow_at_level(Isa level) {
+  const KernelList<QGemmKernel>& l = qgemm_family().list();
+  for (size_t i = 0; i < l.kernels.size(); ++i)
+    if (l.info[i].level == level && l.kernels[i]->weight_bits < 8) return l.kernels[i];
   return nullptr;
 }
 
@@ -27,7 +38,7 @@ const QGemmKernel* at_level(Isa level, bool s16) {
 const KernelFamily<QGemmKernel>& qgemm_family() {
   static const KernelFamily<QGemmKernel> family(
       "qgemm", nullptr, {NNKERN_QGEMM_LIST(NNKERN_KERNEL_ENTRY)},
-      [](const QGemmKernel& k) { return KernelInfo{"", Isa::scalar, k.mr, k.nr, k.kgroup}; });
+      [](const QGemmKernel& k) { return KernelInfo{"", Isa::scalar, k.mr, k.nr, k.kgroup, k.weight_bits}; });
   return family;
 }
 NNKERN_REGISTER_FAMILY(qgemm_family)
@@ -46,6 +57,7 @@ const QGemmKernels* qgemm_kernels_for(Isa isa) {
       QGemmKernels& e = (*t)[int(level)];
       e.i8 = at_level(level, false);
       e.s16 = at_level(level, true);
+      e.i8_narrow = e.i8 ? nullptr : narrow_at_level(level);
       e.gemv = qgemv_family().list().at(level);
       // None of its own (avx512, avxvnni): the one of the highest level it implies, if any. isa_levels()
       // runs lowest first, so the last match is the highest.
@@ -71,11 +83,22 @@ const QGemmKernels& qgemm_kernels() {
   return table.get();
 }
 
-const QGemmKernel& qgemm_kernel(int bits, size_t k, size_t ks) {
+const QGemmKernel& qgemm_kernel(int bits, size_t k, size_t ks, bool narrow_weights) {
   const QGemmKernels& e = qgemm_kernels();
+  if (bits == 8 && !e.i8 && narrow_weights && e.i8_narrow) return *e.i8_narrow;
   if (bits != 8 || !e.i8) return *e.s16;
   const bool shallow = k < size_t(e.i8->min_k) || (k < SIZE_MAX && k * ks < size_t(e.i8->min_depth));
   return shallow && e.shallow ? *e.shallow : *e.i8;
+}
+
+bool qgemm_narrow_weights(const int8_t* w, size_t n) {
+  return std::all_of(w, w + n, [](int8_t v) { return v >= -64 && v <= 64; });
+}
+
+void qgemm_check_weights_fit(const QGemmKernel& k, bool narrow_weights) {
+  if (k.weight_bits < 8 && !narrow_weights)
+    throw std::invalid_argument(std::string("the kernel ") + k.name + " does not apply: it is exact only for weights "
+                                "in [-64, 64]");
 }
 
 namespace {

@@ -175,10 +175,11 @@ void qgemm(const QgemmArgs& g, const std::string& algorithm) {
   a.run(call, ws);
 }
 
-PackedQGemm::PackedQGemm(const int8_t* w, size_t K, size_t N, size_t ldw)
-    : kernel_(&qgemm_kernel(8, K)), K_(K), N_(N) {
+PackedQGemm::PackedQGemm(const int8_t* w, size_t K, size_t N, size_t ldw) : K_(K), N_(N) {
   raw_.resize(std::max<size_t>(K * N, 1));
   for (size_t p = 0; p < K; ++p) std::memcpy(raw_.data() + p * N, w + p * ldw, N);
+  narrow_ = qgemm_narrow_weights(raw_.data(), K * N);
+  kernel_ = &qgemm_kernel(8, K, 1, narrow_);
   const QGemmKernel& k = *kernel_;
   const size_t MR = size_t(k.mr), panels = qgemm_ceil_div(N, MR);
   packed_.resize(std::max<size_t>(qgemm_packed_gemm_bytes(k, K, N), 1));
@@ -189,7 +190,7 @@ PackedQGemm::PackedQGemm(const int8_t* w, size_t K, size_t N, size_t ldw)
 void PackedQGemm::run(size_t M, QType x_type, const void* x, size_t ldx, int32_t x_zero, const QOutput& o) const {
   qgemm_check_exact("QLinear", x_type, x_zero, K_);
   if (M == 0 || N_ == 0) return;
-  const QGemmKernel& k = qgemm_kernel(8, K_);
+  const QGemmKernel& k = qgemm_kernel(8, K_, 1, narrow_);
   QPlan P{};
   P.kern = &k;
   P.M = M; P.N = N_; P.K = K_;

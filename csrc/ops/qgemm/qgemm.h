@@ -25,6 +25,7 @@ inline size_t qgemm_padded_n(size_t n) { return (n + kQPadN - 1) / kQPadN * kQPa
 struct QGemmKernels {
   const QGemmKernel* i8;
   const QGemmKernel* s16;
+  const QGemmKernel* i8_narrow = nullptr;  // for weights in [-64, 64] where i8 is null (weight_bits 7), if any
   const QGemvKernel* gemv = nullptr;  // u8 x s8 for M <= gemv->max_m straight from an unpacked B, if any
   const QGemmKernel* shallow = nullptr;  // the best 8-bit kernel below i8's level (i8's min_depth / min_k)
 };
@@ -32,7 +33,13 @@ const QGemmKernels* qgemm_kernels_for(Isa isa);  // nullptr if the level has non
 const QGemmKernels& qgemm_kernels();              // dispatched now
 // The micro-kernel that runs 8-bit (bits = 8) or 16-bit operands at this cap, for a reduction of ks taps of
 // k (the GEMM: ks = 1, k = K): the level's own kernel, or below its min_depth / min_k the shallow one.
-const QGemmKernel& qgemm_kernel(int bits, size_t k = SIZE_MAX, size_t ks = 1);
+// narrow_weights: every weight is in [-64, 64] (qgemm_narrow_weights), so a weight_bits 7 kernel may run.
+const QGemmKernel& qgemm_kernel(int bits, size_t k = SIZE_MAX, size_t ks = 1, bool narrow_weights = false);
+// Every one of the n weights is in [-64, 64].
+bool qgemm_narrow_weights(const int8_t* w, size_t n);
+// A kernel named by a caller (tests) for weights that are (not) narrow: std::invalid_argument if it is a
+// weight_bits 7 kernel and they are not.
+void qgemm_check_weights_fit(const QGemmKernel& k, bool narrow_weights);
 
 // Test hook: force the K block of the packed GEMM (a multiple of the kernel's group; 0 = from the L1 size).
 void set_qgemm_kc(size_t kc);
@@ -96,6 +103,7 @@ class PackedQGemm {
  private:
   const QGemmKernel* kernel_;
   size_t K_, N_;
+  bool narrow_ = false;  // every weight in [-64, 64] (qgemm_narrow_weights)
   AlignedBuffer<int8_t> raw_;      // W itself, for a call under a different cap
   AlignedBuffer<uint8_t> packed_;  // all panels
   AlignedBuffer<int32_t> colsum_;  // [round_up(N, MR)]
