@@ -49,7 +49,7 @@ struct QGemmFamily {
     using nnkern::QKind;
     const Elem a = k.kind == QKind::s16 ? Elem::s16 : Elem::s8;
     const Elem b = k.kind == QKind::s16 ? Elem::s16 : k.kind == QKind::s8s8 ? Elem::s8 : Elem::u8;
-    return {size_t(k.mr), size_t(k.nr), size_t(k.kgroup), a, b, Elem::s32, false};
+    return {size_t(k.mr), size_t(k.nr), size_t(k.kgroup), a, b, Elem::s32, false, k.weight_bits == 7 ? 64 : 0};
   }
   // One run() serves both forms: ks = 1 without a zero row is the plain GEMM tile (kernels/qgemm.h).
   static void plain(const Kernel& k, size_t K, const void* a, const BPtr* b, void* c) {

@@ -54,6 +54,7 @@ struct Layout {
   size_t mr, nr, group;  // tile and K-group G
   Elem a, b, c;          // packed weights, activation rows, output
   bool b_interleaved;    // plain form reads B as one NR-interleaved sliver (b[j][p * NR]), not NR rows
+  int32_t a_max = 0;     // weights in [-a_max, a_max] where the kernel is exact only there (0: a's whole range)
 };
 
 // A pointer `bytes` into a buffer, as the kernel's pointer type.
@@ -71,6 +72,7 @@ class Operands {
     int32_t lo, hi;
     w_.resize(l.mr * ks * k);
     value_range(l.a, &lo, &hi);
+    if (l.a_max) lo = -l.a_max, hi = l.a_max;
     for (int32_t& v : w_) v = lo + int32_t(next(seed) % uint32_t(hi - lo + 1));
     x_.resize(ks * l.nr * k);
     value_range(l.b, &lo, &hi);

@@ -106,6 +106,10 @@ namespace {
 [[maybe_unused]] const bool registered = (register_dispatched_op("u8s8_gemm", [] {
   const QGemmKernels& ks = qgemm_kernels();
   return ks.i8 ? std::string(ks.i8->name) : std::string(ks.s16->name) + " (int8 widened to int16)";
+}), register_dispatched_op("u8s8_gemm_7bit_weights", [] {
+  const QGemmKernels& ks = qgemm_kernels();
+  const QGemmKernel& k = ks.i8_narrow ? *ks.i8_narrow : ks.i8 ? *ks.i8 : *ks.s16;
+  return std::string(k.name) + (ks.i8 || ks.i8_narrow ? "" : " (int8 widened to int16)");
 }), register_dispatched_op("s16_gemm", [] { return std::string(qgemm_kernel(16).name); }),
    register_dispatched_op("u8s8_gemv", [] {
      const QGemmKernels& ks = qgemm_kernels();
