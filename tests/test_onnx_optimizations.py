@@ -164,3 +164,38 @@ def test_int8_plans_convert_the_layout_no_more_often_than_float_ones(name):
         return sum(line.split()[1] == "Transpose" for line in text.splitlines()[:-1])
 
     assert transposes(quantize(name, "qdq")) <= transposes(MODELS[name][0]())
+
+
+def _x_times_f_of_x(binary, unary, dtype):
+    """xq -> DequantizeLinear -> unary -> QuantizeLinear -> DequantizeLinear, times / plus the dequantized xq
+    itself, -> QuantizeLinear: HardSwish as a quantizer writes it (unary None: x + x)."""
+    info = np.iinfo(dtype)
+    inits = {"sx": np.float32(0.05), "zx": dtype(info.min + 120), "sh": np.float32(1 / 255), "zh": dtype(info.min),
+             "sy": np.float32(0.03), "zy": dtype(info.min + 40)}
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["x"])]
+    other = "x"
+    if unary:
+        nodes += [helper.make_node(unary, ["x"], ["h"]), helper.make_node("QuantizeLinear", ["h", "sh", "zh"], ["hq"]),
+                  helper.make_node("DequantizeLinear", ["hq", "sh", "zh"], ["hf"])]
+        other = "hf"
+    nodes += [helper.make_node(binary, ["x", other], ["f"]), helper.make_node("QuantizeLinear", ["f", "sy", "zy"], ["yq"])]
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    g = helper.make_graph(nodes, "xfx", [helper.make_tensor_value_info("xq", t, ["N"])],
+                          [helper.make_tensor_value_info("yq", t, ["N"])],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9).SerializeToString()
+
+
+@pytest.mark.parametrize("binary, unary", [("Mul", "HardSigmoid"), ("Mul", "Sigmoid"), ("Add", "Tanh"), ("Mul", None),
+                                           ("Add", None)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_binary_op_of_one_tensor_is_one_table(binary, unary, dtype):
+    model = _x_times_f_of_x(binary, unary, dtype)
+    info = np.iinfo(dtype)
+    x = np.concatenate([np.arange(info.min, info.max + 1), np.arange(37) * 7 % 256 + info.min]).astype(dtype)
+    table = nnkern.onnx.InferenceSession(model)
+    plain = nnkern.onnx.InferenceSession(model, optimize={"quantized_lookup": False})
+    steps = [line.split()[1] for line in table.describe({"xq": x}).splitlines()[:-1]]
+    assert steps == ["nnkern.Lookup"], steps
+    assert any(line.split()[1] == f"QLinear{binary}" for line in plain.describe({"xq": x}).splitlines()[:-1])
+    np.testing.assert_array_equal(table.run(None, {"xq": x})[0], plain.run(None, {"xq": x})[0])

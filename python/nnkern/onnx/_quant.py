@@ -291,7 +291,15 @@ LOOKUP_OPS = frozenset({"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSig
 def lookup_tables(net) -> None:
     """DequantizeLinear -> one of LOOKUP_OPS -> QuantizeLinear (8-bit, per tensor, constant parameters) becomes
     nnkern.Lookup over the quantized tensor, its table computed by the same three C++ ops on the 256 inputs: the
-    same bits as the three ops, one byte read and written per element."""
+    same bits as the three ops, one byte read and written per element. Then a QLinearAdd / QLinearMul of two
+    functions of one 8-bit tensor (x * HardSigmoid(x): HardSwish as quantizers write it) is a table too."""
+    sources = _unary_tables(net)
+    _binary_tables(net, sources)
+
+
+def _unary_tables(net) -> dict:
+    """The unary pass; returns {output: (input, its dtype, table)} of the lookups it made."""
+    made = {}
     g = _Graph(net)
     for n in list(net.nodes):
         if n.op not in LOOKUP_OPS or len(n.outputs) != 1:
@@ -310,7 +318,39 @@ def lookup_tables(net) -> None:
         lookup = Node("nnkern.Lookup", n.name, [dq.q, net.add_constant(table, f"{n.name}::table")], [q.outputs[0]],
                       {}, "+".join([dq.node.sources, n.sources, q.sources]))
         _replace(net, lookup, n, [q])
+        made[q.outputs[0]] = (dq.q, dq.zero.dtype, table)
         g = _Graph(net)
+    return made
+
+
+def _binary_tables(net, made: dict) -> None:
+    """QLinearAdd / QLinearMul (constant per-tensor parameters) whose operands are one 8-bit tensor x and tables of
+    it (made: the lookups of _unary_tables) becomes one nnkern.Lookup of x, the table the op's own result on
+    the 256 values of x."""
+    from .. import _C
+    from ._graph import constant
+    for n in list(net.nodes):
+        if n.op not in ("QLinearAdd", "QLinearMul") or len(n.inputs) < 8:
+            continue
+        params = [net.const(n.inputs[i]) for i in (1, 2, 4, 5, 6, 7)]
+        if any(p is None or p.size != 1 for p in params):
+            continue
+        za = params[1]
+        operands = [made.get(v, (v, za.dtype, None)) for v in (n.inputs[0], n.inputs[3])]
+        x, dtype = operands[0][0], operands[0][1]
+        if any(o[0] != x or o[1] != dtype for o in operands) or dtype not in (np.uint8, np.int8):
+            continue
+        info = np.iinfo(dtype)
+        values = np.arange(info.min, info.max + 1).astype(dtype)
+        a, b = (values if t is None else t for _, _, t in operands)
+        if a.dtype != za.dtype or b.dtype != params[3].dtype:
+            continue
+        inputs = [a, params[0], params[1], b, params[2], params[3], params[4], params[5]]
+        table = _C.graph_evaluate(n.op, n.name, n.attrs, [constant(np.asarray(v).reshape(np.shape(v) if np.ndim(v)
+                                                                                   else ())) for v in inputs], 1)
+        lookup = Node("nnkern.Lookup", n.name, [x, net.add_constant(table[0].numpy(), f"{n.name}::table")],
+                      list(n.outputs), {}, n.sources)
+        net.nodes[net.nodes.index(n)] = lookup
 
 
 def _table(net, dq: _DQ, n: Node, q: Node, scale, zero) -> np.ndarray:
