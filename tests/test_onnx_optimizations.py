@@ -86,7 +86,7 @@ def test_bad_optimize_arguments():
 from onnx import TensorProto as TP  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
-from nnkern.onnx._quant import LOOKUP_OPS  # noqa: E402
+from nnkern.onnx._tables import LOOKUP_OPS  # noqa: E402
 
 # Each op with attributes and constant inputs that make it interesting over a quantized range around zero.
 LOOKUP_CASES = {"LeakyRelu": ({"alpha": 0.1}, []), "Clip": ({}, [np.float32(-0.5), np.float32(2.0)]),
@@ -199,3 +199,66 @@ def test_binary_op_of_one_tensor_is_one_table(binary, unary, dtype):
     assert steps == ["nnkern.Lookup"], steps
     assert any(line.split()[1] == f"QLinear{binary}" for line in plain.describe({"xq": x}).splitlines()[:-1])
     np.testing.assert_array_equal(table.run(None, {"xq": x})[0], plain.run(None, {"xq": x})[0])
+
+
+def _gelu_qdq(dtype):
+    """GELU as exported and quantized: xq -> DequantizeLinear -> Div(sqrt 2) -> Erf -> QuantizeLinear ->
+    QLinear-style Add(1) -> Mul(x) -> Mul(0.5), each binary op between DequantizeLinear / QuantizeLinear pairs."""
+    info = np.iinfo(dtype)
+    z = lambda v: dtype(info.min + v)  # noqa: E731
+    inits = {"sx": np.float32(0.04), "zx": z(130), "se": np.float32(1 / 127), "ze": z(128), "s1": np.float32(0.01),
+             "z1": z(0), "one": np.array([100], dtype), "sa": np.float32(2 / 255), "za": z(0),
+             "sm": np.float32(0.05), "zm": z(120), "half": np.array(z(50)), "sh": np.float32(0.01), "zh": z(0),
+             "sy": np.float32(0.03), "zy": z(110), "root2": np.float32(np.sqrt(2))}
+    N = helper.make_node
+    nodes = [N("DequantizeLinear", ["xq", "sx", "zx"], ["x"]), N("Div", ["x", "root2"], ["xd"]),
+             N("Erf", ["xd"], ["e"]), N("QuantizeLinear", ["e", "se", "ze"], ["eq"]),
+             N("DequantizeLinear", ["eq", "se", "ze"], ["ef"]), N("DequantizeLinear", ["one", "s1", "z1"], ["onef"]),
+             N("Add", ["ef", "onef"], ["a"]), N("QuantizeLinear", ["a", "sa", "za"], ["aq"]),
+             N("DequantizeLinear", ["aq", "sa", "za"], ["af"]), N("DequantizeLinear", ["xq", "sx", "zx"], ["x2"]),
+             N("Mul", ["x2", "af"], ["m"]), N("QuantizeLinear", ["m", "sm", "zm"], ["mq"]),
+             N("DequantizeLinear", ["mq", "sm", "zm"], ["mf"]), N("DequantizeLinear", ["half", "sh", "zh"], ["hf"]),
+             N("Mul", ["mf", "hf"], ["y"]), N("QuantizeLinear", ["y", "sy", "zy"], ["yq"])]
+    t = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    g = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("xq", t, ["N", 3])],
+                          [helper.make_tensor_value_info("yq", t, ["N", 3])],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9).SerializeToString()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_a_quantized_gelu_is_one_table(dtype):
+    """Chains of elementwise ops with constant scalars, QLinear ops with constant operands and tables of tables
+    collapse into one lookup with the bits of the ops it replaces."""
+    model = _gelu_qdq(dtype)
+    info = np.iinfo(dtype)
+    x = np.arange(info.min, info.max + 1).astype(dtype)
+    x = np.concatenate([x, x[::-1], x[:7]]).reshape(-1, 3)
+    table = nnkern.onnx.InferenceSession(model)
+    plain = nnkern.onnx.InferenceSession(model, optimize={"quantized_lookup": False})
+    assert [line.split()[1] for line in table.describe({"xq": x}).splitlines()[:-1]] == ["nnkern.Lookup"]
+    assert "Erf" in plain.describe({"xq": x})
+    np.testing.assert_array_equal(table.run(None, {"xq": x})[0], plain.run(None, {"xq": x})[0])
+
+
+def test_requantization_and_shared_values():
+    """DequantizeLinear -> QuantizeLinear with other parameters is a table; a value read twice inside the chain
+    stops it (the chain is taken only where each value has one reader)."""
+    for shared in (False, True):
+        N = helper.make_node
+        nodes = [N("DequantizeLinear", ["xq", "sx", "zx"], ["x"]), N("Sigmoid", ["x"], ["s"])]
+        nodes += [N("Add", ["s", "s"], ["f"])] if shared else [N("Identity", ["s"], ["f"])]
+        nodes += [N("QuantizeLinear", ["f" if shared else "s", "sy", "zy"], ["yq"])]
+        if not shared:
+            nodes = [nodes[0], N("QuantizeLinear", ["x", "sy", "zy"], ["yq"])]
+        inits = {"sx": np.float32(0.1), "zx": np.uint8(100), "sy": np.float32(0.07), "zy": np.uint8(3)}
+        g = helper.make_graph(nodes, "rq", [helper.make_tensor_value_info("xq", TP.UINT8, ["N"])],
+                              [helper.make_tensor_value_info("yq", TP.UINT8, ["N"])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9).SerializeToString()
+        x = np.arange(256).astype(np.uint8)
+        steps = [line.split()[1] for line in nnkern.onnx.InferenceSession(model).describe({"xq": x}).splitlines()[:-1]]
+        assert (steps == ["nnkern.Lookup"]) != shared, steps
+        plain = nnkern.onnx.InferenceSession(model, optimize={"quantized_lookup": False})
+        np.testing.assert_array_equal(nnkern.onnx.InferenceSession(model).run(None, {"xq": x})[0],
+                                      plain.run(None, {"xq": x})[0])

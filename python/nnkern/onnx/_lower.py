@@ -14,16 +14,16 @@ TO_NCHW = [0, 3, 1, 2]
 def prepare(net, optimize: frozenset) -> None:
     """What lowering needs done first, over the whole graph: onnxruntime's QLinear ops without a kernel of their
     own expanded, batch norms folded into their convolutions, QDQ patterns fused and quantized elementwise ops made
-    tables (_quant); the last three where
+    tables (_quant, _tables); the last three where
     `optimize` (names of _compile.OPTIMIZATIONS) has them."""
-    from . import _quant
+    from . import _quant, _tables
     _quant.expand(net)
     if "fold_batch_norm" in optimize:
         _fold_batch_norm(net)
     if "fuse_qdq" in optimize:
         _quant.fuse_qdq(net)
     if "quantized_lookup" in optimize:
-        _quant.lookup_tables(net)
+        _tables.lookup_tables(net)
 
 
 def lowering(op: str):
