@@ -11,6 +11,7 @@ pytest.importorskip("torch", reason="the networks are defined in torch")
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+from conftest import exhaustive_only  # noqa: E402
 from nnkern.bench import models, networks  # noqa: E402
 
 QUICK = dict(size="test", input_size=32, repeats=1, min_time=0.001, progress=None)
@@ -154,3 +155,15 @@ def test_peak_memory_against_onnxruntime(tmp_path):
     net = networks.Network("espcn", "test", str(tmp_path), 32)
     assert networks.peak_memory(net, "float", 1, 1, libraries=[], timeout=0.001) == \
         ([], {"nnkern": "no memory figure: timed out after 0.001 s"})
+
+
+@exhaustive_only  # inductor compiles the network first: tens of seconds
+def test_torch_compile_rows():
+    pytest.importorskip("torch")
+    results, notes = networks.run(["resnet18"], [1], batches=[1], libraries=["torch.compile"], **QUICK)
+    compiled = [r for r in results if r.library == "torch.compile"]
+    if not compiled:  # a machine where inductor cannot build its kernels: a note says why
+        assert any("torch.compile" in k for k in notes), notes
+        return
+    assert [r.precision for r in compiled] == ["float"] and compiled[0].seconds > 0
+    assert any("torch.compile (int8" in k and "float only" in v for k, v in notes.items()), notes

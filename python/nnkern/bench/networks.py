@@ -174,7 +174,27 @@ def torch_call(net: Network, precision: str, feeds: dict, threads: int) -> Calla
     return call
 
 
-MAKERS = {"onnxruntime": ort_call, "torch": torch_call}
+def torch_compile_call(net: Network, precision: str, feeds: dict, threads: int) -> Callable:
+    """torch.compile (inductor) of the float module, where it works on the machine (it needs a C++ compiler); the
+    first call, in library_calls, compiles."""
+    if precision != "float":
+        raise NotImplementedError("float only (torch's INT8 model is its eager quantization)")
+    import torch
+    if "compiled" not in net._torch:
+        net._torch["compiled"] = torch.compile(net.torch_module("float"))
+    module = net._torch["compiled"]
+    _anchors.set_threads(threads)
+    x = torch.from_numpy(feeds[net.feeds.name])
+    if net.image:
+        x = x.contiguous(memory_format=torch.channels_last)
+
+    def call():
+        with torch.inference_mode():
+            return module(x)
+    return call
+
+
+MAKERS = {"onnxruntime": ort_call, "torch": torch_call, "torch.compile": torch_compile_call}
 
 
 def library_calls(net: Network, precision: str, feeds: dict, threads: int,
