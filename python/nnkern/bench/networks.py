@@ -161,8 +161,12 @@ def ort_call(net: Network, precision: str, feeds: dict, threads: int) -> Callabl
 
 
 def torch_call(net: Network, precision: str, feeds: dict, threads: int) -> Callable:
+    return _torch_runner(net, net.torch_module(precision), feeds, threads)
+
+
+def _torch_runner(net: Network, module, feeds: dict, threads: int) -> Callable:
+    """The module's call on the feeds (channels_last images), inference mode, `threads` threads."""
     import torch
-    module = net.torch_module(precision)
     _anchors.set_threads(threads)
     x = torch.from_numpy(feeds[net.feeds.name])
     if net.image:
@@ -182,16 +186,7 @@ def torch_compile_call(net: Network, precision: str, feeds: dict, threads: int) 
     import torch
     if "compiled" not in net._torch:
         net._torch["compiled"] = torch.compile(net.torch_module("float"))
-    module = net._torch["compiled"]
-    _anchors.set_threads(threads)
-    x = torch.from_numpy(feeds[net.feeds.name])
-    if net.image:
-        x = x.contiguous(memory_format=torch.channels_last)
-
-    def call():
-        with torch.inference_mode():
-            return module(x)
-    return call
+    return _torch_runner(net, net._torch["compiled"], feeds, threads)
 
 
 MAKERS = {"onnxruntime": ort_call, "torch": torch_call, "torch.compile": torch_compile_call}
