@@ -581,7 +581,8 @@ def test_transpose(shape, data, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.float16, np.int64])
-@pytest.mark.parametrize("shape", [(1, 3, 224, 224), (2, 80, 17, 23), (1, 1, 5, 5), (3, 33, 1, 65)])
+@pytest.mark.parametrize("shape", [(1, 3, 224, 224), (2, 80, 17, 23), (1, 1, 5, 5), (3, 33, 1, 65), (2, 2, 7, 19),
+                                   (3, 4, 33, 31), (1, 3, 300, 301)])
 def test_transpose_nchw_nhwc(shape, dtype):
     x = values(np.random.default_rng(8), shape, dtype)
     nhwc = check("Transpose", [("in", x)], attrs={"perm": [0, 2, 3, 1]})[0]

@@ -121,6 +121,43 @@ void transpose_2d(const T* x, T* y, size_t B, size_t R, size_t C) {
   else parallel_for_ranges(total, tiles);
 }
 
+// The same for matrices of K (2 to 4) rows or columns, such as an image's few channel planes interleaved into
+// NHWC and back: one loop along the long side with K fixed, which the compiler vectorizes into interleaving
+// stores or deinterleaving loads (the tiles would leave every element to their ragged-edge loop).
+template <typename T, size_t K>
+void transpose_narrow(const T* x, T* y, size_t B, size_t R, size_t C) {
+  const bool few_rows = R == K;  // else C == K
+  const size_t L = few_rows ? C : R;  // the long side
+  auto run = [&](size_t t0, size_t t1) {  // t: (matrix, index along the long side)
+    for (size_t t = t0; t < t1;) {
+      const size_t b = t / L, l0 = t % L, l1 = std::min(L, l0 + (t1 - t));
+      const T* s = x + b * R * C;
+      T* d = y + b * R * C;
+      if (few_rows) {  // y[l][k] = x[k][l]
+        for (size_t l = l0; l < l1; ++l)
+          for (size_t k = 0; k < K; ++k) d[l * K + k] = s[k * L + l];
+      } else {  // y[k][l] = x[l][k]
+        for (size_t l = l0; l < l1; ++l)
+          for (size_t k = 0; k < K; ++k) d[k * L + l] = s[l * K + k];
+      }
+      t += l1 - l0;
+    }
+  };
+  const size_t total = B * L;
+  if (total * K < (size_t(1) << 15)) run(0, total);
+  else parallel_for_ranges(total, run);
+}
+
+template <typename T>
+void transpose_matrices(const T* x, T* y, size_t B, size_t R, size_t C) {
+  switch (std::min(R, C) <= 4 && std::max(R, C) >= 4 * kTile ? std::min(R, C) : 0) {
+    case 2: return transpose_narrow<T, 2>(x, y, B, R, C);
+    case 3: return transpose_narrow<T, 3>(x, y, B, R, C);
+    case 4: return transpose_narrow<T, 4>(x, y, B, R, C);
+    default: return transpose_2d(x, y, B, R, C);
+  }
+}
+
 std::unique_ptr<Step> make_transpose(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
   const TensorDesc& x = n.in(0);
   const Simplified s = simplify(x.shape, perm_of(n));
@@ -133,10 +170,10 @@ std::unique_ptr<Step> make_transpose(const NodeSpec& n, const std::vector<Tensor
         [=](const StepData& d) {
           with_word(esize, [&](auto w) {
             using T = decltype(w);
-            transpose_2d(d.in<T>(0), d.out<T>(0), B, R, C);
+            transpose_matrices(d.in<T>(0), d.out<T>(0), B, R, C);
           });
         },
-        "tiled 2-D");
+        std::min(R, C) <= 4 && std::max(R, C) >= 4 * kTile ? "narrow 2-D" : "tiled 2-D");
   }
   std::vector<int64_t> oshape;
   for (int64_t p : s.perm) oshape.push_back(s.shape[size_t(p)]);
