@@ -3,11 +3,12 @@ runs the partitions of a batch on every worker, and the gathered outputs equal o
 an optional extra: ``import nnkern`` never imports it."""
 import importlib.util
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from helpers import describe_process, run_python_isolated
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "dask_inference.py"
 
@@ -16,7 +17,8 @@ def test_import_nnkern_does_not_import_dask():
     code = ("import importlib.util, sys, nnkern\n"
             "if importlib.util.find_spec('onnx'): import nnkern.onnx\n"
             "assert 'dask' not in sys.modules and 'distributed' not in sys.modules, 'nnkern imported dask'")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    proc = run_python_isolated(code)  # (through the emulator where the suite runs emulated)
+    assert proc.returncode == 0, describe_process(proc)
 
 
 @pytest.fixture(scope="module")
