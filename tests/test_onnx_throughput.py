@@ -75,6 +75,27 @@ def test_mode_is_checked():
     model = MODELS["small_cnn"][0]()
     with pytest.raises(ValueError, match="mode must be one of"):
         nnkern.onnx.InferenceSession(model.SerializeToString(), mode="fast")
+    renamed = MODELS["small_cnn"][0]()  # an output's batch under another name (as exporters write it): accepted
+    renamed.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch_out"
+    session = nnkern.onnx.InferenceSession(renamed.SerializeToString(), mode="throughput", num_threads=2)
+    assert session.run(None, MODELS["small_cnn"][1](batch=3))[0].shape[0] == 3
+    fixed_out = MODELS["small_cnn"][0]()
+    fixed_out.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 4
+    with pytest.raises(ValueError, match="outputs .* fixed"):
+        nnkern.onnx.InferenceSession(fixed_out.SerializeToString(), mode="throughput")
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 4  # a fixed batch: nothing to split by
     with pytest.raises(ValueError, match="same symbolic first dimension"):
         nnkern.onnx.InferenceSession(model.SerializeToString(), mode="throughput")
+
+
+def test_an_output_that_is_not_per_image_is_refused_at_run():
+    """A model whose output reduces over the batch (ReduceSum over axis 0, declared with a symbolic first
+    dimension): the parts' outputs do not have the parts' batch, and run says so instead of concatenating."""
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=1)], "r",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M", 1])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = nnkern.onnx.InferenceSession(model.SerializeToString(), mode="throughput", num_threads=2)
+    with pytest.raises(ValueError, match="not the batch"):
+        session.run(None, {"x": np.ones((4, 3), np.float32)})

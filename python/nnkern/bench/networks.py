@@ -196,9 +196,12 @@ def library_calls(net: Network, precision: str, feeds: dict, threads: int,
                   libraries: Optional[Sequence[str]] = None) -> Tuple[Dict[str, Callable], Dict[str, str]]:
     """({"nnkern": call, library: call...}, {library: why it was left out}); each call has run once."""
     calls = {"nnkern": nnkern_call(net, precision, feeds, threads)}
-    if threads > 1 and next(iter(feeds.values())).shape[0] > 1:  # the batch split across the threads too
-        calls[THROUGHPUT] = nnkern_call(net, precision, feeds, threads, mode="throughput")
     notes = {}
+    if threads > 1 and next(iter(feeds.values())).shape[0] > 1:  # the batch split across the threads too
+        try:
+            calls[THROUGHPUT] = nnkern_call(net, precision, feeds, threads, mode="throughput")
+        except ValueError as e:  # a model the mode cannot split: a note, not a failure
+            notes[THROUGHPUT] = f"refused {precision} {net.name}: {str(e).splitlines()[0][:160]}"
     for lib, make in MAKERS.items():
         if libraries is not None and lib not in libraries:
             continue

@@ -165,17 +165,25 @@ class InferenceSession:
             workers = self._workers[1]
         later = [workers.submit(run_part, c) for c in chunks[1:]]  # the other parts on the session's threads,
         results = [run_part(chunks[0])] + [f.result() for f in later]  # the first on this one
+        for chunk, outs in zip(chunks, results):
+            if any(o.ndim == 0 or o.shape[0] != len(chunk[0]) for o in outs):
+                raise ValueError("mode='throughput': an output's first dimension is not the batch (a part of "
+                                 f"{len(chunk[0])} inputs gave shapes {[o.shape for o in outs]}); use the latency mode")
         return [np.concatenate(outs) for outs in zip(*results)]
 
     def _threads(self) -> int:
         return self._options["num_threads"] or _C.get_num_threads()
 
     def _check_batch_axis(self) -> None:
-        first = {None if not v.dims else v.dims[0] for v in self._model.inputs + self._model.outputs}
-        if len(first) != 1 or not isinstance(next(iter(first)), str):
-            raise ValueError("mode='throughput' splits the batch across threads: every input and output of the "
-                             "model must have the same symbolic first dimension (the batch); this model's first "
-                             f"dimensions: {sorted(map(str, first))}")
+        """The inputs share one symbolic first dimension, the batch; no output declares a fixed first dimension
+        (exporters name an output's batch dimension as they like; run checks the parts' outputs)."""
+        first = {None if not v.dims else v.dims[0] for v in self._model.inputs}
+        fixed = [o.name for o in self._model.outputs if not o.dims or isinstance(o.dims[0], int)]
+        if len(first) != 1 or not isinstance(next(iter(first)), str) or fixed:
+            raise ValueError("mode='throughput' splits the batch across threads: every input of the model must have "
+                             "the same symbolic first dimension (the batch), and every output a first dimension "
+                             f"that is not fixed; this model's inputs start with {sorted(map(str, first))}"
+                             + (f", outputs {fixed} have a fixed or no first dimension" if fixed else ""))
 
     # -- nnkern's own
     def profile(self, input_feed: dict, repeats: int = 1) -> Profile:
