@@ -90,3 +90,20 @@ def _restore_global_state():
     nnkern.set_num_threads(threads)
     _C.set_blocking_mode(mode)
     assert _C.workspace_guard_violations(reset=True) == 0, "an op wrote past its workspace or scratch slice"
+
+
+@pytest.fixture(autouse=True)
+def _restore_blas_threads(request):
+    """The benchmarks hold numpy's BLAS to the thread count they compare at, for good (bench/anchors.py
+    set_threads): after a benchmark test it gets its threads back, or every later test's numpy reference would
+    run on one core."""
+    if not request.module.__name__.startswith("test_bench"):
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=None, user_api="blas"):  # restores the original limits on exit
+        yield
