@@ -262,3 +262,24 @@ def test_requantization_and_shared_values():
         plain = nnkern.onnx.InferenceSession(model, optimize={"quantized_lookup": False})
         np.testing.assert_array_equal(nnkern.onnx.InferenceSession(model).run(None, {"xq": x})[0],
                                       plain.run(None, {"xq": x})[0])
+
+
+@pytest.mark.parametrize("op, const_first", [("Sub", True), ("Pow", False), ("Div", True), ("Max", False)])
+def test_chain_with_the_constant_on_either_side(op, const_first):
+    """DequantizeLinear -> op(constant, x) or op(x, constant) -> Tanh -> QuantizeLinear: the table evaluates each op
+    with its operands where the model puts them; over a tensor long enough to run on the pool in several ranges."""
+    N = helper.make_node
+    args = ["c", "x"] if const_first else ["x", "c"]
+    nodes = [N("DequantizeLinear", ["xq", "sx", "zx"], ["x"]), N(op, args, ["f"]), N("Tanh", ["f"], ["t"]),
+             N("QuantizeLinear", ["t", "sy", "zy"], ["yq"])]
+    inits = {"sx": np.float32(0.02), "zx": np.uint8(128), "c": np.float32(1.7 if op != "Pow" else 2.0),
+             "sy": np.float32(1 / 127), "zy": np.uint8(128)}
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("xq", TP.UINT8, ["N"])],
+                          [helper.make_tensor_value_info("yq", TP.UINT8, ["N"])],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9).SerializeToString()
+    x = np.random.default_rng(6).integers(0, 256, 300_003).astype(np.uint8)  # past the pool's threshold, odd length
+    table = nnkern.onnx.InferenceSession(model, num_threads=2)
+    plain = nnkern.onnx.InferenceSession(model, num_threads=2, optimize={"quantized_lookup": False})
+    assert [line.split()[1] for line in table.describe({"xq": x}).splitlines()[:-1]] == ["nnkern.Lookup"]
+    np.testing.assert_array_equal(table.run(None, {"xq": x})[0], plain.run(None, {"xq": x})[0])

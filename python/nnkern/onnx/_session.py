@@ -73,8 +73,9 @@ class InferenceSession:
     their bits (fuse_qdq off runs an INT8 model's float emulation instead). mode: "latency" (each run's steps use
     the threads together) or "throughput" (a batch is split into one contiguous part per thread, each part run
     whole on its thread through a one-thread plan, the weights shared: no synchronization between the threads
-    inside a network; for models whose every input and output has the batch as the same symbolic first dimension,
-    and whose outputs for an image depend on that image alone). Extra keyword arguments of
+    inside a network; for models whose inputs share one symbolic first dimension, the batch, whose outputs start
+    with it too, and whose outputs for an image depend on that image alone: ValueError otherwise). Extra keyword
+    arguments of
     onnxruntime's (``sess_options``, ``providers``, ``provider_options``) are accepted and ignored, so the line
     that creates an onnxruntime session changes only its class.
 

@@ -35,10 +35,11 @@ class _Table:
 
 def lookup_tables(net) -> None:
     made: dict[str, _Table] = {}
+    absorbed: set = set()
+    g = _Graph(net)
     for n in list(net.nodes):
-        if not any(m is n for m in net.nodes):
-            continue  # absorbed by an earlier table
-        g = _Graph(net)
+        if id(n) in absorbed:
+            continue
         found = _from_dequantize(net, g, n) if n.op == "DequantizeLinear" else \
             _from_qlinear(net, made, n) if n.op in QLINEAR_BINARY else None
         if found is None:
@@ -52,6 +53,8 @@ def lookup_tables(net) -> None:
         net.nodes = [m for m in net.nodes if id(m) not in gone]
         net.nodes.insert(min(at, len(net.nodes)), lookup)
         made[out] = table
+        absorbed |= gone
+        g = _Graph(net)  # readers and producers changed
 
 
 def _values(dtype) -> np.ndarray:

@@ -1,7 +1,7 @@
 // nnkern.Lookup: y[i] = table[x[i]] for an 8-bit x (uint8 indexes the table directly, int8 by x + 128) and a
-// constant table of 256 8-bit entries, y of the table's type. The ONNX plan turns DequantizeLinear -> an
-// elementwise float op -> QuantizeLinear into it, the table holding what the three ops give for each of the 256
-// inputs (computed by the same ops at load): the INT8 graph stays quantized, with the same bits.
+// constant table of 256 8-bit entries, y of the table's type. The ONNX plan turns the elementwise work between a
+// DequantizeLinear and a QuantizeLinear into it (python/nnkern/onnx/_tables.py), the table holding what those ops
+// give for each of the 256 inputs (computed by the same ops at load): the INT8 graph stays quantized, same bits.
 #include <array>
 #include <cstdint>
 #include <cstring>

@@ -77,6 +77,7 @@ Simplified simplify(const std::vector<int64_t>& in_shape, const std::vector<int6
 }
 
 constexpr size_t kTile = 16;
+constexpr size_t kSerialBelow = size_t(1) << 15;  // elements a transpose moves on the calling thread
 
 // A 4 x 4 block: four rows of four read into locals, written as four columns; the compiler turns this into
 // register shuffles, which strided element loops do not get.
@@ -117,7 +118,7 @@ void transpose_2d(const T* x, T* y, size_t B, size_t R, size_t C) {
     }
   };
   const size_t total = B * per_matrix;
-  if (B * R * C < (size_t(1) << 15)) tiles(0, total);
+  if (B * R * C < kSerialBelow) tiles(0, total);
   else parallel_for_ranges(total, tiles);
 }
 
@@ -144,7 +145,7 @@ void transpose_narrow(const T* x, T* y, size_t B, size_t R, size_t C) {
     }
   };
   const size_t total = B * L;
-  if (total * K < (size_t(1) << 15)) run(0, total);
+  if (total * K < kSerialBelow) run(0, total);
   else parallel_for_ranges(total, run);
 }
 
