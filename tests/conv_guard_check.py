@@ -1,10 +1,10 @@
-"""Guard-page check of the FP32 convolution algorithms, run as a subprocess by test_conv2d.py.
+"""Guard-page check of the FP32 convolution algorithms, run as a subprocess by test_conv2d.py and test_winograd.py.
 
     python conv_guard_check.py ALGORITHM KERNEL
 
 Conv2d's ALGORITHM on KERNEL (a kernel of its family; the ISA cap at the kernel's level) for output channels
 around every vector and block tail, input channels 1..9, widths around the tiles, padding 0 and 1 and a stride of
-2, with the input, the output and the weights each ending right before an unmapped page (nnkern._C.GuardedBuffer):
+2 (not for Winograd's), with the input, the output and the weights each ending right before an unmapped page (nnkern._C.GuardedBuffer):
 no float past the last input channel of the last pixel may be read, nor any past the last output written.
 Results are checked against the float64 convolution within the documented bound. Prints "OK" and exits 0 on
 success; exits 1 on a wrong result; a fault is a signal.
@@ -22,6 +22,7 @@ from nnkern import _C  # noqa: E402
 from helpers import check_within_bound  # noqa: E402
 from qhelpers import guarded_array as guarded  # noqa: E402
 from test_conv2d import FAMILY, ref_conv  # noqa: E402
+from test_winograd import ALGORITHMS as WINOGRAD, winograd_ref  # noqa: E402
 
 
 def main(algorithm: str, kernel: str) -> int:
@@ -32,7 +33,7 @@ def main(algorithm: str, kernel: str) -> int:
         for i, OC in enumerate(ocs):
             IC, groups = (OC, OC) if algorithm == "depthwise" else (1 + i % 9, 1)
             W = [1, 2, 5, 8, 9, 15, 17, 25][i % 8]
-            pad, stride = (i % 2, 2 if i % 5 == 4 and algorithm != "mgemm" else 1)
+            pad, stride = (i % 2, 2 if i % 5 == 4 and algorithm != "mgemm" and algorithm not in WINOGRAD else 1)
             w, wbuf = guarded((OC, 3, 3, IC // groups), np.float32)
             w[...] = rng.uniform(-1, 1, w.shape)
             if W + 2 * pad < 3:
@@ -43,9 +44,12 @@ def main(algorithm: str, kernel: str) -> int:
             x[...] = rng.uniform(-1, 1, x.shape)
             out, obuf = guarded(layer.output_shape(x.shape), np.float32)
             got = layer._run(x, out, algorithm, kernel)
+            if algorithm in WINOGRAD:  # its own bound
+                want = winograd_ref(x, w, layer.bias, layer.padding, groups, WINOGRAD[algorithm])
+            else:
+                want = ref_conv(x, w, layer.bias, layer.stride, layer.padding, layer.dilation, groups)
             try:
-                check_within_bound(got, *ref_conv(x, w, layer.bias, layer.stride, layer.padding, layer.dilation,
-                                                  groups), f"{algorithm} {kernel} OC={OC} IC={IC} W={W}")
+                check_within_bound(got, *want, f"{algorithm} {kernel} OC={OC} IC={IC} W={W}")
             except AssertionError as e:
                 print(e)
                 return 1

@@ -18,7 +18,10 @@ import os
 from conftest import require_level
 from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_script_isolated
 
-ALGORITHMS = _C.algorithms("conv2d")
+TABLE = _C.algorithms("conv2d")
+# The algorithms under the direct bound that apply to any window; Winograd's (3x3 stride 1 only, its own bound)
+# are tested in tests/test_winograd.py.
+ALGORITHMS = [a for a in TABLE if not a.startswith("winograd")]
 FAMILY = dict(_C.conv2d_algorithm_families())  # the kernels each algorithm runs, as C++ lists them
 PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}")
          for a in ALGORITHMS for k in _C.kernel_list(FAMILY[a])]
@@ -109,7 +112,7 @@ N_CONFIGS = 12 if QUICK else 60
 
 
 def test_algorithms_listed():
-    assert set(ALGORITHMS) == set(FAMILY)
+    assert set(TABLE) == set(FAMILY) and set(TABLE) - set(ALGORITHMS) == {"winograd", "winograd_2x2"}
     assert _C.kernel_list("f32_conv_direct")[0]["level"] == "scalar"  # direct runs everywhere
 
 
@@ -412,7 +415,9 @@ def test_bad_inputs(rng):
         (dict(weight=w, activation="leaky_relu", activation_beta=0.1), ValueError, "not a parameter"),
         (dict(weight=w, activation="leaky_relu", activation_alpha=float("nan")), ValueError, "finite"),
         (dict(weight=w, activation="hardsigmoid", activation_alpha="0.2"), ValueError, "finite"),
-        (dict(weight=w, algorithm="winograd"), ValueError, "algorithm"),
+        (dict(weight=w, algorithm="fft"), ValueError, "algorithm"),
+        (dict(weight=w, precision="low"), ValueError, "precision"),
+        (dict(weight=w, precision=1), TypeError, "precision"),
         (dict(weight=w, stride=1.5), TypeError, "stride"),
         (dict(weight=[[1.0]]), TypeError, "list"),
     ]

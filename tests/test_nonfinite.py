@@ -98,8 +98,10 @@ def test_nan_and_inf_everywhere(path, rng):
         for act in ACTIVATIONS:
             layer = nnkern.Conv2d(w, b, padding=1, groups=groups, activation=act)
             applies = algorithm in layer._packed.applicable_algorithms(1, H, W)
-            if not applies:  # only a padded layer with a non-finite weight may lose a padding-skipping algorithm
-                assert algorithm in ("direct", "mgemm", "dot", "depthwise") and not np.isfinite(w).all(), desc
+            if not applies:  # a padded layer with a non-finite weight loses the padding-skipping algorithms, and any
+                # layer with one loses Winograd's (whose transformed weights would mix Inf into NaN)
+                assert algorithm in ("direct", "mgemm", "dot", "depthwise", "winograd", "winograd_2x2") and \
+                    not np.isfinite(w).all(), desc
                 with pytest.raises(ValueError, match="does not apply"):
                     layer._run(x, None, algorithm, kernel)
                 skipped += 1

@@ -49,7 +49,8 @@ EXPECTED = ["sgemm", "matmul", "matmul", "sigmoid", "tanh", "topk", "qgemm", "qg
 # The public callables that compute nothing on arrays (settings, queries, parameter helpers) and LSTMOutput (a
 # result type): everything else in nnkern.__all__ must log a line (EXPECTED).
 NOT_OPS = {"ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas", "get_num_threads",
-           "set_num_threads", "LSTMOutput", "qgemm_max_k", "quantize_weights", "dynamic_quantization_params"}
+           "set_num_threads", "LSTMOutput", "qgemm_max_k", "quantize_weights", "dynamic_quantization_params",
+           "float32_precision", "get_float32_precision", "set_float32_precision"}
 
 
 def run(value):

@@ -15,6 +15,7 @@
 
 #include "core/isa.h"
 #include "core/kernel_list.h"
+#include "core/precision.h"
 #include "kernels/f32_activation.h"
 #include "kernels/qgemm.h"
 
@@ -34,6 +35,8 @@ void check_layout(const py::array& a, const char* what, std::initializer_list<ss
                   size_t align, bool output);
 // "minimax" | "scalef" | "accurate"; ValueError naming the argument (`what`) otherwise.
 ActMethod act_method_arg(const std::string& name, const char* what);
+// "highest" | "high" | "medium" (core/precision.h); ValueError otherwise.
+inline Float32Precision precision_arg(const std::string& name) { return float32_precision_from_name(name); }
 
 // Data pointers of arrays whose dtype the Python layer has checked (a TypeError here is a bug there).
 // A misaligned pointer is refused too: the kernels (the scalar ones included) read whole elements, and

@@ -38,8 +38,10 @@ class Conv2dBinding {
 
   // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (the dispatched ones), a kernel's name (tests: the
   // algorithm that runs uses it if it is of its family), or for the GEMM-based ones an ISA level's name. Returns the
-  // algorithm that ran.
-  std::string run(const py::array& x, py::array& y, const std::string& algorithm, const std::string& kernel) const {
+  // algorithm that ran. precision: "highest", "high" or "medium", what "auto" may pick (core/precision.h).
+  std::string run(const py::array& x, py::array& y, const std::string& algorithm, const std::string& kernel,
+                  const std::string& precision) const {
+    const Float32Precision level = precision_arg(precision);
     const ConvGeometry& geo = packed_->geometry();
     const float* xp = checked_in<float>(x, "x", {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)});
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
@@ -49,15 +51,18 @@ class Conv2dBinding {
     if (!kernel.empty() && isa_named(kernel) && !isa_supported(isa_arg(kernel)))
       throw py::value_error("this CPU cannot run " + kernel);
     py::gil_scoped_release release;
-    return packed_->run(N, H, W, xp, yp, algorithm, kernel);
+    return packed_->run(N, H, W, xp, yp, algorithm, kernel, 0, level);
   }
 
-  std::string auto_algorithm(size_t N, size_t H, size_t W) const { return packed_->auto_algorithm(N, H, W); }
+  std::string auto_algorithm(size_t N, size_t H, size_t W, const std::string& precision) const {
+    return packed_->auto_algorithm(N, H, W, precision_arg(precision));
+  }
   std::vector<std::string> applicable_algorithms(size_t N, size_t H, size_t W) const {
     return packed_->applicable_algorithms(N, H, W);
   }
-  size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const {
-    return packed_->workspace_bytes(N, H, W, algorithm);
+  size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm,
+                         const std::string& precision) const {
+    return packed_->workspace_bytes(N, H, W, algorithm, precision_arg(precision));
   }
   size_t indirection_builds() const { return packed_->indirection_builds(); }
   size_t indirection_bytes() const { return packed_->indirection_bytes(); }
@@ -103,12 +108,13 @@ void bind_conv2d(py::module_& m) {
            py::arg("w"), py::arg("geometry"), py::arg("bias"), py::arg("activation"), py::arg("method"),
            py::arg("alpha") = 0.0f, py::arg("beta") = 0.0f)
       .def("run", &Conv2dBinding::run, py::arg("x"), py::arg("out"), py::arg("algorithm") = "auto",
-           py::arg("kernel") = "")
-      .def("auto_algorithm", &Conv2dBinding::auto_algorithm)
+           py::arg("kernel") = "", py::arg("precision") = "highest")
+      .def("auto_algorithm", &Conv2dBinding::auto_algorithm, py::arg("n"), py::arg("h"), py::arg("w"),
+           py::arg("precision") = "highest")
       .def("applicable_algorithms", &Conv2dBinding::applicable_algorithms, py::arg("n"), py::arg("h"), py::arg("w"),
            "The algorithms of the table that apply to an input of this shape (the rule, from C++).")
       .def("workspace_bytes", &Conv2dBinding::workspace_bytes, py::arg("n"), py::arg("h"), py::arg("w"),
-           py::arg("algorithm") = "auto")
+           py::arg("algorithm") = "auto", py::arg("precision") = "highest")
       .def_property_readonly("indirection_builds", &Conv2dBinding::indirection_builds)
       .def_property_readonly("indirection_bytes", &Conv2dBinding::indirection_bytes,
                              "Bytes of the indirection buffers the layer keeps (ops/conv/indirection_cache.h)");

@@ -101,11 +101,11 @@ class PackedConv2d:
         """
         The algorithms of the table that apply to an input of this shape (the rule, from C++).
         """
-    def auto_algorithm(self, arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex) -> str:
+    def auto_algorithm(self, n: typing.SupportsInt | typing.SupportsIndex, h: typing.SupportsInt | typing.SupportsIndex, w: typing.SupportsInt | typing.SupportsIndex, precision: str = 'highest') -> str:
         ...
-    def run(self, x: numpy.ndarray, out: numpy.ndarray, algorithm: str = 'auto', kernel: str = '') -> str:
+    def run(self, x: numpy.ndarray, out: numpy.ndarray, algorithm: str = 'auto', kernel: str = '', precision: str = 'highest') -> str:
         ...
-    def workspace_bytes(self, n: typing.SupportsInt | typing.SupportsIndex, h: typing.SupportsInt | typing.SupportsIndex, w: typing.SupportsInt | typing.SupportsIndex, algorithm: str = 'auto') -> int:
+    def workspace_bytes(self, n: typing.SupportsInt | typing.SupportsIndex, h: typing.SupportsInt | typing.SupportsIndex, w: typing.SupportsInt | typing.SupportsIndex, algorithm: str = 'auto', precision: str = 'highest') -> int:
         ...
     @property
     def indirection_builds(self) -> int:
@@ -282,7 +282,7 @@ def kernel_families() -> list[str]:
     ...
 def kernel_list(arg0: str) -> list:
     """
-    Every kernel of a family in this build (its list, csrc/kernels/<family>_list.h): name, ISA level, tile, K-group, and whether this CPU can run it.
+    Every kernel of a family in this build (its list, csrc/kernels/<family>_list.h): name, ISA level, tile, K-group, the weight bits it is exact for (8, or 7 for the integer kernels exact only on [-64, 64]) and whether this CPU can run it.
     """
 def last_algorithm(op: str) -> str:
     """

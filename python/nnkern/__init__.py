@@ -9,6 +9,7 @@ from . import _C  # noqa: F401  (the native core; importing it fails clearly if 
 from ._isa import ISA_LEVELS, cpu_info, get_max_isa, max_isa, set_max_isa, supported_isas
 from ._isa import _apply_environment_cap
 from ._threads import get_num_threads, set_num_threads
+from ._precision import PRECISIONS, float32_precision, get_float32_precision, set_float32_precision
 from ._threads import _hook_threadpoolctl
 from .activations import sigmoid, tanh
 from .gemm import Linear, matmul, sgemm
@@ -32,6 +33,7 @@ except PackageNotFoundError:  # imported from a build tree that was never instal
 __all__ = [
     "ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas",
     "get_num_threads", "set_num_threads",
+    "PRECISIONS", "float32_precision", "get_float32_precision", "set_float32_precision",
     "sgemm", "matmul", "Linear", "LSTM", "LSTMOutput",
     "sigmoid", "tanh", "topk", "pixel_shuffle", "pixel_unshuffle", "max_pool2d", "avg_pool2d",
     "conv2d", "Conv2d", "InvertedResidual",

@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _C, _convgeom
+from . import _C, _convgeom, _precision
 from ._arrays import ArrayIn, aligned_target, as_array, check_algorithm, checked_output, read_only_copy
 from .activations import ACTIVATION_METHODS
 
@@ -97,7 +97,10 @@ class Conv2d(_convgeom.ConvGeometryProperties):
       GEMM kernels' indirect form reading each window through an indirection buffer of input-row offsets, built
       once per input shape and cached in the layer, at most 8 shapes and 64 MiB beyond the one in use, least
       recently used dropped first; padding taps read a shared zero row) and "im2col" (the baseline: each output pixel's window copied into a workspace row, then the
-      packed FP32 GEMM; a 1x1, stride-1, unpadded convolution is a plain GEMM on the input rows, no copy).
+      packed FP32 GEMM; a 1x1, stride-1, unpadded convolution is a plain GEMM on the input rows, no copy);
+      "winograd" (F(4x4, 3x3): 36 multiplies per 16 outputs and channel pair instead of 144) and "winograd_2x2"
+      (F(2x2, 3x3): 16 instead of 36), for 3x3 stride-1 undilated layers with finite weights, under their own
+      error bound (below).
       auto, in this order: "depthwise" for depthwise layers; "im2col" (the plain GEMM) for 1x1 stride-1
       unpadded layers; "dot" for at most 8 output channels per group over at least 16 input channels where its
       kernel is SIMD; with AVX-512 or NEON: "mgemm" where it applies and an output row holds at least two whole
@@ -105,12 +108,25 @@ class Conv2d(_convgeom.ConvGeometryProperties):
       channels per group); "indirect" for the rest, which is also the rule on AVX2 (where the GEMM kernel is
       ahead of the direct and mGEMM ones) and scalar (the measurements: docs/performance.md, "Conv2d: auto's
       rule"). :meth:`algorithm_for` says which one a shape gets, ``_packed.applicable_algorithms(n, h, w)``
-      which apply.
+      which apply. The Winograd algorithms come first in auto's order but only at ``precision`` "high" or
+      "medium": where a group has at least 16 input and 16 output channels, "winograd" for outputs of at least
+      8x8, "winograd_2x2" for smaller ones down to 4x4.
+    precision: None (the process-wide setting at each call, :func:`nnkern.set_float32_precision`, "highest" by
+      default), "highest", "high" or "medium": what "auto" may pick. An explicit algorithm runs at any setting.
 
     Accuracy: every output before the activation is a float32 sum of the bias and K = KH * KW * in_channels //
     groups products, in an order that depends on the algorithm and the ISA but never on the thread count; per
     element |y - exact| <= (2 K + 2) eps sum |x w| + 2 eps |bias|, eps = 2**-24 (sgemm's bound; the tests check
     it against a float64 convolution). sigmoid / silu add their method's error (nnkern.activations).
+    Winograd's transforms reorder the sum through constants up to 8, so its bound replaces sum |x w| by the
+    magnitude carried through them: per m x m output tile, with the input patch d_c and filter g_c of channel c,
+    |y - exact| <= (2 K + 24) eps |A^T| [ sum_c (|G| |g_c| |G^T|) (.) (|B^T| |d_c| |B|) ] |A| + 2 eps |bias|
+    (A, B, G: the F(m x m, 3 x 3) matrices of kernels/f32_winograd.h; K + 12 roundings at most along any term:
+    4 in the input transform, 1 rounding the transformed weight, K in the products' sum, 6 in the output
+    transform, 1 adding the bias; doubled, as the direct bound). In practice F(4x4)'s error is 5-12x the direct
+    algorithms' and F(2x2)'s no larger (measured on uniform data; tests/test_winograd.py). A tile whose
+    transforms meet Inf, NaN or an overflow is recomputed by the direct sum: non-finite values propagate as in
+    the other algorithms.
     Calling the layer on x (N, H, W, in_channels) float32 (non-contiguous x is copied) returns (N, OH, OW,
     out_channels) float32, OH = (H + top + bottom - dilation_h * (KH - 1) - 1) // stride_h + 1 (likewise OW);
     ``out=`` a C-contiguous float32 array of that shape, not overlapping x. Thread-safe; pickles.
@@ -120,8 +136,9 @@ class Conv2d(_convgeom.ConvGeometryProperties):
                  padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1,
                  activation: str | None = None, activation_method: str = "accurate",
                  algorithm: str = "auto", activation_alpha: float | None = None,
-                 activation_beta: float | None = None) -> None:
+                 activation_beta: float | None = None, precision: str | None = None) -> None:
         self._algorithm = check_algorithm(algorithm, "conv2d")
+        self._precision = _precision.check_precision(precision, allow_none=True)
         self._activation = _activation(activation)
         self._alpha, self._beta = _activation_parameters(self._activation, activation_alpha, activation_beta)
         self._method = _method(activation_method)
@@ -152,6 +169,8 @@ class Conv2d(_convgeom.ConvGeometryProperties):
     activation_method = property(lambda self: self._method, doc="the sigmoid kernels' method for sigmoid / silu")
     weight = property(lambda self: self._weight, doc="the weights (out, KH, KW, in // groups), read-only")
     bias = property(lambda self: self._bias, doc="the bias, read-only, or None")
+    precision = property(lambda self: self._precision,
+                         doc="the layer's float32 precision, or None: the process-wide one at each call")
 
     def workspace_bytes(self, input_shape: tuple[int, int, int, int], algorithm: str | None = None) -> int:
         """The scratch bytes a call on this NHWC input shape takes with `algorithm` (default: the layer's);
@@ -159,13 +178,13 @@ class Conv2d(_convgeom.ConvGeometryProperties):
         self.output_shape(input_shape)
         N, H, W, _ = _convgeom.input_shape4(input_shape)
         algorithm = self._algorithm if algorithm is None else check_algorithm(algorithm, "conv2d")
-        return self._packed.workspace_bytes(N, H, W, algorithm)
+        return self._packed.workspace_bytes(N, H, W, algorithm, _precision.resolve(self._precision))
 
     def algorithm_for(self, input_shape: tuple[int, int, int, int]) -> str:
-        """The algorithm "auto" runs for this NHWC input shape."""
+        """The algorithm "auto" runs for this NHWC input shape (at the layer's precision, else the current one)."""
         self.output_shape(input_shape)
         N, H, W, _ = _convgeom.input_shape4(input_shape)
-        return self._packed.auto_algorithm(N, H, W)
+        return self._packed.auto_algorithm(N, H, W, _precision.resolve(self._precision))
 
     def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, layout: str = "NHWC") -> np.ndarray:
         """The layer on x (N, H, W, in_channels) float32; returns (N, OH, OW, out_channels) float32.
@@ -181,14 +200,16 @@ class Conv2d(_convgeom.ConvGeometryProperties):
     def _run(self, x, out, algorithm, kernel):
         """The call with an explicit algorithm and GEMM kernel name ("" = dispatched; a test hook)."""
         algorithm = check_algorithm(algorithm, "conv2d")
-        return _call_nhwc(self, x, out, lambda xc, target: self._packed.run(xc, target, algorithm, kernel))
+        precision = _precision.resolve(self._precision)
+        return _call_nhwc(self, x, out,
+                          lambda xc, target: self._packed.run(xc, target, algorithm, kernel, precision))
 
     def __getstate__(self):
         OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr = self._geometry
         return {"weight": self._weight, "bias": self._bias, "stride": (sh, sw), "padding": (pt, pb, pl, pr),
                 "dilation": (dh, dw), "groups": groups, "activation": self._activation,
                 "activation_method": self._method, "algorithm": self._algorithm, "activation_alpha": self._alpha,
-                "activation_beta": self._beta}
+                "activation_beta": self._beta, "precision": self._precision}
 
     def __setstate__(self, state):
         state = dict(state)
@@ -198,19 +219,21 @@ class Conv2d(_convgeom.ConvGeometryProperties):
         OC, IC, KH, KW, groups = self._geometry[:5]
         return (f"Conv2d(in_channels={IC}, out_channels={OC}, kernel_size=({KH}, {KW}), stride={self.stride}, "
                 f"padding={self.padding}, dilation={self.dilation}, groups={groups}, "
-                f"activation={self.activation!r}, algorithm={self.algorithm!r})")
+                f"activation={self.activation!r}, algorithm={self.algorithm!r}"
+                + (f", precision={self._precision!r})" if self._precision is not None else ")"))
 
 
 def conv2d(x: ArrayIn, weight: ArrayIn, bias: ArrayIn | None = None, *, stride: int | tuple[int, int] = 1,
            padding: int | tuple[int, ...] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1,
            activation: str | None = None, activation_method: str = "accurate", algorithm: str = "auto",
            out: ArrayIn | None = None, layout: str = "NHWC", activation_alpha: float | None = None,
-           activation_beta: float | None = None) -> np.ndarray:
+           activation_beta: float | None = None, precision: str | None = None) -> np.ndarray:
     """One FP32 convolution: :class:`Conv2d` built with these arguments and called once on x (layout as its
     call). It packs the weights on every call; a layer called more than once should be a Conv2d."""
     return Conv2d(weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups,
                   activation=activation, activation_method=activation_method, algorithm=algorithm,
-                  activation_alpha=activation_alpha, activation_beta=activation_beta)(x, out, layout=layout)
+                  activation_alpha=activation_alpha, activation_beta=activation_beta,
+                  precision=precision)(x, out, layout=layout)
 
 
 class InvertedResidual:

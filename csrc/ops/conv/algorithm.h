@@ -10,19 +10,23 @@
 #include <utility>
 #include <vector>
 
+#include "core/precision.h"
 #include "ops/conv/geometry.h"
 
 // The table, in the order "auto" tries it (core/algorithm.h), each entry with the kernel family it runs (the tests
 // sweep that family's kernels through it):
 //   depthwise  groups == IC == OC: channels in vector lanes (the tile driver, ops/conv/tiles.cc)
+//   winograd   F(4x4, 3x3) on 3x3 stride-1 layers: 4x fewer multiplies, a larger error bound; auto takes it only
+//              at precision "high" or below (ops/conv/winograd.cc)
+//   winograd_2x2  F(2x2, 3x3): 2.25x fewer multiplies, a tighter bound than F(4x4)
 //   im2col     windows copied into rows of the packed FP32 GEMM; 1x1 stride-1 unpadded: the input rows themselves
 //   dot        a few output channels in registers, input channels in lanes (tiles)
 //   mgemm      output channels x pixels in registers, adjacent kernel columns' inputs reused (tiles)
 //   direct     output channels x pixels in registers straight from the input (tiles)
 //   indirect   the GEMM kernels' indirect form over a cached indirection buffer (ops/conv/gemm.cc)
-#define NNKERN_CONV_ALGORITHMS(X)                                                                         \
-  X(depthwise, f32_dwconv) X(im2col, f32_gemm) X(dot, f32_conv_dot) X(mgemm, f32_conv_mgemm)              \
-  X(direct, f32_conv_direct) X(indirect, f32_gemm)
+#define NNKERN_CONV_ALGORITHMS(X)                                                              \
+  X(depthwise, f32_dwconv) X(winograd, f32_winograd) X(winograd_2x2, f32_winograd) X(im2col, f32_gemm) \
+  X(dot, f32_conv_dot) X(mgemm, f32_conv_mgemm) X(direct, f32_conv_direct) X(indirect, f32_gemm)
 
 namespace nnkern {
 
@@ -39,6 +43,7 @@ struct ConvCall {
   float* y;
   size_t ldc;
   std::string kernel;  // a copy: calls from shapes alone pass a temporary ""
+  Float32Precision precision = Float32Precision::highest;  // what auto may pick (core/precision.h)
   size_t M() const { return s.N * OH * OW; }
 };
 

@@ -135,12 +135,12 @@ std::shared_ptr<const ConvIndirection> PackedConv2d::indirection(const ConvInput
 }
 
 ConvCall PackedConv2d::call(size_t N, size_t H, size_t W, const float* x, float* y, size_t ldc,
-                            const std::string& kernel) const {
+                            const std::string& kernel, Float32Precision precision) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("conv2d: the kernel does not fit the padded input");
   if (ldc && ldc < geo_.OC) throw std::invalid_argument("conv2d: ldc is smaller than the output channels");
   geo_.checked_pixels(N, H, W);
-  return ConvCall{*this, {N, H, W}, OH, OW, x, y, ldc ? ldc : geo_.OC, kernel};
+  return ConvCall{*this, {N, H, W}, OH, OW, x, y, ldc ? ldc : geo_.OC, kernel, precision};
 }
 
 const ConvAlgorithm& PackedConv2d::select(const ConvCall& c, const std::string& algorithm) const {
@@ -151,8 +151,8 @@ const ConvAlgorithm& PackedConv2d::select(const ConvCall& c, const std::string& 
 }
 
 const char* PackedConv2d::run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
-                              const std::string& kernel, size_t ldc) const {
-  const ConvCall c = call(N, H, W, x, y, ldc, kernel);
+                              const std::string& kernel, size_t ldc, Float32Precision precision) const {
+  const ConvCall c = call(N, H, W, x, y, ldc, kernel, precision);
   const ConvAlgorithm& a = select(c, algorithm);  // errors before any work
   if (N == 0) return a.name;
   Workspace ws(a.workspace_bytes(c));
@@ -160,8 +160,8 @@ const char* PackedConv2d::run(size_t N, size_t H, size_t W, const float* x, floa
   return a.name;
 }
 
-const char* PackedConv2d::auto_algorithm(size_t N, size_t H, size_t W) const {
-  return select(call(N, H, W, nullptr, nullptr, 0, ""), "auto").name;
+const char* PackedConv2d::auto_algorithm(size_t N, size_t H, size_t W, Float32Precision precision) const {
+  return select(call(N, H, W, nullptr, nullptr, 0, "", precision), "auto").name;
 }
 
 std::vector<std::string> PackedConv2d::applicable_algorithms(size_t N, size_t H, size_t W) const {
@@ -172,8 +172,9 @@ std::vector<std::string> PackedConv2d::applicable_algorithms(size_t N, size_t H,
   return names;
 }
 
-size_t PackedConv2d::workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const {
-  const ConvCall c = call(N, H, W, nullptr, nullptr, 0, "");
+size_t PackedConv2d::workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm,
+                                     Float32Precision precision) const {
+  const ConvCall c = call(N, H, W, nullptr, nullptr, 0, "", precision);
   return select(c, algorithm).workspace_bytes(c);
 }
 

@@ -78,12 +78,17 @@ class PackedConv2d {
 
   // y = conv(x (N x H x W x IC)) through `algorithm` ("auto" or a table entry; std::invalid_argument if unknown or
   // not applicable): y N x OH x OW x OC with ldc floats between pixels (0: OC; a channel slice of a wider buffer
-  // where larger). kernel: "" or a kernel's name (tests). Returns the name of the algorithm that ran.
+  // where larger). kernel: "" or a kernel's name (tests). precision: what "auto" may pick (core/precision.h).
+  // Returns the name of the algorithm that ran.
   const char* run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
-                  const std::string& kernel = "", size_t ldc = 0) const;
-  const char* auto_algorithm(size_t N, size_t H, size_t W) const;  // what "auto" picks for this input
+                  const std::string& kernel = "", size_t ldc = 0,
+                  Float32Precision precision = Float32Precision::highest) const;
+  // What "auto" picks for this input at `precision`.
+  const char* auto_algorithm(size_t N, size_t H, size_t W,
+                             Float32Precision precision = Float32Precision::highest) const;
   std::vector<std::string> applicable_algorithms(size_t N, size_t H, size_t W) const;  // the entries that apply
-  size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm) const;
+  size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm,
+                         Float32Precision precision = Float32Precision::highest) const;
 
   const ConvGeometry& geometry() const { return geo_; }
   ConvActivation activation() const { return post_.act; }
@@ -105,7 +110,8 @@ class PackedConv2d {
  private:
   // The call of an N x H x W input, its sizes checked (std::invalid_argument if the kernel does not fit,
   // std::length_error if a size overflows).
-  ConvCall call(size_t N, size_t H, size_t W, const float* x, float* y, size_t ldc, const std::string& kernel) const;
+  ConvCall call(size_t N, size_t H, size_t W, const float* x, float* y, size_t ldc, const std::string& kernel,
+                Float32Precision precision = Float32Precision::highest) const;
   const ConvAlgorithm& select(const ConvCall& c, const std::string& algorithm) const;
 
   ConvGeometry geo_;

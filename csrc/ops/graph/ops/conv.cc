@@ -2,7 +2,8 @@
 // once per session. The Python side rewrites ONNX's Conv (NCHW, OIHW weights) into it: X (N, H, W, C), W
 // constant (OC, KH, KW, C / group), B constant (OC) or left out; attributes strides, dilations, pads (top, left,
 // bottom, right as ONNX orders them), group, activation ("none", "relu", "relu6", "sigmoid", "silu", "hardswish",
-// "hardsigmoid", "leaky_relu") and its activation_alpha / activation_beta.
+// "hardsigmoid", "leaky_relu") and its activation_alpha / activation_beta; precision ("highest" by default, "high",
+// "medium": what the layer's "auto" may pick, core/precision.h).
 #include "ops/conv/layer.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/window.h"
@@ -71,7 +72,13 @@ std::unique_ptr<Step> make_conv(const NodeSpec& n, const std::vector<TensorDesc>
   });
   const TensorDesc& x = n.in(0);
   const size_t N = size_t(x.shape[0]), H = size_t(x.shape[1]), W = size_t(x.shape[2]);
-  const std::string algorithm = layer->auto_algorithm(N, H, W);
+  Float32Precision precision;
+  try {
+    precision = float32_precision_from_name(n.attr_string("precision", "highest"));
+  } catch (const std::invalid_argument& e) {
+    n.invalid(e.what());
+  }
+  const std::string algorithm = layer->auto_algorithm(N, H, W, precision);
   return fn_step(
       [layer, N, H, W, algorithm](const StepData& d) {
         layer->run(N, H, W, d.in<float>(0), d.out<float>(0), algorithm);

@@ -1,0 +1,277 @@
+"""Winograd FP32 convolutions ("winograd" F(4x4, 3x3), "winograd_2x2" F(2x2, 3x3)) and the float32 precision setting.
+
+Every transform kernel of the f32_winograd family this CPU runs (ISAs it lacks skip, naming the ISA), through both
+algorithms, against a float64 convolution under Winograd's bound (nnkern.Conv2d's docstring):
+  |y - exact| <= (2 K + 24) eps |A^T| [ sum_c (|G| |g_c| |G^T|) (.) (|B^T| |d_c| |B|) ] |A| + 2 eps |bias|,
+computed here per output from the same matrices in float64. Tails: channels past every vector and GEMM tile,
+images whose last tiles hang over the edge, asymmetric padding, groups, batches. Also: threads bit for bit, the
+fused activations, where it applies, NaN / Inf / huge inputs recomputed directly, and what "auto" picks at each
+precision."""
+from __future__ import annotations
+
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+import nnkern
+from nnkern import _C
+
+from conftest import require_level
+from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_script_isolated
+
+ALGORITHMS = {"winograd": 4, "winograd_2x2": 2}  # name -> output tile size m
+KERNELS = _C.kernel_list("f32_winograd")
+PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}") for a in ALGORITHMS for k in KERNELS]
+
+B_T = {2: np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], float),
+       4: np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+                    [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], float)}
+G = {2: np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]),
+     4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                  [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])}
+A_T = {2: np.array([[1, 1, 1, 0], [0, 1, -1, -1]], float),
+       4: np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], float)}
+
+
+@pytest.fixture(params=PATHS)
+def path(request):
+    """(algorithm, transform kernel) with the ISA cap at the kernel's level (the GEMM kernel follows the cap)."""
+    algorithm, kernel, level = request.param
+    require_level(level)
+    with nnkern.max_isa(level):
+        yield algorithm, kernel
+
+
+def winograd_ref(x, w, b, padding, groups, m):
+    """(float64 convolution, Winograd's bound) for a 3x3 stride-1 layer: the magnitudes carried through the
+    transforms of each m x m tile, as the docstring's formula."""
+    N, H, W, IC = x.shape
+    OC = w.shape[0]
+    pt, pb, pl, pr = padding
+    OH, OW = H + pt + pb - 2, W + pl + pr - 2
+    th, tw = -(-OH // m), -(-OW // m)
+    alpha = m + 2
+    xp = np.zeros((N, th * m + 2, tw * m + 2, IC))
+    xp[:, pt:pt + H, pl:pl + W] = x
+    # exact: the plain convolution of the padded input
+    out = np.zeros((N, th * m, tw * m, OC))
+    ICg, OCg = IC // groups, OC // groups
+    w64 = w.astype(np.float64)
+    for g in range(groups):
+        cs, os_ = slice(g * ICg, (g + 1) * ICg), slice(g * OCg, (g + 1) * OCg)
+        for kh in range(3):
+            for kw in range(3):
+                out[..., os_] += xp[:, kh:kh + th * m, kw:kw + tw * m, cs] @ w64[os_, kh, kw, :].T
+    # magnitudes: |B^T| |d| |B| per tile, |G| |g| |G^T| per filter, summed products, |A^T| . |A|
+    idx = np.arange(th)[:, None] * m + np.arange(alpha)[None, :]
+    jdx = np.arange(tw)[:, None] * m + np.arange(alpha)[None, :]
+    d = np.abs(xp[:, idx[:, :, None, None], jdx[None, None, :, :], :])  # N, th, alpha, tw, alpha, IC
+    bt, gm, at = np.abs(B_T[m]), np.abs(G[m]), np.abs(A_T[m])
+    v = np.einsum("ai,ntiujc,bj->ntuabc", bt, d, bt)
+    u = np.einsum("ai,oijc,bj->oabc", gm, np.abs(w64), gm)
+    mag = np.zeros((N, th, tw, alpha, alpha, OC))
+    for g in range(groups):
+        mag[..., g * OCg:(g + 1) * OCg] = np.einsum("ntuabc,oabc->ntuabo", v[..., g * ICg:(g + 1) * ICg],
+                                                    u[g * OCg:(g + 1) * OCg])
+    y_mag = np.einsum("ia,ntuabo,jb->ntiujo", at, mag, at).reshape(N, th * m, tw * m, OC)
+    K = 9 * ICg
+    bound = (2 * K + 24) * EPS * y_mag[:, :OH, :OW] + 1e-30
+    out = out[:, :OH, :OW]
+    if b is not None:
+        out = out + b.astype(np.float64)
+        bound = bound + 2 * EPS * np.abs(b.astype(np.float64))
+    return out, bound
+
+
+def make(rng, N, H, W, IC, OC, padding, groups=1, bias=True, **kw):
+    x = rand(rng, N, H, W, IC)
+    w = rand(rng, OC, 3, 3, IC // groups)
+    b = rand(rng, OC) if bias else None
+    return x, w, b, nnkern.Conv2d(w, b, padding=padding, groups=groups, **kw)
+
+
+def check(layer, x, w, b, padding, groups, algorithm, kernel, what):
+    y = layer._run(x, None, algorithm, kernel)
+    check_within_bound(y, *winograd_ref(x, w, b, padding, groups, ALGORITHMS[algorithm]), what)
+
+
+def test_bound_reference_is_exact_and_tight_enough(rng):
+    """The reference itself: its exact part is the convolution (the indirect algorithm's, within 1e-5), and its bound
+    stays far below the values (F(2x2): 1e-3, F(4x4): 1e-2 relative here): a wrong coefficient in a transform
+    would be caught."""
+    x, w, b, layer = make(rng, 2, 9, 7, 6, 5, (1, 2, 0, 1))
+    y = layer._run(x, None, "indirect", "")
+    for m in (2, 4):
+        want, bound = winograd_ref(x, w, b, (1, 2, 0, 1), 1, m)
+        assert np.abs(y - want).max() < 1e-5
+        assert bound.max() < {2: 1e-3, 4: 1e-2}[m] * np.abs(want).max()
+
+
+def test_channel_tails(path, rng):
+    """Every channel count of a vector and a GEMM tile and one past (1 .. 2 L + 1 in, 1 .. 33 out)."""
+    algorithm, kernel = path
+    lanes = next(k["mr"] for k in KERNELS if k["name"] == kernel)
+    ins = range(1, 2 * lanes + 2) if not QUICK else sorted({1, 2, lanes - 1 or 1, lanes, lanes + 1, 2 * lanes + 1})
+    outs = range(1, 34) if not QUICK else (1, 5, 8, 15, 16, 17, 24, 33)
+    for i, IC in enumerate(ins):
+        for OC in outs[i % 3::3] if QUICK else outs:
+            x, w, b, layer = make(rng, 1, 6 + i % 3, 7, IC, OC, (1, 1, 1, 1), bias=bool((IC + OC) % 2))
+            check(layer, x, w, b, (1, 1, 1, 1), 1, algorithm, kernel, f"{algorithm} {kernel} IC={IC} OC={OC}")
+
+
+def test_image_edges_padding_groups_batches(path, rng):
+    """Images of 1 .. 13 pixels a side (last tiles over the edge), padding 0 .. 2 on each side, groups, batch."""
+    algorithm, kernel = path
+    for i in range(10 if QUICK else 40):
+        pad = tuple(int(v) for v in rng.integers(0, 3, 4))
+        H = int(rng.integers(max(1, 3 - pad[0] - pad[1]), 14))
+        W = int(rng.integers(max(1, 3 - pad[2] - pad[3]), 14))
+        groups = int(rng.choice([1, 1, 2, 3]))
+        IC, OC = groups * int(rng.integers(1, 12)), groups * int(rng.integers(1, 12))
+        N = int(rng.choice([1, 2, 3]))
+        x, w, b, layer = make(rng, N, H, W, IC, OC, pad, groups, bias=bool(i % 2))
+        check(layer, x, w, b, pad, groups, algorithm, kernel, f"{algorithm} {kernel} {N}x{H}x{W} {pad} g{groups}")
+
+
+def test_deep_and_wide_layer(path, rng):
+    """K = 9 x 300 and blocks of tiles split over threads: a network-sized layer under the bound."""
+    algorithm, kernel = path
+    x, w, b, layer = make(rng, 2, 17, 15, 300, 70, (1, 1, 1, 1))
+    check(layer, x, w, b, (1, 1, 1, 1), 1, algorithm, kernel, f"{algorithm} {kernel} deep")
+
+
+def test_no_access_past_guard_page(path):
+    """Input, weights and output ending at an unmapped page (tests/conv_guard_check.py, isolated)."""
+    algorithm, kernel = path
+    proc = run_script_isolated(os.path.join(os.path.dirname(os.path.abspath(__file__)), "conv_guard_check.py"),
+                               algorithm, kernel)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_threads_and_batch_bit_identical(rng, algorithm):
+    """Any thread count, and an image alone or inside a batch (other block sizes): the same bits."""
+    x, w, b, layer = make(rng, 3, 23, 19, 24, 40, (1, 1, 1, 1), activation="silu")
+    results = []
+    for t in (1, 2, 3, 5):
+        nnkern.set_num_threads(t)
+        results.append(layer._run(x, None, algorithm, ""))
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    np.testing.assert_array_equal(layer._run(np.ascontiguousarray(x[1:2]), None, algorithm, ""), results[0][1:2])
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("activation", ["relu", "relu6", "sigmoid", "silu", "hardswish", "leaky_relu"])
+def test_fused_activation_equals_unfused(rng, algorithm, activation):
+    x, w, b, plain = make(rng, 2, 9, 13, 5, 37, (1, 1, 1, 1))
+    x *= 4
+    fused = nnkern.Conv2d(w, b, padding=1, activation=activation, algorithm=algorithm)
+    t = plain._run(x, None, algorithm, "")
+    f32 = np.float32
+    want = {"relu": lambda: np.maximum(t, 0), "relu6": lambda: np.minimum(np.maximum(t, 0), 6),
+            "sigmoid": lambda: nnkern.sigmoid(t), "silu": lambda: (t * nnkern.sigmoid(t)).astype(f32),
+            "hardswish": lambda: t * np.clip(f32(1) / f32(6) * t + f32(0.5), f32(0), f32(1)),
+            "leaky_relu": lambda: np.where(t < 0, t * f32(0.01), t)}[activation]()
+    np.testing.assert_array_equal(fused(x), want)
+
+
+def test_applies_to_3x3_stride_1_undilated_finite_weights_only(rng):
+    x = rand(rng, 1, 9, 9, 4)
+    for kw in (dict(weight=rand(rng, 8, 3, 3, 4), stride=2), dict(weight=rand(rng, 8, 3, 3, 4), dilation=2),
+               dict(weight=rand(rng, 8, 5, 5, 4)), dict(weight=rand(rng, 8, 1, 3, 4)),
+               dict(weight=np.full((8, 3, 3, 4), np.inf, np.float32))):
+        layer = nnkern.Conv2d(kw.pop("weight"), padding=1, **kw)
+        for algorithm in ALGORITHMS:
+            assert algorithm not in layer._packed.applicable_algorithms(1, 9, 9)
+            with pytest.raises(ValueError, match="does not apply"):
+                layer._run(x, None, algorithm, "")
+    depthwise = nnkern.Conv2d(rand(rng, 4, 3, 3, 1), padding=1, groups=4)  # applies (K = 9), never auto's pick
+    check(depthwise, x, depthwise.weight, None, (1, 1, 1, 1), 4, "winograd", "", "depthwise")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_nonfinite_and_huge_inputs_are_computed_directly(rng, algorithm):
+    """An Inf, NaN or 3e38 input gives the direct algorithm's NaN / Inf pattern (not NaN over its whole tile), and
+    the tiles around it keep their values."""
+    x, w, b, layer = make(rng, 1, 12, 12, 8, 16, (1, 1, 1, 1))
+    for v in (np.inf, -np.inf, np.nan, 3e38):
+        xb = x.copy()
+        xb[0, 5, 6, 3] = v
+        got = layer._run(xb, None, algorithm, "")
+        want = layer._run(xb, None, "indirect", "")
+        for test in (np.isnan, np.isposinf, np.isneginf):
+            np.testing.assert_array_equal(test(got), test(want), err_msg=f"{algorithm} {v}")
+        fin = np.isfinite(want)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4 * max(1.0, np.abs(want[fin]).max()))
+
+
+def test_auto_picks_winograd_only_below_highest(rng):
+    layer = nnkern.Conv2d(rand(rng, 64, 3, 3, 64), padding=1)
+    big, small = (1, 28, 28, 64), (1, 6, 6, 64)
+    assert nnkern.get_float32_precision() == "highest"
+    assert not layer.algorithm_for(big).startswith("winograd")
+    for level in ("high", "medium"):
+        with nnkern.float32_precision(level):
+            assert nnkern.get_float32_precision() == level
+            assert layer.algorithm_for(big) == "winograd"
+            assert layer.algorithm_for(small) == "winograd_2x2"
+            # few channels, stride 2, 1x1: never
+            assert not nnkern.Conv2d(rand(rng, 8, 3, 3, 8), padding=1).algorithm_for((1, 28, 28, 8)).startswith("w")
+            assert not nnkern.Conv2d(rand(rng, 64, 3, 3, 64), padding=1, stride=2).algorithm_for(big).startswith("w")
+    assert nnkern.get_float32_precision() == "highest"
+    # a layer's own precision wins over the process-wide one
+    own = nnkern.Conv2d(layer.weight, padding=1, precision="high")
+    assert own.algorithm_for(big) == "winograd" and own.precision == "high"
+    with nnkern.float32_precision("high"):
+        assert nnkern.Conv2d(layer.weight, padding=1, precision="highest").algorithm_for(big) != "winograd"
+    # the call runs what algorithm_for says, and equals the explicit algorithm bit for bit
+    x = rand(rng, *big)
+    np.testing.assert_array_equal(own(x), layer._run(x, None, "winograd", ""))
+    np.testing.assert_array_equal(nnkern.conv2d(x, layer.weight, padding=1, precision="high"), own(x))
+    assert own.workspace_bytes(big) == own.workspace_bytes(big, "winograd") > 0
+
+
+def test_precision_setting_is_checked_and_restored(rng):
+    for bad in ("low", "HIGH", "", 1, None):
+        with pytest.raises((ValueError, TypeError)):
+            nnkern.set_float32_precision(bad)
+    with pytest.raises(ValueError, match="precision"):
+        nnkern.Conv2d(rand(rng, 4, 3, 3, 4), precision="fast")
+    with pytest.raises(RuntimeError):
+        with nnkern.float32_precision("high"):
+            raise RuntimeError("inside")
+    assert nnkern.get_float32_precision() == "highest"
+    assert nnkern.PRECISIONS == ("highest", "high", "medium")
+
+
+def test_pickle_and_repr_keep_the_precision(rng):
+    layer = nnkern.Conv2d(rand(rng, 16, 3, 3, 16), rand(rng, 16), padding=1, precision="high")
+    again = pickle.loads(pickle.dumps(layer))
+    assert again.precision == "high" and "precision='high'" in repr(again)
+    x = rand(rng, 1, 16, 16, 16)
+    np.testing.assert_array_equal(again(x), layer(x))
+    assert nnkern.Conv2d(layer.weight).precision is None and "precision" not in repr(nnkern.Conv2d(layer.weight))
+
+
+@pytest.mark.parametrize("algorithm, limit", [("winograd", 0.25), ("winograd_2x2", 0.03)])
+def test_typical_error_against_the_direct_bound(rng, algorithm, limit):
+    """On uniform data the error measured against the direct algorithms' scale K eps sum |x w| (which they meet
+    at about 0.002-0.02): F(4x4) about 5-12x theirs, F(2x2) at or below (its sums are 9x shorter); the limits
+    have 3x margin, so a transform that lost precision (weights transformed in float32, a reordered sum) fails."""
+    for H, C in ((14, 16), (10, 96)):
+        x = rng.uniform(-1, 1, (1, H, H, C)).astype(np.float32)
+        w = rng.uniform(-1, 1, (C, 3, 3, C)).astype(np.float32)
+        y = nnkern.Conv2d(w, padding=1)._run(x, None, algorithm, "")
+        xp = np.zeros((1, H + 2, H + 2, C))
+        xp[:, 1:H + 1, 1:H + 1] = x
+        ref, mag = np.zeros((1, H, H, C)), np.zeros((1, H, H, C))
+        for kh in range(3):
+            for kw in range(3):
+                p, wk = xp[:, kh:kh + H, kw:kw + H], w[:, kh, kw].T.astype(np.float64)
+                ref += p @ wk
+                mag += np.abs(p) @ np.abs(wk)
+        ratio = (np.abs(y - ref) / (9 * C * EPS * mag)).max()
+        assert ratio < limit, (algorithm, H, C, ratio)
