@@ -275,3 +275,30 @@ def test_typical_error_against_the_direct_bound(rng, algorithm, limit):
                 mag += np.abs(p) @ np.abs(wk)
         ratio = (np.abs(y - ref) / (9 * C * EPS * mag)).max()
         assert ratio < limit, (algorithm, H, C, ratio)
+
+
+def test_onnx_session_precision(rng):
+    """InferenceSession(precision="high") runs the 3x3 convolutions through Winograd (its plan says so), within the
+    float bound's scale of "highest"; None takes the process-wide setting at load; bad values are refused."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+    import nnkern.onnx
+    w1, w2 = rand(rng, 32, 16, 3, 3), rand(rng, 32, 32, 3, 3)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 16, 20, 20])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    x = {"x": rand(rng, 1, 16, 20, 20)}
+    highest = nnkern.onnx.InferenceSession(model)
+    high = nnkern.onnx.InferenceSession(model, precision="high")
+    assert "winograd" not in highest.describe() and high.describe().count("winograd") == 2
+    a, b = highest.run(None, x)[0], high.run(None, x)[0]
+    assert 0 < np.abs(a - b).max() < 1e-4 * np.abs(a).max()
+    with nnkern.float32_precision("high"):
+        assert nnkern.onnx.InferenceSession(model).describe().count("winograd") == 2
+    again = pickle.loads(pickle.dumps(high))
+    np.testing.assert_array_equal(again.run(None, x)[0], b)
+    with pytest.raises(ValueError, match="precision"):
+        nnkern.onnx.InferenceSession(model, precision="bf16")

@@ -10,7 +10,7 @@ bench         the fuller SGEMM table against every installed comparison library,
               --op lstm: nnkern.LSTM per activation method vs torch.nn.LSTM, 1 thread;
               --op qconv: QConv2d per algorithm vs torch / onnxruntime on ResNet-50 and MobileNet-v2 layers;
               --op conv: FP32 Conv2d per algorithm and auto vs torch (channels_last, NCHW) / onnxruntime on
-              ResNet-50, MobileNet-v2, YoloV3-Tiny and a low-OC layer; --op networks: whole networks exported
+              ResNet-50, MobileNet-v2, YoloV3-Tiny, VGG-16 and a low-OC layer; --op networks: whole networks exported
               from their torch definitions (nnkern.bench.models) through nnkern.onnx vs onnxruntime and torch,
               float and INT8, batch 1 and 8, with the outputs' differences and top-1 agreement (--profile: also
               nnkern's time by op kind before / after its optimizations; --memory: also the peak memory of
@@ -154,7 +154,7 @@ def bench_conv(args, threads, kind) -> int:
     conv2d channels_last and NCHW / onnxruntime Conv), per algorithm, per network layer."""
     from nnkern.bench import conv, harness
     import nnkern
-    layers = conv.select(args.shapes, args.quick, kind)
+    layers = conv.select(args.shapes, args.quick, kind, _batches(args.batch, (1,)))
     isa = args.isa.split(",")[-1] if args.isa else kind.default_isa()
     print_info()
     print(harness.peaks_line(kind.peak_kind, kind.unit, [isa]))
@@ -407,7 +407,8 @@ def main(argv=None) -> int:
                         "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
                         "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
                         "batch 1; --shapes = parts of layer names, e.g. rn50.s2 dw); conv (FP32 Conv2d per "
-                        "algorithm on ResNet-50 / MobileNet-v2 / YoloV3-Tiny / low-OC layers, batch 1; --shapes as "
+                        "algorithm on ResNet-50 / MobileNet-v2 / YoloV3-Tiny / VGG-16 / low-OC layers, batch 1 or "
+                        "--batch; --shapes as "
                         "qconv, e.g. yolo.3x3 lowoc); networks (whole networks exported from their torch "
                         "definitions through nnkern.onnx vs onnxruntime and torch, float and INT8 QDQ, --batch 1,8 by "
                         "default; --shapes = network names, float / int8 and an input size, e.g. resnet18 int8 112; "
@@ -448,7 +449,8 @@ def main(argv=None) -> int:
         q.add_argument("--dim", action="append", metavar="NAME=VALUE", help="the value of a symbolic dimension "
                        "(repeatable; default: --batch for the first, 1 for the others)")
     r.add_argument("--batch", type=int, default=None, help="the first dimension of inputs that declare it symbolic")
-    b.add_argument("--batch", default=None, help="comma-separated batch sizes of --op networks (default 1,8); with "
+    b.add_argument("--batch", default=None, help="comma-separated batch sizes of --op networks (default 1,8) and "
+                   "--op qconv / conv (default 1); with "
                    "--model one size, the first dimension of inputs that declare it symbolic")
     args = p.parse_args(argv)
     if args.cmd == "info":

@@ -113,16 +113,18 @@ SUITE: List[Layer] = RESNET50 + MOBILENET_V2 + LOW_OC
 QUICK: List[Layer] = [l for l in SUITE if l.name in ("rn50.s2.3x3", "rn50.s2.expand", "mbv2.dw.14x384")]
 
 
-def select(names: Optional[Sequence[str]], quick: bool = False, kind: Optional["Kind"] = None) -> List[Layer]:
+def select(names: Optional[Sequence[str]], quick: bool = False, kind: Optional["Kind"] = None,
+           batches: Sequence[int] = (1,)) -> List[Layer]:
     """The layers of ``kind``'s suite (qconv's by default) whose name contains one of ``names`` (all, or
-    its quick list, when none given)."""
+    its quick list, when none given), at each batch (a batch other than 1 named '<layer>.n<batch>')."""
     kind = kind or QCONV
     if not names:
-        return list(kind.quick if quick else kind.suite)
-    chosen = [l for l in kind.suite if any(n in l.name for n in names)]
+        chosen = list(kind.quick if quick else kind.suite)
+    else:
+        chosen = [l for l in kind.suite if any(n in l.name for n in names)]
     if not chosen:
         raise SystemExit(f"no {kind.op} layer matches {list(names)}; layers: {', '.join(l.name for l in kind.suite)}")
-    return chosen
+    return [l if b == 1 else dataclasses.replace(l, name=f"{l.name}.n{b}", N=b) for l in chosen for b in batches]
 
 
 # --- the data every library gets ---------------------------------------------------------------------
@@ -402,8 +404,10 @@ def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[
     nn_diffs = any(r.max_diff is not None for r in rs if r.library == "nnkern")
     ratio_head = "nnkern auto / best other" if kind.ratio_of == "auto" else "nnkern best / other"
     auto_col = "auto" in algs and len(algs) > 2  # auto against the fastest explicit algorithm
+    reduced = [a for a in kind.reduced_precision if a in algs]
     head = (["layer", "geometry", kind.work_label] + [f"nnkern {a}" for a in algs] + libs
             + ["best other", ratio_head] + (["auto / fastest nnkern"] if auto_col else [])
+            + [f"{a} / nnkern best" for a in reduced]
             + [f"ws {a}" for a in algs if a != "auto"]
             + [f"max diff {l}" for l in libs] + (["max diff nnkern algs"] if nn_diffs else []))
     isa = next((r.isa for r in rs if r.library == "nnkern"), "")
@@ -430,7 +434,7 @@ def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[
             row.append(_fmt(r.rate) + (f" ({', '.join(extra)})" if extra else ""))
         row += [_fmt(cell[l].rate) if l in cell else "-" for l in libs]
         others = [r for r in cell.values() if r.library != "nnkern"]
-        mine = [r for r in cell.values() if r.library == "nnkern"]
+        mine = [r for r in cell.values() if r.library == "nnkern" and r.algorithm not in kind.reduced_precision]
         if kind.ratio_of == "auto":
             mine = [r for r in mine if r.algorithm == "auto"]
         bo = max(others, key=lambda r: r.rate) if others else None
@@ -439,7 +443,8 @@ def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[
         row.append(f"{bm.ratio:.2f}x ({bm.ran or bm.algorithm})" if bo and bm and bm.ratio is not None else "-")
         if auto_col:
             auto = cell.get("nnkern/auto")
-            explicit = [r for r in cell.values() if r.library == "nnkern" and r.algorithm != "auto"]
+            explicit = [r for r in cell.values() if r.library == "nnkern" and r.algorithm != "auto"
+                        and r.algorithm not in kind.reduced_precision]
             fastest = max(explicit, key=lambda r: r.rate) if explicit else None
             if auto and fastest:
                 within = auto.rate / fastest.rate
@@ -449,6 +454,9 @@ def markdown_table(results: Sequence[ConvResult], threads: int, notes: Optional[
                 checked_auto += 1
             else:
                 row.append("-")
+        for a in reduced:
+            r = cell.get(f"nnkern/{a}")
+            row.append(f"{r.rate / bm.rate:.2f}x" if r and bm else "-")
         row += [_bytes(cell[f"nnkern/{a}"].workspace_bytes) if f"nnkern/{a}" in cell else "-"
                 for a in algs if a != "auto"]
         row += [_diff(cell[l].max_diff) if l in cell else "-" for l in libs]
@@ -515,6 +523,9 @@ class Kind:
     check: Callable[[Layer, Dict[str, Callable], Dict[str, Callable]], Dict[str, float]]  # -> {column: max diff}
     notes: str  # printed under each table
     ratio_of: str = "best"  # the table's ratio to the best other library: nnkern's "best" algorithm or "auto"
+    # nnkern's algorithms of a lower float32 precision (Winograd's): left out of "nnkern best" and of auto's check
+    # (auto at the default precision never picks them), each with a column of its own against nnkern's best
+    reduced_precision: Tuple[str, ...] = ()
 
     def default_isa(self) -> str:
         return harness.bench_isas(self.kernel_key)[-1]

@@ -1,8 +1,10 @@
 """``python -m nnkern bench --op conv``: nnkern.Conv2d (FP32, NHWC) per algorithm of its table
 (``nnkern._C.algorithms("conv2d")``, whatever it holds, each on the layers it applies to) and "auto",
 against torch's conv2d on channels_last and on the default NCHW layout and onnxruntime's Conv (NCHW, one
-graph per layer, intra_op_num_threads = the thread count), on the layers of ResNet-50, MobileNet-v2 and
-YoloV3-Tiny and a low-OC layer (3x3 128x128 64->3), batch 1.
+graph per layer, intra_op_num_threads = the thread count), on the layers of ResNet-50, MobileNet-v2,
+YoloV3-Tiny and VGG-16 and a low-OC layer (3x3 128x128 64->3), batch 1 (``--batch 1,8``: each batch). The Winograd
+algorithms (float32 precision "high") get a column each against nnkern's best algorithm at the default precision,
+which the "nnkern auto / best other" ratio and auto's check keep to.
 
 Every library computes the same layer on the same data: x ~ N(0, 1), weights ~ N(0, 1 / K) (K = KH * KW
 * IC / groups, so outputs are O(1)), bias ~ N(0, 0.01), no activation. Once per layer each library's output
@@ -41,10 +43,19 @@ YOLOV3_TINY: List[Layer] = [
     _L("yolo.1x1.26x256", 26, 256, 255, 1),
 ]
 
+#: VGG-16 (224x224 input): a 3x3 stride-1 layer per stage from the second on (the 224x224 ones are the same
+#: shape at 4x the pixels).
+VGG16: List[Layer] = [
+    _L("vgg.3x3.112x128", 112, 128, 128, 3),
+    _L("vgg.3x3.56x256", 56, 256, 256, 3),
+    _L("vgg.3x3.28x512", 28, 512, 512, 3),
+    _L("vgg.3x3.14x512", 14, 512, 512, 3),
+]
+
 #: Few output channels (a prediction / image head): the GEMM's N is 3.
 LOW_OC: List[Layer] = [_L("lowoc.3x3.128x64.oc3", 128, 64, 3, 3)]
 
-SUITE: List[Layer] = RESNET50 + MOBILENET_V2 + YOLOV3_TINY + LOW_OC
+SUITE: List[Layer] = RESNET50 + MOBILENET_V2 + YOLOV3_TINY + VGG16 + LOW_OC
 #: --quick: a 3x3, a 1x1, a depthwise and the low-OC layer.
 QUICK: List[Layer] = [l for l in SUITE if l.name in ("rn50.s2.3x3", "rn50.s2.expand", "mbv2.dw.14x384",
                                                       "lowoc.3x3.128x64.oc3")]
@@ -212,4 +223,5 @@ NOTES = ("Notes: batch 1, float32; nnkern on NHWC (weights packed once), torch_c
 
 #: The FP32 convolution benchmark, for conv.select / measure_layer / run / markdown_table (kind=CONV).
 CONV = _conv.Kind("conv", "GFLOP/s", "MFLOP", "f32", "f32_gemm", tuple(SUITE), tuple(QUICK), algorithms, make_data,
-                  nnkern_call, LIBRARIES, check, NOTES, ratio_of="auto")
+                  nnkern_call, LIBRARIES, check, NOTES, ratio_of="auto",
+                  reduced_precision=("winograd", "winograd_2x2"))

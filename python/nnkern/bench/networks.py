@@ -141,13 +141,20 @@ def _arrays(y) -> List[np.ndarray]:
 
 #: The call of nnkern's session in throughput mode; its records are nnkern's, with isa "throughput".
 THROUGHPUT = "nnkern throughput"
+#: The float networks' session at float32 precision "high" (Winograd for 3x3 stride-1 convolutions); its records
+#: are nnkern's, with isa "high".
+HIGH = "nnkern high"
+#: The records' isa field of each extra nnkern call.
+EXTRA_CALLS = {THROUGHPUT: "throughput", HIGH: "high"}
 
 
-def nnkern_call(net: Network, precision: str, feeds: dict, threads: int, mode: str = "latency") -> Callable:
+def nnkern_call(net: Network, precision: str, feeds: dict, threads: int, mode: str = "latency",
+                float32_precision: str = "highest") -> Callable:
     """The session's run on the feeds; Skip where nnkern.onnx cannot load or plan the network."""
     import nnkern.onnx
     try:
-        sess = nnkern.onnx.InferenceSession(net.path(precision), num_threads=threads, mode=mode)
+        sess = nnkern.onnx.InferenceSession(net.path(precision), num_threads=threads, mode=mode,
+                                            precision=float32_precision)
         sess.run(None, feeds)
     except NotImplementedError as e:
         raise Skip(str(e).splitlines()[0]) from None
@@ -196,6 +203,8 @@ def library_calls(net: Network, precision: str, feeds: dict, threads: int,
                   libraries: Optional[Sequence[str]] = None) -> Tuple[Dict[str, Callable], Dict[str, str]]:
     """({"nnkern": call, library: call...}, {library: why it was left out}); each call has run once."""
     calls = {"nnkern": nnkern_call(net, precision, feeds, threads)}
+    if precision == "float":
+        calls[HIGH] = nnkern_call(net, precision, feeds, threads, float32_precision="high")
     notes = {}
     if threads > 1 and next(iter(feeds.values())).shape[0] > 1:  # the batch split across the threads too
         try:
@@ -260,7 +269,7 @@ def measure(net: Network, precision: str, batch: int, threads: int, *, repeats: 
     shape = tuple(next(iter(feeds.values())).shape)
     results = []
     for lib, tm in timings.items():
-        library, isa = ("nnkern", "throughput") if lib == THROUGHPUT else (lib, "")
+        library, isa = ("nnkern", EXTRA_CALLS[lib]) if lib in EXTRA_CALLS else (lib, "")
         r = NetResult(op="networks", shape=shape, library=library, isa=isa, threads=threads, seconds=tm.median,
                       best_seconds=tm.best, rate=1.0 / tm.median, unit="runs/s", network=net.name,
                       precision=precision, batch=batch)
@@ -426,8 +435,10 @@ def run(names: Sequence[str], threads_list: Sequence[int], *, precisions: Sequen
                             t0 = time.perf_counter()
                             res = measure(net, precision, batch, t, repeats=repeats, libraries=libraries,
                                           notes=notes, min_time=min_time)
+                            calls_by_isa = {isa: call for call, isa in EXTRA_CALLS.items()}
                             for r in res:
-                                r.top1 = top1.get(r.library)
+                                r.top1 = top1.get(calls_by_isa.get(r.isa, r.library) if r.library == "nnkern"
+                                                  else r.library)
                             results += res
                             say(f"[networks {name} {precision} N={batch} t={t}]  " + "  ".join(
                                 f"{_label(r)} {r.seconds * 1e3:.2f} ms" for r in res)

@@ -246,9 +246,11 @@ class CompiledPlan:
 
 
 def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_isa: str = "",
-                 optimize: frozenset = frozenset(OPTIMIZATIONS), values: dict | None = None) -> CompiledPlan:
+                 optimize: frozenset = frozenset(OPTIMIZATIONS), values: dict | None = None,
+                 precision: str = "highest") -> CompiledPlan:
     """values: the inputs whose values this plan is for (shapes or axes fed as inputs), as constants. optimize:
-    the names of OPTIMIZATIONS to apply."""
+    the names of OPTIMIZATIONS to apply. precision: the float32 precision each convolution's algorithm is
+    chosen at (nnkern.set_float32_precision)."""
     net = Net(model, shapes, values or {})
     _lower.prepare(net, optimize)
     net.fold_and_infer()
@@ -259,6 +261,10 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         _fuse.fuse_activations(net)
     net.drop_dead()
     net.sort()
+    if precision != "highest":
+        for n in net.nodes:
+            if n.op == "nnkern.Conv":
+                n.attrs = dict(n.attrs, precision=("s", precision))
     return _emit(net, _C.GraphPlan(layers, num_threads, max_isa))
 
 

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import _C
+from .. import _C, _precision
 from .._arrays import as_array, c_aligned
 from .._isa import _check_isa_name
 from . import _lower, _quant
@@ -74,8 +74,10 @@ class InferenceSession:
     the threads together) or "throughput" (a batch is split into one contiguous part per thread, each part run
     whole on its thread through a one-thread plan, the weights shared: no synchronization between the threads
     inside a network; for models whose inputs share one symbolic first dimension, the batch, whose outputs start
-    with it too, and whose outputs for an image depend on that image alone: ValueError otherwise). Extra keyword
-    arguments of
+    with it too, and whose outputs for an image depend on that image alone: ValueError otherwise). precision:
+    "highest", "high" or "medium", the float32 precision the convolutions' algorithms are chosen at ("high":
+    Winograd for 3x3 stride-1 layers, see ``nnkern.set_float32_precision``); None: the process-wide setting when
+    the session is created. Extra keyword arguments of
     onnxruntime's (``sess_options``, ``providers``, ``provider_options``) are accepted and ignored, so the line
     that creates an onnxruntime session changes only its class.
 
@@ -86,7 +88,7 @@ class InferenceSession:
     """
 
     def __init__(self, model, *, num_threads: int | None = None, max_isa: str | None = None,
-                 optimize: bool | dict = True, mode: str = "latency",
+                 optimize: bool | dict = True, mode: str = "latency", precision: str | None = None,
                  sess_options=None, providers=None, provider_options=None, **kwargs):
         if num_threads is not None:
             if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
@@ -95,8 +97,9 @@ class InferenceSession:
             _check_isa_name(max_isa)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+        precision = _precision.resolve(_precision.check_precision(precision, allow_none=True))
         self._options = dict(num_threads=None if num_threads is None else int(num_threads), max_isa=max_isa,
-                             optimize=optimizations(optimize), mode=mode)
+                             optimize=optimizations(optimize), mode=mode, precision=precision)
         proto, self._bytes = load_model(model)
         self._setup(proto)
 
@@ -294,7 +297,8 @@ class InferenceSession:
                 try:
                     compiled = compile_plan(self._model, list(shapes), self._layers,
                                             threads if threads is not None else o["num_threads"] or 0,
-                                            o["max_isa"] or "", optimize=o["optimize"], values=values)
+                                            o["max_isa"] or "", optimize=o["optimize"], values=values,
+                                            precision=o.get("precision", "highest"))
                 except _C.GraphNeedsConstant as e:
                     if arrays is None or not self._mark_specialized(e):
                         raise
