@@ -167,3 +167,16 @@ def test_torch_compile_rows():
         return
     assert [r.precision for r in compiled] == ["float"] and compiled[0].seconds > 0
     assert any("torch.compile (int8" in k and "float only" in v for k, v in notes.items()), notes
+
+
+def test_precision_high_rows():
+    """--high: a float network's session also at float32 precision "high" (Winograd), its own rows and top-1."""
+    results, notes = networks.run(["resnet18"], [1], precisions=["float", "int8"], batches=[1],
+                                  libraries=["onnxruntime"], high=True, **QUICK)
+    assert not notes, notes
+    rows = {(r.precision, r.library, r.isa): r for r in results}
+    assert set(rows) == {(p, lib, "") for p in ("float", "int8") for lib in ("nnkern", "onnxruntime")} | \
+        {("float", "nnkern", "high")}
+    high = rows["float", "nnkern", "high"]
+    assert high.max_diff < 1e-3 and high.top1 == (networks.AGREEMENT, networks.AGREEMENT)
+    assert "| float | 1 | nnkern (high) |" in networks.markdown_table(results, 1)

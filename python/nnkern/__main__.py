@@ -188,7 +188,7 @@ def bench_networks(args, threads) -> int:
     results, notes = networks.run(names, threads, precisions=precisions, batches=batches,
                                   size="test" if args.quick else "bench", input_size=input_size,
                                   repeats=args.repeats, libraries=_libraries(args), profile=args.profile,
-                                  memory=args.memory, progress=lambda s: print(s, flush=True))
+                                  memory=args.memory, high=args.high, progress=lambda s: print(s, flush=True))
     print(f"\n({time.perf_counter() - t0:.0f} s)\n")
     for t in threads:
         print(networks.markdown_table(results, t, notes))
@@ -435,6 +435,8 @@ def main(argv=None) -> int:
                    "(VmHWM; ru_maxrss without /proc) of creating a session and running it once, nnkern and "
                    "onnxruntime each in a fresh process, per network, precision, batch and thread count, with "
                    "nnkern's planned intermediates (records: op networks-memory)")
+    b.add_argument("--high", action="store_true", help="--op networks: also run each float network at float32 "
+                   "precision 'high' (Winograd for its 3x3 stride-1 convolutions), nnkern's rows marked (high)")
     b.add_argument("--model", metavar="MODEL.onnx", help="time a whole ONNX model against onnxruntime (all graph "
                    "optimizations, the same thread counts) on the same inputs, and compare the outputs")
     r = sub.add_parser("run", help="run an ONNX model: outputs, latency and the compiled plan")
