@@ -190,7 +190,7 @@ MODELS = {
 
 
 #: Models only the exhaustive test run uses (seconds to build and quantize).
-HEAVY = {"resnet18_full"}
+HEAVY = {"resnet18_full", "resnet50"}
 
 
 def build(name: str) -> onnx.ModelProto:

@@ -23,7 +23,7 @@ def test_select_and_sizes():
     assert networks.select(None, "qnet") == (["resnet18", "mobilenet_v2"], ["int8"], None)
     assert networks.select(["float"], "yolo") == (["tiny_yolo"], ["float"], None)
     with pytest.raises(SystemExit):
-        networks.select(["resnet50"])
+        networks.select(["resnet101"])
     full = models.spec("resnet18", "bench")
     assert full["kwargs"] == dict(width=64, num_classes=1000) and full["feeds"].size == 224
     assert models.spec("resnet18")["kwargs"] == dict(width=32) and models.feeds("espcn", "bench").channels == 3

@@ -144,6 +144,57 @@ def _torch_modules():
             x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
             return self.fc(torch.flatten(self.avgpool(x), 1))
 
+    # -- ResNet-50 (torchvision.models.resnet v1.5: Bottleneck with the stride on the 3x3, layers [3, 4, 6, 3])
+    class Bottleneck(nn.Module):
+        FUSE = (("conv1", "bn1", "relu1"), ("conv2", "bn2", "relu2"), ("conv3", "bn3"))
+        EXPANSION = 4
+
+        def __init__(self, inplanes, planes, stride=1):
+            super().__init__()
+            out = planes * self.EXPANSION
+            self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.relu1 = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.relu2 = nn.ReLU(inplace=True)
+            self.conv3 = nn.Conv2d(planes, out, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(out)
+            self.downsample = None
+            if stride != 1 or inplanes != out:
+                self.downsample = nn.Sequential(nn.Conv2d(inplanes, out, 1, stride, bias=False), nn.BatchNorm2d(out))
+            self.add_relu = FloatFunctional()
+
+        def forward(self, x):
+            identity = x if self.downsample is None else self.downsample(x)
+            y = self.relu2(self.bn2(self.conv2(self.relu1(self.bn1(self.conv1(x))))))
+            return self.add_relu.add_relu(self.bn3(self.conv3(y)), identity)
+
+    class ResNet50(nn.Module):
+        FUSE = (("conv1", "bn1", "relu"),)
+
+        def __init__(self, width=64, num_classes=NUM_CLASSES):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(width)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            layers, inplanes = [], width
+            for i, blocks in enumerate((3, 4, 6, 3)):
+                planes = width * 2 ** i
+                seq = [Bottleneck(inplanes, planes, 1 if i == 0 else 2)]
+                inplanes = planes * Bottleneck.EXPANSION
+                seq += [Bottleneck(inplanes, planes) for _ in range(blocks - 1)]
+                layers.append(nn.Sequential(*seq))
+            self.layer1, self.layer2, self.layer3, self.layer4 = layers
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(inplanes, num_classes)
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
+
     # -- MobileNet-v2 (torchvision.models.mobilenetv2)
     class InvertedResidualV2(nn.Module):
         def __init__(self, inp, oup, stride, expand_ratio):
@@ -406,7 +457,7 @@ def _torch_modules():
             x = self.encoder(self.embedding(tokens) + self.position)
             return self.fc(x.mean(dim=1))
 
-    return dict(ResNet18=ResNet18, MobileNetV2=MobileNetV2, MobileNetV3Small=MobileNetV3Small,
+    return dict(ResNet18=ResNet18, ResNet50=ResNet50, MobileNetV2=MobileNetV2, MobileNetV3Small=MobileNetV3Small,
                 SqueezeNet11=SqueezeNet11, ShuffleNetV2=ShuffleNetV2, TinyYolo=TinyYolo, ESPCN=ESPCN,
                 LSTMClassifier=LSTMClassifier, TransformerClassifier=TransformerClassifier)
 
@@ -466,6 +517,9 @@ SPECS = {
                      bench=dict(kwargs=dict(width=64, **_IMAGENET), feeds=_image(224))),
     "resnet18_full": dict(cls="ResNet18", seed=18, feeds=_image(64, 96), **_CLASSIFIER,
                           bench=dict(kwargs=_IMAGENET, feeds=_image(224))),
+    # ResNet-50 at a quarter of torchvision's widths in the test size (16..512 channels out of the blocks).
+    "resnet50": dict(cls="ResNet50", seed=50, kwargs=dict(width=16), feeds=_image(64, 96), **_CLASSIFIER,
+                     bench=dict(kwargs=dict(width=64, **_IMAGENET), feeds=_image(224))),
     "mobilenet_v2": dict(cls="MobileNetV2", seed=2, feeds=_image(64, 96), **_CLASSIFIER,
                          bench=dict(kwargs=_IMAGENET, feeds=_image(224))),
     "mobilenet_v3_small": dict(cls="MobileNetV3Small", seed=3, feeds=_image(64, 96), **_CLASSIFIER,
