@@ -161,6 +161,17 @@ def test_threads_and_batch_bit_identical(rng, algorithm):
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])
     np.testing.assert_array_equal(layer._run(np.ascontiguousarray(x[1:2]), None, algorithm, ""), results[0][1:2])
+    # a small image: fewer blocks than threads, so the output channels split (70 = 4 panels of 16 and 6 left)
+    x, w, b, layer = make(rng, 1, 8, 7, 20, 70, (1, 1, 1, 1), activation="relu")
+    results = []
+    for t in (1, 2, 3, 4, 7):
+        nnkern.set_num_threads(t)
+        results.append(layer._run(x, None, algorithm, ""))
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    nnkern.set_num_threads(1)
+    y = nnkern.Conv2d(w, b, padding=1)._run(x, None, algorithm, "")
+    check_within_bound(y, *winograd_ref(x, w, b, (1, 1, 1, 1), 1, ALGORITHMS[algorithm]), "split")
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -217,7 +228,15 @@ def test_auto_picks_winograd_only_below_highest(rng):
         with nnkern.float32_precision(level):
             assert nnkern.get_float32_precision() == level
             assert layer.algorithm_for(big) == "winograd"
-            assert layer.algorithm_for(small) == "winograd_2x2"
+            assert layer.algorithm_for(small) == "winograd_2x2"  # F(4x4)'s 8x8 of tiles: as many products
+            assert layer.algorithm_for((8, 7, 7, 64)) == "winograd"  # 4 tiles of 36 against 16 of 16
+            # 512 channels: F(4x4)'s 38 MB of weights for 4 tiles are a stream from memory, F(2x2)'s less than half
+            deep = nnkern.Conv2d(np.zeros((512, 3, 3, 512), np.float32), padding=1)
+            l3 = nnkern.cpu_info()["caches"]["l3"] or 16 << 20
+            if 36 * 512 * 512 * 4 > l3 / 2:
+                assert deep.algorithm_for((1, 7, 7, 512)) == "winograd_2x2"
+            assert deep.algorithm_for((8, 7, 7, 512)) == "winograd"
+            assert not layer.algorithm_for((1, 3, 3, 64)).startswith("winograd")  # mostly edge
             # few channels, stride 2, 1x1: never
             assert not nnkern.Conv2d(rand(rng, 8, 3, 3, 8), padding=1).algorithm_for((1, 28, 28, 8)).startswith("w")
             assert not nnkern.Conv2d(rand(rng, 64, 3, 3, 64), padding=1, stride=2).algorithm_for(big).startswith("w")

@@ -109,8 +109,10 @@ class Conv2d(_convgeom.ConvGeometryProperties):
       ahead of the direct and mGEMM ones) and scalar (the measurements: docs/performance.md, "Conv2d: auto's
       rule"). :meth:`algorithm_for` says which one a shape gets, ``_packed.applicable_algorithms(n, h, w)``
       which apply. The Winograd algorithms come first in auto's order but only at ``precision`` "high" or
-      "medium": where a group has at least 16 input and 16 output channels, "winograd" for outputs of at least
-      8x8, "winograd_2x2" for smaller ones down to 4x4.
+      "medium": where a group has at least 16 input and 16 output channels and the output is at least 4x4,
+      "winograd" where the tiles covering the output take at most 0.8x the products of "winograd_2x2"'s (7x7 and
+      larger outputs) unless its weights, larger than half the L3 cache, would serve fewer than 16 tiles (a call
+      bound by reading them: 7x7 at 512 channels, batch 1), "winograd_2x2" for the rest (5x5, 6x6).
     precision: None (the process-wide setting at each call, :func:`nnkern.set_float32_precision`, "highest" by
       default), "highest", "high" or "medium": what "auto" may pick. An explicit algorithm runs at any setting.
 

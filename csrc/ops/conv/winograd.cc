@@ -1,8 +1,9 @@
 // The Winograd FP32 convolutions (ops/conv/algorithm.h) of 3x3, stride-1, undilated layers: "winograd" F(4x4, 3x3)
 // (36 products per 16 outputs and channel pair against 144: 4x fewer) and "winograd_2x2" F(2x2, 3x3) (16 against
 // 36). Weights are transformed once, in double, and packed as the FP32 GEMM kernel's panels, one set per position
-// of the alpha x alpha tile. A call runs blocks of T output tiles, each on one thread with its own slice of the
-// workspace, sized so the block's transformed inputs V and products M stay in L2:
+// of the alpha x alpha tile. A call runs blocks of T output tiles (and, where there are fewer blocks than threads,
+// chunks of the output channels), each on one thread with its own slice of the workspace, sized so the block's
+// transformed inputs V and products M stay in L2:
 //   1. each tile's input patch (padding read from a zero row) transformed into V[k][t][IC] (kernels/f32_winograd.h);
 //   2. per group, position k and panel of MR output channels: M[k][t][oc] = U[k] V[k] on the GEMM micro-kernel
 //      (plain form, the whole K = IC / groups in registers, its A panel in L1 for all T tiles);
@@ -17,6 +18,7 @@
 // eps = 2^-24, K = IC / groups: the direct bound with sum |x w| replaced by the sum of the magnitudes carried
 // through the transforms, which their constants enlarge (F(4x4): up to 8 in A, 5 in B).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -87,13 +89,21 @@ class Winograd final : public ConvAlgorithm {
     return g.KH == 3 && g.KW == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && L.finite_weights();
   }
 
-  // auto's rule, at precision "high" or below only: channels enough for the GEMMs to reach their speed, and an
-  // image whose tiles are mostly inside it (F(2x2) for the smaller ones).
+  // auto's rule, at precision "high" or below only: channels enough for the GEMMs to reach their speed, an
+  // output of at least 4x4, and F(4x4) where its products over the tiles that cover the output (the edge tiles'
+  // wasted part included) are at most 0.8x F(2x2)'s, which is tighter: 7x7 and 14x14 outputs F(4x4), 5x5 and 6x6
+  // F(2x2); except where its weights (2.25x F(2x2)'s) come from memory for fewer than 16 tiles, a call bound by
+  // their traffic (measured on Zen 3: ResNet-50's 7x7 layer, 512 channels, F(2x2) 1.3x faster at batch 1, F(4x4)
+  // 2.2x at batch 8).
   bool preferred(const ConvCall& c) const override {
     if (c.precision == Float32Precision::highest) return false;
     const ConvGeometry& g = L.geometry();
-    if (g.icg() < 16 || g.ocg() < 16) return false;
-    return m_ == 4 ? c.OH >= 8 && c.OW >= 8 : c.OH >= 4 && c.OW >= 4;
+    if (g.icg() < 16 || g.ocg() < 16 || c.OH < 4 || c.OW < 4) return false;
+    const auto tiles = [&](size_t m) { return c.s.N * ceil_div(c.OH, m) * ceil_div(c.OW, m); };
+    const size_t l3 = cpu_features().l3 ? cpu_features().l3 : size_t(16) << 20;
+    const bool streamed = 36 * g.icg() * g.OC * sizeof(float) > l3 / 2 && tiles(4) < 16;
+    const bool f4_ahead = 10 * tiles(4) * 36 <= 8 * tiles(2) * 16 && !streamed;
+    return m_ == 4 ? f4_ahead : !f4_ahead;
   }
 
   size_t workspace_bytes(const ConvCall& c) const override { return Plan(c, *this).bytes; }
@@ -107,12 +117,16 @@ class Winograd final : public ConvAlgorithm {
     unsigned char* ws = static_cast<unsigned char*>(workspace);
     float* zero = reinterpret_cast<float*>(ws + plan.zero_off);
     std::fill(zero, zero + L.geometry().IC, 0.0f);
+    // Tasks (block, chunk of output-channel panels), block-major, claimed one at a time by `parts` loops, each
+    // with its own slice of the workspace: uneven counts balance, and a task computes the same wherever it runs.
+    const size_t tasks = plan.blocks * plan.splits;
+    std::atomic<size_t> next{0};
     parallel_for(plan.parts, [&](size_t part) {
-      const Range r = split_range(plan.blocks, plan.parts, part);
       unsigned char* slice = ws + plan.slice_off + part * plan.slice_bytes;
-      for (size_t b = r.begin; b < r.end; ++b) {
-        const size_t t0 = b * plan.T, t1 = std::min(plan.tiles, t0 + plan.T);
-        block(c, plan, gk, tk, w, zero, t0, t1, reinterpret_cast<float*>(slice),
+      for (size_t task = next++; task < tasks; task = next++) {
+        const size_t b = task / plan.splits, t0 = b * plan.T, t1 = std::min(plan.tiles, t0 + plan.T);
+        const Range panels = split_range(w.panels, plan.splits, task % plan.splits);
+        block(c, plan, gk, tk, w, zero, t0, t1, panels.begin, panels.end, reinterpret_cast<float*>(slice),
               reinterpret_cast<float*>(slice + plan.m_off));
       }
     });
@@ -120,11 +134,12 @@ class Winograd final : public ConvAlgorithm {
 
  private:
   struct Plan {
-    size_t th, tw, tiles, T, blocks, parts;
+    size_t th, tw, tiles, T, blocks, splits, parts;
     size_t zero_off, slice_off, slice_bytes, m_off, bytes;
     Plan(const ConvCall& c, const Winograd& a) {
       const ConvGeometry& g = c.L.geometry();
-      const size_t P = a.alpha_ * a.alpha_, NR = size_t(f32_gemm_family().dispatched().nr);
+      const F32GemmKernel& gk = f32_gemm_family().dispatched();
+      const size_t P = a.alpha_ * a.alpha_, NR = size_t(gk.nr), MR = size_t(gk.mr);
       th = ceil_div(c.OH, a.m_);
       tw = ceil_div(c.OW, a.m_);
       tiles = checked_mul(c.s.N, th, tw);
@@ -139,13 +154,22 @@ class Winograd final : public ConvAlgorithm {
         T = std::max(T, l2 / checked_mul(g.IC + g.OC, sizeof(float)));
       T = std::min(T, kMaxTilesPerBlock);
       T = std::max(NR, T / NR * NR);  // whole kernel tiles, at least one
-      // Few blocks: as many per thread, of equal size (16 tiles on 2 threads: 8 + 8, not 12 + 4).
       const size_t threads = size_t(get_num_threads());
       blocks = std::max<size_t>(1, ceil_div(tiles, T));
-      if (blocks < 4 * threads) blocks = ceil_div(blocks, threads) * threads;
-      T = std::max<size_t>(1, ceil_div(tiles, blocks));
+      splits = 1;
+      if (threads > 1 && blocks < 2 * threads) {
+        if (g.groups == 1) {
+          // Few blocks (a small image at batch 1): the output channels' panels split instead, each chunk reading
+          // only its part of the weights and transforming its block's input again (chunks start at a panel, a
+          // multiple of the transform's vector, so each channel runs the same code whatever the split).
+          splits = std::min(ceil_div(g.OC, MR), ceil_div(2 * threads, blocks));
+        } else {  // smaller blocks, as many per thread
+          blocks = ceil_div(blocks, threads) * threads;
+          T = std::max<size_t>(1, ceil_div(tiles, blocks));
+        }
+      }
       blocks = ceil_div(tiles, T);
-      parts = std::max<size_t>(1, std::min(blocks, threads));
+      parts = std::max<size_t>(1, std::min(blocks * splits, threads));
       WorkspaceLayout l;
       zero_off = l.add(g.IC * sizeof(float));
       WorkspaceLayout s;
@@ -157,9 +181,11 @@ class Winograd final : public ConvAlgorithm {
     }
   };
 
-  // Tiles [t0, t1): transforms, GEMMs, output transforms and post-ops.
+  // Tiles [t0, t1), output-channel panels [q0, q1) (all of them where groups > 1): transforms, GEMMs, output
+  // transforms and post-ops.
   void block(const ConvCall& c, const Plan& plan, const F32GemmKernel& gk, const F32WinogradKernel& tk,
-             const WinogradWeights& w, const float* zero, size_t t0, size_t t1, float* v, float* mm) const {
+             const WinogradWeights& w, const float* zero, size_t t0, size_t t1, size_t q0, size_t q1, float* v,
+             float* mm) const {
     const ConvGeometry& g = L.geometry();
     const size_t A = alpha_, P = A * A, m = m_, IC = g.IC, OC = g.OC, icg = g.icg(), ocg = g.ocg();
     const size_t T = plan.T, nt = t1 - t0, MR = w.mr, NR = size_t(gk.nr);
@@ -180,7 +206,7 @@ class Winograd final : public ConvAlgorithm {
     const float* b[kMaxNr];
     for (size_t gi = 0; gi < g.groups; ++gi)
       for (size_t k = 0; k < P; ++k)
-        for (size_t q = 0; q < w.panels; ++q) {
+        for (size_t q = q0; q < q1; ++q) {
           const float* a = w.u.data() + ((gi * P + k) * w.panels + q) * icg * MR;
           const size_t mi = std::min(MR, ocg - q * MR);
           for (size_t j0 = 0; j0 < nt; j0 += NR) {
@@ -192,19 +218,21 @@ class Winograd final : public ConvAlgorithm {
     const F32Epilogue ep = L.epilogue();
     const float lo = ep.clamp ? ep.clamp_min : -std::numeric_limits<float>::infinity();
     const float hi = ep.clamp ? ep.clamp_max : std::numeric_limits<float>::infinity();
+    const size_t c0 = g.groups == 1 ? q0 * MR : 0, c1 = g.groups == 1 ? std::min(OC, q1 * MR) : OC;
+    const float* bias = L.bias() ? L.bias() + c0 : nullptr;
     float* yp[16];
     for (size_t t = 0; t < nt; ++t) {
       const Tile tile = where(plan, t0 + t);
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < m; ++j) {
           const size_t oh = tile.oh + i, ow = tile.ow + j;
-          yp[i * m + j] = oh < c.OH && ow < c.OW ? c.y + ((tile.n * c.OH + oh) * c.OW + ow) * c.ldc : nullptr;
+          yp[i * m + j] = oh < c.OH && ow < c.OW ? c.y + ((tile.n * c.OH + oh) * c.OW + ow) * c.ldc + c0 : nullptr;
         }
-      const bool fine = tk.output[index_](OC, mm + t * OC, T * OC, yp, L.bias(), lo, hi);
-      if (!finite[t] || !fine) direct_tile(c, tile);
+      const bool fine = tk.output[index_](c1 - c0, mm + t * OC + c0, T * OC, yp, bias, lo, hi);
+      if (!finite[t] || !fine) direct_tile(c, tile, c0, c1);
       const size_t cols = std::min(m, c.OW - tile.ow);
       for (size_t i = 0; i < m && tile.oh + i < c.OH; ++i)
-        L.post_activation(yp[i * m], cols, OC, c.ldc);
+        L.post_activation(yp[i * m], cols, c1 - c0, c.ldc);
     }
   }
 
@@ -216,9 +244,9 @@ class Winograd final : public ConvAlgorithm {
     return {t / per_image, r / plan.tw * m_, r % plan.tw * m_};
   }
 
-  // The tile's outputs as the direct sum (float32, taps inside the image in (kh, kw, c) order) with the epilogue:
-  // where a transform met Inf, NaN or overflow.
-  void direct_tile(const ConvCall& c, const Tile& tile) const {
+  // The tile's outputs of channels [c0, c1) as the direct sum (float32, taps inside the image in (kh, kw, c)
+  // order) with the epilogue: where a transform met Inf, NaN or overflow.
+  void direct_tile(const ConvCall& c, const Tile& tile, size_t c0, size_t c1) const {
     const ConvGeometry& g = L.geometry();
     const size_t icg = g.icg(), ocg = g.ocg(), H = c.s.H, W = c.s.W;
     F32Epilogue ep = L.epilogue();
@@ -226,7 +254,7 @@ class Winograd final : public ConvAlgorithm {
     for (size_t oh = tile.oh; oh < std::min(c.OH, tile.oh + m_); ++oh)
       for (size_t ow = tile.ow; ow < std::min(c.OW, tile.ow + m_); ++ow) {
         float* y = c.y + ((tile.n * c.OH + oh) * c.OW + ow) * c.ldc;
-        for (size_t o = 0; o < g.OC; ++o) {
+        for (size_t o = c0; o < c1; ++o) {
           const size_t gi = o / ocg;
           float acc = 0.0f;
           for (size_t kh = 0; kh < 3; ++kh)
