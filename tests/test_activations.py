@@ -271,6 +271,15 @@ def test_coefficients_rederived():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@exhaustive_only
+def test_erf_coefficients_rederived():
+    """tools/fit_erf.py re-derives the erf polynomials of kernels/f32_erf.h bit for bit, and its float32 model of
+    the formula stays within the documented 2.7 ulp."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fit_erf.py"), "--check"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_default_method_is_accurate():
     """The default is the accurate method: sigmoid(-10) within 1e-6 relative of scipy's expit (minimax is 14%
     off there), and the fast methods are one keyword away."""

@@ -40,6 +40,10 @@ struct F32ActivationKernels {
   // and not in place (y must not overlap x); nullptr where an ISA has none (the op then uses the above).
   F32UnaryUkernel sigmoid_stream[kActMethodCount];
   F32UnaryUkernel tanh_stream[kActMethodCount];
+  // erf (the ONNX plan's Erf and GELU): kernels/f32_erf.h's formula in a plain loop under the ISA's flags, the
+  // compiler's vectors; the same bits on every ISA, at most 2.7 ulp from the exact erf.
+  F32UnaryUkernel erf;
+  const char* erf_name;
 };
 
 // Scalar reference (csrc/kernels/ref/f32_activation.cc): the same schemes in plain C++ (exact
@@ -50,6 +54,7 @@ void f32_sigmoid__scalar_accurate(size_t n, const float* x, float* y);
 void f32_tanh__scalar_minimax(size_t n, const float* x, float* y);
 void f32_tanh__scalar_scalef(size_t n, const float* x, float* y);
 void f32_tanh__scalar_accurate(size_t n, const float* x, float* y);
+void f32_erf__scalar(size_t n, const float* x, float* y);
 extern const F32ActivationKernels f32_activation__scalar;
 
 // AVX2 + FMA (csrc/kernels/avx2/f32_activation.cc): permutevar8x32 look-ups of two 8-entry halves,
@@ -60,6 +65,7 @@ void f32_sigmoid__avx2_accurate(size_t n, const float* x, float* y);
 void f32_tanh__avx2_minimax(size_t n, const float* x, float* y);
 void f32_tanh__avx2_scalef(size_t n, const float* x, float* y);
 void f32_tanh__avx2_accurate(size_t n, const float* x, float* y);
+void f32_erf__avx2(size_t n, const float* x, float* y);
 extern const F32ActivationKernels f32_activation__avx2;
 
 // AVX-512 F/DQ (csrc/kernels/avx512/f32_activation.cc): permutexvar, scalef, reduce, rcp14.
@@ -69,6 +75,7 @@ void f32_sigmoid__avx512_accurate(size_t n, const float* x, float* y);
 void f32_tanh__avx512_minimax(size_t n, const float* x, float* y);
 void f32_tanh__avx512_scalef(size_t n, const float* x, float* y);
 void f32_tanh__avx512_accurate(size_t n, const float* x, float* y);
+void f32_erf__avx512(size_t n, const float* x, float* y);
 extern const F32ActivationKernels f32_activation__avx512;
 
 // NEON, ARMv8.0 (csrc/kernels/neon/f32_activation.cc): vqtbl4q_u8 look-ups of the 16-entry tables,
@@ -79,6 +86,7 @@ void f32_sigmoid__neon_accurate(size_t n, const float* x, float* y);
 void f32_tanh__neon_minimax(size_t n, const float* x, float* y);
 void f32_tanh__neon_scalef(size_t n, const float* x, float* y);
 void f32_tanh__neon_accurate(size_t n, const float* x, float* y);
+void f32_erf__neon(size_t n, const float* x, float* y);
 extern const F32ActivationKernels f32_activation__neon;
 
 }  // namespace nnkern

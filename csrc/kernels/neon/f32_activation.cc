@@ -40,6 +40,7 @@
 
 #include "kernels/f32_activation.h"
 #include "kernels/f32_activation_coeffs.h"
+#include "kernels/f32_erf.h"
 
 #define NNK_INLINE inline __attribute__((always_inline))
 
@@ -159,6 +160,10 @@ void f32_tanh__neon_minimax(size_t n, const float* x, float* y) { minimax<true>(
 void f32_tanh__neon_scalef(size_t n, const float* x, float* y) { exp_neg<true, 2>(n, x, y); }
 void f32_tanh__neon_accurate(size_t n, const float* x, float* y) { exp_neg<true, 5>(n, x, y); }
 
+void f32_erf__neon(size_t n, const float* x, float* y) {  // kernels/f32_erf.h, vectorized by the compiler
+  for (size_t i = 0; i < n; ++i) y[i] = erf_f32(x[i]);
+}
+
 const F32ActivationKernels f32_activation__neon = {
     "neon",
     {f32_sigmoid__neon_minimax, f32_sigmoid__neon_scalef, f32_sigmoid__neon_accurate},
@@ -167,6 +172,8 @@ const F32ActivationKernels f32_activation__neon = {
     {"f32_tanh__neon_minimax", "f32_tanh__neon_scalef", "f32_tanh__neon_accurate"},
     {nullptr, nullptr, nullptr},  // no streaming variants
     {nullptr, nullptr, nullptr},
+    f32_erf__neon,
+    "f32_erf__neon",
 };
 
 }  // namespace nnkern

@@ -6,6 +6,7 @@
 
 #include "kernels/f32_activation.h"
 #include "kernels/f32_activation_coeffs.h"
+#include "kernels/f32_erf.h"
 
 namespace nnkern {
 namespace {
@@ -105,6 +106,10 @@ void f32_tanh__scalar_minimax(size_t n, const float* x, float* y) { tanh_run<Act
 void f32_tanh__scalar_scalef(size_t n, const float* x, float* y) { tanh_run<ActMethod::scalef>(n, x, y); }
 void f32_tanh__scalar_accurate(size_t n, const float* x, float* y) { tanh_run<ActMethod::accurate>(n, x, y); }
 
+void f32_erf__scalar(size_t n, const float* x, float* y) {  // kernels/f32_erf.h
+  for (size_t i = 0; i < n; ++i) y[i] = erf_f32(x[i]);
+}
+
 const F32ActivationKernels f32_activation__scalar = {
     "scalar",
     {f32_sigmoid__scalar_minimax, f32_sigmoid__scalar_scalef, f32_sigmoid__scalar_accurate},
@@ -113,6 +118,8 @@ const F32ActivationKernels f32_activation__scalar = {
     {"f32_tanh__scalar_minimax", "f32_tanh__scalar_scalef", "f32_tanh__scalar_accurate"},
     {nullptr, nullptr, nullptr},  // no streaming variants
     {nullptr, nullptr, nullptr},
+    f32_erf__scalar,
+    "f32_erf__scalar",
 };
 
 }  // namespace nnkern

@@ -60,13 +60,16 @@ namespace {
   return std::string(f32_activation_family().dispatched().sigmoid_names[int(ActMethod::minimax)]).append("|scalef|accurate");
 }), register_dispatched_op("f32_tanh", [] {
   return std::string(f32_activation_family().dispatched().tanh_names[int(ActMethod::minimax)]).append("|scalef|accurate");
-}), true);
+}), register_dispatched_op("f32_erf", [] { return std::string(f32_activation_family().dispatched().erf_name); }),
+    true);
 }  // namespace
 
 void f32_sigmoid(ActMethod method, size_t n, const float* x, float* y) {
   const F32ActivationKernels& k = f32_activation_family().dispatched();
   run_split(pick(k.sigmoid[int(method)], k.sigmoid_stream[int(method)], n, x, y), n, x, y);
 }
+
+void f32_erf(size_t n, const float* x, float* y) { run_split(f32_activation_family().dispatched().erf, n, x, y); }
 
 void f32_tanh(ActMethod method, size_t n, const float* x, float* y) {
   const F32ActivationKernels& k = f32_activation_family().dispatched();

@@ -15,6 +15,8 @@ namespace nnkern {
 // variants where the ISA has them.
 void f32_sigmoid(ActMethod method, size_t n, const float* x, float* y);
 void f32_tanh(ActMethod method, size_t n, const float* x, float* y);
+// erf (kernels/f32_erf.h: at most 2.7 ulp, the same bits on every ISA).
+void f32_erf(size_t n, const float* x, float* y);
 
 // Test hook: runs `kernels` on every `stride`-th float32 bit pattern with |x| <= hi (both signs,
 // +-0 included) and compares with a float64 reference. Threaded; the result does not depend on the

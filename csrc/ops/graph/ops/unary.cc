@@ -167,6 +167,30 @@ std::unique_ptr<Step> make_kernel_op(const NodeSpec& n, const std::vector<Tensor
                        0, "accurate");
 }
 
+// Gelu: float32's exact form (0.5 x (1 + erf(x / sqrt 2))) through the erf kernel on chunks of x / sqrt 2 kept in
+// L1, the rest (float64, the tanh form) a plain loop of the Gelu functor.
+std::unique_ptr<Step> make_gelu(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
+  if (n.in(0).dtype != DType::f32 || Gelu<float>(n).tanh_form) return make_op<Gelu, FloatTypes>(n, out, layers);
+  const size_t count = n.in(0).elements();
+  return in_place_step(
+      [count](const StepData& d) {
+        const float* x = d.in<float>(0);
+        float* y = d.out<float>(0);
+        const F32UnaryUkernel erf = f32_activation_family().dispatched().erf;
+        for_ranges(count, [&](size_t b, size_t e) {
+          constexpr size_t kChunk = 256;
+          float u[kChunk];
+          for (size_t i0 = b; i0 < e; i0 += kChunk) {
+            const size_t len = std::min(kChunk, e - i0);
+            for (size_t i = 0; i < len; ++i) u[i] = x[i0 + i] * 0.70710678f;  // 1 / sqrt(2), as the functor
+            erf(len, u, u);
+            for (size_t i = 0; i < len; ++i) y[i0 + i] = 0.5f * x[i0 + i] * (1.0f + u[i]);
+          }
+        });
+      },
+      0, "");
+}
+
 // ---- Clip: min and max are optional scalar inputs, read at each run (they may be graph inputs).
 
 std::vector<TensorDesc> infer_clip(const NodeSpec& n) {
@@ -258,7 +282,7 @@ void register_graph_ops_unary() {
   register_op("Tanh", {infer_same<FloatTypes>, make_kernel_op<f32_tanh, Tanh>});
   register_op("HardSigmoid", unary_op<HardSigmoid>());
   register_op("HardSwish", unary_op<HardSwish>());
-  register_op("Gelu", unary_op<Gelu>());
+  register_op("Gelu", {infer_op<Gelu, FloatTypes>, make_gelu});
   register_op("Softplus", unary_op<Softplus>());
   register_op("Softsign", unary_op<Softsign>());
   register_op("Elu", unary_op<Elu>());
