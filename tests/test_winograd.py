@@ -321,3 +321,21 @@ def test_onnx_session_precision(rng):
     np.testing.assert_array_equal(again.run(None, x)[0], b)
     with pytest.raises(ValueError, match="precision"):
         nnkern.onnx.InferenceSession(model, precision="bf16")
+
+
+def test_linear_and_matmul_take_the_precision(rng):
+    """Linear and matmul accept precision= as Conv2d does (checked, kept through pickling); neither has an algorithm
+    below float32 yet, so every level gives the same bits."""
+    w, x = rand(rng, 24, 40), rand(rng, 5, 40)
+    want = nnkern.Linear(w)(x)
+    for level in nnkern.PRECISIONS:
+        layer = nnkern.Linear(w, precision=level)
+        assert layer.precision == level
+        np.testing.assert_array_equal(layer(x), want)
+        np.testing.assert_array_equal(pickle.loads(pickle.dumps(layer))(x), want)
+        np.testing.assert_array_equal(nnkern.matmul(x, w.T, precision=level), nnkern.matmul(x, w.T))
+    for bad in ("fast", 3):
+        with pytest.raises((ValueError, TypeError)):
+            nnkern.Linear(w, precision=bad)
+        with pytest.raises((ValueError, TypeError)):
+            nnkern.matmul(x, w.T, precision=bad)

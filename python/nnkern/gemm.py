@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _C
+from . import _C, _precision
 from ._arrays import (ArrayIn, F32, F32Array, aligned_target, as_bool, as_float_scalar, as_output, c_aligned,
                       check_algorithm, check_no_overlap, checked_output, read_only_copy, require_array, require_ndim)
 
@@ -101,15 +101,19 @@ def _check_output(out, name, shape, a, b):
     return out
 
 
-def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None) -> F32Array:
+def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None, *, precision: str | None = None) -> F32Array:
     """``a @ b`` for float32 arrays, as numpy.matmul: (..., M, K) @ (..., K, N) -> (..., M, N).
 
     The batch dimensions (all but the last two) broadcast against each other as in numpy. A 1-D ``a`` is
     a row vector and a 1-D ``b`` a column vector, the added dimension removed from the result. 0-D
     operands raise ValueError (numpy does too). ``out`` (float32, the result's shape, not overlapping
     a or b) is written and returned. When b has no batch dimensions, a's batch is one GEMM; otherwise
-    one GEMM per batch entry.
+    one GEMM per batch entry. precision: None (the process-wide setting) or a level of
+    :func:`nnkern.set_float32_precision`; matmul has no algorithm below float32 yet (bf16 products, which
+    "medium" allows, are not built), so every level computes the same float32 result.
     """
+    if precision is not None:
+        _precision.check_precision(precision)
     fast = _C.sgemm_fast(a, b, False, False, out)  # None unless a, b (and out) are 2-D and pass every check
     if fast is not None:
         return fast
@@ -161,10 +165,14 @@ class Linear:
     store of the GEMM. The weight is copied and packed for the kernel the dispatcher picks at
     construction; under a different ISA cap later, calls stay correct but unpack per call. Safe to call
     from several threads. ``weight`` and ``bias`` are read-only copies; pickling and ``copy.deepcopy``
-    store them and repack on load (results bit-identical under the same ISA cap).
+    store them and repack on load (results bit-identical under the same ISA cap). precision: the layer's float32
+    precision (:func:`nnkern.set_float32_precision`) or None; as for :func:`matmul`, every level computes the same
+    float32 result until bf16 kernels exist.
     """
 
-    def __init__(self, weight: ArrayIn, bias: ArrayIn | None = None, *, activation: str | None = None) -> None:
+    def __init__(self, weight: ArrayIn, bias: ArrayIn | None = None, *, activation: str | None = None,
+                 precision: str | None = None) -> None:
+        self._precision = _precision.check_precision(precision, allow_none=True)
         weight = require_array(weight, "weight", F32)
         require_ndim(weight, "weight", (2,))
         out_features = weight.shape[0]
@@ -192,6 +200,7 @@ class Linear:
     activation = property(lambda self: self._activation, doc="None or 'relu' (fused)")
     weight = property(lambda self: self._weight, doc="the float32 weight (out_features, in_features), read-only")
     bias = property(lambda self: self._packed.bias, doc="a copy of the float32 bias, or None")
+    precision = property(lambda self: self._precision, doc="the layer's float32 precision, or None")
 
     @property
     def kernel(self) -> str:
@@ -220,10 +229,12 @@ class Linear:
         return given
 
     def __getstate__(self):
-        return {"weight": self._weight, "bias": self.bias, "activation": self._activation}
+        return {"weight": self._weight, "bias": self.bias, "activation": self._activation,
+                "precision": self._precision}
 
     def __setstate__(self, state):
-        self.__init__(state["weight"], state["bias"], activation=state["activation"])
+        self.__init__(state["weight"], state["bias"], activation=state["activation"],
+                      precision=state.get("precision"))
 
     def __repr__(self):
         return f"Linear(in_features={self.in_features}, out_features={self.out_features}, kernel={self.kernel!r})"
