@@ -3,7 +3,7 @@
 // every ISA (no FMA contraction), so every ISA gives the same bits. Baseline header: no intrinsics; static, so each
 // kernel file compiles its own copy with its own flags. Its selects are integer masks on the bits (|x|'s bits order
 // as the floats do): with a plain select under -ftrapping-math GCC moves each side's float arithmetic into a
-// branch (it may trap) and then vectorizes nothing. tools/fit_erf.py fits the polynomials and checks the
+// branch (it may trap) and then vectorizes nothing (docs/performance.md, "Erf"). tools/fit_erf.py fits the polynomials and checks the
 // formula over a dense sweep of float32: at most 2.7 ulp (1.6e-7 absolute) from the exact erf; erf(+-0) = +-0,
 // erf(+-inf) = +-1, NaN -> the same NaN, odd by construction. The ONNX plan's Erf and GELU run it for float32.
 //   |x| < 1:  x P(x^2), P of degree 6;

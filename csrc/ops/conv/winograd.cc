@@ -93,8 +93,7 @@ class Winograd final : public ConvAlgorithm {
   // output of at least 4x4, and F(4x4) where its products over the tiles that cover the output (the edge tiles'
   // wasted part included) are at most 0.8x F(2x2)'s, which is tighter: 7x7 and 14x14 outputs F(4x4), 5x5 and 6x6
   // F(2x2); except where its weights (2.25x F(2x2)'s) come from memory for fewer than 16 tiles, a call bound by
-  // their traffic (measured on Zen 3: ResNet-50's 7x7 layer, 512 channels, F(2x2) 1.3x faster at batch 1, F(4x4)
-  // 2.2x at batch 8).
+  // their traffic (docs/performance.md, "Conv2d: Winograd's auto rule").
   bool preferred(const ConvCall& c) const override {
     if (c.precision == Float32Precision::highest) return false;
     const ConvGeometry& g = L.geometry();
@@ -145,7 +144,7 @@ class Winograd final : public ConvAlgorithm {
       tiles = checked_mul(c.s.N, th, tw);
       // Blocks small enough that the whole block's V and M stay in L2 while the weights come from L3 (read
       // once per block); weights too large for L3 come from memory, so then larger blocks that reuse them more
-      // (each position's slices of V and M still in L2): measured on Zen 3, F(4x4) at 512 channels 1.7x faster.
+      // (each position's slices of V and M still in L2): docs/performance.md, "Conv2d: Winograd blocks".
       const size_t l2 = cpu_features().l2 ? cpu_features().l2 : size_t(512) << 10;
       const size_t l3 = cpu_features().l3 ? cpu_features().l3 : size_t(16) << 20;
       const size_t per_tile = checked_mul(P, g.IC + g.OC, sizeof(float));
