@@ -57,17 +57,24 @@ def long_form(r):
 
 
 def load(paths):
-    """The records of the harness's tables (op, shape, library, isa, threads, rate, ...), others skipped."""
+    """The records of the harness's tables (op, shape, library, isa, threads, rate, ...), others skipped. An op that
+    also has a file of its own name (bench/results/conv.json) keeps the records of every other file in tables of
+    their own, named after the file: one table, one run."""
     records = []
+    stems = {pathlib.Path(p).stem for p in paths}
     for p in paths:
+        stem = pathlib.Path(p).stem
         for r in (x for raw in json.loads(pathlib.Path(p).read_text()) for x in long_form(raw)):
             if {"op", "shape", "library", "threads", "rate"} <= set(r):
+                if r["op"] in stems and r["op"] != stem:
+                    r = dict(r, op=f"{r['op']} ({stem}.json)")
                 if r["op"].startswith("networks-"):  # the networks' profile and memory reports: not rates
                     continue
                 if str(r.get("algorithm", "")).startswith("winograd"):  # float32 precision "high": a column of its own
                     r = dict(r, isa=f"{r.get('isa', '')} high".strip())
                 if r.get("network"):  # whole networks: one table per precision, a row per network and batch
-                    r = dict(r, op=f"networks {r['precision']}", shape=[f"{r['network']} batch {r['batch']}"])
+                    op = r["op"].replace("networks", f"networks {r['precision']}", 1)
+                    r = dict(r, op=op, shape=[f"{r['network']} batch {r['batch']}"])
                 records.append(r)
     return records
 
@@ -96,6 +103,13 @@ def ratio_of(rows):
     return max(ours) / max(theirs) if ours and theirs and max(theirs) > 0 else None
 
 
+def ratio_high(rows):
+    """nnkern's best rate at float32 precision "high" over the best other library's, or None."""
+    ours = [r["rate"] for r in rows if reduced_precision(r)]
+    theirs = [r["rate"] for r in rows if r["library"] != "nnkern"]
+    return max(ours) / max(theirs) if ours and theirs and max(theirs) > 0 else None
+
+
 def render_table(op, threads, shapes):
     rows0 = next(iter(shapes.values()))
     unit = rows0[0].get("unit", "G ops/s")
@@ -107,8 +121,8 @@ def render_table(op, threads, shapes):
     lines = [f"\n### {op}, {threads} thread{'s' if threads > 1 else ''}\n",
              f"{cpu}{', ' + date if date else ''}; {unit}.\n",
              "| shape | " + " | ".join(f"nnkern {i}".strip() for i in isas) + " | " + " | ".join(others) +
-             " | vs best | % peak |",
-             "|---" * (len(isas) + len(others) + 3) + "|"]
+             " | vs best | % peak |" + (" high vs best |" if any(i.endswith("high") for i in isas) else ""),
+             "|---" * (len(isas) + len(others) + 3 + any(i.endswith("high") for i in isas)) + "|"]
     for shape, rows in shapes.items():
         ours = {r.get("isa", ""): r for r in rows if r["library"] == "nnkern" and not reduced_precision(r)}
         for r in rows:  # the faster Winograd variant
@@ -120,6 +134,9 @@ def render_table(op, threads, shapes):
         cells = [f"{ours[i]['rate']:.1f}" if i in ours else "-" for i in isas]
         cells += [f"{theirs[o]['rate']:.1f}" if o in theirs else "-" for o in others]
         cells += [f"{ratio:.2f}x" if ratio else "-", f"{peak:.0f}%" if peak else "-"]
+        if any(i.endswith("high") for i in isas):
+            high = ratio_high(rows)
+            cells.append(f"{high:.2f}x" if high else "-")
         lines.append(f"| {shape_text(shape)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -134,6 +151,10 @@ def summary(all_tables):
         cpu = next(iter(shapes.values()))[0].get("cpu", "?")
         lines.append(f"| {op} | {threads} | {len(ratios)} | {statistics.median(ratios):.2f}x "
                      f"({min(ratios):.2f}-{max(ratios):.2f}) | {cpu} |")
+        high = [x for x in (ratio_high(rows) for rows in shapes.values()) if x]
+        if high:
+            lines.append(f"| {op}, float32 precision high | {threads} | {len(high)} | {statistics.median(high):.2f}x "
+                         f"({min(high):.2f}-{max(high):.2f}) | {cpu} |")
     return "\n".join(lines)
 
 
