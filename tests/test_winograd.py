@@ -19,7 +19,7 @@ import nnkern
 from nnkern import _C
 
 from conftest import require_level
-from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_script_isolated
+from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_script_isolated
 
 ALGORITHMS = {"winograd": 4, "winograd_2x2": 2}  # name -> output tile size m
 KERNELS = _C.kernel_list("f32_winograd")
@@ -339,3 +339,22 @@ def test_linear_and_matmul_take_the_precision(rng):
             nnkern.Linear(w, precision=bad)
         with pytest.raises((ValueError, TypeError)):
             nnkern.matmul(x, w.T, precision=bad)
+
+
+def test_concurrent_first_calls_share_one_layer(rng):
+    """Python threads racing to pack a fresh layer's transformed weights (both variants) get the same results as
+    one thread."""
+    w, b = rand(rng, 40, 3, 3, 24), rand(rng, 40)
+    xs = [rand(rng, 1 + t % 2, 9 + t, 11, 24) for t in range(6)]
+    ref = nnkern.Conv2d(w, b, padding=1, activation="relu")
+    want = [[ref._run(x, None, a, "") for a in ALGORITHMS] for x in xs]
+    fresh = nnkern.Conv2d(w, b, padding=1, activation="relu")
+    got = [None] * len(xs)
+
+    def work(t):
+        got[t] = [fresh._run(xs[t], None, a, "") for a in ALGORITHMS]
+
+    run_concurrently(work, len(xs))
+    for g, wt in zip(got, want):
+        for a, bb in zip(g, wt):
+            np.testing.assert_array_equal(a, bb)
