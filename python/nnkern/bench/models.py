@@ -100,6 +100,7 @@ def _torch_modules():
     # -- ResNet-18 (torchvision.models.resnet: BasicBlock, layers [2, 2, 2, 2])
     class BasicBlock(nn.Module):
         FUSE = (("conv1", "bn1", "relu"), ("conv2", "bn2"))
+        EXPANSION = 1
 
         def __init__(self, inplanes, planes, stride=1):
             super().__init__()
@@ -119,30 +120,6 @@ def _torch_modules():
             out = self.relu(self.bn1(self.conv1(x)))
             out = self.bn2(self.conv2(out))
             return self.add_relu.add_relu(out, identity)
-
-    class ResNet18(nn.Module):
-        FUSE = (("conv1", "bn1", "relu"),)
-
-        def __init__(self, width=64, num_classes=NUM_CLASSES):
-            super().__init__()
-            self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
-            self.bn1 = nn.BatchNorm2d(width)
-            self.relu = nn.ReLU(inplace=True)
-            self.maxpool = nn.MaxPool2d(3, 2, 1)
-            layers, inplanes = [], width
-            for i in range(4):
-                planes = width * 2 ** i
-                stride = 1 if i == 0 else 2
-                layers.append(nn.Sequential(BasicBlock(inplanes, planes, stride), BasicBlock(planes, planes)))
-                inplanes = planes
-            self.layer1, self.layer2, self.layer3, self.layer4 = layers
-            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(inplanes, num_classes)
-
-        def forward(self, x):
-            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-            return self.fc(torch.flatten(self.avgpool(x), 1))
 
     # -- ResNet-50 (torchvision.models.resnet v1.5: Bottleneck with the stride on the 3x3, layers [3, 4, 6, 3])
     class Bottleneck(nn.Module):
@@ -170,21 +147,21 @@ def _torch_modules():
             y = self.relu2(self.bn2(self.conv2(self.relu1(self.bn1(self.conv1(x))))))
             return self.add_relu.add_relu(self.bn3(self.conv3(y)), identity)
 
-    class ResNet50(nn.Module):
+    class ResNet(nn.Module):  # torchvision's stem, four stages of `block` (the first strided from stage 2) and head
         FUSE = (("conv1", "bn1", "relu"),)
 
-        def __init__(self, width=64, num_classes=NUM_CLASSES):
+        def __init__(self, block, stages, width=64, num_classes=NUM_CLASSES):
             super().__init__()
             self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
             self.bn1 = nn.BatchNorm2d(width)
             self.relu = nn.ReLU(inplace=True)
             self.maxpool = nn.MaxPool2d(3, 2, 1)
             layers, inplanes = [], width
-            for i, blocks in enumerate((3, 4, 6, 3)):
+            for i, blocks in enumerate(stages):
                 planes = width * 2 ** i
-                seq = [Bottleneck(inplanes, planes, 1 if i == 0 else 2)]
-                inplanes = planes * Bottleneck.EXPANSION
-                seq += [Bottleneck(inplanes, planes) for _ in range(blocks - 1)]
+                seq = [block(inplanes, planes, 1 if i == 0 else 2)]
+                inplanes = planes * block.EXPANSION
+                seq += [block(inplanes, planes) for _ in range(blocks - 1)]
                 layers.append(nn.Sequential(*seq))
             self.layer1, self.layer2, self.layer3, self.layer4 = layers
             self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
@@ -194,6 +171,14 @@ def _torch_modules():
             x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
             x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
             return self.fc(torch.flatten(self.avgpool(x), 1))
+
+    class ResNet18(ResNet):
+        def __init__(self, width=64, num_classes=NUM_CLASSES):
+            super().__init__(BasicBlock, (2, 2, 2, 2), width, num_classes)
+
+    class ResNet50(ResNet):
+        def __init__(self, width=64, num_classes=NUM_CLASSES):
+            super().__init__(Bottleneck, (3, 4, 6, 3), width, num_classes)
 
     # -- MobileNet-v2 (torchvision.models.mobilenetv2)
     class InvertedResidualV2(nn.Module):
