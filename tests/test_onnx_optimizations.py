@@ -283,3 +283,39 @@ def test_chain_with_the_constant_on_either_side(op, const_first):
     plain = nnkern.onnx.InferenceSession(model, num_threads=2, optimize={"quantized_lookup": False})
     assert [line.split()[1] for line in table.describe({"xq": x}).splitlines()[:-1]] == ["nnkern.Lookup"]
     np.testing.assert_array_equal(table.run(None, {"xq": x})[0], plain.run(None, {"xq": x})[0])
+
+
+def _gelu_graph(root2=2 ** 0.5, swap=False, extra_reader=False, half_shape=()):
+    """x -> Div(x, root2) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5) as torch exports nn.GELU (operands of the
+    Add and Muls swapped where `swap`), then Relu; extra_reader: Erf's output is also a graph output."""
+    def c(name, v, shape=()):
+        return numpy_helper.from_array(np.full(shape, v, np.float32), name)
+    nodes = [helper.make_node("Div", ["x", "r2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["one", "e"] if swap else ["e", "one"], ["a"]),
+             helper.make_node("Mul", ["a", "x"] if swap else ["x", "a"], ["m"]),
+             helper.make_node("Mul", ["half", "m"] if swap else ["m", "half"], ["g"]),
+             helper.make_node("Relu", ["g"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TP.FLOAT, None)]
+    if extra_reader:
+        outputs.append(helper.make_tensor_value_info("e", TP.FLOAT, None))
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TP.FLOAT, [2, 3, 37])], outputs,
+                              [c("r2", root2), c("one", 1.0), c("half", 0.5, half_shape)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+
+def test_gelu_chain_runs_as_one_op():
+    """fuse_gelu: torch's GELU export (either operand order) is one Gelu step, within an ulp-scale difference of the
+    five separate ops; not fused where a constant differs, an intermediate has another reader or a constant
+    broadcasts the shape."""
+    x = {"x": np.random.default_rng(5).uniform(-6, 6, (2, 3, 37)).astype(np.float32)}
+    for swap in (False, True):
+        model = _gelu_graph(swap=swap)
+        fused = nnkern.onnx.InferenceSession(model)
+        steps = [line.split()[1] for line in fused.describe().splitlines()[:-1]]
+        assert steps.count("Gelu") == 1 and "Erf" not in steps, fused.describe()
+        plain = nnkern.onnx.InferenceSession(model, optimize={"fuse_gelu": False})
+        assert "Erf" in [line.split()[1] for line in plain.describe().splitlines()[:-1]]
+        np.testing.assert_allclose(fused.run(None, x)[0], plain.run(None, x)[0], rtol=1e-6, atol=1e-7)
+    for model in (_gelu_graph(root2=2.0), _gelu_graph(extra_reader=True), _gelu_graph(half_shape=(1, 1, 1, 1))):
+        steps = [line.split()[1] for line in nnkern.onnx.InferenceSession(model).describe().splitlines()[:-1]]
+        assert "Gelu" not in steps and "Erf" in steps

@@ -31,8 +31,10 @@ MAX_FOLDED_BYTES = 64 << 20
 #: Conv / MatMul / Add (-> QuantizeLinear) as one quantized op, and the ops that commute with quantization run on
 #: the quantized tensor; quantized_lookup: the elementwise work between a DequantizeLinear and a QuantizeLinear
 #: (_tables) as a 256-entry table on the quantized tensor; push_transposes: the layout transposes around the NHWC ops cancelled between
-#: neighbours; fuse_activations: an activation after a convolution or GEMM run in its epilogue.
-OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations")
+#: neighbours; fuse_activations: an activation after a convolution or GEMM run in its epilogue; fuse_gelu: GELU
+#: exported as Div / Erf / Add / Mul / Mul run as one Gelu op.
+OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations",
+                 "fuse_gelu")
 
 
 def optimizations(optimize) -> frozenset:
@@ -259,6 +261,8 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         net.drop_dead()  # the transposes left behind would count as readers
     if "fuse_activations" in optimize:
         _fuse.fuse_activations(net)
+    if "fuse_gelu" in optimize:
+        _fuse.fuse_gelu(net)
     net.drop_dead()
     net.sort()
     if precision != "highest":

@@ -1,7 +1,8 @@
 """Post-op fusion: an activation that is the only reader of a convolution's output runs in the convolution's
 epilogue (Relu, Clip to [0, 6] or [0, inf), Sigmoid, x * sigmoid(x) as SiLU, HardSwish, HardSigmoid, LeakyRelu:
 the same formulas as the separate ops, so the same bits); a float32 MatMul's or Gemm's, in the GEMM's epilogue
-(Relu)."""
+(Relu). And GELU as torch exports it (x / sqrt 2 -> Erf -> + 1 -> x * -> * 0.5, five elementwise passes) as one
+Gelu op (float32: the erf kernel on chunks in L1)."""
 from __future__ import annotations
 
 import numpy as np
@@ -70,3 +71,56 @@ def _activation(net, y: str, readers: list):
         if lo == 0.0 and hi >= 3.4e38:
             return "relu", [n], n.outputs[0], {}
     return None
+
+
+def _scalar(net, name: str):
+    """The float value of a one-element constant, else None."""
+    c = net.const(name)
+    return float(c.reshape(-1)[0]) if c is not None and c.size == 1 else None
+
+
+def _other(node, name: str):
+    """The input of a two-input node that is not `name` (None if both or neither are)."""
+    a, b = node.inputs[:2] if len(node.inputs) == 2 else ("", "")
+    return b if a == name and b != name else a if b == name and a != name else None
+
+
+def fuse_gelu(net) -> None:
+    """Div(x, sqrt 2) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5) (operands in either order, each value read by
+    the next node only) -> Gelu(x), float32. 0.5 x (1 + erf(x / sqrt 2)) with x / sqrt 2 as x * (1 / sqrt 2): within
+    an ulp of the divided value, so within the float bound of the unfused plan (tested)."""
+    users = net.consumers()
+
+    def only(v):  # the one node reading v (not a graph output), else None
+        readers = users.get(v, [])
+        return readers[0] if len(readers) == 1 and v not in net.outputs else None
+
+    for erf in list(net.nodes):
+        if erf.op != "Erf" or net.values[erf.inputs[0]].dtype != 1:
+            continue
+        div = net.producer.get(erf.inputs[0])
+        if div is None or div.op != "Div" or only(div.outputs[0]) is not erf or div.inputs[0] == div.inputs[1]:
+            continue
+        x, root2 = div.inputs[0], _scalar(net, div.inputs[1])
+        if root2 is None or abs(root2 - 2 ** 0.5) > 1e-6:
+            continue
+        add = only(erf.outputs[0])
+        if add is None or add.op != "Add" or _scalar(net, _other(add, erf.outputs[0]) or "") != 1.0:
+            continue
+        mul = only(add.outputs[0])
+        if mul is None or mul.op != "Mul" or _other(mul, add.outputs[0]) != x:
+            continue
+        half = only(mul.outputs[0])
+        if half is None or half.op != "Mul" or _scalar(net, _other(half, mul.outputs[0]) or "") != 0.5:
+            continue
+        chain = [div, erf, add, mul, half]
+        if any(net.values[n.outputs[0]].shape != net.values[x].shape for n in chain):
+            continue  # a broadcasting constant changed the shape
+        gelu = div.copy()
+        gelu.op, gelu.inputs, gelu.outputs = "Gelu", [x], [half.outputs[0]]
+        gelu.attrs = {"approximate": ("s", "none")}
+        gelu.sources = "+".join(n.sources for n in chain)
+        dropped = {id(n) for n in chain[:-1]}
+        net.nodes = [gelu if n is half else n for n in net.nodes if id(n) not in dropped]  # at the chain's end
+        net.infer(gelu)
+        users = net.consumers()
