@@ -41,12 +41,17 @@ def test_table_nnkern_alone():
 
 
 def test_table_against_onnxruntime():
-    results, notes = networks.run(["resnet18"], [1], batches=[1, 2], libraries=["onnxruntime"], **QUICK)
+    # high=True: the float network's session also at float32 precision "high" (Winograd), nnkern's rows with isa
+    # "high", their own output difference and top-1
+    results, notes = networks.run(["resnet18"], [1], batches=[1, 2], libraries=["onnxruntime"], high=True, **QUICK)
     assert not notes, notes
-    assert {(r.precision, r.batch, r.library) for r in results} == \
-        {(p, b, lib) for p in ("float", "int8") for b in (1, 2) for lib in ("nnkern", "onnxruntime")}
+    assert {(r.precision, r.batch, r.library, r.isa) for r in results} == \
+        {(p, b, lib, "") for p in ("float", "int8") for b in (1, 2) for lib in ("nnkern", "onnxruntime")} | \
+        {("float", b, "nnkern", "high") for b in (1, 2)}
     for r in results:
-        if r.library == "nnkern":
+        if r.library == "nnkern" and r.isa == "high":
+            assert r.max_diff < 1e-3 and r.top1 == (networks.AGREEMENT, networks.AGREEMENT)
+        elif r.library == "nnkern":
             assert r.top1 is not None and r.top1[1] == networks.AGREEMENT
             if r.precision == "float":
                 assert r.max_diff < 1e-4 and r.steps is None and r.top1[0] == networks.AGREEMENT
@@ -54,6 +59,7 @@ def test_table_against_onnxruntime():
                 assert r.steps is not None and r.steps <= 16 and r.top1[0] >= 0.75 * networks.AGREEMENT
     table = networks.markdown_table(results, 1)
     assert "| resnet18 | 3x32x32 | int8 | 2 | onnxruntime |" in table and " steps)" in table
+    assert "| resnet18 | 3x32x32 | float | 1 | nnkern (high) |" in table
 
 
 def test_throughput_mode_rows_at_two_threads_and_a_batch():
@@ -168,15 +174,3 @@ def test_torch_compile_rows():
     assert [r.precision for r in compiled] == ["float"] and compiled[0].seconds > 0
     assert any("torch.compile (int8" in k and "float only" in v for k, v in notes.items()), notes
 
-
-def test_precision_high_rows():
-    """--high: a float network's session also at float32 precision "high" (Winograd), its own rows and top-1."""
-    results, notes = networks.run(["resnet18"], [1], precisions=["float", "int8"], batches=[1],
-                                  libraries=["onnxruntime"], high=True, **QUICK)
-    assert not notes, notes
-    rows = {(r.precision, r.library, r.isa): r for r in results}
-    assert set(rows) == {(p, lib, "") for p in ("float", "int8") for lib in ("nnkern", "onnxruntime")} | \
-        {("float", "nnkern", "high")}
-    high = rows["float", "nnkern", "high"]
-    assert high.max_diff < 1e-3 and high.top1 == (networks.AGREEMENT, networks.AGREEMENT)
-    assert "| float | 1 | nnkern (high) |" in networks.markdown_table(results, 1)
