@@ -358,3 +358,13 @@ def test_concurrent_first_calls_share_one_layer(rng):
     for g, wt in zip(got, want):
         for a, bb in zip(g, wt):
             np.testing.assert_array_equal(a, bb)
+
+
+def test_main_job_self_check_covers_winograd(rng, monkeypatch):
+    """`python -m nnkern`'s self-check runs both Winograd algorithms under their bound, and fails on a wrong result."""
+    from nnkern.bench import selfcheck
+    ok, detail = selfcheck.check_winograd(rng)
+    assert ok, detail
+    real = nnkern.Conv2d.__call__
+    monkeypatch.setattr(nnkern.Conv2d, "__call__", lambda self, x, out=None, **kw: real(self, x) * np.float32(1.05))
+    assert not selfcheck.check_winograd(rng)[0]

@@ -201,6 +201,48 @@ def check_activations(rng) -> Tuple[bool, str]:
     return ok and worst <= 1.0, f"err/bound {worst:.3f}, special values exact" if ok else "special values wrong"
 
 
+def _winograd_bound(x, w, b, m):
+    """(float64 3x3 convolution with padding 1, Winograd's bound for m x m tiles: nnkern.Conv2d's docstring)."""
+    BT = {2: [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+          4: [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+              [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]}[m]
+    G = {2: [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]],
+         4: [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+             [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]}[m]
+    AT = {2: [[1, 1, 1, 0], [0, 1, -1, -1]],
+          4: [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]}[m]
+    bt, g, at = (np.abs(np.array(v, np.float64)) for v in (BT, G, AT))
+    N, H, W, C = x.shape
+    th, tw = -(-H // m), -(-W // m)
+    xp = np.zeros((N, th * m + 2, tw * m + 2, C))
+    xp[:, 1:H + 1, 1:W + 1] = x
+    w64 = w.astype(np.float64)
+    out = sum(xp[:, kh:kh + th * m, kw:kw + tw * m] @ w64[:, kh, kw].T for kh in range(3) for kw in range(3))
+    i = np.arange(th)[:, None] * m + np.arange(m + 2)
+    j = np.arange(tw)[:, None] * m + np.arange(m + 2)
+    d = np.abs(xp[:, i[:, :, None, None], j[None, None]])
+    mag = np.einsum("ntuabc,oabc->ntuabo", np.einsum("ai,ntiujc,bj->ntuabc", bt, d, bt),
+                    np.einsum("ai,oijc,bj->oabc", g, np.abs(w64), g))
+    mag = np.einsum("ia,ntuabo,jb->ntiujo", at, mag, at).reshape(out.shape)
+    bound = (2 * 9 * C + 24) * 2.0 ** -24 * mag + 2 * 2.0 ** -24 * np.abs(b) + 1e-30
+    return (out + b)[:, :H, :W], bound[:, :H, :W]
+
+
+def check_winograd(rng) -> Tuple[bool, str]:
+    """Conv2d's Winograd algorithms (F(4x4) and F(2x2)), channel and tile tails, under their bound."""
+    import nnkern
+    worst = 0.0
+    for (N, H, W, C, OC) in ((1, 9, 7, 19, 21), (2, 6, 11, 8, 40)):
+        x = rng.uniform(-1, 1, (N, H, W, C)).astype(np.float32)
+        w = rng.uniform(-1, 1, (OC, 3, 3, C)).astype(np.float32)
+        b = rng.uniform(-1, 1, OC).astype(np.float32)
+        for algorithm, m in (("winograd", 4), ("winograd_2x2", 2)):
+            y = nnkern.Conv2d(w, b, padding=1, algorithm=algorithm)(x)
+            want, bound = _winograd_bound(x, w, b, m)
+            worst = max(worst, float(np.max(np.abs(y - want) / bound)))
+    return worst <= 1.0, f"err/bound {worst:.3f}"
+
+
 def run(report: Callable[[str], None] = print) -> bool:
     """Print one PASS/FAIL line per (ISA, check); True when everything passed."""
     import nnkern
@@ -219,6 +261,8 @@ def run(report: Callable[[str], None] = print) -> bool:
             qkern = nnkern.cpu_info()["kernels"].get("u8s8_gemm", "?").split(" ")[0]
             akern = nnkern.cpu_info()["kernels"].get("f32_sigmoid", "?").split("|")[0]
             checks += [(("act", akern), "sigmoid/tanh, all methods, special values", lambda: check_activations(rng))]
+            wkern = nnkern.cpu_info()["kernels"].get("f32_winograd", "?")
+            checks += [(("conv", wkern), "Conv2d Winograd F(4x4), F(2x2), tails", lambda: check_winograd(rng))]
             if hasattr(nnkern, "qgemm"):
                 checks += [(("int8", qkern), "qgemm u8/s8 x s8, zero points, qgemm16", lambda: check_qgemm(rng)),
                            (("int8", qkern), "quantize, QLinear requantization", lambda: check_quant(rng))]
