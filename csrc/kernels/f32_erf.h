@@ -1,5 +1,5 @@
-// erf(x) in float32, branch-free so that a plain loop over it vectorizes under each ISA's flags (std::erf does not:
-// it was 17% of a float transformer's run through its GELU): the f32_activation kernels' erf, the same formula on
+// erf(x) in float32, branch-free so that a plain loop over it vectorizes under each ISA's flags (std::erf does not):
+// the f32_activation kernels' erf (the ONNX plan's Erf and GELU), the same formula on
 // every ISA (no FMA contraction), so every ISA gives the same bits. Baseline header: no intrinsics; static, so each
 // kernel file compiles its own copy with its own flags. Its selects are integer masks on the bits (|x|'s bits order
 // as the floats do): with a plain select under -ftrapping-math GCC moves each side's float arithmetic into a
