@@ -206,11 +206,13 @@ def test_applies_to_3x3_stride_1_undilated_finite_weights_only(rng):
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_nonfinite_and_huge_inputs_are_computed_directly(rng, algorithm):
     """An Inf, NaN or 3e38 input gives the direct algorithm's NaN / Inf pattern (not NaN over its whole tile), and
-    the tiles around it keep their values."""
-    x, w, b, layer = make(rng, 1, 12, 12, 8, 16, (1, 1, 1, 1))
-    for v in (np.inf, -np.inf, np.nan, 3e38):
+    the tiles around it keep their values; also next to wide padding (outputs whose window is all padding: the bias
+    alone) and with groups (the direct sum per group)."""
+    cases = [(make(rng, 1, 12, 12, 8, 16, (1, 1, 1, 1)), (5, 6, 3)),
+             (make(rng, 2, 5, 6, 6, 9, (3, 2, 4, 0), groups=3), (0, 0, 4))]
+    for v, ((x, w, b, layer), (i, j, ch)) in [(v, c) for v in (np.inf, -np.inf, np.nan, 3e38) for c in cases]:
         xb = x.copy()
-        xb[0, 5, 6, 3] = v
+        xb[-1, i, j, ch] = v
         got = layer._run(xb, None, algorithm, "")
         want = layer._run(xb, None, "indirect", "")
         for test in (np.isnan, np.isposinf, np.isneginf):

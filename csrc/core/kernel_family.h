@@ -48,6 +48,16 @@ class KernelFamily {
       if (name == list_.info[i].name) return list_.kernels[i];
     return nullptr;
   }
+  // The kernel a test names (`kernel=`): one of this family by name, else this family's kernel of the ISA level
+  // named, else (an empty or foreign name) the dispatched one.
+  const Kernel& named_or_dispatched(const std::string& name) const {
+    if (!name.empty()) {
+      if (const Kernel* k = named(name)) return *k;
+      Isa level;
+      if (isa_from_name(name, &level) && at(level)) return *at(level);
+    }
+    return dispatched();
+  }
   const char* dispatched_name() const {  // its name in the list, or "none"
     const Kernel* k = dispatched_or_null();
     for (size_t i = 0; k && i < list_.kernels.size(); ++i)

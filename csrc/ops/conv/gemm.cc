@@ -24,14 +24,7 @@ constexpr size_t kMinBlockRows = 256;
 constexpr size_t kTilesPerTask = 16;
 
 // The GEMM kernel a test named (a kernel of the f32_gemm family, or an ISA level's), else the dispatched one.
-const F32GemmKernel& gemm_kernel(const ConvCall& c) {
-  if (!c.kernel.empty()) {
-    if (const F32GemmKernel* k = f32_gemm_family().named(c.kernel)) return *k;
-    for (Isa level : isa_levels())
-      if (c.kernel == isa_name(level) && f32_gemm_family().at(level)) return *f32_gemm_family().at(level);
-  }
-  return f32_gemm_family().dispatched();
-}
+const F32GemmKernel& gemm_kernel(const ConvCall& c) { return f32_gemm_family().named_or_dispatched(c.kernel); }
 
 // The post-op over rows [r0, r1) of the output, n channels from channel c0, threaded over rows.
 void post_rows(const ConvCall& c, size_t r0, size_t r1, size_t c0, size_t n) {

@@ -29,6 +29,7 @@
 #include "core/kernel_family.h"
 #include "core/threadpool.h"
 #include "core/workspace.h"
+#include "kernels/f32_conv.h"
 #include "kernels/f32_gemm_list.h"
 #include "kernels/f32_winograd_list.h"
 #include "ops/conv/layer.h"
@@ -69,16 +70,6 @@ struct WinogradWeights {
   AlignedBuffer<float> u;
 };
 
-// The transform kernel a test named (a kernel of the family, or an ISA level's), else the dispatched one.
-const F32WinogradKernel& transform_kernel(const ConvCall& c) {
-  if (!c.kernel.empty()) {
-    if (const F32WinogradKernel* k = f32_winograd_family().named(c.kernel)) return *k;
-    for (Isa level : isa_levels())
-      if (c.kernel == isa_name(level) && f32_winograd_family().at(level)) return *f32_winograd_family().at(level);
-  }
-  return f32_winograd_family().dispatched();
-}
-
 class Winograd final : public ConvAlgorithm {
  public:
   Winograd(const char* name, const PackedConv2d& layer, int size_index)
@@ -110,7 +101,7 @@ class Winograd final : public ConvAlgorithm {
   void run(const ConvCall& c, void* workspace) const override {
     const F32GemmKernel& gk = f32_gemm_family().dispatched();
     if (size_t(gk.nr) > kMaxNr) throw std::logic_error("winograd: GEMM kernel wider than expected");
-    const F32WinogradKernel& tk = transform_kernel(c);
+    const F32WinogradKernel& tk = f32_winograd_family().named_or_dispatched(c.kernel);  // a test may name one
     const WinogradWeights& w = weights(size_t(gk.mr));
     const Plan plan(c, *this);
     unsigned char* ws = static_cast<unsigned char*>(workspace);
@@ -246,25 +237,36 @@ class Winograd final : public ConvAlgorithm {
   // The tile's outputs of channels [c0, c1) as the direct sum (float32, taps inside the image in (kh, kw, c)
   // order) with the epilogue: where a transform met Inf, NaN or overflow.
   void direct_tile(const ConvCall& c, const Tile& tile, size_t c0, size_t c1) const {
+    // The dot formula's oracle (kernels/f32_conv.h) reads the layer's own OHWI rows: one call per pixel and group,
+    // its window clipped to the image (padding adds nothing to a finite-weight sum).
     const ConvGeometry& g = L.geometry();
     const size_t icg = g.icg(), ocg = g.ocg(), H = c.s.H, W = c.s.W;
-    F32Epilogue ep = L.epilogue();
-    ep.bias = L.bias();
     for (size_t oh = tile.oh; oh < std::min(c.OH, tile.oh + m_); ++oh)
       for (size_t ow = tile.ow; ow < std::min(c.OW, tile.ow + m_); ++ow) {
-        float* y = c.y + ((tile.n * c.OH + oh) * c.OW + ow) * c.ldc;
-        for (size_t o = c0; o < c1; ++o) {
-          const size_t gi = o / ocg;
-          float acc = 0.0f;
-          for (size_t kh = 0; kh < 3; ++kh)
-            for (size_t kw = 0; kw < 3; ++kw) {
-              const ptrdiff_t ih = ptrdiff_t(oh + kh) - ptrdiff_t(g.pt), iw = ptrdiff_t(ow + kw) - ptrdiff_t(g.pl);
-              if (ih < 0 || iw < 0 || size_t(ih) >= H || size_t(iw) >= W) continue;
-              const float* x = c.x + ((tile.n * H + size_t(ih)) * W + size_t(iw)) * g.IC + gi * icg;
-              const float* wr = L.raw() + ((o * 3 + kh) * 3 + kw) * icg;
-              for (size_t ci = 0; ci < icg; ++ci) acc += x[ci] * wr[ci];
-            }
-          y[o] = f32_epilogue_scalar(acc, y + o, o, ep);
+        const size_t kh0 = oh < g.pt ? g.pt - oh : 0, kh1 = std::min<size_t>(3, H + g.pt - oh);
+        const size_t kw0 = ow < g.pl ? g.pl - ow : 0, kw1 = std::min<size_t>(3, W + g.pl - ow);
+        const bool taps = kh0 < kh1 && kw0 < kw1;
+        for (size_t o0 = c0; o0 < c1;) {
+          const size_t gi = o0 / ocg, o1 = std::min(c1, (gi + 1) * ocg);
+          F32Epilogue ep = L.epilogue();
+          ep.bias = L.bias() ? L.bias() + o0 : nullptr;
+          F32ConvArgs a;
+          a.m = o1 - o0;
+          a.n = 1;
+          a.kh_n = taps ? kh1 - kh0 : 0;  // no tap inside: the bias alone
+          a.kw_n = taps ? kw1 - kw0 : 0;
+          a.ic = icg;
+          a.x = taps ? c.x + ((tile.n * H + oh + kh0 - g.pt) * W + ow + kw0 - g.pl) * g.IC + gi * icg : c.x;
+          a.x_pix = a.x_kw = g.IC;
+          a.x_kh = W * g.IC;
+          a.w = L.raw() + o0 * 9 * icg + (taps ? (kh0 * 3 + kw0) * icg : 0);
+          a.w_oc = 9 * icg;
+          a.w_kh = 3 * icg;
+          a.y = c.y + ((tile.n * c.OH + oh) * c.OW + ow) * c.ldc + o0;
+          a.y_pix = c.ldc;
+          a.ep = &ep;
+          f32_dotconv_reference(a);
+          o0 = o1;
         }
       }
   }
