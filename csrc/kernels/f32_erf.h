@@ -1,16 +1,16 @@
-// erf(x) in float32, branch-free so that a plain loop over it vectorizes under each ISA's flags (std::erf does not):
-// the f32_activation kernels' erf (the ONNX plan's Erf and GELU), the same formula on
+// erf(x) in float32, branch-free so that a plain loop over it vectorizes under each ISA's flags (std::erf does
+// not): the f32_activation kernels' erf, which the ONNX plan's Erf and GELU run for float32. The same formula on
 // every ISA (no FMA contraction), so every ISA gives the same bits. Baseline header: no intrinsics; static, so each
-// kernel file compiles its own copy with its own flags. Its selects are integer masks on the bits (|x|'s bits order
-// as the floats do): with a plain select under -ftrapping-math GCC moves each side's float arithmetic into a
-// branch (it may trap) and then vectorizes nothing (docs/performance.md, "Erf"). tools/fit_erf.py fits the polynomials and checks the
-// formula over a dense sweep of float32: at most 2.7 ulp (1.6e-7 absolute) from the exact erf; erf(+-0) = +-0,
-// erf(+-inf) = +-1, NaN -> the same NaN, odd by construction. The ONNX plan's Erf and GELU run it for float32.
+// kernel file compiles its own copy with its own flags. Its selects are integer masks on the bits (|x|'s bits
+// order as the floats do): with a plain select under -ftrapping-math GCC moves each side's float arithmetic into a
+// branch (it may trap) and then vectorizes nothing (docs/performance.md, "Erf"). tools/fit_erf.py fits the
+// polynomials and checks the formula over a dense sweep of float32: at most 2.7 ulp (1.6e-7 absolute) from the
+// exact erf; erf(+-0) = +-0, erf(+-inf) = +-1, NaN -> the same NaN, odd by construction.
 //   |x| < 1:  x P(x^2), P of degree 6;
 //   |x| >= 1: 1 - e^(-a^2) Q(a) with a = min(|x|, 4) (erf(4) rounds to 1), Q ~ erfc(a) e^(a^2) of degree 11 in
 //            a - 2.5, e^y = 2^n e^r (n = round(y / ln 2), r by a two-part ln 2, e^r of degree 7), sign of x.
 #pragma once
-#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -67,5 +67,12 @@ static inline __attribute__((always_inline)) float erf_f32(float x) {
   const uint32_t v = (erf_bits(small) & use_small) | (erf_bits(large) & ~use_small);
   return erf_float((xb & is_nan) | ((v | (xb & 0x80000000u)) & ~is_nan));  // NaN as it came; the sign of x
 }
+
+// Defines f32_erf__<isa>, the f32_activation kernels' erf: the plain loop, vectorized by the compiler under the
+// including file's flags. At namespace nnkern scope.
+#define NNK_F32_ERF_KERNEL(isa)                                   \
+  void f32_erf__##isa(size_t n, const float* x, float* y) {       \
+    for (size_t i = 0; i < n; ++i) y[i] = erf_f32(x[i]);          \
+  }
 
 }  // namespace nnkern

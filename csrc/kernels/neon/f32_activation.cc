@@ -160,9 +160,7 @@ void f32_tanh__neon_minimax(size_t n, const float* x, float* y) { minimax<true>(
 void f32_tanh__neon_scalef(size_t n, const float* x, float* y) { exp_neg<true, 2>(n, x, y); }
 void f32_tanh__neon_accurate(size_t n, const float* x, float* y) { exp_neg<true, 5>(n, x, y); }
 
-void f32_erf__neon(size_t n, const float* x, float* y) {  // kernels/f32_erf.h, vectorized by the compiler
-  for (size_t i = 0; i < n; ++i) y[i] = erf_f32(x[i]);
-}
+NNK_F32_ERF_KERNEL(neon)
 
 const F32ActivationKernels f32_activation__neon = {
     "neon",

@@ -106,9 +106,7 @@ void f32_tanh__scalar_minimax(size_t n, const float* x, float* y) { tanh_run<Act
 void f32_tanh__scalar_scalef(size_t n, const float* x, float* y) { tanh_run<ActMethod::scalef>(n, x, y); }
 void f32_tanh__scalar_accurate(size_t n, const float* x, float* y) { tanh_run<ActMethod::accurate>(n, x, y); }
 
-void f32_erf__scalar(size_t n, const float* x, float* y) {  // kernels/f32_erf.h
-  for (size_t i = 0; i < n; ++i) y[i] = erf_f32(x[i]);
-}
+NNK_F32_ERF_KERNEL(scalar)
 
 const F32ActivationKernels f32_activation__scalar = {
     "scalar",
