@@ -3,7 +3,8 @@
 Every transform kernel of the f32_winograd family this CPU runs (ISAs it lacks skip, naming the ISA), through both
 algorithms, against a float64 convolution under Winograd's bound (nnkern.Conv2d's docstring):
   |y - exact| <= (2 K + 24) eps |A^T| [ sum_c (|G| |g_c| |G^T|) (.) (|B^T| |d_c| |B|) ] |A| + 2 eps |bias|,
-computed here per output from the same matrices in float64. Tails: channels past every vector and GEMM tile,
+computed per output from the matrices in float64 (nnkern.bench.selfcheck.winograd_reference, which the main
+job's self-check runs too). Tails: channels past every vector and GEMM tile,
 images whose last tiles hang over the edge, asymmetric padding, groups, batches. Also: threads bit for bit, the
 fused activations, where it applies, NaN / Inf / huge inputs recomputed directly, and what "auto" picks at each
 precision."""
@@ -18,22 +19,14 @@ import pytest
 import nnkern
 from nnkern import _C
 
+from nnkern.bench.selfcheck import winograd_reference as winograd_ref
+
 from conftest import require_level
 from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_script_isolated
 
 ALGORITHMS = {"winograd": 4, "winograd_2x2": 2}  # name -> output tile size m
 KERNELS = _C.kernel_list("f32_winograd")
 PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}") for a in ALGORITHMS for k in KERNELS]
-
-B_T = {2: np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], float),
-       4: np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
-                    [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], float)}
-G = {2: np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]),
-     4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
-                  [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])}
-A_T = {2: np.array([[1, 1, 1, 0], [0, 1, -1, -1]], float),
-       4: np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], float)}
-
 
 @pytest.fixture(params=PATHS)
 def path(request):
@@ -42,47 +35,6 @@ def path(request):
     require_level(level)
     with nnkern.max_isa(level):
         yield algorithm, kernel
-
-
-def winograd_ref(x, w, b, padding, groups, m):
-    """(float64 convolution, Winograd's bound) for a 3x3 stride-1 layer: the magnitudes carried through the
-    transforms of each m x m tile, as the docstring's formula."""
-    N, H, W, IC = x.shape
-    OC = w.shape[0]
-    pt, pb, pl, pr = padding
-    OH, OW = H + pt + pb - 2, W + pl + pr - 2
-    th, tw = -(-OH // m), -(-OW // m)
-    alpha = m + 2
-    xp = np.zeros((N, th * m + 2, tw * m + 2, IC))
-    xp[:, pt:pt + H, pl:pl + W] = x
-    # exact: the plain convolution of the padded input
-    out = np.zeros((N, th * m, tw * m, OC))
-    ICg, OCg = IC // groups, OC // groups
-    w64 = w.astype(np.float64)
-    for g in range(groups):
-        cs, os_ = slice(g * ICg, (g + 1) * ICg), slice(g * OCg, (g + 1) * OCg)
-        for kh in range(3):
-            for kw in range(3):
-                out[..., os_] += xp[:, kh:kh + th * m, kw:kw + tw * m, cs] @ w64[os_, kh, kw, :].T
-    # magnitudes: |B^T| |d| |B| per tile, |G| |g| |G^T| per filter, summed products, |A^T| . |A|
-    idx = np.arange(th)[:, None] * m + np.arange(alpha)[None, :]
-    jdx = np.arange(tw)[:, None] * m + np.arange(alpha)[None, :]
-    d = np.abs(xp[:, idx[:, :, None, None], jdx[None, None, :, :], :])  # N, th, alpha, tw, alpha, IC
-    bt, gm, at = np.abs(B_T[m]), np.abs(G[m]), np.abs(A_T[m])
-    v = np.einsum("ai,ntiujc,bj->ntuabc", bt, d, bt)
-    u = np.einsum("ai,oijc,bj->oabc", gm, np.abs(w64), gm)
-    mag = np.zeros((N, th, tw, alpha, alpha, OC))
-    for g in range(groups):
-        mag[..., g * OCg:(g + 1) * OCg] = np.einsum("ntuabc,oabc->ntuabo", v[..., g * ICg:(g + 1) * ICg],
-                                                    u[g * OCg:(g + 1) * OCg])
-    y_mag = np.einsum("ia,ntuabo,jb->ntiujo", at, mag, at).reshape(N, th * m, tw * m, OC)
-    K = 9 * ICg
-    bound = (2 * K + 24) * EPS * y_mag[:, :OH, :OW] + 1e-30
-    out = out[:, :OH, :OW]
-    if b is not None:
-        out = out + b.astype(np.float64)
-        bound = bound + 2 * EPS * np.abs(b.astype(np.float64))
-    return out, bound
 
 
 def make(rng, N, H, W, IC, OC, padding, groups=1, bias=True, **kw):

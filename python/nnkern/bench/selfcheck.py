@@ -201,31 +201,57 @@ def check_activations(rng) -> Tuple[bool, str]:
     return ok and worst <= 1.0, f"err/bound {worst:.3f}, special values exact" if ok else "special values wrong"
 
 
-def _winograd_bound(x, w, b, m):
-    """(float64 3x3 convolution with padding 1, Winograd's bound for m x m tiles: nnkern.Conv2d's docstring)."""
-    BT = {2: [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
-          4: [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
-              [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]}[m]
-    G = {2: [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]],
-         4: [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
-             [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]}[m]
-    AT = {2: [[1, 1, 1, 0], [0, 1, -1, -1]],
-          4: [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]}[m]
-    bt, g, at = (np.abs(np.array(v, np.float64)) for v in (BT, G, AT))
-    N, H, W, C = x.shape
-    th, tw = -(-H // m), -(-W // m)
-    xp = np.zeros((N, th * m + 2, tw * m + 2, C))
-    xp[:, 1:H + 1, 1:W + 1] = x
+#: The F(m x m, 3 x 3) matrices (kernels/f32_winograd.h), by m, for the bound's magnitudes.
+_B_T = {2: np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], float),
+       4: np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+                    [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], float)}
+_G = {2: np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]),
+     4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                  [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])}
+_A_T = {2: np.array([[1, 1, 1, 0], [0, 1, -1, -1]], float),
+       4: np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], float)}
+
+
+def winograd_reference(x, w, b, padding, groups, m):
+    """(float64 convolution, Winograd's bound) for a 3x3 stride-1 layer (x NHWC, w OHWI, b or None, padding
+    (top, bottom, left, right)): the magnitudes carried through the transforms of each m x m tile, as
+    nnkern.Conv2d's docstring states the bound. The self-check's reference and the tests' (tests/test_winograd.py)."""
+    N, H, W, IC = x.shape
+    OC = w.shape[0]
+    pt, pb, pl, pr = padding
+    OH, OW = H + pt + pb - 2, W + pl + pr - 2
+    th, tw = -(-OH // m), -(-OW // m)
+    alpha = m + 2
+    xp = np.zeros((N, th * m + 2, tw * m + 2, IC))
+    xp[:, pt:pt + H, pl:pl + W] = x
+    # exact: the plain convolution of the padded input
+    out = np.zeros((N, th * m, tw * m, OC))
+    ICg, OCg = IC // groups, OC // groups
     w64 = w.astype(np.float64)
-    out = sum(xp[:, kh:kh + th * m, kw:kw + tw * m] @ w64[:, kh, kw].T for kh in range(3) for kw in range(3))
-    i = np.arange(th)[:, None] * m + np.arange(m + 2)
-    j = np.arange(tw)[:, None] * m + np.arange(m + 2)
-    d = np.abs(xp[:, i[:, :, None, None], j[None, None]])
-    mag = np.einsum("ntuabc,oabc->ntuabo", np.einsum("ai,ntiujc,bj->ntuabc", bt, d, bt),
-                    np.einsum("ai,oijc,bj->oabc", g, np.abs(w64), g))
-    mag = np.einsum("ia,ntuabo,jb->ntiujo", at, mag, at).reshape(out.shape)
-    bound = (2 * 9 * C + 24) * 2.0 ** -24 * mag + 2 * 2.0 ** -24 * np.abs(b) + 1e-30
-    return (out + b)[:, :H, :W], bound[:, :H, :W]
+    for g in range(groups):
+        cs, os_ = slice(g * ICg, (g + 1) * ICg), slice(g * OCg, (g + 1) * OCg)
+        for kh in range(3):
+            for kw in range(3):
+                out[..., os_] += xp[:, kh:kh + th * m, kw:kw + tw * m, cs] @ w64[os_, kh, kw, :].T
+    # magnitudes: |B^T| |d| |B| per tile, |G| |g| |G^T| per filter, summed products, |A^T| . |A|
+    idx = np.arange(th)[:, None] * m + np.arange(alpha)[None, :]
+    jdx = np.arange(tw)[:, None] * m + np.arange(alpha)[None, :]
+    d = np.abs(xp[:, idx[:, :, None, None], jdx[None, None, :, :], :])  # N, th, alpha, tw, alpha, IC
+    bt, gm, at = np.abs(_B_T[m]), np.abs(_G[m]), np.abs(_A_T[m])
+    v = np.einsum("ai,ntiujc,bj->ntuabc", bt, d, bt)
+    u = np.einsum("ai,oijc,bj->oabc", gm, np.abs(w64), gm)
+    mag = np.zeros((N, th, tw, alpha, alpha, OC))
+    for g in range(groups):
+        mag[..., g * OCg:(g + 1) * OCg] = np.einsum("ntuabc,oabc->ntuabo", v[..., g * ICg:(g + 1) * ICg],
+                                                    u[g * OCg:(g + 1) * OCg])
+    y_mag = np.einsum("ia,ntuabo,jb->ntiujo", at, mag, at).reshape(N, th * m, tw * m, OC)
+    K = 9 * ICg
+    bound = (2 * K + 24) * EPS * y_mag[:, :OH, :OW] + 1e-30
+    out = out[:, :OH, :OW]
+    if b is not None:
+        out = out + b.astype(np.float64)
+        bound = bound + 2 * EPS * np.abs(b.astype(np.float64))
+    return out, bound
 
 
 def check_winograd(rng) -> Tuple[bool, str]:
@@ -238,7 +264,7 @@ def check_winograd(rng) -> Tuple[bool, str]:
         b = rng.uniform(-1, 1, OC).astype(np.float32)
         for algorithm, m in (("winograd", 4), ("winograd_2x2", 2)):
             y = nnkern.Conv2d(w, b, padding=1, algorithm=algorithm)(x)
-            want, bound = _winograd_bound(x, w, b, m)
+            want, bound = winograd_reference(x, w, b, (1, 1, 1, 1), 1, m)
             worst = max(worst, float(np.max(np.abs(y - want) / bound)))
     return worst <= 1.0, f"err/bound {worst:.3f}"
 
