@@ -56,6 +56,23 @@ def require_level(level: str) -> None:
         pytest.skip(f"CPU lacks {level}")
 
 
+def conv_kernel_paths(algorithms) -> list:
+    """pytest params (algorithm, kernel name, level) of each conv2d algorithm on every kernel of the family it runs
+    (`_C.conv2d_algorithm_families()`), ids "algorithm-kernel"; for a `path` fixture through at_kernel_level."""
+    family = dict(_C.conv2d_algorithm_families())
+    return [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}")
+            for a in algorithms for k in _C.kernel_list(family[a])]
+
+
+def at_kernel_level(param):
+    """Yields (algorithm, kernel) of a conv_kernel_paths param with the ISA cap at the kernel's level (the GEMM
+    kernel follows the cap); skips, naming the ISA, where this CPU lacks it."""
+    algorithm, kernel, level = param
+    require_level(level)
+    with nnkern.max_isa(level):
+        yield algorithm, kernel
+
+
 @pytest.fixture(params=[k["level"] for k in F32_GEMM_KERNELS], ids=[k["name"] for k in F32_GEMM_KERNELS])
 def isa(request):
     """The ISA level of each f32_gemm kernel in turn (test id = kernel name), with the dispatch cap set to

@@ -82,6 +82,19 @@ def assert_gemm_close(got, a, b, *, alpha=1.0, beta=0.0, c0=None, trans_a=False,
     check_within_bound(got, c64, bound, what)
 
 
+def same_for_thread_counts(run, counts=(1, 2, 3, 5)):
+    """run() under nnkern.set_num_threads(t) for each count, asserting every result equals the first bit for bit;
+    returns that result (the thread count is left at the last one: the autouse fixture restores it)."""
+    import nnkern
+    results = []
+    for t in counts:
+        nnkern.set_num_threads(t)
+        results.append(run())
+    for t, r in zip(counts[1:], results[1:]):
+        np.testing.assert_array_equal(r, results[0], err_msg=f"{t} threads")
+    return results[0]
+
+
 def run_concurrently(work, n_threads=6):
     """Runs work(t) for t in range(n_threads) on that many threads at once; an exception in any of
     them is raised here (a thread's exception would otherwise only be printed)."""

@@ -15,26 +15,23 @@ import nnkern
 from nnkern import _C
 import os
 
-from conftest import require_level
-from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_script_isolated
+from conftest import at_kernel_level, conv_kernel_paths, require_level
+from helpers import (EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_script_isolated,
+                     same_for_thread_counts)
 
 TABLE = _C.algorithms("conv2d")
 # The algorithms under the direct bound that apply to any window; Winograd's (3x3 stride 1 only, its own bound)
 # are tested in tests/test_winograd.py.
 ALGORITHMS = [a for a in TABLE if not a.startswith("winograd")]
 FAMILY = dict(_C.conv2d_algorithm_families())  # the kernels each algorithm runs, as C++ lists them
-PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}")
-         for a in ALGORITHMS for k in _C.kernel_list(FAMILY[a])]
 
 
-@pytest.fixture(params=PATHS)
+@pytest.fixture(params=conv_kernel_paths(ALGORITHMS))
 def path(request):
     """(algorithm, kernel name) of every algorithm on every kernel it can run, with the ISA cap at the kernel's
     level; skipped, naming the ISA, where this CPU lacks it."""
-    algorithm, kernel, level = request.param
-    require_level(level)
-    with nnkern.max_isa(level):
-        yield algorithm, kernel
+    yield from at_kernel_level(request.param)
+
 KERNEL_SHAPES = [(1, 1), (3, 3), (5, 5), (7, 7), (1, 7), (7, 1), (2, 3)]
 
 
@@ -240,12 +237,7 @@ def test_threads_bit_identical(rng, algorithm):
     cfg = for_algorithm(dict(N=2, H=23, W=19, IC=24, OC=72, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
                              padding=(1, 1, 1, 1)), algorithm)
     x, w, b, layer = make(rng, cfg, activation="silu")
-    results = []
-    for t in (1, 2, 3, 5):
-        nnkern.set_num_threads(t)
-        results.append(layer._run(x, None, algorithm, ""))
-    for r in results[1:]:
-        np.testing.assert_array_equal(r, results[0])
+    same_for_thread_counts(lambda: layer._run(x, None, algorithm, ""))
 
 
 @pytest.mark.parametrize("level", nnkern.ISA_LEVELS)

@@ -11,12 +11,9 @@ import pytest
 import nnkern
 from nnkern import _C
 
-from conftest import require_level
+from conftest import at_kernel_level, conv_kernel_paths
 
 ALGORITHMS = _C.algorithms("conv2d")
-FAMILY = dict(_C.conv2d_algorithm_families())  # the kernels each algorithm runs, as C++ lists them
-PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}")
-         for a in ALGORITHMS for k in _C.kernel_list(FAMILY[a])]
 ACTIVATIONS = [None, "relu", "relu6", "sigmoid", "silu"]
 # A layer each algorithm applies to: (OC, IC, groups); 3x3 windows, padding 1 (so border taps are padding).
 LAYER = {"depthwise": (8, 8, 8), "dot": (3, 16, 1)}
@@ -81,12 +78,9 @@ def same_pattern(got, want):
     return np.allclose(got[fin], want[fin], rtol=1e-4, atol=1e-4)
 
 
-@pytest.fixture(params=PATHS)
+@pytest.fixture(params=conv_kernel_paths(ALGORITHMS))
 def path(request):
-    algorithm, kernel, level = request.param
-    require_level(level)
-    with nnkern.max_isa(level):
-        yield algorithm, kernel
+    yield from at_kernel_level(request.param)
 
 
 def test_nan_and_inf_everywhere(path, rng):

@@ -21,20 +21,17 @@ from nnkern import _C
 
 from nnkern.bench.selfcheck import winograd_reference as winograd_ref
 
-from conftest import require_level
-from helpers import EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_script_isolated
+from conftest import at_kernel_level, conv_kernel_paths
+from helpers import (EPS, QUICK, check_within_bound, describe_process, rand, run_concurrently, run_script_isolated,
+                     same_for_thread_counts)
 
 ALGORITHMS = {"winograd": 4, "winograd_2x2": 2}  # name -> output tile size m
 KERNELS = _C.kernel_list("f32_winograd")
-PATHS = [pytest.param((a, k["name"], k["level"]), id=f"{a}-{k['name']}") for a in ALGORITHMS for k in KERNELS]
 
-@pytest.fixture(params=PATHS)
+@pytest.fixture(params=conv_kernel_paths(ALGORITHMS))
 def path(request):
     """(algorithm, transform kernel) with the ISA cap at the kernel's level (the GEMM kernel follows the cap)."""
-    algorithm, kernel, level = request.param
-    require_level(level)
-    with nnkern.max_isa(level):
-        yield algorithm, kernel
+    yield from at_kernel_level(request.param)
 
 
 def make(rng, N, H, W, IC, OC, padding, groups=1, bias=True, **kw):
@@ -106,21 +103,11 @@ def test_no_access_past_guard_page(path):
 def test_threads_and_batch_bit_identical(rng, algorithm):
     """Any thread count, and an image alone or inside a batch (other block sizes): the same bits."""
     x, w, b, layer = make(rng, 3, 23, 19, 24, 40, (1, 1, 1, 1), activation="silu")
-    results = []
-    for t in (1, 2, 3, 5):
-        nnkern.set_num_threads(t)
-        results.append(layer._run(x, None, algorithm, ""))
-    for r in results[1:]:
-        np.testing.assert_array_equal(r, results[0])
-    np.testing.assert_array_equal(layer._run(np.ascontiguousarray(x[1:2]), None, algorithm, ""), results[0][1:2])
+    whole = same_for_thread_counts(lambda: layer._run(x, None, algorithm, ""))
+    np.testing.assert_array_equal(layer._run(np.ascontiguousarray(x[1:2]), None, algorithm, ""), whole[1:2])
     # a small image: fewer blocks than threads, so the output channels split (70 = 4 panels of 16 and 6 left)
     x, w, b, layer = make(rng, 1, 8, 7, 20, 70, (1, 1, 1, 1), activation="relu")
-    results = []
-    for t in (1, 2, 3, 4, 7):
-        nnkern.set_num_threads(t)
-        results.append(layer._run(x, None, algorithm, ""))
-    for r in results[1:]:
-        np.testing.assert_array_equal(r, results[0])
+    same_for_thread_counts(lambda: layer._run(x, None, algorithm, ""), (1, 2, 3, 4, 7))
     nnkern.set_num_threads(1)
     y = nnkern.Conv2d(w, b, padding=1)._run(x, None, algorithm, "")
     check_within_bound(y, *winograd_ref(x, w, b, (1, 1, 1, 1), 1, ALGORITHMS[algorithm]), "split")
