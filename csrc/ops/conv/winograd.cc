@@ -52,6 +52,10 @@ NNKERN_REGISTER_FAMILY(f32_winograd_family)
 namespace {
 
 constexpr size_t kMaxTilesPerBlock = 96;
+
+// The cache sizes the blocking and the rule read, with a default where the CPU does not report them.
+size_t l2_bytes() { return cpu_features().l2 ? cpu_features().l2 : size_t(512) << 10; }
+size_t l3_bytes() { return cpu_features().l3 ? cpu_features().l3 : size_t(16) << 20; }
 constexpr size_t kMaxNr = 64;  // the GEMM kernels' widest tile, with room
 
 // G of F(m x m, 3 x 3), alpha x 3 (kernels/f32_winograd.h).
@@ -90,8 +94,7 @@ class Winograd final : public ConvAlgorithm {
     const ConvGeometry& g = L.geometry();
     if (g.icg() < 16 || g.ocg() < 16 || c.OH < 4 || c.OW < 4) return false;
     const auto tiles = [&](size_t m) { return c.s.N * ceil_div(c.OH, m) * ceil_div(c.OW, m); };
-    const size_t l3 = cpu_features().l3 ? cpu_features().l3 : size_t(16) << 20;
-    const bool streamed = 36 * g.icg() * g.OC * sizeof(float) > l3 / 2 && tiles(4) < 16;
+    const bool streamed = 36 * g.icg() * g.OC * sizeof(float) > l3_bytes() / 2 && tiles(4) < 16;
     const bool f4_ahead = 10 * tiles(4) * 36 <= 8 * tiles(2) * 16 && !streamed;
     return m_ == 4 ? f4_ahead : !f4_ahead;
   }
@@ -136,8 +139,7 @@ class Winograd final : public ConvAlgorithm {
       // Blocks small enough that the whole block's V and M stay in L2 while the weights come from L3 (read
       // once per block); weights too large for L3 come from memory, so then larger blocks that reuse them more
       // (each position's slices of V and M still in L2): docs/performance.md, "Conv2d: Winograd blocks".
-      const size_t l2 = cpu_features().l2 ? cpu_features().l2 : size_t(512) << 10;
-      const size_t l3 = cpu_features().l3 ? cpu_features().l3 : size_t(16) << 20;
+      const size_t l2 = l2_bytes(), l3 = l3_bytes();
       const size_t per_tile = checked_mul(P, g.IC + g.OC, sizeof(float));
       T = std::max<size_t>(1, l2 / 2 / per_tile);
       if (checked_mul(P, g.icg(), g.OC, sizeof(float)) > l3 / 2)

@@ -97,6 +97,8 @@ struct Mish {
   T operator()(T x) const { return x * std::tanh(softplus(x)); }
 };
 
+constexpr double kInvSqrt2 = 0.7071067811865476;  // GELU's 1 / sqrt(2)
+
 template <typename T>
 struct Gelu {
   bool tanh_form;
@@ -110,7 +112,7 @@ struct Gelu {
       const T inner = T(0.7978845608028654) * (x + T(0.044715) * x * x * x);  // sqrt(2 / pi)
       return T(0.5) * x * (T(1) + std::tanh(inner));
     }
-    return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));  // 1 / sqrt(2)
+    return T(0.5) * x * (T(1) + std::erf(x * T(kInvSqrt2)));
   }
 };
 
@@ -182,7 +184,7 @@ std::unique_ptr<Step> make_gelu(const NodeSpec& n, const std::vector<TensorDesc>
           float u[kChunk];
           for (size_t i0 = b; i0 < e; i0 += kChunk) {
             const size_t len = std::min(kChunk, e - i0);
-            for (size_t i = 0; i < len; ++i) u[i] = x[i0 + i] * 0.70710678f;  // 1 / sqrt(2), as the functor
+            for (size_t i = 0; i < len; ++i) u[i] = x[i0 + i] * float(kInvSqrt2);
             erf(len, u, u);
             for (size_t i = 0; i < len; ++i) y[i0 + i] = 0.5f * x[i0 + i] * (1.0f + u[i]);
           }
