@@ -123,13 +123,12 @@ class Conv2d(_convgeom.ConvGeometryProperties):
     Winograd's transforms reorder the sum through constants up to 8, so its bound replaces sum |x w| by the
     magnitude carried through them: per m x m output tile, with the input patch d_c and filter g_c of channel c,
     |y - exact| <= (2 K + 24) eps |A^T| [ sum_c (|G| |g_c| |G^T|) (.) (|B^T| |d_c| |B|) ] |A| + 2 eps |bias|
-    (A, B, G: the F(m x m, 3 x 3) matrices of kernels/f32_winograd.h; K + 12 roundings at most along any term:
-    4 in the input transform, 1 rounding the transformed weight, K in the products' sum, 6 in the output
-    transform, 1 adding the bias; doubled, as the direct bound). The bound is a worst case: on uniform data
-    tests/test_winograd.py holds the largest error of F(4x4) to 0.25 K eps sum |x w| and of F(2x2) to 0.03 (the
-    direct algorithms' scale). A tile whose
-    transforms meet Inf, NaN or an overflow is recomputed by the direct sum: non-finite values propagate as in
-    the other algorithms.
+    (A, B, G: the F(m x m, 3 x 3) matrices of kernels/f32_winograd.h; K as above; at most in_channels // groups
+    + 12 roundings along any term: 4 in the input transform, 1 rounding the transformed weight, one per product in
+    the sum over input channels, 6 in the output transform, 1 adding the bias; doubled, as the direct bound). The
+    bound is a worst case: on uniform data tests/test_winograd.py holds the largest error of F(4x4) to 0.25 K eps
+    sum |x w| and of F(2x2) to 0.03 (the direct algorithms' scale). A tile whose transforms meet Inf, NaN or an
+    overflow is recomputed by the direct sum: non-finite values propagate as in the other algorithms.
     Calling the layer on x (N, H, W, in_channels) float32 (non-contiguous x is copied) returns (N, OH, OW,
     out_channels) float32, OH = (H + top + bottom - dilation_h * (KH - 1) - 1) // stride_h + 1 (likewise OW);
     ``out=`` a C-contiguous float32 array of that shape, not overlapping x. Thread-safe; pickles.

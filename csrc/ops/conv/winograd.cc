@@ -13,13 +13,14 @@
 // again by the direct sum, so NaN and Inf propagate as in the other algorithms. Results do not depend on T or
 // the thread count: every M element is one FMA chain over K in the kernel (kernels/f32_gemm.h).
 //
-// Accuracy (docs/api/conv.md derives it, tests/test_winograd.py checks it against a float64 convolution):
+// Accuracy (Conv2d's docstring derives it, tests/test_winograd.py checks it against a float64 convolution):
 //   |y - exact| <= (2 K + 24) eps |A^T| [ sum_c (|G| |g_c| |G^T|) (.) (|B^T| |d_c| |B|) ] |A| + 2 eps |bias|,
-// eps = 2^-24, K = IC / groups: the direct bound with sum |x w| replaced by the sum of the magnitudes carried
-// through the transforms, which their constants enlarge (F(4x4): up to 8 in A, 5 in B).
+// eps = 2^-24, K = 9 IC / groups as in the direct bound (the products' sum itself is IC / groups long): the direct
+// bound with sum |x w| replaced by the magnitudes carried through the transforms, which their constants enlarge
+// (F(4x4): up to 8 in A, 5 in B).
 #include <algorithm>
 #include <atomic>
-#include <cmath>
+#include <cstddef>
 #include <limits>
 #include <mutex>
 #include <stdexcept>
