@@ -240,6 +240,25 @@ def test_threads_bit_identical(rng, algorithm):
     same_for_thread_counts(lambda: layer._run(x, None, algorithm, ""))
 
 
+@pytest.fixture(params=conv_kernel_paths(["depthwise"]))
+def depthwise_path(request):
+    """(algorithm, kernel) of the depthwise algorithm on each kernel, as `path`."""
+    yield from at_kernel_level(request.param)
+
+
+def test_depthwise_chunks_of_blocks(rng, depthwise_path):
+    """Depthwise tasks run chunks of channel blocks at each tile, as many chunks as the thread count asks for on a
+    small image: every chunking (and the partial last block, 100 = 6 x 16 + 4 channels) gives the same bits,
+    within the bound; rows run as tiles down a band, edges and the whole band's full rows alike."""
+    algorithm, kernel = depthwise_path
+    for N, H, W, stride in [(1, 6, 9, 1), (2, 11, 13, 2)]:
+        C = 100
+        x, w, b = rand(rng, N, H, W, C), rand(rng, C, 3, 3, 1), rand(rng, C)
+        layer = nnkern.Conv2d(w, b, stride=stride, padding=1, groups=C)
+        y = same_for_thread_counts(lambda: layer._run(x, None, algorithm, kernel), counts=(1, 2, 3, 4, 7))
+        check_within_bound(y, *ref_conv(x, w, b, (stride, stride), (1, 1, 1, 1), (1, 1), C), f"{kernel} N={N}")
+
+
 @pytest.mark.parametrize("level", nnkern.ISA_LEVELS)
 def test_auto_rule(rng, level):
     require_level(level)

@@ -312,10 +312,7 @@ struct DwconvNeon {
   // The tile for the call: a partial last vector (m % 4 != 0) takes the lane loads, full blocks plain loads.
   template <int kNV, int kN>
   static void tile(const F32ConvArgs& a, const float* x, float* y) {
-    if (a.m % L != 0)
-      tile<kNV, kN, true>(a, x, y);
-    else
-      tile<kNV, kN, false>(a, x, y);
+    conv_tile_by_mask<DwconvNeon, kNV, kN, L>(a, x, y);
   }
 
   static void run(const F32ConvArgs& a) { conv_run<DwconvNeon, kMV, kNR1, kNR2, kNR3, kNR4, L>(a); }

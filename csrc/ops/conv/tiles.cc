@@ -1,8 +1,9 @@
 // The tile algorithms of Conv2d (ops/conv/algorithm.h): "depthwise", "dot", "mgemm" and "direct", one driver over
-// their four kernel families (kernels/f32_conv.h). One task per (group, block of MR output channels, band of output
-// rows of one image), no workspace, no padding read:
+// their four kernel families (kernels/f32_conv.h). One task per (image, group, block of MR output channels, band of
+// output rows; depthwise: a chunk of blocks), no workspace, no padding read:
 //   - a row's kernel rows are clipped to the image; the pixels of a row whose windows lie inside the image
-//     along W run in tiles of the kernel's nr pixels over all KW columns;
+//     along W run in tiles of the kernel's nr pixels over all KW columns (in the band's full-window rows, tile
+//     columns down the band);
 //   - in the band's rows whose windows lie inside along H, the columns those tiles leave over (the edges, whose
 //     windows cross the left / right border, and the remainder of the row) run as column tiles: one column's
 //     pixels down the band, each column with its kernel columns clipped, on the kernel's run_any (wf = 1);
@@ -57,9 +58,24 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
   inside_range(OH, H, KH, geo.sh, geo.dh, geo.pt, &oh_lo, &oh_hi);
   const size_t band = size_t(k.nr_any_for(std::min(MR, ocg))), bands = ceil_div(OH, band);
   const F32Epilogue base_ep = c.L.epilogue();
-  parallel_for_2d(groups * panels, c.s.N * bands, [&](size_t gb, size_t nb) {
+  // Tasks: one image at a time (its input stays in cache while every block of channels reads it; a batch's
+  // input is often larger than L3), then a block of MR output channels and a band of rows (the block's weights
+  // stay in cache over the image's bands). Depthwise blocks instead read disjoint channels of the same pixels: a
+  // task runs a chunk of consecutive blocks at each tile, so each pixel is read whole and in order (block by
+  // block, each pass would stride over the image), as few chunks per band as the threads allow. No order or
+  // chunk changes a result: each output is the same tile's in any case.
+  const size_t full = ocg / MR, bands_all = c.s.N * bands;
+  const size_t chunks = dw ? std::min(std::max<size_t>(full, 1), ceil_div(4 * size_t(get_num_threads()), bands_all))
+                           : groups * panels;
+  const size_t per_chunk = dw ? ceil_div(std::max<size_t>(full, 1), chunks) : 1;
+  const size_t slots = dw ? ceil_div(full, per_chunk) + (ocg % MR != 0) : chunks;
+  const auto task = [&](size_t n, size_t slot, size_t bi) {
+    // Blocks [gb, gb + np) of one group, all m channels wide.
+    const bool last = dw && slot * per_chunk >= full;
+    const size_t gb = dw ? (last ? full : slot * per_chunk) : slot;
+    const size_t np = dw && !last ? std::min(per_chunk, full - gb) : 1;
     const size_t g = gb / panels, o0 = gb % panels * MR, m = std::min(MR, ocg - o0);
-    const size_t n = nb / bands, b0 = nb % bands * band, b1 = std::min(OH, b0 + band);
+    const size_t b0 = bi * band, b1 = std::min(OH, b0 + band);
     const size_t NR = size_t(k.nr_for(m)), NRc = size_t(k.nr_any_for(m));
     F32Epilogue ep = base_ep;
     ep.bias = c.L.bias() ? c.L.bias() + g * ocg + o0 : nullptr;
@@ -75,11 +91,26 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
     a.w_kh = KW * w_col;
     a.w_oc = geo.kg();
     a.ep = &ep;
+    const float* bias0 = ep.bias;
+    const size_t w_block = packed ? packed->panel_floats : 0;  // np > 1: depthwise, always packed
+    // k.run / k.run_any on `a` (set for block gb) for each block of the task: MR channels further each.
+    const auto each = [&](F32ConvUkernel fn) {
+      const float *x = a.x, *w = a.w;
+      float* y = a.y;
+      for (size_t p = 0; p < np; ++p) {
+        a.x = x + p * MR;
+        a.w = w + p * w_block;
+        a.y = y + p * MR;
+        ep.bias = bias0 ? bias0 + p * MR : nullptr;
+        fn(a);
+      }
+      a.x = x, a.w = w, a.y = y, ep.bias = bias0;
+    };
     // Full-window rows leave columns [0, ow_lo) and [ow_tiles, OW) to the column tiles.
     const size_t ow_tiles = ow_lo + (ow_hi - ow_lo) / NR * NR;
     const size_t f0 = std::max(b0, oh_lo), f1 = std::max(f0, std::min(b1, oh_hi));
-    for (size_t oh = b0; oh < b1; ++oh) {
-      const bool full = oh >= f0 && oh < f1;
+    // The rows whose windows cross the top / bottom border: row by row, their edge pixels one at a time.
+    const auto border_row = [&](size_t oh) {
       size_t kh0, kh1;
       clip_taps(oh, geo.sh, geo.dh, geo.pt, H, KH, &kh0, &kh1);
       a.kh_n = kh1 > kh0 ? kh1 - kh0 : 0;
@@ -97,22 +128,37 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
         a.x_pix = a.x_kw;  // one pixel: the mGEMM kernels' x_pix == x_kw holds trivially
         a.w = w_row + kw0 * w_col;
         a.y = y_row + ow * ldc;
-        k.run(a);
+        each(k.run);
       };
-      if (!full)
-        for (size_t ow = 0; ow < ow_lo; ++ow) one_pixel(ow);
+      for (size_t ow = 0; ow < ow_lo; ++ow) one_pixel(ow);
       a.kw_n = KW;
       a.x_pix = geo.sw * IC;
       a.w = w_row;
-      for (size_t ow = ow_lo; ow < (full ? ow_tiles : ow_hi); ow += NR) {
+      for (size_t ow = ow_lo; ow < ow_hi; ow += NR) {
         a.n = std::min(NR, ow_hi - ow);
         a.x = x_row + (ow * geo.sw - geo.pl) * IC;
         a.y = y_row + ow * ldc;
-        k.run(a);
+        each(k.run);
       }
-      if (!full)
-        for (size_t ow = ow_hi; ow < OW; ++ow) one_pixel(ow);
-    }
+      for (size_t ow = ow_hi; ow < OW; ++ow) one_pixel(ow);
+    };
+    for (size_t oh = b0; oh < f0; ++oh) border_row(oh);
+    for (size_t oh = f1; oh < b1; ++oh) border_row(oh);
+    // The full-window rows: whole tiles down the band, one column of tiles after another, so that the input
+    // rows a tile shares with the tile above it are still in L1 (row after row, they are not once KH input
+    // rows outgrow it).
+    a.kh_n = KH;
+    a.kw_n = KW;
+    a.x_pix = geo.sw * IC;
+    a.y_pix = ldc;
+    a.w = w_blk;
+    a.n = NR;
+    for (size_t ow = ow_lo; ow < ow_tiles; ow += NR)
+      for (size_t oh = f0; oh < f1; ++oh) {
+        a.x = x_img + ((oh * geo.sh - geo.pt) * W + ow * geo.sw - geo.pl) * IC;
+        a.y = y_img + (oh * OW + ow) * ldc;
+        each(k.run);
+      }
     // The column tiles of the full-window rows [f0, f1): down the band, on the wf = 1 kernel.
     a.kh_n = KH;
     a.x_pix = geo.sh * W * IC;
@@ -126,15 +172,19 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
         a.n = std::min(NRc, f1 - oh);
         a.x = a.kw_n ? x_img + ((oh * geo.sh - geo.pt) * W + ow * geo.sw + kw0 * geo.dw - geo.pl) * IC : x_img;
         a.y = y_img + (oh * OW + ow) * ldc;
-        k.run_any(a);
+        each(k.run_any);
       }
     };
     if (f1 > f0) {
       for (size_t ow = 0; ow < ow_lo; ++ow) column(ow);
       for (size_t ow = ow_tiles; ow < OW; ++ow) column(ow);
     }
-    c.L.post_activation(y_img + b0 * OW * ldc, (b1 - b0) * OW, m, ldc);
-  });
+    c.L.post_activation(y_img + b0 * OW * ldc, (b1 - b0) * OW, std::min(ocg, o0 + np * MR) - o0, ldc);
+  };
+  if (dw)
+    parallel_for_3d(c.s.N, bands, slots, [&](size_t n, size_t bi, size_t slot) { task(n, slot, bi); });
+  else
+    parallel_for_3d(c.s.N, slots, bands, task);
 }
 
 // The rules of auto (docs/performance.md has the measurements behind them):
