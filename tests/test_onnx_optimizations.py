@@ -9,7 +9,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 import nnkern.onnx  # noqa: E402
-from onnx_models import MODELS, quantize  # noqa: E402
+from onnx_models import MODELS, _Graph, _image_input, quantize  # noqa: E402
 from test_onnx_models import FLOAT_ATOL, FLOAT_RTOL  # noqa: E402
 
 FLOAT_MODELS = ["small_cnn", "depthwise_separable", "upsample_concat", "hard_activations", "conv1d", "tiny_mlp"]
@@ -319,3 +319,50 @@ def test_gelu_chain_runs_as_one_op():
     for model in (_gelu_graph(root2=2.0), _gelu_graph(extra_reader=True), _gelu_graph(half_shape=(1, 1, 1, 1))):
         steps = [line.split()[1] for line in nnkern.onnx.InferenceSession(model).describe().splitlines()[:-1]]
         assert "Gelu" not in steps and "Erf" in steps
+
+
+def _inverted_residual_graph(extra_reader=False, other_addend=False):
+    """MobileNet-v2's three block forms: 1x1 expansion -> depthwise 3x3 -> 1x1 projection + the input (stride 1),
+    the same with stride 2 and no residual, depthwise -> projection without an expansion; ReLU6 after the first
+    two layers of each. extra_reader: the first block's expanded tensor is also a graph output (not fused);
+    other_addend: the first block's projection is added to another tensor than its input (fused without the Add)."""
+    g = _Graph(110)
+    relu6 = {"min": g.const("min", np.float32(0)), "max": g.const("max", np.float32(6))}
+
+    def clip(x):
+        return g.node("Clip", [x, relu6["min"], relu6["max"]])
+
+    x = clip(g.conv("image", 3, 8, 3))
+    e = clip(g.conv(x, 8, 48, 1))
+    y = g.conv(clip(g.conv(e, 48, 48, 3, group=48)), 48, 8, 1)
+    x = g.node("Add", [y, g.conv(x, 8, 8, 1) if other_addend else x])
+    e = clip(g.conv(x, 8, 40, 1))
+    x = g.conv(clip(g.conv(e, 40, 40, 3, stride=2, group=40)), 40, 16, 1)
+    g.conv(clip(g.conv(x, 16, 16, 3, group=16)), 16, 24, 1, output="features")
+    outputs = [helper.make_tensor_value_info("features", TP.FLOAT, ["N", 24, "H2", "W2"])]
+    inputs = [_image_input("image", 3)]
+    if extra_reader:
+        g.node("Identity", [g.nodes[3].output[0]], output="expanded")
+        outputs.append(helper.make_tensor_value_info("expanded", TP.FLOAT, ["N", 48, "H", "W"]))
+    return g.model("inverted_residual", inputs, outputs)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_inverted_residual_blocks_run_as_one_step(threads):
+    """fuse_inverted_residual: each block (with or without expansion and residual) is one step whose results are
+    the layers' one by one bit for bit (the same kernels, band by band); an expansion whose output has another
+    reader stays a layer of its own (the block starts at the depthwise layer); an Add of another tensor stays an
+    Add after the fused block."""
+    rng = np.random.default_rng(6)
+    feeds = {"image": rng.uniform(-1, 1, (2, 3, 29, 34)).astype(np.float32)}
+    for kwargs, expansions, residuals in [({}, 2, 1), ({"extra_reader": True}, 1, 0), ({"other_addend": True}, 2, 0)]:
+        model = _inverted_residual_graph(**kwargs)
+        fused = nnkern.onnx.InferenceSession(model, num_threads=threads)
+        described = fused.describe(feeds)
+        assert described.count("nnkern.InvertedResidual") == 3, described
+        assert described.count("[expand,") == expansions, described
+        assert described.count("+ input") == residuals, described
+        plain = nnkern.onnx.InferenceSession(model, num_threads=threads, optimize={"fuse_inverted_residual": False})
+        assert "nnkern.InvertedResidual" not in plain.describe(feeds)
+        for got, want in zip(fused.run(None, feeds), plain.run(None, feeds)):
+            np.testing.assert_array_equal(got, want, err_msg=str(kwargs))

@@ -34,7 +34,7 @@ MAX_FOLDED_BYTES = 64 << 20
 #: neighbours; fuse_activations: an activation after a convolution or GEMM run in its epilogue; fuse_gelu: GELU
 #: exported as Div / Erf / Add / Mul / Mul run as one Gelu op.
 OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations",
-                 "fuse_gelu")
+                 "fuse_gelu", "fuse_inverted_residual")
 
 
 def optimizations(optimize) -> frozenset:
@@ -263,6 +263,8 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         _fuse.fuse_activations(net)
     if "fuse_gelu" in optimize:
         _fuse.fuse_gelu(net)
+    if "fuse_inverted_residual" in optimize:
+        _fuse.fuse_inverted_residual(net)
     net.drop_dead()
     net.sort()
     if precision != "highest":

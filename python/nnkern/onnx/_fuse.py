@@ -2,7 +2,8 @@
 epilogue (Relu, Clip to [0, 6] or [0, inf), Sigmoid, x * sigmoid(x) as SiLU, HardSwish, HardSigmoid, LeakyRelu:
 the same formulas as the separate ops, so the same bits); a float32 MatMul's or Gemm's, in the GEMM's epilogue
 (Relu). And GELU as torch exports it (x / sqrt 2 -> Erf -> + 1 -> x * -> * 0.5, five elementwise passes) as one
-Gelu op (float32: the erf kernel on chunks in L1)."""
+Gelu op (float32: the erf kernel on chunks in L1). And MobileNet-v2's inverted residual blocks as one step that
+runs band by band in cache (ops/conv/block.h)."""
 from __future__ import annotations
 
 import numpy as np
@@ -123,4 +124,63 @@ def fuse_gelu(net) -> None:
         dropped = {id(n) for n in chain[:-1]}
         net.nodes = [gelu if n is half else n for n in net.nodes if id(n) not in dropped]  # at the chain's end
         net.infer(gelu)
+        users = net.consumers()
+
+
+def _pointwise(net, conv) -> bool:
+    """A 1x1, stride-1, unpadded nnkern.Conv of one group."""
+    w = net.const(conv.inputs[1])
+    return (w is not None and w.shape[1:3] == (1, 1) and conv.attr("group", 1) == 1
+            and list(conv.attr("strides", [1, 1])) == [1, 1] and not any(conv.attr("pads", [0] * 4))
+            and conv.attr("auto_pad", "NOTSET") in ("NOTSET", "VALID"))
+
+
+def _depthwise(net, conv) -> bool:
+    """An nnkern.Conv with one input channel per output channel and group (channel multiplier 1)."""
+    w = net.const(conv.inputs[1])
+    channels = net.values[conv.inputs[0]].shape[-1]
+    return w is not None and w.shape[3] == 1 and conv.attr("group", 1) == w.shape[0] == channels
+
+
+def fuse_inverted_residual(net) -> None:
+    """MobileNet-v2's inverted residual: a 1x1 expansion (optional) -> a depthwise convolution -> a 1x1 projection
+    (-> Add of the block's input), float32 nnkern.Conv nodes (activations fused), each intermediate read by the
+    next node only, as one nnkern.InvertedResidual: each band of output rows runs through all three layers while
+    its slices of the expanded and depthwise tensors are in cache, instead of the whole tensors going to memory
+    and back. Every layer runs the kernels it runs alone, so the results are the unfused plan's (tested)."""
+    users = net.consumers()
+
+    def only(v):  # the one node reading v (not a graph output), else None
+        readers = users.get(v, [])
+        return readers[0] if len(readers) == 1 and v not in net.outputs else None
+
+    def conv(n):
+        return n is not None and n.op == "nnkern.Conv" and net.values[n.outputs[0]].dtype == 1
+
+    for dw in list(net.nodes):
+        if not conv(dw) or not _depthwise(net, dw):
+            continue
+        expand = net.producer.get(dw.inputs[0])
+        if not (conv(expand) and _pointwise(net, expand) and only(expand.outputs[0]) is dw):
+            expand = None
+        project = only(dw.outputs[0])
+        if not (conv(project) and _pointwise(net, project)):
+            continue
+        x = expand.inputs[0] if expand else dw.inputs[0]
+        add, out = only(project.outputs[0]), project.outputs[0]
+        residual = (add is not None and add.op == "Add" and _other(add, out) == x
+                    and net.values[add.outputs[0]].shape == net.values[x].shape == net.values[out].shape)
+        layers = [("expand", expand), ("dw", dw), ("project", project)]
+        inputs, attrs = [x], {"residual": ("i", int(residual))}
+        for prefix, n in layers:
+            inputs += [n.inputs[1], n.inputs[2] if len(n.inputs) > 2 else ""] if n else ["", ""]
+            attrs.update({f"{prefix}.{k}": v for k, v in (n.attrs.items() if n else ())})
+        chain = [n for _, n in layers if n] + ([add] if residual else [])
+        block = dw.copy()
+        block.op, block.name, block.inputs = "nnkern.InvertedResidual", net.fresh(f"{dw.name}::block"), inputs
+        block.outputs, block.attrs = [chain[-1].outputs[0]], attrs
+        block.sources = "+".join(n.sources for n in chain)
+        dropped = {id(n) for n in chain[:-1]}
+        net.nodes = [block if n is chain[-1] else n for n in net.nodes if id(n) not in dropped]
+        net.infer(block)
         users = net.consumers()

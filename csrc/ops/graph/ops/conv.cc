@@ -4,6 +4,11 @@
 // bottom, right as ONNX orders them), group, activation ("none", "relu", "relu6", "sigmoid", "silu", "hardswish",
 // "hardsigmoid", "leaky_relu") and its activation_alpha / activation_beta; precision ("highest" by default, "high",
 // "medium": what the layer's "auto" may pick, core/precision.h).
+// nnkern.InvertedResidual: MobileNet-v2's expansion -> depthwise -> projection (-> + input) as one step in bands of
+// rows that stay in cache (ops/conv/block.h), the plan's fusion of three nnkern.Conv nodes: inputs X, then weight
+// and bias of the expansion (both left out: none), of the depthwise layer and of the projection; each layer's
+// nnkern.Conv attributes prefixed "expand.", "dw.", "project."; residual (0 / 1): X added to the output.
+#include "ops/conv/block.h"
 #include "ops/conv/layer.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/window.h"
@@ -86,8 +91,83 @@ std::unique_ptr<Step> make_conv(const NodeSpec& n, const std::vector<TensorDesc>
       algorithm);
 }
 
+// One layer of an nnkern.InvertedResidual as the nnkern.Conv node it stands for: input x, weight and bias at
+// inputs w and w + 1, the attributes under `prefix`.
+NodeSpec block_layer(const NodeSpec& n, const std::string& prefix, const TensorDesc& x, size_t w) {
+  NodeSpec p;
+  p.op = "nnkern.Conv";
+  p.name = n.name + "/" + prefix;
+  for (const auto& [key, value] : n.attrs)
+    if (key.size() > prefix.size() && key.compare(0, prefix.size() + 1, prefix + ".") == 0)
+      p.attrs[key.substr(prefix.size() + 1)] = value;
+  p.inputs = {x, n.has_input(w) ? n.in(w) : TensorDesc{}, n.has_input(w + 1) ? n.in(w + 1) : TensorDesc{}};
+  p.constants = {nullptr, n.has_input(w) ? n.constants[w] : nullptr, n.has_input(w + 1) ? n.constants[w + 1] : nullptr};
+  return p;
+}
+
+struct BlockLayers {
+  std::vector<NodeSpec> layers;  // [expansion,] depthwise, projection
+  bool expand = false, residual = false;
+};
+
+BlockLayers block_layers(const NodeSpec& n) {
+  if (n.inputs.size() != 7) n.invalid("expects 7 inputs (X and a weight and bias per layer)");
+  BlockLayers b;
+  b.expand = n.has_input(1);
+  b.residual = n.attr_int("residual", 0) != 0;
+  TensorDesc x = n.in(0);
+  const auto add = [&](const char* prefix, size_t w) {
+    b.layers.push_back(block_layer(n, prefix, x, w));
+    x = infer_conv(b.layers.back())[0];
+  };
+  if (b.expand) add("expand", 1);
+  add("dw", 3);
+  add("project", 5);
+  const auto pointwise = [](const NodeSpec& p) {
+    const ConvGeometry g = conv_params(p).geo;
+    return g.pointwise() && g.groups == 1;
+  };
+  const ConvGeometry dw = conv_params(b.layers[b.expand]).geo;
+  if ((b.expand && !pointwise(b.layers[0])) || !pointwise(b.layers.back()))
+    n.invalid("the expansion and projection must be 1x1, stride 1, unpadded convolutions of one group");
+  if (dw.groups != dw.IC || dw.groups != dw.OC) n.invalid("the middle layer must be depthwise");
+  if (b.residual && x.shape != n.in(0).shape) n.invalid("a residual needs the output's shape to be the input's");
+  return b;
+}
+
+std::vector<TensorDesc> infer_block(const NodeSpec& n) {
+  const BlockLayers b = block_layers(n);
+  return infer_conv(b.layers.back());
+}
+
+std::unique_ptr<Step> make_block(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
+  const BlockLayers b = block_layers(n);
+  auto block = layers.get<FusedInvertedResidual>(n, [&] {
+    std::vector<std::shared_ptr<const PackedConv2d>> packed;
+    for (const NodeSpec& p : b.layers) {
+      const ConvParams cp = conv_params(p);
+      const float* bias = p.has_input(2) ? p.need_constant(2, "bias").as<float>() : nullptr;
+      packed.push_back(std::make_shared<PackedConv2d>(cp.geo, p.need_constant(1, "weight").as<float>(), bias, cp.post,
+                                                      ActMethod::accurate));
+    }
+    return std::make_shared<FusedInvertedResidual>(b.expand ? packed[0] : nullptr, packed[b.expand], packed.back(),
+                                                   b.residual);
+  });
+  const TensorDesc& x = n.in(0);
+  const size_t N = size_t(x.shape[0]), H = size_t(x.shape[1]), W = size_t(x.shape[2]);
+  const ConvGeometry& dw = conv_params(b.layers[b.expand]).geo;
+  const std::string detail = std::string(b.expand ? "expand, " : "") + "depthwise " + std::to_string(dw.KH) + "x" +
+                             std::to_string(dw.KW) + "/" + std::to_string(dw.sh) + ", project" +
+                             (b.residual ? ", + input" : "") + " in bands of rows";
+  return fn_step([block, N, H, W](const StepData& d) { block->run(N, H, W, d.in<float>(0), d.out<float>(0)); },
+                 detail);
+}
+
 }  // namespace
 
-void register_graph_ops_conv() { register_op("nnkern.Conv", {infer_conv, make_conv}); }
+void register_graph_ops_conv() {
+  register_op("nnkern.Conv", {infer_conv, make_conv});
+  register_op("nnkern.InvertedResidual", {infer_block, make_block});
+}
 
 }  // namespace nnkern::graph
