@@ -366,3 +366,29 @@ def test_inverted_residual_blocks_run_as_one_step(threads):
         assert "nnkern.InvertedResidual" not in plain.describe(feeds)
         for got, want in zip(fused.run(None, feeds), plain.run(None, feeds)):
             np.testing.assert_array_equal(got, want, err_msg=str(kwargs))
+
+
+@pytest.mark.parametrize("op, axes, keepdims", [("ReduceMean", [2, 3], 0), ("ReduceMean", [-1, -2], 1),
+                                                ("ReduceMax", [1], 0), ("ReduceSum", [3], 0), ("ReduceSum", [], 0),
+                                                ("ReduceMin", [0, 2], 1)])
+def test_reductions_of_a_feature_map_run_in_its_layout(op, axes, keepdims):
+    """push_transposes moves the NHWC -> NCHW transpose below a reduction (axes permuted; without keepdims a smaller
+    transpose only where the kept axes change order): a global average over H and W reads the NHWC map directly.
+    Results within the float bound of the unpushed plan. ReduceSum takes its axes as an input, the others as an
+    attribute."""
+    g = _Graph(111)
+    x = g.node("Relu", [g.conv("image", 3, 8, 3)])
+    if op == "ReduceSum":
+        g.node(op, [x, g.const("axes", np.array(axes, np.int64))] if axes else [x], output="out", keepdims=keepdims)
+    else:
+        g.node(op, [x], output="out", axes=axes, keepdims=keepdims)
+    rank = 4 if keepdims else 4 - len(axes or range(4))
+    model = g.model("reduce", [_image_input("image", 3)], [helper.make_tensor_value_info("out", TP.FLOAT, [None] * rank)])
+    feeds = {"image": np.random.default_rng(7).uniform(-1, 1, (2, 3, 9, 11)).astype(np.float32)}
+    pushed = nnkern.onnx.InferenceSession(model)
+    plain = nnkern.onnx.InferenceSession(model, optimize={"push_transposes": False})
+    _within_float_bound(pushed.run(None, feeds), plain.run(None, feeds), f"{op} {axes} {keepdims}")
+    transposes = pushed.describe(feeds).count("Transpose")
+    if (op, axes) == ("ReduceMean", [2, 3]):
+        assert transposes == 1, pushed.describe(feeds)  # the input's; none before the reduction
+    assert transposes <= plain.describe(feeds).count("Transpose")

@@ -20,6 +20,10 @@ NOT_DATA = {"nnkern.Lookup"}
 BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "Sum", "Mean", "Equal", "Less", "Greater",
              "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where", "Mod", "PRelu", "BitShift", "QLinearAdd",
              "QLinearMul"}
+#: Reductions over the axes of an attribute or a constant input: they run on the untransposed tensor over the
+#: permuted axes.
+REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+          "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
 
 
 def _inverse(perm):
@@ -90,6 +94,8 @@ def _push(net, t: Node, u: Node, producer: dict) -> bool:
                 return False
         _move_below(net, u, t, new_inputs)
         return True
+    if u.op in REDUCE and _push_reduce(net, u, t, perm):
+        return True
     if u.op == "Resize" and _push_resize(net, u, perm):
         _move_below(net, u, t, {0: src})
         return True
@@ -119,6 +125,46 @@ def _push_resize(net, u: Node, perm: list) -> bool:
     if any(not -rank <= a < rank for a in axes):
         return False
     u.attrs = dict(u.attrs, axes=("ints", [int(perm[a % rank]) for a in axes]))
+    return True
+
+
+def _push_reduce(net, u: Node, t: Node, perm: list) -> bool:
+    """Reduce(Transpose(x, perm), axes A) is Reduce(x, axes perm[A]); without keepdims its result lists the kept
+    axes in x's order, which a smaller transpose puts back where one is needed (none for the global average of an
+    NHWC feature map as NCHW's ReduceMean over H and W: the kept axes N, C are in order either way). Float sums
+    then run in another order, within the float bound."""
+    rank = len(perm)
+    axes_input = len(u.inputs) > 1 and u.inputs[1]
+    if axes_input:
+        axes = net.const(u.inputs[1])
+        if axes is None:
+            return False
+        axes = [int(a) for a in np.asarray(axes).reshape(-1)]
+    else:
+        axes = u.attr("axes")
+    if not axes:
+        if u.attr("noop_with_empty_axes", 0):
+            return False
+        axes = list(range(rank))
+    if any(not -rank <= a < rank for a in axes):
+        return False
+    reduced = sorted({a % rank for a in axes})
+    moved = [int(perm[a]) for a in reduced]
+    if axes_input:
+        u.inputs[1] = net.add_constant(np.array(moved, np.int64), f"{u.name}::axes", key=("axes", tuple(moved)),
+                                       source=u.inputs[1])
+    else:
+        u.attrs = dict(u.attrs, axes=("ints", moved))
+    if u.attr("keepdims", 1):
+        _move_below(net, u, t, {0: t.inputs[0]})
+        return True
+    kept = [int(perm[i]) for i in range(rank) if i not in reduced]
+    order = [sorted(kept).index(k) for k in kept]
+    u.inputs[0] = t.inputs[0]
+    if order == list(range(len(order))):
+        net.infer(u)
+    else:
+        _move_below(net, u, Node("Transpose", t.name, [], [], {"perm": ("ints", order)}, t.sources), {})
     return True
 
 
