@@ -204,7 +204,10 @@ def test_mgemm_applies_only_with_stride_equal_dilation_and_a_kernel(rng):
                                                 ("silu", "accurate"), ("sigmoid", "minimax"), ("silu", "scalef"),
                                                 ("hardswish", "accurate"), ("hardsigmoid", "accurate"),
                                                 ("leaky_relu", "accurate")])
-def test_fused_activation_equals_unfused(rng, algorithm, activation, method):
+@pytest.mark.parametrize("residual", [False, True])
+def test_fused_activation_equals_unfused(rng, algorithm, activation, method, residual):
+    """The activation in the epilogue or post-ops gives the separate op's bits; with a residual (a ResNet
+    shortcut), after the add: activation(conv + bias + residual), the add rounded once, as the separate Add."""
     cfg = for_algorithm(dict(N=2, H=9, W=13, IC=5, OC=37, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
                              padding=(1, 1, 1, 1)), algorithm)
     x, w, b, plain = make(rng, cfg)
@@ -214,7 +217,10 @@ def test_fused_activation_equals_unfused(rng, algorithm, activation, method):
     fused = nnkern.Conv2d(w, b, padding=1, groups=cfg["groups"], activation=activation, activation_method=method,
                           algorithm=algorithm, **params)
     t = plain._run(x, None, algorithm, "")
-    y = fused(x)
+    r = rand(rng, *t.shape) * 4 if residual else None
+    y = fused(x, residual=r)
+    if residual:
+        t = t + r
     f32 = np.float32
     if activation == "relu":
         want = np.maximum(t, 0)
@@ -230,6 +236,29 @@ def test_fused_activation_equals_unfused(rng, algorithm, activation, method):
         s = nnkern.sigmoid(t, method=method)
         want = s if activation == "sigmoid" else (t * s).astype(np.float32)
     np.testing.assert_array_equal(y, want)
+
+
+def test_residual_is_checked_and_follows_the_layout(rng):
+    """residual=: the output's shape and float32, never sharing memory with out; in the NCHW call, NCHW too; NaN
+    and Inf in it pass through the add and the clamp as through the separate ops."""
+    x, w, b = rand(rng, 2, 7, 8, 6), rand(rng, 10, 3, 3, 6), rand(rng, 10)
+    layer = nnkern.Conv2d(w, b, padding=1, activation="relu")
+    plain = nnkern.Conv2d(w, b, padding=1)(x)
+    r = rand(rng, 2, 7, 8, 10)
+    r[0, 1, 2, 3], r[1, 0, 0, 0], r[1, 6, 7, 9] = np.nan, np.inf, -np.inf
+    want = np.maximum(plain + r, 0)
+    want[0, 1, 2, 3] = np.nan
+    np.testing.assert_array_equal(layer(x, residual=r), want)
+    np.testing.assert_array_equal(layer(x, residual=r[:, ::-1].copy()[:, ::-1]), want)  # any strides: copied
+    nchw = layer(x.transpose(0, 3, 1, 2), residual=r.transpose(0, 3, 1, 2), layout="NCHW")
+    np.testing.assert_array_equal(nchw, want.transpose(0, 3, 1, 2))
+    with pytest.raises(ValueError, match="residual"):
+        layer(x, residual=r[:, :6])
+    with pytest.raises(TypeError, match="residual"):
+        layer(x, residual=r.astype(np.float64))
+    out = np.zeros_like(r)
+    with pytest.raises(ValueError, match="overlap"):
+        layer(x, out=out, residual=out)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

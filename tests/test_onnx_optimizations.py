@@ -27,7 +27,8 @@ def _within_float_bound(got, want, what):
 
 
 def _switches():
-    return [False] + [{name: False} for name in nnkern.onnx.OPTIMIZATIONS]
+    return [False] + [{name: False} for name in nnkern.onnx.OPTIMIZATIONS] + [
+        {name: True for name in nnkern.onnx.OPTIMIZATIONS}]
 
 
 @pytest.mark.parametrize("name", FLOAT_MODELS)
@@ -351,8 +352,8 @@ def _inverted_residual_graph(extra_reader=False, other_addend=False):
 def test_inverted_residual_blocks_run_as_one_step(threads):
     """fuse_inverted_residual: each block (with or without expansion and residual) is one step whose results are
     the layers' one by one bit for bit (the same kernels, band by band); an expansion whose output has another
-    reader stays a layer of its own (the block starts at the depthwise layer); an Add of another tensor stays an
-    Add after the fused block."""
+    reader stays a layer of its own (the block starts at the depthwise layer); an Add of another tensor stays out
+    of the block (the convolution producing that tensor takes it)."""
     rng = np.random.default_rng(6)
     feeds = {"image": rng.uniform(-1, 1, (2, 3, 29, 34)).astype(np.float32)}
     for kwargs, expansions, residuals in [({}, 2, 1), ({"extra_reader": True}, 1, 0), ({"other_addend": True}, 2, 0)]:
@@ -383,7 +384,8 @@ def test_reductions_of_a_feature_map_run_in_its_layout(op, axes, keepdims):
     else:
         g.node(op, [x], output="out", axes=axes, keepdims=keepdims)
     rank = 4 if keepdims else 4 - len(axes or range(4))
-    model = g.model("reduce", [_image_input("image", 3)], [helper.make_tensor_value_info("out", TP.FLOAT, [None] * rank)])
+    out = helper.make_tensor_value_info("out", TP.FLOAT, [None] * rank)
+    model = g.model("reduce", [_image_input("image", 3)], [out])
     feeds = {"image": np.random.default_rng(7).uniform(-1, 1, (2, 3, 9, 11)).astype(np.float32)}
     pushed = nnkern.onnx.InferenceSession(model)
     plain = nnkern.onnx.InferenceSession(model, optimize={"push_transposes": False})
@@ -392,3 +394,49 @@ def test_reductions_of_a_feature_map_run_in_its_layout(op, axes, keepdims):
     if (op, axes) == ("ReduceMean", [2, 3]):
         assert transposes == 1, pushed.describe(feeds)  # the input's; none before the reduction
     assert transposes <= plain.describe(feeds).count("Transpose")
+
+
+def _residual_graph(tail="Relu", swap=False, shortcut_conv=False, extra_reader=False):
+    """conv -> BN -> Relu -> conv -> BN -> Add(shortcut) -> tail: ResNet's basic block. shortcut_conv: the shortcut
+    is a 1x1 convolution too (either may take the Add); extra_reader: the second conv's output is also a graph
+    output (not fused)."""
+    g = _Graph(112)
+    x = g.node("Relu", [g.conv("image", 3, 8, 3)])
+    y = g.batchnorm(g.conv(g.node("Relu", [g.batchnorm(g.conv(x, 8, 8, 3), 8)]), 8, 8, 3), 8)
+    s = g.conv(x, 8, 8, 1) if shortcut_conv else x
+    z = g.node("Add", [s, y] if swap else [y, s])
+    outputs = [helper.make_tensor_value_info("out", TP.FLOAT, ["N", 8, "H", "W"])]
+    if tail == "Clip":
+        g.node("Clip", [z, g.const("min", np.float32(0)), g.const("max", np.float32(6))], output="out")
+    elif tail:
+        g.node(tail, [z], output="out")
+    else:
+        g.node("Identity", [z], output="out")
+    if extra_reader:
+        g.node("Identity", [y], output="second")
+        outputs.append(helper.make_tensor_value_info("second", TP.FLOAT, ["N", 8, "H", "W"]))
+    return g.model("residual", [_image_input("image", 3)], outputs)
+
+
+@pytest.mark.parametrize("kwargs, fused_act", [(dict(), "relu"), (dict(swap=True), "relu"),
+                                               (dict(tail="Clip"), "relu6"), (dict(tail="Sigmoid"), "sigmoid"),
+                                               (dict(tail=None), None), (dict(shortcut_conv=True), "relu"),
+                                               (dict(extra_reader=True), None)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_residual_add_runs_in_the_convolution(kwargs, fused_act, threads):
+    """fuse_residual_add (asked for by name: off by default): the shortcut's Add and the activation after it run
+    in the post-ops of the convolution that produces one operand: the same bits as the separate Add and
+    activation; where that output has another reader the Add stays."""
+    feeds = {"image": np.random.default_rng(8).uniform(-2, 2, (2, 3, 13, 10)).astype(np.float32)}
+    model = _residual_graph(**kwargs)
+    fused = nnkern.onnx.InferenceSession(model, num_threads=threads, optimize={"fuse_residual_add": True})
+    plain = nnkern.onnx.InferenceSession(model, num_threads=threads)  # off by default
+    steps = [line.split()[1] for line in fused.describe(feeds).splitlines()[:-1]]
+    if fused_act is None and kwargs.get("extra_reader"):
+        assert "Add" in steps
+    else:
+        assert "Add" not in steps and "+ residual" in fused.describe(feeds), fused.describe(feeds)
+        assert not {"Relu", "Clip", "Sigmoid"} & set(steps), steps
+    assert "Add" in [line.split()[1] for line in plain.describe(feeds).splitlines()[:-1]]
+    for got, want in zip(fused.run(None, feeds), plain.run(None, feeds)):
+        np.testing.assert_array_equal(got, want, err_msg=str(kwargs))

@@ -115,17 +115,22 @@ def test_threads_and_batch_bit_identical(rng, algorithm):
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("activation", ["relu", "relu6", "sigmoid", "silu", "hardswish", "leaky_relu"])
-def test_fused_activation_equals_unfused(rng, algorithm, activation):
+@pytest.mark.parametrize("residual", [False, True])
+def test_fused_activation_equals_unfused(rng, algorithm, activation, residual):
+    """As for the other algorithms (tests/test_conv2d.py): the separate ops' bits, after the residual's add."""
     x, w, b, plain = make(rng, 2, 9, 13, 5, 37, (1, 1, 1, 1))
     x *= 4
     fused = nnkern.Conv2d(w, b, padding=1, activation=activation, algorithm=algorithm)
     t = plain._run(x, None, algorithm, "")
+    r = rand(rng, *t.shape) * 4 if residual else None
+    if residual:
+        t = t + r
     f32 = np.float32
     want = {"relu": lambda: np.maximum(t, 0), "relu6": lambda: np.minimum(np.maximum(t, 0), 6),
             "sigmoid": lambda: nnkern.sigmoid(t), "silu": lambda: (t * nnkern.sigmoid(t)).astype(f32),
             "hardswish": lambda: t * np.clip(f32(1) / f32(6) * t + f32(0.5), f32(0), f32(1)),
             "leaky_relu": lambda: np.where(t < 0, t * f32(0.01), t)}[activation]()
-    np.testing.assert_array_equal(fused(x), want)
+    np.testing.assert_array_equal(fused(x, residual=r), want)
 
 
 def test_applies_to_3x3_stride_1_undilated_finite_weights_only(rng):

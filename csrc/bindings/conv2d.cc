@@ -39,19 +39,29 @@ class Conv2dBinding {
   // y (N, OH, OW, OC) = conv(x (N, H, W, IC)). kernel: "" (the dispatched ones), a kernel's name (tests: the
   // algorithm that runs uses it if it is of its family), or for the GEMM-based ones an ISA level's name. Returns the
   // algorithm that ran. precision: "highest", "high" or "medium", what "auto" may pick (core/precision.h).
+  // residual: None or (N, OH, OW, OC) float32, C-contiguous, added before the activation (not overlapping y).
   std::string run(const py::array& x, py::array& y, const std::string& algorithm, const std::string& kernel,
-                  const std::string& precision) const {
+                  const std::string& precision, const py::object& residual) const {
     const Float32Precision level = precision_arg(precision);
     const ConvGeometry& geo = packed_->geometry();
     const float* xp = checked_in<float>(x, "x", {kAnyDim, kAnyDim, kAnyDim, ssize_t(geo.IC)});
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
     if (!H || !W || !geo.OH(H) || !geo.OW(W)) throw py::value_error("x: the kernel does not fit the padded input");
     float* yp = checked_out<float>(y, "out", {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)});
+    const float* rp = residual.is_none() ? nullptr
+                                         : checked_in<float>(residual.cast<py::array>(), "residual",
+                                                             {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)),
+                                                              ssize_t(geo.OC)});
+    if (rp && N) {  // the kernels store y before the post-ops read the residual
+      const char *r0 = reinterpret_cast<const char*>(rp), *y0 = reinterpret_cast<const char*>(yp);
+      const size_t bytes = N * geo.OH(H) * geo.OW(W) * geo.OC * sizeof(float);
+      if (r0 < y0 + bytes && y0 < r0 + bytes) throw py::value_error("residual must not overlap out");
+    }
     if (!kernel.empty() && !isa_named(kernel)) check_runnable_kernel(kernel);
     if (!kernel.empty() && isa_named(kernel) && !isa_supported(isa_arg(kernel)))
       throw py::value_error("this CPU cannot run " + kernel);
     py::gil_scoped_release release;
-    return packed_->run(N, H, W, xp, yp, algorithm, kernel, 0, level);
+    return packed_->run(N, H, W, xp, yp, algorithm, kernel, 0, level, rp);
   }
 
   std::string auto_algorithm(size_t N, size_t H, size_t W, const std::string& precision) const {
@@ -108,7 +118,7 @@ void bind_conv2d(py::module_& m) {
            py::arg("w"), py::arg("geometry"), py::arg("bias"), py::arg("activation"), py::arg("method"),
            py::arg("alpha") = 0.0f, py::arg("beta") = 0.0f)
       .def("run", &Conv2dBinding::run, py::arg("x"), py::arg("out"), py::arg("algorithm") = "auto",
-           py::arg("kernel") = "", py::arg("precision") = "highest")
+           py::arg("kernel") = "", py::arg("precision") = "highest", py::arg("residual") = py::none())
       .def("auto_algorithm", &Conv2dBinding::auto_algorithm, py::arg("n"), py::arg("h"), py::arg("w"),
            py::arg("precision") = "highest")
       .def("applicable_algorithms", &Conv2dBinding::applicable_algorithms, py::arg("n"), py::arg("h"), py::arg("w"),

@@ -188,23 +188,34 @@ class Conv2d(_convgeom.ConvGeometryProperties):
         N, H, W, _ = _convgeom.input_shape4(input_shape)
         return self._packed.auto_algorithm(N, H, W, _precision.resolve(self._precision))
 
-    def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, layout: str = "NHWC") -> np.ndarray:
+    def __call__(self, x: ArrayIn, out: ArrayIn | None = None, *, residual: ArrayIn | None = None,
+                 layout: str = "NHWC") -> np.ndarray:
         """The layer on x (N, H, W, in_channels) float32; returns (N, OH, OW, out_channels) float32.
 
-        layout="NCHW": x and out in torch's (N, C, H, W) order instead, for convenience: x is copied to NHWC,
-        the layer runs, and the result is copied back, so each call pays two transposing copies that an NHWC
+        residual: float32 of the output's shape (a ResNet shortcut), added to the convolution and its bias before
+        the activation, as the block's add would be: activation(conv(x) + bias + residual), the same values as the
+        layer without activation, then the add, then the activation (each rounded once). It must not share memory
+        with ``out``.
+        layout="NCHW": x, out and residual in torch's (N, C, H, W) order instead, for convenience: x is copied to
+        NHWC, the layer runs, and the result is copied back, so each call pays transposing copies that an NHWC
         model does not. The values are identical to the NHWC call's."""
         if _convgeom.check_layout(layout) == "NHWC":
-            return self._run(x, out, self._algorithm, "")
-        return _convgeom.nchw_call(lambda xt, _: self._run(xt, None, self._algorithm, ""), self.in_channels, x,
-                                   out, np.float32)
+            return self._run(x, out, self._algorithm, "", residual)
+        if residual is not None:
+            residual = np.ascontiguousarray(np.moveaxis(_float32(residual, "residual"), 1, -1))
+        return _convgeom.nchw_call(lambda xt, _: self._run(xt, None, self._algorithm, "", residual), self.in_channels,
+                                   x, out, np.float32)
 
-    def _run(self, x, out, algorithm, kernel):
+    def _run(self, x, out, algorithm, kernel, residual=None):
         """The call with an explicit algorithm and GEMM kernel name ("" = dispatched; a test hook)."""
         algorithm = check_algorithm(algorithm, "conv2d")
         precision = _precision.resolve(self._precision)
+        if residual is not None:
+            residual = _float32(residual, "residual")
+            if not (residual.flags.c_contiguous and residual.flags.aligned):
+                residual = np.ascontiguousarray(residual) if residual.flags.aligned else residual.copy()
         return _call_nhwc(self, x, out,
-                          lambda xc, target: self._packed.run(xc, target, algorithm, kernel, precision))
+                          lambda xc, target: self._packed.run(xc, target, algorithm, kernel, precision, residual))
 
     def __getstate__(self):
         OC, IC, KH, KW, groups, sh, sw, dh, dw, pt, pb, pl, pr = self._geometry

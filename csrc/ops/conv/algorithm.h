@@ -44,6 +44,9 @@ struct ConvCall {
   size_t ldc;
   std::string kernel;  // a copy: calls from shapes alone pass a temporary ""
   Float32Precision precision = Float32Precision::highest;  // what auto may pick (core/precision.h)
+  // Added to the output before the activation (a ResNet shortcut): N x OH x OW x OC floats, or null. The kernels
+  // then store without their clamp, and the post-ops add it and apply the activation (PackedConv2d::post_ops).
+  const float* residual = nullptr;
   size_t M() const { return s.N * OH * OW; }
 };
 

@@ -29,7 +29,7 @@ const F32GemmKernel& gemm_kernel(const ConvCall& c) { return f32_gemm_family().n
 // The post-op over rows [r0, r1) of the output, n channels from channel c0, threaded over rows.
 void post_rows(const ConvCall& c, size_t r0, size_t r1, size_t c0, size_t n) {
   parallel_for_ranges(r1 - r0, [&](size_t b, size_t e) {
-    c.L.post_activation(c.y + (r0 + b) * c.ldc + c0, e - b, n, c.ldc);
+    c.L.post_ops(c, c.y + (r0 + b) * c.ldc + c0, e - b, n);
   });
 }
 
@@ -55,7 +55,7 @@ class Im2col final : public ConvAlgorithm {
     for (size_t r0 = 0; r0 < M; r0 += lay.rows) {
       const size_t m = std::min(lay.rows, M - r0);
       for (size_t g = 0; g < geo.groups; ++g) {
-        F32Epilogue ep = L.epilogue();
+        F32Epilogue ep = L.epilogue(c);
         ep.bias = L.bias() ? L.bias() + g * ocg : nullptr;
         float* y = c.y + r0 * c.ldc + g * ocg;
         if (pw) {  // the input rows themselves, at the group's channel offset
@@ -113,7 +113,7 @@ class Indirect final : public ConvAlgorithm {
     const size_t MR = size_t(k.mr), NR = size_t(k.nr), ks = geo.ks(), icg = geo.icg(), ocg = geo.ocg();
     const size_t M = c.M(), tiles = (M + NR - 1) / NR, blocks = (tiles + kTilesPerTask - 1) / kTilesPerTask;
     const std::shared_ptr<const ConvIndirection> ind = L.indirection(c.s, NR);
-    const F32Epilogue base_ep = L.epilogue();
+    const F32Epilogue base_ep = L.epilogue(c);
     parallel_for_3d(geo.groups, w.panels, blocks, [&](size_t g, size_t panel, size_t block) {
       const size_t i = panel * MR, mi = std::min(MR, ocg - i);
       F32Epilogue ep = base_ep;
@@ -121,13 +121,14 @@ class Indirect final : public ConvAlgorithm {
       const float* a = w.w.data() + (g * w.panels + panel) * w.panel_floats;
       const size_t b_offset = reinterpret_cast<size_t>(c.x + g * icg) - kConvNominalBase;
       const size_t t0 = block * kTilesPerTask, t1 = std::min(tiles, t0 + kTilesPerTask);
+      L.prefetch_residual(c, c.y + t0 * NR * c.ldc + g * ocg + i, std::min(M, t1 * NR) - t0 * NR, mi);
       for (size_t tile = t0; tile < t1; ++tile) {
         const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
         k.igemm(mi, nj, icg, ks, a, reinterpret_cast<const float* const*>(ind->ptrs.data() + tile * ks * NR),
                 ind->zero.data(), b_offset, c.y + p0 * c.ldc + g * ocg + i, c.ldc, &ep);
       }
       const size_t p0 = t0 * NR, p1 = std::min(M, t1 * NR);
-      L.post_activation(c.y + p0 * c.ldc + g * ocg + i, p1 - p0, mi, c.ldc);
+      L.post_ops(c, c.y + p0 * c.ldc + g * ocg + i, p1 - p0, mi);
     });
   }
 

@@ -64,9 +64,9 @@ PackedConv2d::PackedConv2d(const ConvGeometry& geo, const float* w, const float*
 
 PackedConv2d::~PackedConv2d() = default;
 
-F32Epilogue PackedConv2d::epilogue() const {
+F32Epilogue PackedConv2d::epilogue(const ConvCall& c) const {
   F32Epilogue ep;
-  if (post_.act == ConvActivation::relu || post_.act == ConvActivation::relu6) {
+  if (!c.residual && (post_.act == ConvActivation::relu || post_.act == ConvActivation::relu6)) {
     ep.clamp = true;
     ep.clamp_min = 0.0f;
     ep.clamp_max = post_.act == ConvActivation::relu6 ? 6.0f : std::numeric_limits<float>::infinity();
@@ -74,7 +74,20 @@ F32Epilogue PackedConv2d::epilogue() const {
   return ep;
 }
 
-void PackedConv2d::post_activation(float* y, size_t rows, size_t n, size_t ld) const {
+void PackedConv2d::prefetch_residual(const ConvCall& c, const float* y, size_t rows, size_t n) const {
+  if (!c.residual) return;
+  const size_t at = size_t(y - c.y), OC = geo_.OC;
+  const char* r = reinterpret_cast<const char*>(c.residual + at / c.ldc * OC + at % c.ldc);
+  for (size_t i = 0; i < rows; ++i)
+    for (size_t b = 0; b < n * sizeof(float); b += 64) __builtin_prefetch(r + i * OC * sizeof(float) + b);
+}
+
+void PackedConv2d::post_ops(const ConvCall& c, float* y, size_t rows, size_t n) const {
+  const size_t ld = c.ldc;
+  if (c.residual) {  // the residual's pixel and channel are the output's
+    const size_t at = size_t(y - c.y);
+    conv_residual_post_op(post_, y, c.residual + at / ld * geo_.OC + at % ld, rows, n, ld, geo_.OC);
+  }
   if (conv_piecewise_post_op(post_, y, rows, n, ld)) return;
   if (post_.act != ConvActivation::sigmoid && post_.act != ConvActivation::silu) return;  // none, or the clamp
   const F32UnaryUkernel sigmoid = f32_activation_family().dispatched().sigmoid[int(method_)];
@@ -151,8 +164,10 @@ const ConvAlgorithm& PackedConv2d::select(const ConvCall& c, const std::string& 
 }
 
 const char* PackedConv2d::run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
-                              const std::string& kernel, size_t ldc, Float32Precision precision) const {
-  const ConvCall c = call(N, H, W, x, y, ldc, kernel, precision);
+                              const std::string& kernel, size_t ldc, Float32Precision precision,
+                              const float* residual) const {
+  ConvCall c = call(N, H, W, x, y, ldc, kernel, precision);
+  c.residual = residual;
   const ConvAlgorithm& a = select(c, algorithm);  // errors before any work
   if (N == 0) return a.name;
   Workspace ws(a.workspace_bytes(c));

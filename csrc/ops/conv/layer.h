@@ -47,6 +47,10 @@ struct ConvPostOp {
 // HardSwish, HardSigmoid or LeakyRelu over `rows` rows of n floats, ld apart (ops/conv/post_ops.cc); false for
 // the other activations, left untouched.
 bool conv_piecewise_post_op(const ConvPostOp& post, float* y, size_t rows, size_t n, size_t ld);
+// y += r over `rows` rows of n floats (y ld, r ldr apart), then the relu / relu6 clamp if `post` has one, with the
+// formulas of the separate Add and Relu / Clip ops (ops/conv/post_ops.cc).
+void conv_residual_post_op(const ConvPostOp& post, float* y, const float* r, size_t rows, size_t n, size_t ld,
+                           size_t ldr);
 
 // The weights in blocks of MR output channels per group, each ks * icg rows of MR floats (row t * icg + c:
 // tap t = kh * KW + kw, input channel c), channels past ocg zero: the indirect GEMM kernels' packed A and the
@@ -79,10 +83,11 @@ class PackedConv2d {
   // y = conv(x (N x H x W x IC)) through `algorithm` ("auto" or a table entry; std::invalid_argument if unknown or
   // not applicable): y N x OH x OW x OC with ldc floats between pixels (0: OC; a channel slice of a wider buffer
   // where larger). kernel: "" or a kernel's name (tests). precision: what "auto" may pick (core/precision.h).
-  // Returns the name of the algorithm that ran.
+  // residual: null, or N x OH x OW x OC floats added to the convolution (with its bias) before the activation,
+  // not overlapping y. Returns the name of the algorithm that ran.
   const char* run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
                   const std::string& kernel = "", size_t ldc = 0,
-                  Float32Precision precision = Float32Precision::highest) const;
+                  Float32Precision precision = Float32Precision::highest, const float* residual = nullptr) const;
   // What "auto" picks for this input at `precision`.
   const char* auto_algorithm(size_t N, size_t H, size_t W,
                              Float32Precision precision = Float32Precision::highest) const;
@@ -101,10 +106,15 @@ class PackedConv2d {
   const float* raw() const { return raw_.data(); }  // the weights as given
   bool finite_weights() const { return finite_; }     // no weight is Inf or NaN
   const float* bias() const { return bias_.size() ? bias_.data() : nullptr; }
-  F32Epilogue epilogue() const;  // bias (added per group by the caller) and the relu / relu6 clamp
-  // The activations not in the epilogue's clamp (sigmoid, SiLU, HardSwish, HardSigmoid, LeakyRelu) over `rows`
-  // rows of n floats, ld apart, on each block of output just stored.
-  void post_activation(float* y, size_t rows, size_t n, size_t ld) const;
+  // The kernels' epilogue for the call: bias (added per group by the caller) and the relu / relu6 clamp, which
+  // waits for the post-ops where the call has a residual.
+  F32Epilogue epilogue(const ConvCall& c) const;
+  // What the epilogue left, on each block of output just stored (`rows` rows of n floats, c.ldc apart, at y): the
+  // residual and the clamp after it, then the other activations (sigmoid, SiLU, HardSwish, HardSigmoid, LeakyRelu).
+  void post_ops(const ConvCall& c, float* y, size_t rows, size_t n) const;
+  // Asks for the residual of the block post_ops(c, y, rows, n) will read, while the kernels compute it: its rows
+  // are short and far apart, which the hardware prefetchers do not follow.
+  void prefetch_residual(const ConvCall& c, const float* y, size_t rows, size_t n) const;
   std::shared_ptr<const ConvIndirection> indirection(const ConvInputShape& s, size_t NR) const;
 
  private:

@@ -57,7 +57,7 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
   inside_range(OW, W, KW, geo.sw, geo.dw, geo.pl, &ow_lo, &ow_hi);
   inside_range(OH, H, KH, geo.sh, geo.dh, geo.pt, &oh_lo, &oh_hi);
   const size_t band = size_t(k.nr_any_for(std::min(MR, ocg))), bands = ceil_div(OH, band);
-  const F32Epilogue base_ep = c.L.epilogue();
+  const F32Epilogue base_ep = c.L.epilogue(c);
   // Tasks: one image at a time (its input stays in cache while every block of channels reads it; a batch's
   // input is often larger than L3), then a block of MR output channels and a band of rows (the block's weights
   // stay in cache over the image's bands). Depthwise blocks instead read disjoint channels of the same pixels: a
@@ -179,7 +179,7 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
       for (size_t ow = 0; ow < ow_lo; ++ow) column(ow);
       for (size_t ow = ow_tiles; ow < OW; ++ow) column(ow);
     }
-    c.L.post_activation(y_img + b0 * OW * ldc, (b1 - b0) * OW, std::min(ocg, o0 + np * MR) - o0, ldc);
+    c.L.post_ops(c, y_img + b0 * OW * ldc, (b1 - b0) * OW, std::min(ocg, o0 + np * MR) - o0);
   };
   if (dw)
     parallel_for_3d(c.s.N, bands, slots, [&](size_t n, size_t bi, size_t slot) { task(n, slot, bi); });

@@ -208,7 +208,7 @@ class Winograd final : public ConvAlgorithm {
             gk.run(mi, nj, icg, a, MR, nullptr, b, 1, mm + (k * T + j0) * OC + gi * ocg + q * MR, OC, &plain);
           }
         }
-    const F32Epilogue ep = L.epilogue();
+    const F32Epilogue ep = L.epilogue(c);
     const float lo = ep.clamp ? ep.clamp_min : -std::numeric_limits<float>::infinity();
     const float hi = ep.clamp ? ep.clamp_max : std::numeric_limits<float>::infinity();
     const size_t c0 = g.groups == 1 ? q0 * MR : 0, c1 = g.groups == 1 ? std::min(OC, q1 * MR) : OC;
@@ -225,7 +225,7 @@ class Winograd final : public ConvAlgorithm {
       if (!finite[t] || !fine) direct_tile(c, tile, c0, c1);
       const size_t cols = std::min(m, c.OW - tile.ow);
       for (size_t i = 0; i < m && tile.oh + i < c.OH; ++i)
-        L.post_activation(yp[i * m], cols, c1 - c0, c.ldc);
+        L.post_ops(c, yp[i * m], cols, c1 - c0);
     }
   }
 
@@ -251,7 +251,7 @@ class Winograd final : public ConvAlgorithm {
         const bool taps = kh0 < kh1 && kw0 < kw1;
         for (size_t o0 = c0; o0 < c1;) {
           const size_t gi = o0 / ocg, o1 = std::min(c1, (gi + 1) * ocg);
-          F32Epilogue ep = L.epilogue();
+          F32Epilogue ep = L.epilogue(c);
           ep.bias = L.bias() ? L.bias() + o0 : nullptr;
           F32ConvArgs a;
           a.m = o1 - o0;

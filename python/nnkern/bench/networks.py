@@ -529,9 +529,10 @@ def profile_tables(results: Sequence[NetResult]) -> str:
         sums = [sum(sec for _, sec in r.by_op.values()) or 1e-30 for r in runs]
         kinds = sorted(set(runs[0].by_op) | set(runs[1].by_op),
                        key=lambda op: -max(r.by_op.get(op, (0, 0.0))[1] for r in runs))
+        defaults = [o for o in nnkern.onnx.OPTIMIZATIONS if o not in nnkern.onnx._compile.DEFAULT_OFF]
         lines = [f"**{network} {precision}, batch 1, {threads} thread(s)** - nnkern's time by op kind, before "
                  f"(optimize=False: each node as written) and after (optimize=True: "
-                 f"{', '.join(nnkern.onnx.OPTIMIZATIONS)}); the fastest profiled run; share: of all steps' time", "",
+                 f"{', '.join(defaults)}); the fastest profiled run; share: of all steps' time", "",
                  "| op | steps before | ms before | share before | steps after | ms after | share after |",
                  "|---|---|---|---|---|---|---|"]
         for op in kinds:

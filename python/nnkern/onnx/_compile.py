@@ -32,15 +32,22 @@ MAX_FOLDED_BYTES = 64 << 20
 #: the quantized tensor; quantized_lookup: the elementwise work between a DequantizeLinear and a QuantizeLinear
 #: (_tables) as a 256-entry table on the quantized tensor; push_transposes: the layout transposes around the NHWC ops cancelled between
 #: neighbours; fuse_activations: an activation after a convolution or GEMM run in its epilogue; fuse_gelu: GELU
-#: exported as Div / Erf / Add / Mul / Mul run as one Gelu op.
+#: exported as Div / Erf / Add / Mul / Mul run as one Gelu op; fuse_inverted_residual: MobileNet-v2's blocks
+#: band by band in cache; fuse_residual_add: a shortcut's Add (and the activation after it) in the post-ops of
+#: the convolution producing one operand.
 OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations",
-                 "fuse_gelu", "fuse_inverted_residual")
+                 "fuse_gelu", "fuse_inverted_residual", "fuse_residual_add")
+#: Off unless asked for by name: fuse_residual_add reads the shortcut in the output's blocks of a few channels
+#: as the kernels store them (same bits), which measured slower than the separate Add on batches whose tensors
+#: leave the cache (bench/decisions.md).
+DEFAULT_OFF = frozenset({"fuse_residual_add"})
 
 
 def optimizations(optimize) -> frozenset:
-    """The optimizations ``optimize`` asks for: True (all), False (none), or {name: bool} (the others on)."""
+    """The optimizations ``optimize`` asks for: True (the defaults: all but DEFAULT_OFF), False (none), or
+    {name: bool} (the defaults, with these turned on or off)."""
     if isinstance(optimize, bool):
-        return frozenset(OPTIMIZATIONS if optimize else ())
+        return frozenset(k for k in OPTIMIZATIONS if k not in DEFAULT_OFF) if optimize else frozenset()
     if not isinstance(optimize, dict):
         raise TypeError(f"optimize must be a bool or a dict {{name: bool}}, got {type(optimize).__name__}")
     unknown = [k for k in optimize if k not in OPTIMIZATIONS]
@@ -48,7 +55,7 @@ def optimizations(optimize) -> frozenset:
         raise ValueError(f"unknown optimization {unknown[0]!r}; the plan's optimizations: {list(OPTIMIZATIONS)}")
     if not all(isinstance(v, bool) for v in optimize.values()):
         raise TypeError("optimize's values must be bools")
-    return frozenset(k for k in OPTIMIZATIONS if optimize.get(k, True))
+    return frozenset(k for k in OPTIMIZATIONS if optimize.get(k, k not in DEFAULT_OFF))
 
 
 class Value:
@@ -191,6 +198,9 @@ class Net:
         self.nodes = kept
 
     def drop_dead(self) -> None:
+        """The nodes no graph output depends on, removed (in topological order first: fusions may leave a node
+        before the producer of an input it took over)."""
+        self.sort()
         live = set(self.outputs)
         kept = []
         for n in reversed(self.nodes):
@@ -265,6 +275,8 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         _fuse.fuse_gelu(net)
     if "fuse_inverted_residual" in optimize:
         _fuse.fuse_inverted_residual(net)
+    if "fuse_residual_add" in optimize:  # after the blocks, which take their own
+        _fuse.fuse_residual_add(net)
     net.drop_dead()
     net.sort()
     if precision != "highest":

@@ -3,7 +3,8 @@ epilogue (Relu, Clip to [0, 6] or [0, inf), Sigmoid, x * sigmoid(x) as SiLU, Har
 the same formulas as the separate ops, so the same bits); a float32 MatMul's or Gemm's, in the GEMM's epilogue
 (Relu). And GELU as torch exports it (x / sqrt 2 -> Erf -> + 1 -> x * -> * 0.5, five elementwise passes) as one
 Gelu op (float32: the erf kernel on chunks in L1). And MobileNet-v2's inverted residual blocks as one step that
-runs band by band in cache (ops/conv/block.h)."""
+runs band by band in cache (ops/conv/block.h), and residual Adds (with the activation after them) in the post-ops
+of the convolution that produces one operand."""
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,9 @@ def fuse_activations(net) -> None:
             conv.attrs = dict(conv.attrs, activation=("s", act), **params)
             conv.outputs = [out]
             conv.sources = "+".join([conv.sources] + [n.sources for n in absorbed])
-            dropped = {id(n) for n in absorbed}
-            net.nodes = [n for n in net.nodes if id(n) not in dropped]
+            dropped = {id(n) for n in absorbed[:-1]} | {id(conv)}
+            # Where the last absorbed node was: after the residual's producer, which may follow the conv.
+            net.nodes = [conv if n is absorbed[-1] else n for n in net.nodes if id(n) not in dropped]
             net.infer(conv)
             changed = True
             break
@@ -154,8 +156,8 @@ def fuse_inverted_residual(net) -> None:
         readers = users.get(v, [])
         return readers[0] if len(readers) == 1 and v not in net.outputs else None
 
-    def conv(n):
-        return n is not None and n.op == "nnkern.Conv" and net.values[n.outputs[0]].dtype == 1
+    def conv(n):  # no residual input of its own
+        return n is not None and n.op == "nnkern.Conv" and len(n.inputs) <= 3 and net.values[n.outputs[0]].dtype == 1
 
     for dw in list(net.nodes):
         if not conv(dw) or not _depthwise(net, dw):
@@ -184,3 +186,39 @@ def fuse_inverted_residual(net) -> None:
         net.nodes = [block if n is chain[-1] else n for n in net.nodes if id(n) not in dropped]
         net.infer(block)
         users = net.consumers()
+
+
+def fuse_residual_add(net) -> None:
+    """An nnkern.Conv whose output only an Add reads, the Add's other operand of the same shape (a ResNet
+    shortcut), and the activation after the Add: one convolution with the operand as its residual input, added in
+    its post-ops on each block of output just stored, then the activation (seed I13): the same formulas as the
+    Add and activation ops, so the same bits. The sum never goes to memory and comes back."""
+    changed = True
+    while changed:
+        changed = False
+        users = net.consumers()
+        for conv in net.nodes:
+            if (conv.op != "nnkern.Conv" or conv.attr("activation", "none") != "none" or len(conv.inputs) > 3
+                    or conv.outputs[0] in net.outputs or net.values[conv.outputs[0]].dtype != 1):
+                continue
+            y = conv.outputs[0]
+            readers = users.get(y, [])
+            add = readers[0] if len(readers) == 1 and readers[0].op == "Add" else None
+            r = _other(add, y) if add is not None else None
+            if r is None or net.values[r].shape != net.values[y].shape or net.values[r].dtype != 1:
+                continue
+            absorbed, out, attrs = [add], add.outputs[0], {}
+            found = None if out in net.outputs else _activation(net, out, users.get(out, []))
+            if found is not None and found[0] in FUSABLE["nnkern.Conv"]:
+                act, nodes, out, params = found
+                absorbed += nodes
+                attrs = dict(params, activation=("s", act))
+            conv.inputs = (conv.inputs + [""])[:3] + [r]
+            conv.attrs = dict(conv.attrs, **attrs)
+            conv.outputs = [out]
+            conv.sources = "+".join([conv.sources] + [n.sources for n in absorbed])
+            dropped = {id(n) for n in absorbed}
+            net.nodes = [n for n in net.nodes if id(n) not in dropped]
+            net.infer(conv)
+            changed = True
+            break

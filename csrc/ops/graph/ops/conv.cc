@@ -1,6 +1,7 @@
 // nnkern.Conv: a float32 convolution on NHWC tensors through PackedConv2d (ops/conv/layer.h), the weights packed
 // once per session. The Python side rewrites ONNX's Conv (NCHW, OIHW weights) into it: X (N, H, W, C), W
-// constant (OC, KH, KW, C / group), B constant (OC) or left out; attributes strides, dilations, pads (top, left,
+// constant (OC, KH, KW, C / group), B constant (OC) or left out, R (a residual of the output's shape, added before
+// the activation: the plan's fusion of a following Add) or left out; attributes strides, dilations, pads (top, left,
 // bottom, right as ONNX orders them), group, activation ("none", "relu", "relu6", "sigmoid", "silu", "hardswish",
 // "hardsigmoid", "leaky_relu") and its activation_alpha / activation_beta; precision ("highest" by default, "high",
 // "medium": what the layer's "auto" may pick, core/precision.h).
@@ -36,7 +37,7 @@ ConvPostOp activation_of(const NodeSpec& n) {
 }
 
 ConvParams conv_params(const NodeSpec& n) {
-  n.require_types({0, 1, 2}, {DType::f32});
+  n.require_types({0, 1, 2, 3}, {DType::f32});
   const TensorDesc& x = n.in(0);
   const TensorDesc& w = n.need_constant(1, "weight").desc;
   if (x.rank() != 4 || w.rank() != 4) n.invalid("expects NHWC input and OHWI weights of rank 4");
@@ -65,7 +66,10 @@ std::vector<TensorDesc> infer_conv(const NodeSpec& n) {
   const TensorDesc& x = n.in(0);
   const size_t OH = p.geo.OH(size_t(x.shape[1])), OW = p.geo.OW(size_t(x.shape[2]));
   if (OH == 0 || OW == 0) n.invalid("the kernel does not fit the padded input " + x.str());
-  return one(DType::f32, {x.shape[0], int64_t(OH), int64_t(OW), int64_t(p.geo.OC)});
+  std::vector<TensorDesc> out = one(DType::f32, {x.shape[0], int64_t(OH), int64_t(OW), int64_t(p.geo.OC)});
+  if (n.has_input(3) && n.in(3).shape != out[0].shape)
+    n.invalid("the residual " + n.in(3).str() + " must have the output's shape " + out[0].str());
+  return out;
 }
 
 std::unique_ptr<Step> make_conv(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
@@ -84,11 +88,13 @@ std::unique_ptr<Step> make_conv(const NodeSpec& n, const std::vector<TensorDesc>
     n.invalid(e.what());
   }
   const std::string algorithm = layer->auto_algorithm(N, H, W, precision);
+  const bool residual = n.has_input(3);
   return fn_step(
-      [layer, N, H, W, algorithm](const StepData& d) {
-        layer->run(N, H, W, d.in<float>(0), d.out<float>(0), algorithm);
+      [layer, N, H, W, algorithm, residual](const StepData& d) {
+        layer->run(N, H, W, d.in<float>(0), d.out<float>(0), algorithm, "", 0, Float32Precision::highest,
+                   residual ? d.in<float>(3) : nullptr);
       },
-      algorithm);
+      residual ? algorithm + " + residual" : algorithm);
 }
 
 // One layer of an nnkern.InvertedResidual as the nnkern.Conv node it stands for: input x, weight and bias at
