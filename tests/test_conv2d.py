@@ -204,11 +204,12 @@ def test_mgemm_applies_only_with_stride_equal_dilation_and_a_kernel(rng):
                                                 ("silu", "accurate"), ("sigmoid", "minimax"), ("silu", "scalef"),
                                                 ("hardswish", "accurate"), ("hardsigmoid", "accurate"),
                                                 ("leaky_relu", "accurate")])
-@pytest.mark.parametrize("residual", [False, True])
-def test_fused_activation_equals_unfused(rng, algorithm, activation, method, residual):
+@pytest.mark.parametrize("residual, OC", [(False, 37), (True, 37), (False, 8), (True, 8)])
+def test_fused_activation_equals_unfused(rng, algorithm, activation, method, residual, OC):
     """The activation in the epilogue or post-ops gives the separate op's bits; with a residual (a ResNet
-    shortcut), after the add: activation(conv + bias + residual), the add rounded once, as the separate Add."""
-    cfg = for_algorithm(dict(N=2, H=9, W=13, IC=5, OC=37, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
+    shortcut), after the add: activation(conv + bias + residual), the add rounded once, as the separate Add.
+    8 channels: blocks of whole pixels, which the post-ops take as one row."""
+    cfg = for_algorithm(dict(N=2, H=9, W=13, IC=5, OC=OC, KH=3, KW=3, groups=1, stride=(1, 1), dilation=(1, 1),
                              padding=(1, 1, 1, 1)), algorithm)
     x, w, b, plain = make(rng, cfg)
     x *= 4  # reach relu6's clamp, the hard activations' corners and sigmoid's tails

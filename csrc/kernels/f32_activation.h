@@ -18,6 +18,8 @@
 #pragma once
 #include <cstddef>
 
+#include "kernels/f32_post_ops.h"
+
 namespace nnkern {
 
 enum class ActMethod : int { minimax = 0, scalef = 1, accurate = 2 };
@@ -44,6 +46,9 @@ struct F32ActivationKernels {
   // compiler's vectors; the same bits on every ISA, at most 2.7 ulp from the exact erf.
   F32UnaryUkernel erf;
   const char* erf_name;
+  // The convolutions' post-op pass (kernels/f32_post_ops.h): residual add and piecewise activations over rows.
+  F32PostOpsUkernel post_ops;
+  const char* post_ops_name;
 };
 
 // Scalar reference (csrc/kernels/ref/f32_activation.cc): the same schemes in plain C++ (exact
@@ -55,6 +60,7 @@ void f32_tanh__scalar_minimax(size_t n, const float* x, float* y);
 void f32_tanh__scalar_scalef(size_t n, const float* x, float* y);
 void f32_tanh__scalar_accurate(size_t n, const float* x, float* y);
 void f32_erf__scalar(size_t n, const float* x, float* y);
+void f32_post_ops__scalar(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__scalar;
 
 // AVX2 + FMA (csrc/kernels/avx2/f32_activation.cc): permutevar8x32 look-ups of two 8-entry halves,
@@ -66,6 +72,7 @@ void f32_tanh__avx2_minimax(size_t n, const float* x, float* y);
 void f32_tanh__avx2_scalef(size_t n, const float* x, float* y);
 void f32_tanh__avx2_accurate(size_t n, const float* x, float* y);
 void f32_erf__avx2(size_t n, const float* x, float* y);
+void f32_post_ops__avx2(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__avx2;
 
 // AVX-512 F/DQ (csrc/kernels/avx512/f32_activation.cc): permutexvar, scalef, reduce, rcp14.
@@ -76,6 +83,7 @@ void f32_tanh__avx512_minimax(size_t n, const float* x, float* y);
 void f32_tanh__avx512_scalef(size_t n, const float* x, float* y);
 void f32_tanh__avx512_accurate(size_t n, const float* x, float* y);
 void f32_erf__avx512(size_t n, const float* x, float* y);
+void f32_post_ops__avx512(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__avx512;
 
 // NEON, ARMv8.0 (csrc/kernels/neon/f32_activation.cc): vqtbl4q_u8 look-ups of the 16-entry tables,
@@ -87,6 +95,7 @@ void f32_tanh__neon_minimax(size_t n, const float* x, float* y);
 void f32_tanh__neon_scalef(size_t n, const float* x, float* y);
 void f32_tanh__neon_accurate(size_t n, const float* x, float* y);
 void f32_erf__neon(size_t n, const float* x, float* y);
+void f32_post_ops__neon(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__neon;
 
 }  // namespace nnkern

@@ -161,6 +161,7 @@ void f32_tanh__neon_scalef(size_t n, const float* x, float* y) { exp_neg<true, 2
 void f32_tanh__neon_accurate(size_t n, const float* x, float* y) { exp_neg<true, 5>(n, x, y); }
 
 NNK_F32_ERF_KERNEL(neon)
+NNK_F32_POST_OPS_KERNEL(neon)
 
 const F32ActivationKernels f32_activation__neon = {
     "neon",
@@ -172,6 +173,8 @@ const F32ActivationKernels f32_activation__neon = {
     {nullptr, nullptr, nullptr},
     f32_erf__neon,
     "f32_erf__neon",
+    f32_post_ops__neon,
+    "f32_post_ops__neon",
 };
 
 }  // namespace nnkern

@@ -84,13 +84,28 @@ void PackedConv2d::prefetch_residual(const ConvCall& c, const float* y, size_t r
 
 void PackedConv2d::post_ops(const ConvCall& c, float* y, size_t rows, size_t n) const {
   const size_t ld = c.ldc;
-  if (c.residual) {  // the residual's pixel and channel are the output's
+  // Whole rows (all channels, output and residual alike contiguous) as one: a row of a few channels is too short
+  // for the loops and kernel calls.
+  if (ld == n && n == geo_.OC) n *= rows, rows = 1;
+  const F32ActivationKernels& k = f32_activation_family().dispatched();
+  // One pass of kernels/f32_post_ops.h: the residual (its pixel and channel are the output's), then the relu /
+  // relu6 clamp the epilogue left to it, or a piecewise activation.
+  F32PostOpArgs a{y, nullptr, rows, n, ld, geo_.OC, F32PostAct::none, post_.alpha, post_.beta};
+  if (c.residual) {
     const size_t at = size_t(y - c.y);
-    conv_residual_post_op(post_, y, c.residual + at / ld * geo_.OC + at % ld, rows, n, ld, geo_.OC);
+    a.r = c.residual + at / ld * geo_.OC + at % ld;
   }
-  if (conv_piecewise_post_op(post_, y, rows, n, ld)) return;
-  if (post_.act != ConvActivation::sigmoid && post_.act != ConvActivation::silu) return;  // none, or the clamp
-  const F32UnaryUkernel sigmoid = f32_activation_family().dispatched().sigmoid[int(method_)];
+  switch (post_.act) {
+    case ConvActivation::relu: a.act = a.r ? F32PostAct::relu : F32PostAct::none; break;
+    case ConvActivation::relu6: a.act = a.r ? F32PostAct::relu6 : F32PostAct::none; break;
+    case ConvActivation::hardswish: a.act = F32PostAct::hardswish; break;
+    case ConvActivation::hardsigmoid: a.act = F32PostAct::hardsigmoid; break;
+    case ConvActivation::leaky_relu: a.act = F32PostAct::leaky_relu; break;
+    default: break;
+  }
+  if (a.r || a.act != F32PostAct::none) k.post_ops(a);
+  if (post_.act != ConvActivation::sigmoid && post_.act != ConvActivation::silu) return;
+  const F32UnaryUkernel sigmoid = k.sigmoid[int(method_)];
   constexpr size_t kChunk = 256;
   alignas(64) float s[kChunk];
   for (size_t r = 0; r < rows; ++r) {

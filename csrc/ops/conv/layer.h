@@ -44,13 +44,6 @@ struct ConvPostOp {
   float alpha = 0.0f, beta = 0.0f;
 };
 
-// HardSwish, HardSigmoid or LeakyRelu over `rows` rows of n floats, ld apart (ops/conv/post_ops.cc); false for
-// the other activations, left untouched.
-bool conv_piecewise_post_op(const ConvPostOp& post, float* y, size_t rows, size_t n, size_t ld);
-// y += r over `rows` rows of n floats (y ld, r ldr apart), then the relu / relu6 clamp if `post` has one, with the
-// formulas of the separate Add and Relu / Clip ops (ops/conv/post_ops.cc).
-void conv_residual_post_op(const ConvPostOp& post, float* y, const float* r, size_t rows, size_t n, size_t ld,
-                           size_t ldr);
 
 // The weights in blocks of MR output channels per group, each ks * icg rows of MR floats (row t * icg + c:
 // tap t = kh * KW + kw, input channel c), channels past ocg zero: the indirect GEMM kernels' packed A and the
