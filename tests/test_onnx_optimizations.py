@@ -440,3 +440,32 @@ def test_residual_add_runs_in_the_convolution(kwargs, fused_act, threads):
     assert "Add" in [line.split()[1] for line in plain.describe(feeds).splitlines()[:-1]]
     for got, want in zip(fused.run(None, feeds), plain.run(None, feeds)):
         np.testing.assert_array_equal(got, want, err_msg=str(kwargs))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_concat_of_differently_quantized_inputs_stays_quantized(dtype):
+    """DequantizeLinear (each input its own scale / zero point) -> Concat -> QuantizeLinear: the inputs quantized
+    otherwise are requantized (a table) and the Concat moves 8-bit values: the float plan's bits, no float tensor
+    in the plan; with the same parameters everywhere no table either."""
+    N, tt = helper.make_node, helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    lo = np.iinfo(dtype).min
+    for same in (False, True):
+        inits = {"sa": np.float32(0.1), "za": dtype(lo + 100), "sb": np.float32(0.1 if same else 0.0432),
+                 "zb": dtype(lo + (100 if same else 7)), "sy": np.float32(0.1 if same else 0.0432),
+                 "zy": dtype(lo + (100 if same else 7))}
+        nodes = [N("DequantizeLinear", ["a", "sa", "za"], ["fa"]), N("DequantizeLinear", ["b", "sb", "zb"], ["fb"]),
+                 N("Concat", ["fa", "fb"], ["c"], axis=1), N("QuantizeLinear", ["c", "sy", "zy"], ["y"])]
+        g = helper.make_graph(nodes, "qc", [helper.make_tensor_value_info("a", tt, [2, 256]),
+                                            helper.make_tensor_value_info("b", tt, [2, 5])],
+                              [helper.make_tensor_value_info("y", tt, None)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9).SerializeToString()
+        feeds = {"a": np.tile(np.arange(256) + lo, (2, 1)).astype(dtype),
+                 "b": np.random.default_rng(9).integers(lo, lo + 256, (2, 5)).astype(dtype)}
+        s = nnkern.onnx.InferenceSession(model)
+        steps = [line.split()[1] for line in s.describe(feeds).splitlines()[:-1]]
+        assert steps == (["Concat"] if same else ["nnkern.Lookup", "Concat"]), steps
+        want = nnkern.onnx.InferenceSession(model, optimize=False).run(None, feeds)[0]  # DQ, float Concat, Q
+        np.testing.assert_array_equal(s.run(None, feeds)[0], want)
+        np.testing.assert_array_equal(
+            nnkern.onnx.InferenceSession(model, optimize={"quantized_lookup": False}).run(None, feeds)[0], want)

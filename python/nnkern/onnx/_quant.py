@@ -265,14 +265,26 @@ def _fuse_passthrough(net, g: _Graph, n: Node) -> bool:
         return False
     q, scale, zero = found
     ref = _DQ(q, scale, zero)
-    if not all(d.same(ref) for d in dqs):
+    # Concat only moves values: its inputs quantized with other parameters are requantized to the output's first
+    # (their DequantizeLinear, then a QuantizeLinear like the one after the Concat: per element what the float
+    # Concat's QuantizeLinear gives; quantized_lookup makes each pair a table). The other ops need them equal.
+    if n.op != "Concat" and not all(d.same(ref) for d in dqs):
         return False
     qz = net.const(q.inputs[2]) if len(q.inputs) > 2 and q.inputs[2] else None
     # The element types must match: known from the zero points (a DequantizeLinear without one may read either).
     if qz is None or any(d.zero is None or d.zero.dtype != qz.dtype for d in dqs):
         return False
+    sources = []
+    for k, d in enumerate(dqs):
+        if d.same(ref):
+            sources.append(d.q)
+            continue
+        requant = Node("QuantizeLinear", net.fresh(f"{n.name}::requantize"), [data[k]] + list(q.inputs[1:]),
+                       [net.fresh(f"{n.name}::requantized")], dict(q.attrs), d.node.sources)
+        net.nodes.insert(net.nodes.index(n), requant)  # typed with the rest, after the fusions
+        sources.append(requant.outputs[0])
     fused = n.copy()
-    fused.inputs = [d.q for d in dqs] + list(n.inputs[len(data):])
+    fused.inputs = sources + list(n.inputs[len(data):])
     fused.outputs = [q.outputs[0]]
     fused.sources = "+".join([d.node.sources for d in dqs] + [n.sources, q.sources])
     _replace(net, fused, n, [q])
