@@ -337,7 +337,7 @@ def test_direct_does_not_apply(rng):
         with nnkern.max_isa(isa):
             assert not direct_auto()
             assert "direct" in stem._packed.applicable_algorithms(1, 16, 16)
-            assert stem._packed.auto_algorithm(1, 16, 16) == "indirect"
+            assert stem._packed.auto_algorithm(1, 16, 16) == "im2col"
 
 
 def test_dispatched_path_every_isa(qisa, rng):
@@ -435,7 +435,7 @@ def test_indirection_cache_addresses_shapes_threads(rng):
 
 
 def test_auto_rule_and_algorithm_argument(rng):
-    assert ALGORITHMS == ["depthwise", "low_ofm", "im2col", "direct", "indirect"]  # auto tries them in this order
+    assert ALGORITHMS == ["depthwise", "low_ofm", "direct", "im2col", "indirect"]  # auto tries them in this order
     for ks, kw in ((3, {}), (1, {}), (5, dict(stride=2, padding=2))):  # depthwise: always, pointwise too
         dw = make_layer(rng, 16, ks, ks, 1, groups=8, **kw)
         assert dw._packed.auto_algorithm(1, 9, 9) == "depthwise"
@@ -447,19 +447,20 @@ def test_auto_rule_and_algorithm_argument(rng):
     for kw in (dict(stride=2), dict(padding=1)):
         assert make_layer(rng, 8, 1, 1, 8, **kw)._packed.auto_algorithm(1, 4, 4) == "indirect"
     assert make_layer(rng, 8, 3, 3, 8)._packed.auto_algorithm(1, 4, 4) == "indirect"
-    # direct: >= 25 taps over 1-3 input channels (7x7 stems, 5x5 input layers), where a direct kernel runs at the
-    # ISA cap; one input channel and one group is depthwise only by name: auto treats it as a plain convolution
+    # >= 25 taps over 1-3 input channels (7x7 stems, 5x5 input layers): direct where a direct kernel runs at the
+    # ISA cap, else im2col (one copy of the window instead of a tap's channels padded to 4 and a pointer per tap);
+    # one input channel and one group is depthwise only by name: auto treats it as a plain convolution
     stem = make_layer(rng, 64, 7, 7, 3, stride=2, padding=3)
-    assert stem._packed.auto_algorithm(1, 16, 16) == ("direct" if direct_auto() else "indirect")
+    assert stem._packed.auto_algorithm(1, 16, 16) == ("direct" if direct_auto() else "im2col")
     for c, k in ((3, 5), (2, 5), (1, 7)):
         assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) == (
-            "direct" if direct_auto() else "indirect"), (c, k)
+            "direct" if direct_auto() else "im2col"), (c, k)
     for c, k in ((4, 7), (3, 3), (1, 3)):
         assert make_layer(rng, 8, k, k, c)._packed.auto_algorithm(1, 9, 9) == "indirect", (c, k)
     for isa in ("avx2", "avx512"):  # no direct kernel under these caps
         if isa in _C.isa_levels():
             with nnkern.max_isa(isa):
-                assert stem._packed.auto_algorithm(1, 16, 16) == "indirect"
+                assert stem._packed.auto_algorithm(1, 16, 16) == "im2col"
     with pytest.raises(ValueError, match="algorithm"):
         make_layer(rng, 8, 3, 3, 8, algorithm="winograd")
     with pytest.raises(TypeError, match="algorithm"):

@@ -14,10 +14,11 @@
 // The table, in the order "auto" tries it: the first entry that applies and prefers the call (core/algorithm.h).
 //   depthwise  groups == IC: channels in vector lanes, taps in the loop (ops/qconv/depthwise.cc)
 //   low_ofm    groups == 1, OC <= 4: output pixels in vector lanes (ops/qconv/low_ofm.cc)
-//   im2col     windows copied into rows of a GEMM; 1x1 stride-1 unpadded: the input rows themselves
 //   direct     groups == 1: a padded copy walked with strides, pixels x channels in registers (ops/qconv/direct.cc)
+//   im2col     windows copied into rows of a GEMM; 1x1 stride-1 unpadded: the input rows themselves
 //   indirect   the GEMM kernels' indirect form over a cached indirection buffer (ops/qconv/indirect.cc)
-#define NNKERN_QCONV_ALGORITHMS(X) X(depthwise) X(low_ofm) X(im2col) X(direct) X(indirect)
+// direct before im2col: both take the large windows over 1-3 channels (stems), direct where it has a SIMD kernel.
+#define NNKERN_QCONV_ALGORITHMS(X) X(depthwise) X(low_ofm) X(direct) X(im2col) X(indirect)
 
 namespace nnkern {
 
