@@ -18,6 +18,7 @@ from onnx import TensorProto as TP  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
 import nnkern.onnx  # noqa: E402
+from nnkern import _C  # noqa: E402
 from onnx_helpers import assert_same, node_model, run_nnkern, run_ort  # noqa: E402
 
 SETTINGS = settings(max_examples=20, deadline=None, derandomize=True)
@@ -271,7 +272,9 @@ def test_weights_with_zero_points_outside_int8_run_exactly():
 
 def _contrib_model(node, inputs, consts, out_type=TP.UINT8):
     """A model of one com.microsoft node over graph inputs {name: array} and initializers {name: array}."""
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, TP.UINT8, v.shape) for k, v in inputs.items()],
+    typed = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+             for k, v in inputs.items()]
+    g = helper.make_graph([node], "g", typed,
                           [helper.make_tensor_value_info("y", out_type, None)],
                           [numpy_helper.from_array(v, k) for k, v in consts.items()])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
@@ -337,11 +340,13 @@ def test_contrib_qgemm(trans_b, quantized_output):
 
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
-def test_qlinear_add_and_mul_round_half_to_even(op):
-    """Scales that put many results exactly half-way: the documented float32 formula, ties to even, bit for bit."""
+@pytest.mark.parametrize("b_shape", [(257,), (3, 257)])
+def test_qlinear_add_and_mul_round_half_to_even(op, b_shape):
+    """Scales that put many results exactly half-way: the documented float32 formula, ties to even, bit for bit;
+    broadcast, and operands of one shape (the quantize kernels' loop) under every ISA cap this CPU runs."""
     rng = np.random.default_rng(21)
     a = rng.integers(0, 256, (3, 257)).astype(np.uint8)
-    b = rng.integers(0, 256, (257,)).astype(np.uint8)
+    b = rng.integers(0, 256, b_shape).astype(np.uint8)
     sa, sb, sc = np.float32(0.5), np.float32(0.5), np.float32(1.0 if op == "QLinearAdd" else 8.0)
     za, zb, zc = np.uint8(128), np.uint8(120), np.uint8(100)
     node = helper.make_node(op, ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["y"], domain="com.microsoft")
@@ -352,7 +357,11 @@ def test_qlinear_add_and_mul_round_half_to_even(op):
     ties = (v - np.floor(v) == 0.5) & (v > 0) & (v < 255)
     assert ties.sum() >= 10, ties.sum()  # the case is the ties inside the type's range
     want = np.rint(np.clip(v, 0, 255)).astype(np.uint8)
-    np.testing.assert_array_equal(run_nnkern(_contrib_model(node, {"a": a}, consts), {"a": a})[0], want)
+    for isa in nnkern.ISA_LEVELS:
+        if isa in _C.isa_levels():
+            with nnkern.max_isa(isa):
+                got = run_nnkern(_contrib_model(node, {"a": a}, consts), {"a": a})[0]
+            np.testing.assert_array_equal(got, want, err_msg=isa)
 
 
 def test_qlinear_mul_with_a_degenerate_output_scale_is_defined():
@@ -364,3 +373,26 @@ def test_qlinear_mul_with_a_degenerate_output_scale_is_defined():
         consts = {"sa": np.float32(0.5), "za": np.uint8(0), "sc": np.float32(sc), "zc": np.uint8(3)}
         got = run_nnkern(_contrib_model(node, {"a": a}, consts), {"a": a})[0]
         np.testing.assert_array_equal(got, np.array(want, np.uint8))
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_qlinear_add_and_mul_int8_same_shape(op):
+    """int8 operands of one shape (the quantize kernels' loop): the documented float32 formula bit for bit, the
+    saturation at both ends included, under every ISA cap this CPU runs."""
+    rng = np.random.default_rng(22)
+    a = rng.integers(-128, 128, (4, 301)).astype(np.int8)
+    b = rng.integers(-128, 128, (4, 301)).astype(np.int8)
+    sa, sb, sc = np.float32(0.03), np.float32(0.05), np.float32(0.02 if op == "QLinearAdd" else 0.05)
+    za, zb, zc = np.int8(-3), np.int8(7), np.int8(-11)
+    node = helper.make_node(op, ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["y"], domain="com.microsoft")
+    consts = {"sa": sa, "za": za, "b": b, "sb": sb, "zb": zb, "sc": sc, "zc": zc}
+    x = (a.astype(np.float32) - np.float32(za)) * sa
+    y = (b.astype(np.float32) - np.float32(zb)) * sb
+    v = (x + y if op == "QLinearAdd" else x * y) / sc + np.float32(zc)
+    want = np.rint(np.clip(v, -128, 127)).astype(np.int8)
+    assert (want == -128).any() and (want == 127).any()
+    for isa in nnkern.ISA_LEVELS:
+        if isa in _C.isa_levels():
+            with nnkern.max_isa(isa):
+                got = run_nnkern(_contrib_model(node, {"a": a}, consts, TP.INT8), {"a": a})[0]
+            np.testing.assert_array_equal(got, want, err_msg=isa)

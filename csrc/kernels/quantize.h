@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/qbinary.h"
+
 namespace nnkern {
 
 using QuantizeFn = void (*)(const float* x, uint8_t* q, size_t n, const float* scale, const int32_t* zp, size_t stride,
@@ -28,6 +30,7 @@ struct QuantizeKernel {
   QuantizeFn quantize;
   DequantizeFn dequantize;
   MinMaxFn minmax;
+  QBinaryFn qbinary;  // QLinearAdd / QLinearMul on contiguous operands (kernels/qbinary.h)
 };
 
 extern const QuantizeKernel quantize__scalar;

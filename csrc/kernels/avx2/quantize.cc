@@ -94,6 +94,8 @@ void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Ym
 
 }  // namespace
 
-const QuantizeKernel quantize__avx2 = {"quantize__avx2", quantize_run, dequantize_run, minmax_run};
+NNK_QBINARY_KERNEL(avx2)
+
+const QuantizeKernel quantize__avx2 = {"quantize__avx2", quantize_run, dequantize_run, minmax_run, qbinary__avx2};
 
 }  // namespace nnkern

@@ -70,6 +70,8 @@ void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Zm
 
 }  // namespace
 
-const QuantizeKernel quantize__avx512 = {"quantize__avx512", quantize_run, dequantize_run, minmax_run};
+NNK_QBINARY_KERNEL(avx512)
+
+const QuantizeKernel quantize__avx512 = {"quantize__avx512", quantize_run, dequantize_run, minmax_run, qbinary__avx512};
 
 }  // namespace nnkern

@@ -38,6 +38,8 @@ void minmax_run(const float* x, size_t n, float* lo, float* hi) {
 
 }  // namespace
 
-const QuantizeKernel quantize__scalar = {"quantize__scalar", quantize_run, dequantize_run, minmax_run};
+NNK_QBINARY_KERNEL(scalar)
+
+const QuantizeKernel quantize__scalar = {"quantize__scalar", quantize_run, dequantize_run, minmax_run, qbinary__scalar};
 
 }  // namespace nnkern

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include "core/kernel_family.h"
+#include "kernels/quantize_list.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/elementwise.h"
 #include "ops/quant/quantize.h"
@@ -182,6 +185,8 @@ std::unique_ptr<Step> qbinary_step(const NodeSpec& n, const TensorDesc& out) {
   const bool relu = n.attr_string("activation", "none") == "relu";
   const bool has_za = n.has_input(2), has_zb = n.has_input(5), has_zc = n.has_input(7);
   const int over = n.in(0).shape == out.shape ? 0 : n.in(3).shape == out.shape ? 3 : -1;
+  const bool same = n.in(0).shape == out.shape && n.in(3).shape == out.shape;
+  const size_t count = out.elements();
   return in_place_step(
       [=](const StepData& d) {
         const float sa = *d.in<float>(1), sb = *d.in<float>(4), sc = *d.in<float>(6);
@@ -189,6 +194,14 @@ std::unique_ptr<Step> qbinary_step(const NodeSpec& n, const TensorDesc& out) {
         const float zc = has_zc ? float(*d.in<T>(7)) : 0.0f;
         const float lo = std::max(relu ? zc : -INFINITY, float(std::numeric_limits<T>::min()));
         const float hi = float(std::numeric_limits<T>::max());
+        if (same) {  // the ISA's loop (kernels/qbinary.h): the same operations, vectorized
+          const QBinaryParams p{sa, za, sb, zb, sc, zc, lo, hi, Mul, std::is_signed_v<T>};
+          const QBinaryFn f = quantize_family().dispatched().qbinary;
+          const T *a = d.in<T>(0), *b = d.in<T>(3);
+          T* y = d.out<T>(0);
+          for_ranges(count, [&](size_t i0, size_t i1) { f(a + i0, b + i0, y + i0, i1 - i0, p); });
+          return;
+        }
         broadcast2(bc, d.in<T>(0), d.in<T>(3), d.out<T>(0), [=](T a, T b) {
           const float x = (float(a) - za) * sa, y = (float(b) - zb) * sb;
           const float v = (Mul ? x * y : x + y) / sc + zc;
