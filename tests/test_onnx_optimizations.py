@@ -469,3 +469,47 @@ def test_concat_of_differently_quantized_inputs_stays_quantized(dtype):
         np.testing.assert_array_equal(s.run(None, feeds)[0], want)
         np.testing.assert_array_equal(
             nnkern.onnx.InferenceSession(model, optimize={"quantized_lookup": False}).run(None, feeds)[0], want)
+
+
+def _block_node_model(inputs=None, attrs=None, consts=None, residual_input=None):
+    """A model whose one node is the plan's own nnkern.InvertedResidual (or, with residual_input, an nnkern.Conv
+    with a residual): what a hostile file could hold. The valid form: 4 -> 8 -> depthwise 3x3 -> 4, + input."""
+    c = {"we": np.ones((8, 1, 1, 4), np.float32), "wd": np.ones((8, 3, 3, 1), np.float32),
+         "wp": np.ones((4, 1, 1, 8), np.float32)}
+    c.update(consts or {})
+    if residual_input is not None:
+        node = helper.make_node("nnkern.Conv", ["x", "wp", "", "r"], ["y"])
+        c = {"wp": c["wp"]}
+        graph_inputs = [helper.make_tensor_value_info("x", TP.FLOAT, [1, 5, 5, 8]),
+                        helper.make_tensor_value_info("r", TP.FLOAT, list(residual_input))]
+    else:
+        a = {"residual": 1, "dw.group": 8, "dw.pads": [1, 1, 1, 1]}
+        a.update(attrs or {})
+        node = helper.make_node("nnkern.InvertedResidual", inputs or ["x", "we", "", "wd", "", "wp", ""], ["y"], **a)
+        graph_inputs = [helper.make_tensor_value_info("x", TP.FLOAT, [1, 5, 5, 4])]
+    g = helper.make_graph([node], "g", graph_inputs, [helper.make_tensor_value_info("y", TP.FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in c.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_fused_nodes_refuse_what_they_cannot_run():
+    """The plan's fused nodes checked as any node is: a malformed nnkern.InvertedResidual or an nnkern.Conv residual
+    of the wrong shape raises (ValueError / NotImplementedError), never runs on wrong memory."""
+    x = {"x": np.ones((1, 5, 5, 4), np.float32)}
+    x["x"] = np.random.default_rng(10).uniform(-1, 1, (1, 5, 5, 4)).astype(np.float32)
+    y = nnkern.onnx.InferenceSession(_block_node_model()).run(None, x)[0]
+    e = nnkern.Conv2d(np.ones((8, 1, 1, 4), np.float32))(x["x"])
+    d = nnkern.Conv2d(np.ones((8, 3, 3, 1), np.float32), padding=1, groups=8)(e)
+    np.testing.assert_array_equal(y, nnkern.Conv2d(np.ones((4, 1, 1, 8), np.float32))(d) + x["x"])  # valid: runs
+    bad = [dict(inputs=["x", "we", "", "wd", "", "wp"]),                        # 6 inputs
+           dict(inputs=["x", "we", "", "", "", "wp", ""]),                      # no depthwise weight
+           dict(attrs={"dw.strides": [2, 2]}),                                  # a residual that changes the size
+           dict(consts={"we": np.ones((8, 3, 3, 4), np.float32)}),              # a 3x3 "expansion"
+           dict(attrs={"dw.group": 1}),                                         # not depthwise
+           dict(consts={"wp": np.ones((4, 1, 1, 6), np.float32)})]              # channels that do not chain
+    for kw in bad:
+        with pytest.raises((ValueError, NotImplementedError)):
+            nnkern.onnx.InferenceSession(_block_node_model(**kw)).run(None, x)
+    with pytest.raises(ValueError, match="residual"):
+        nnkern.onnx.InferenceSession(_block_node_model(residual_input=(1, 5, 5, 3))).run(
+            None, {"x": np.ones((1, 5, 5, 8), np.float32), "r": np.ones((1, 5, 5, 3), np.float32)})

@@ -48,14 +48,12 @@ class Conv2dBinding {
     const size_t N = size_t(x.shape(0)), H = size_t(x.shape(1)), W = size_t(x.shape(2));
     if (!H || !W || !geo.OH(H) || !geo.OW(W)) throw py::value_error("x: the kernel does not fit the padded input");
     float* yp = checked_out<float>(y, "out", {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)});
-    const float* rp = residual.is_none() ? nullptr
-                                         : checked_in<float>(residual.cast<py::array>(), "residual",
-                                                             {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)),
-                                                              ssize_t(geo.OC)});
-    if (rp && N) {  // the kernels store y before the post-ops read the residual
-      const char *r0 = reinterpret_cast<const char*>(rp), *y0 = reinterpret_cast<const char*>(yp);
-      const size_t bytes = N * geo.OH(H) * geo.OW(W) * geo.OC * sizeof(float);
-      if (r0 < y0 + bytes && y0 < r0 + bytes) throw py::value_error("residual must not overlap out");
+    const float* rp = nullptr;
+    if (!residual.is_none()) {
+      const py::array r = residual.cast<py::array>();
+      rp = checked_in<float>(r, "residual", {ssize_t(N), ssize_t(geo.OH(H)), ssize_t(geo.OW(W)), ssize_t(geo.OC)});
+      // The kernels store y before the post-ops read the residual.
+      if (r.size() && may_overlap(r, y)) throw py::value_error("residual must not overlap out");
     }
     if (!kernel.empty() && !isa_named(kernel)) check_runnable_kernel(kernel);
     if (!kernel.empty() && isa_named(kernel) && !isa_supported(isa_arg(kernel)))

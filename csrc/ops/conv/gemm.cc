@@ -121,7 +121,6 @@ class Indirect final : public ConvAlgorithm {
       const float* a = w.w.data() + (g * w.panels + panel) * w.panel_floats;
       const size_t b_offset = reinterpret_cast<size_t>(c.x + g * icg) - kConvNominalBase;
       const size_t t0 = block * kTilesPerTask, t1 = std::min(tiles, t0 + kTilesPerTask);
-      L.prefetch_residual(c, c.y + t0 * NR * c.ldc + g * ocg + i, std::min(M, t1 * NR) - t0 * NR, mi);
       for (size_t tile = t0; tile < t1; ++tile) {
         const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
         k.igemm(mi, nj, icg, ks, a, reinterpret_cast<const float* const*>(ind->ptrs.data() + tile * ks * NR),

@@ -74,14 +74,6 @@ F32Epilogue PackedConv2d::epilogue(const ConvCall& c) const {
   return ep;
 }
 
-void PackedConv2d::prefetch_residual(const ConvCall& c, const float* y, size_t rows, size_t n) const {
-  if (!c.residual) return;
-  const size_t at = size_t(y - c.y), OC = geo_.OC;
-  const char* r = reinterpret_cast<const char*>(c.residual + at / c.ldc * OC + at % c.ldc);
-  for (size_t i = 0; i < rows; ++i)
-    for (size_t b = 0; b < n * sizeof(float); b += 64) __builtin_prefetch(r + i * OC * sizeof(float) + b);
-}
-
 void PackedConv2d::post_ops(const ConvCall& c, float* y, size_t rows, size_t n) const {
   const size_t ld = c.ldc;
   // Whole rows (all channels, output and residual alike contiguous) as one: a row of a few channels is too short

@@ -105,9 +105,6 @@ class PackedConv2d {
   // What the epilogue left, on each block of output just stored (`rows` rows of n floats, c.ldc apart, at y): the
   // residual and the clamp after it, then the other activations (sigmoid, SiLU, HardSwish, HardSigmoid, LeakyRelu).
   void post_ops(const ConvCall& c, float* y, size_t rows, size_t n) const;
-  // Asks for the residual of the block post_ops(c, y, rows, n) will read, while the kernels compute it: its rows
-  // are short and far apart, which the hardware prefetchers do not follow.
-  void prefetch_residual(const ConvCall& c, const float* y, size_t rows, size_t n) const;
   std::shared_ptr<const ConvIndirection> indirection(const ConvInputShape& s, size_t NR) const;
 
  private:

@@ -88,15 +88,29 @@ def _other(node, name: str):
     return b if a == name and b != name else a if b == name and a != name else None
 
 
+def _only_reader(net, users: dict, v: str):
+    """The one node reading v (v not a graph output), else None."""
+    readers = users.get(v, [])
+    return readers[0] if len(readers) == 1 and v not in net.outputs else None
+
+
+def _replace_chain(net, node, chain: list) -> None:
+    """`node` stands for the nodes of `chain` (it may be one of them): it takes the last one's place, after the
+    producers of every input the chain read; the others go. Its outputs are typed again."""
+    last = chain[-1]
+    dropped = {id(n) for n in chain if n is not last} | ({id(node)} if node is not last else set())
+    net.nodes = [node if n is last else n for n in net.nodes if id(n) not in dropped]
+    net.infer(node)
+
+
 def fuse_gelu(net) -> None:
     """Div(x, sqrt 2) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5) (operands in either order, each value read by
     the next node only) -> Gelu(x), float32. 0.5 x (1 + erf(x / sqrt 2)) with x / sqrt 2 as x * (1 / sqrt 2): within
     an ulp of the divided value, so within the float bound of the unfused plan (tested)."""
     users = net.consumers()
 
-    def only(v):  # the one node reading v (not a graph output), else None
-        readers = users.get(v, [])
-        return readers[0] if len(readers) == 1 and v not in net.outputs else None
+    def only(v):
+        return _only_reader(net, users, v)
 
     for erf in list(net.nodes):
         if erf.op != "Erf" or net.values[erf.inputs[0]].dtype != 1:
@@ -123,9 +137,7 @@ def fuse_gelu(net) -> None:
         gelu.op, gelu.inputs, gelu.outputs = "Gelu", [x], [half.outputs[0]]
         gelu.attrs = {"approximate": ("s", "none")}
         gelu.sources = "+".join(n.sources for n in chain)
-        dropped = {id(n) for n in chain[:-1]}
-        net.nodes = [gelu if n is half else n for n in net.nodes if id(n) not in dropped]  # at the chain's end
-        net.infer(gelu)
+        _replace_chain(net, gelu, chain)
         users = net.consumers()
 
 
@@ -152,9 +164,8 @@ def fuse_inverted_residual(net) -> None:
     and back. Every layer runs the kernels it runs alone, so the results are the unfused plan's (tested)."""
     users = net.consumers()
 
-    def only(v):  # the one node reading v (not a graph output), else None
-        readers = users.get(v, [])
-        return readers[0] if len(readers) == 1 and v not in net.outputs else None
+    def only(v):
+        return _only_reader(net, users, v)
 
     def conv(n):  # no residual input of its own
         return n is not None and n.op == "nnkern.Conv" and len(n.inputs) <= 3 and net.values[n.outputs[0]].dtype == 1
@@ -182,9 +193,7 @@ def fuse_inverted_residual(net) -> None:
         block.op, block.name, block.inputs = "nnkern.InvertedResidual", net.fresh(f"{dw.name}::block"), inputs
         block.outputs, block.attrs = [chain[-1].outputs[0]], attrs
         block.sources = "+".join(n.sources for n in chain)
-        dropped = {id(n) for n in chain[:-1]}
-        net.nodes = [block if n is chain[-1] else n for n in net.nodes if id(n) not in dropped]
-        net.infer(block)
+        _replace_chain(net, block, chain)
         users = net.consumers()
 
 
@@ -192,7 +201,9 @@ def fuse_residual_add(net) -> None:
     """An nnkern.Conv whose output only an Add reads, the Add's other operand of the same shape (a ResNet
     shortcut), and the activation after the Add: one convolution with the operand as its residual input, added in
     its post-ops on each block of output just stored, then the activation (seed I13): the same formulas as the
-    Add and activation ops, so the same bits. The sum never goes to memory and comes back."""
+    Add and activation ops, so the same bits. Off unless asked for by name (_compile.DEFAULT_OFF): the post-ops
+    read the shortcut in the stored blocks' few channels at a time, which measured slower than the separate Add
+    on batches out of cache (bench/decisions.md)."""
     changed = True
     while changed:
         changed = False
@@ -202,9 +213,8 @@ def fuse_residual_add(net) -> None:
                     or conv.outputs[0] in net.outputs or net.values[conv.outputs[0]].dtype != 1):
                 continue
             y = conv.outputs[0]
-            readers = users.get(y, [])
-            add = readers[0] if len(readers) == 1 and readers[0].op == "Add" else None
-            r = _other(add, y) if add is not None else None
+            add = _only_reader(net, users, y)
+            r = _other(add, y) if add is not None and add.op == "Add" else None
             if r is None or net.values[r].shape != net.values[y].shape or net.values[r].dtype != 1:
                 continue
             absorbed, out, attrs = [add], add.outputs[0], {}
@@ -217,8 +227,6 @@ def fuse_residual_add(net) -> None:
             conv.attrs = dict(conv.attrs, **attrs)
             conv.outputs = [out]
             conv.sources = "+".join([conv.sources] + [n.sources for n in absorbed])
-            dropped = {id(n) for n in absorbed}
-            net.nodes = [n for n in net.nodes if id(n) not in dropped]
-            net.infer(conv)
+            _replace_chain(net, conv, [conv] + absorbed)  # where the residual's producer has run
             changed = True
             break

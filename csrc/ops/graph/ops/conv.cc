@@ -72,13 +72,16 @@ std::vector<TensorDesc> infer_conv(const NodeSpec& n) {
   return out;
 }
 
-std::unique_ptr<Step> make_conv(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
+// The packed layer of an nnkern.Conv node (its weight, bias and activation).
+std::shared_ptr<const PackedConv2d> packed_layer(const NodeSpec& n) {
   const ConvParams p = conv_params(n);
   const float* w = n.need_constant(1, "weight").as<float>();
   const float* b = n.has_input(2) ? n.need_constant(2, "bias").as<float>() : nullptr;
-  auto layer = layers.get<PackedConv2d>(n, [&] {
-    return std::make_shared<PackedConv2d>(p.geo, w, b, p.post, ActMethod::accurate);
-  });
+  return std::make_shared<PackedConv2d>(p.geo, w, b, p.post, ActMethod::accurate);
+}
+
+std::unique_ptr<Step> make_conv(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
+  auto layer = layers.get<PackedConv2d>(n, [&] { return packed_layer(n); });
   const TensorDesc& x = n.in(0);
   const size_t N = size_t(x.shape[0]), H = size_t(x.shape[1]), W = size_t(x.shape[2]);
   Float32Precision precision;
@@ -150,12 +153,7 @@ std::unique_ptr<Step> make_block(const NodeSpec& n, const std::vector<TensorDesc
   const BlockLayers b = block_layers(n);
   auto block = layers.get<FusedInvertedResidual>(n, [&] {
     std::vector<std::shared_ptr<const PackedConv2d>> packed;
-    for (const NodeSpec& p : b.layers) {
-      const ConvParams cp = conv_params(p);
-      const float* bias = p.has_input(2) ? p.need_constant(2, "bias").as<float>() : nullptr;
-      packed.push_back(std::make_shared<PackedConv2d>(cp.geo, p.need_constant(1, "weight").as<float>(), bias, cp.post,
-                                                      ActMethod::accurate));
-    }
+    for (const NodeSpec& p : b.layers) packed.push_back(packed_layer(p));
     return std::make_shared<FusedInvertedResidual>(b.expand ? packed[0] : nullptr, packed[b.expand], packed.back(),
                                                    b.residual);
   });
