@@ -41,16 +41,19 @@ def test_table_nnkern_alone():
 
 
 def test_table_against_onnxruntime():
-    # high=True: the float network's session also at float32 precision "high" (Winograd), nnkern's rows with isa
-    # "high", their own output difference and top-1
-    results, notes = networks.run(["resnet18"], [1], batches=[1, 2], libraries=["onnxruntime"], high=True, **QUICK)
+    # also: the float network's session also at float32 precision "high" (Winograd) and "medium" (bf16), nnkern's
+    # rows with that isa, their own output difference and top-1
+    results, notes = networks.run(["resnet18"], [1], batches=[1, 2], libraries=["onnxruntime"],
+                                  also=["high", "medium"], **QUICK)
     assert not notes, notes
     assert {(r.precision, r.batch, r.library, r.isa) for r in results} == \
         {(p, b, lib, "") for p in ("float", "int8") for b in (1, 2) for lib in ("nnkern", "onnxruntime")} | \
-        {("float", b, "nnkern", "high") for b in (1, 2)}
+        {("float", b, "nnkern", lv) for b in (1, 2) for lv in ("high", "medium")}
     for r in results:
         if r.library == "nnkern" and r.isa == "high":
             assert r.max_diff < 1e-3 and r.top1 == (networks.AGREEMENT, networks.AGREEMENT)
+        elif r.library == "nnkern" and r.isa == "medium":  # bf16 operands: 2^-8 relative each
+            assert 1e-4 < r.max_diff < 5e-2 and r.top1[0] >= 0.75 * networks.AGREEMENT
         elif r.library == "nnkern":
             assert r.top1 is not None and r.top1[1] == networks.AGREEMENT
             if r.precision == "float":
@@ -60,6 +63,7 @@ def test_table_against_onnxruntime():
     table = networks.markdown_table(results, 1)
     assert "| resnet18 | 3x32x32 | int8 | 2 | onnxruntime |" in table and " steps)" in table
     assert "| resnet18 | 3x32x32 | float | 1 | nnkern (high) |" in table
+    assert "| resnet18 | 3x32x32 | float | 1 | nnkern (medium) |" in table
 
 
 def test_throughput_mode_rows_at_two_threads_and_a_batch():

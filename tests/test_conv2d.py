@@ -22,7 +22,7 @@ from helpers import (EPS, QUICK, check_within_bound, describe_process, rand, run
 TABLE = _C.algorithms("conv2d")
 # The algorithms under the direct bound that apply to any window; Winograd's (3x3 stride 1 only, its own bound)
 # are tested in tests/test_winograd.py.
-ALGORITHMS = [a for a in TABLE if not a.startswith("winograd")]
+ALGORITHMS = [a for a in TABLE if not a.startswith("winograd") and a != "bf16"]  # bf16: tests/test_bf16.py
 FAMILY = dict(_C.conv2d_algorithm_families())  # the kernels each algorithm runs, as C++ lists them
 
 
@@ -109,7 +109,7 @@ N_CONFIGS = 12 if QUICK else 60
 
 
 def test_algorithms_listed():
-    assert set(TABLE) == set(FAMILY) and set(TABLE) - set(ALGORITHMS) == {"winograd", "winograd_2x2"}
+    assert set(TABLE) == set(FAMILY) and set(TABLE) - set(ALGORITHMS) == {"winograd", "winograd_2x2", "bf16"}
     assert _C.kernel_list("f32_conv_direct")[0]["level"] == "scalar"  # direct runs everywhere
 
 
@@ -294,7 +294,7 @@ def test_auto_rule(rng, level):
     require_level(level)
     # auto takes mgemm / direct where their kernels are ahead (AVX-512 levels; NEON by its instruction counts, not
     # measured on hardware), dot wherever a SIMD dot kernel runs
-    wide = level in ("avx512", "avx512vnni", "amx", "neon", "neondot", "neoni8mm")
+    wide = level in ("avx512", "avx512vnni", "avx512bf16", "amx", "neon", "neondot", "neoni8mm", "neonbf16")
     simd_dot = level != "scalar"
     with nnkern.max_isa(level):
         pw = nnkern.Conv2d(rand(rng, 16, 1, 1, 8))

@@ -23,10 +23,12 @@ def best_within(cap: str, with_f32_kernel: bool = False) -> str:
         "avxvnni": {"scalar", "avx2", "avxvnni"},
         "avx512": {"scalar", "avx2", "avx512"},
         "avx512vnni": {"scalar", "avx2", "avxvnni", "avx512", "avx512vnni"},
-        "amx": {"scalar", "avx2", "avxvnni", "avx512", "avx512vnni", "amx"},
+        "avx512bf16": {"scalar", "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16"},
+        "amx": {"scalar", "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16", "amx"},
         "neon": {"scalar", "neon"},
         "neondot": {"scalar", "neon", "neondot"},
         "neoni8mm": {"scalar", "neon", "neondot", "neoni8mm"},
+        "neonbf16": {"scalar", "neon", "neondot", "neoni8mm", "neonbf16"},
     }[cap]
     best = "scalar"
     for level in nnkern.ISA_LEVELS:
@@ -48,7 +50,9 @@ def test_isa_levels_are_known_names():
     assert nnkern.ISA_LEVELS[0] == "scalar"
     assert len(set(nnkern.ISA_LEVELS)) == len(nnkern.ISA_LEVELS)
     if nnkern.cpu_info()["arch"] == "x86_64":
-        assert nnkern.ISA_LEVELS == ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni", "amx")
+        assert nnkern.ISA_LEVELS == ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16", "amx")
+    else:
+        assert nnkern.ISA_LEVELS == ("scalar", "neon", "neondot", "neoni8mm", "neonbf16")
     supported = nnkern.supported_isas()
     assert supported[0] == "scalar"
     assert set(supported) <= set(nnkern.ISA_LEVELS)
@@ -203,8 +207,9 @@ def test_x86_features_are_consistent_with_supported_levels():
         assert "avx512" in sup and f["avx512_vnni"]
     if "avxvnni" in sup:
         assert "avx2" in sup and f["avx_vnni"]
-    # amx: CPUID, the OS's XCR0 and Linux's per-process permission, all three.
-    assert ("amx" in sup) == ("avx512vnni" in sup and f["amx_tile"] and f["amx_int8"] and f["os_amx"]
+    assert ("avx512bf16" in sup) == ("avx512vnni" in sup and f["avx512_bf16"])
+    # amx: CPUID, the OS's XCR0 and Linux's per-process permission, all three (and AVX512_BF16, as every AMX CPU).
+    assert ("amx" in sup) == ("avx512bf16" in sup and f["amx_tile"] and f["amx_int8"] and f["os_amx"]
                               and f["amx_permitted"])
     if f["amx_permitted"]:
         assert f["amx_tile"] and f["os_amx"]

@@ -114,7 +114,7 @@ def layers():
 
 
 READ_ONLY = {
-    "Linear": ["in_features", "out_features", "weight", "bias", "activation", "kernel", "precision"],
+    "Linear": ["in_features", "out_features", "weight", "bias", "activation", "kernel", "bf16_kernel", "precision"],
     "QLinear": ["in_features", "out_features", "output_dtype", "relu", "dynamic", "input_scale", "input_zero_point",
                 "weight", "weight_q", "weight_scale", "bias", "factor", "offset", "kernel"],
     "LSTM": ["input_size", "hidden_size", "batch_first", "activation", "kernel", "projected_embeddings",

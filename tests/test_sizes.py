@@ -64,7 +64,8 @@ def test_conv2d_every_algorithm_near_2_31(rng, stride, padding, dilation):
                                            groups=groups)._packed.applicable_algorithms(*xi.shape[:3])]:
             layer = nnkern.Conv2d(w, stride=stride, padding=padding, dilation=dilation, groups=groups, algorithm=alg)
             got = layer(xi)
-            assert got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-5), (alg, OC, IC, groups)
+            tol = 2e-2 if alg == "bf16" else 1e-5  # bf16: the operands rounded (tests/test_bf16.py has the bound)
+            assert got.shape == want.shape and np.allclose(got, want, rtol=tol, atol=tol), (alg, OC, IC, groups)
             assert _C.workspace_last_bytes() <= SMALL_WORKSPACE, alg
             assert layer._packed.indirection_bytes <= SMALL_WORKSPACE, alg
             covered.add(alg)

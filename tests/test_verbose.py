@@ -36,6 +36,9 @@ nnkern.max_pool2d(x4, 2)
 nnkern.avg_pool2d(np.ones((1, 6, 6, 4), np.uint8), 3, 1, 1)
 nnkern.pixel_shuffle(x4, 2, layout="NHWC")
 nnkern.pixel_unshuffle(np.ones((1, 4, 6, 6), f), 3)
+nnkern.from_bf16(nnkern.to_bf16(a, np.empty(a.shape, np.uint16)))
+nnkern.matmul(a, b, precision="medium")
+nnkern.Linear(np.ones((5, 3), f), precision="medium")(a)
 try:
     nnkern.sigmoid(np.ones(2))  # a failing call logs nothing
 except TypeError:
@@ -45,7 +48,7 @@ print(nnkern.cpu_info()["kernels"]["f32_gemm"], nnkern.get_num_threads())
 
 EXPECTED = ["sgemm", "matmul", "matmul", "sigmoid", "tanh", "topk", "qgemm", "qgemm16", "quantize", "dequantize",
             "quantize_dynamic", "Linear", "QLinear", "LSTM", "QConv2d", "conv2d", "Conv2d", "InvertedResidual",
-            "max_pool2d", "avg_pool2d", "pixel_shuffle", "pixel_unshuffle"]
+            "max_pool2d", "avg_pool2d", "pixel_shuffle", "pixel_unshuffle", "to_bf16", "from_bf16", "matmul", "Linear"]
 # The public callables that compute nothing on arrays (settings, queries, parameter helpers) and LSTMOutput (a
 # result type): everything else in nnkern.__all__ must log a line (EXPECTED).
 NOT_OPS = {"ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas", "get_num_threads",
@@ -88,6 +91,10 @@ def test_one_line_per_call():
     assert fields["InvertedResidual17"][4].startswith("bands(rows=")
     assert fields["max_pool2d18"][4] == "max" and fields["avg_pool2d19"][5] == "x:uint8[1x6x6x4]"
     assert fields["pixel_shuffle20"][4] == "r=2:NHWC" and fields["pixel_unshuffle21"][4] == "r=3:NCHW"
+    assert fields["to_bf16" + "22"][4] == "round-nearest-even" and fields["from_bf16" + "23"][5] == "x:uint16[4x3]"
+    bf16_kernel = nnkern._C.kernel_list("bf16_gemm")
+    assert fields["matmul24"][4] == "bf16" and fields["matmul24"][3] in {k["name"] for k in bf16_kernel}
+    assert fields["Linear25"][4] == "bf16-packed" and fields["Linear25"][3] == fields["matmul24"][3]
 
 
 def test_every_public_op_and_layer_logs():

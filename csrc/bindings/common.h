@@ -222,5 +222,6 @@ void bind_quantize(py::module_& m);
 void bind_pixel_shuffle(py::module_& m);
 void bind_pool2d(py::module_& m);
 void bind_graph(py::module_& m);
+void bind_bf16(py::module_& m);
 
 }  // namespace nnkern::bindings

@@ -97,10 +97,10 @@ py::dict cpu_info() {
   for (auto [k, v] : std::initializer_list<std::pair<const char*, bool>>{
            {"sse4_2", f.sse42}, {"avx", f.avx}, {"avx2", f.avx2}, {"fma", f.fma}, {"f16c", f.f16c},
            {"avx512f", f.avx512f}, {"avx512bw", f.avx512bw}, {"avx512dq", f.avx512dq}, {"avx512vl", f.avx512vl},
-           {"avx512_vnni", f.avx512vnni}, {"avx_vnni", f.avxvnni}, {"amx_tile", f.amx_tile}, {"amx_int8", f.amx_int8},
+           {"avx512_vnni", f.avx512vnni}, {"avx_vnni", f.avxvnni}, {"avx512_bf16", f.avx512bf16}, {"amx_tile", f.amx_tile}, {"amx_int8", f.amx_int8},
            {"amx_bf16", f.amx_bf16}, {"os_ymm", f.os_ymm}, {"os_zmm", f.os_zmm}, {"os_amx", f.os_amx},
            {"amx_permitted", amx_permitted()},
-           {"asimd", f.asimd}, {"asimddp", f.asimddp}, {"i8mm", f.i8mm}})
+           {"asimd", f.asimd}, {"asimddp", f.asimddp}, {"i8mm", f.i8mm}, {"bf16", f.bf16}})
     feats[k] = v;
   d["features"] = feats;
   caches["l1d"] = f.l1d;

@@ -17,4 +17,5 @@ PYBIND11_MODULE(_C, m) {
   nnkern::bindings::bind_pixel_shuffle(m);
   nnkern::bindings::bind_pool2d(m);
   nnkern::bindings::bind_graph(m);
+  nnkern::bindings::bind_bf16(m);
 }

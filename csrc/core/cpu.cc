@@ -105,6 +105,7 @@ void detect_x86(CpuFeatures& f) {
     if (r7.a >= 1) {
       Regs r71 = cpuid(7, 1);
       f.avxvnni = r71.a & (1u << 4);
+      f.avx512bf16 = r71.a & (1u << 5);
     }
   }
 }
@@ -118,6 +119,7 @@ void detect_arm64(CpuFeatures& f) {
   f.asimd = hw & (1ul << 1);     // HWCAP_ASIMD
   f.asimddp = hw & (1ul << 20);  // HWCAP_ASIMDDP
   f.i8mm = hw2 & (1ul << 13);    // HWCAP2_I8MM
+  f.bf16 = hw2 & (1ul << 14);    // HWCAP2_BF16
   FILE* in = std::fopen("/proc/cpuinfo", "r");
   if (!in) return;
   char buf[1024];

@@ -17,7 +17,7 @@ namespace nnkern {
 void register_dispatched_op(const char* op, std::function<std::string()> chosen_kernel_name);
 std::vector<std::pair<std::string, std::string>> chosen_kernels();
 
-constexpr int kIsaCount = int(Isa::neoni8mm) + 1;
+constexpr int kIsaCount = int(Isa::neonbf16) + 1;
 
 // One immutable entry per possible cap, built on first use: changing the cap only changes which
 // entry is read, so a call running on another thread never sees a half-built table.

@@ -10,9 +10,10 @@ namespace {
 struct IsaName { Isa isa; const char* name; };
 constexpr IsaName kNames[] = {
     {Isa::scalar, "scalar"},   {Isa::avx2, "avx2"},       {Isa::avxvnni, "avxvnni"},
-    {Isa::avx512, "avx512"},   {Isa::avx512vnni, "avx512vnni"}, {Isa::amx, "amx"},
+    {Isa::avx512, "avx512"},   {Isa::avx512vnni, "avx512vnni"},
+    {Isa::avx512bf16, "avx512bf16"}, {Isa::amx, "amx"},
     {Isa::neon, "neon"},
-    {Isa::neondot, "neondot"}, {Isa::neoni8mm, "neoni8mm"},
+    {Isa::neondot, "neondot"}, {Isa::neoni8mm, "neoni8mm"}, {Isa::neonbf16, "neonbf16"},
 };
 
 // The best level the CPU has (ops without a kernel at that level use the best one below it).
@@ -52,9 +53,9 @@ bool isa_from_name(const std::string& name, Isa* out) {
 
 std::vector<Isa> isa_levels() {
 #if defined(__aarch64__)
-  return {Isa::scalar, Isa::neon, Isa::neondot, Isa::neoni8mm};
+  return {Isa::scalar, Isa::neon, Isa::neondot, Isa::neoni8mm, Isa::neonbf16};
 #elif defined(__x86_64__) || defined(_M_X64)
-  return {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::avx512vnni, Isa::amx};
+  return {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512, Isa::avx512vnni, Isa::avx512bf16, Isa::amx};
 #else
   return {Isa::scalar};
 #endif
@@ -70,10 +71,14 @@ bool isa_supported(Isa isa) {
     case Isa::avxvnni: return avx2 && f.avxvnni;
     case Isa::avx512: return avx512;
     case Isa::avx512vnni: return avx512 && f.avx512vnni;
-    case Isa::amx: return avx512 && f.avx512vnni && f.amx_tile && f.amx_int8 && f.os_amx && amx_permitted();
+    case Isa::avx512bf16: return avx512 && f.avx512vnni && f.avx512bf16;
+    // Every AMX CPU has AVX512_BF16 too: requiring it keeps the x86 levels above avx512 one chain.
+    case Isa::amx:
+      return avx512 && f.avx512vnni && f.avx512bf16 && f.amx_tile && f.amx_int8 && f.os_amx && amx_permitted();
     case Isa::neon: return f.asimd;
     case Isa::neondot: return f.asimd && f.asimddp;
     case Isa::neoni8mm: return f.asimd && f.asimddp && f.i8mm;
+    case Isa::neonbf16: return f.asimd && f.asimddp && f.i8mm && f.bf16;
   }
   return false;
 }
@@ -85,10 +90,15 @@ bool isa_within(Isa isa, Isa cap) {
     case Isa::avxvnni: return isa == Isa::avx2;
     case Isa::avx512: return isa == Isa::avx2;
     case Isa::avx512vnni: return isa == Isa::avx2 || isa == Isa::avxvnni || isa == Isa::avx512;
-    case Isa::amx: return isa == Isa::avx2 || isa == Isa::avxvnni || isa == Isa::avx512 || isa == Isa::avx512vnni;
+    case Isa::avx512bf16:
+      return isa == Isa::avx2 || isa == Isa::avxvnni || isa == Isa::avx512 || isa == Isa::avx512vnni;
+    case Isa::amx:
+      return isa == Isa::avx2 || isa == Isa::avxvnni || isa == Isa::avx512 || isa == Isa::avx512vnni ||
+             isa == Isa::avx512bf16;
     case Isa::neon: return false;
     case Isa::neondot: return isa == Isa::neon;
     case Isa::neoni8mm: return isa == Isa::neon || isa == Isa::neondot;
+    case Isa::neonbf16: return isa == Isa::neon || isa == Isa::neondot || isa == Isa::neoni8mm;
     default: return false;
   }
 }

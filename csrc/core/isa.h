@@ -14,10 +14,12 @@ enum class Isa : int {
   avxvnni,     // avx2 + AVX-VNNI (VEX vpdpbusd)
   avx512,      // AVX-512 F, BW, DQ, VL
   avx512vnni,  // avx512 + AVX512_VNNI
-  amx,         // avx512vnni + AMX-TILE + AMX-INT8, with the OS's permission to use the tile data (Linux)
+  avx512bf16,  // avx512vnni + AVX512_BF16 (vdpbf16ps: Cooper Lake, Sapphire Rapids, AMD Zen 4)
+  amx,         // avx512bf16 + AMX-TILE + AMX-INT8, with the OS's permission to use the tile data (Linux)
   neon,
   neondot,
   neoni8mm,
+  neonbf16,    // neoni8mm + BF16 (BFDOT, BFMMLA: Armv8.6, Neoverse V1/V2, Graviton 3)
 };
 
 struct CpuFeatures {
@@ -27,12 +29,12 @@ struct CpuFeatures {
   // x86
   bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false;
-  bool avx512vnni = false, avxvnni = false;
+  bool avx512vnni = false, avxvnni = false, avx512bf16 = false;
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
   bool os_ymm = false, os_zmm = false;  // xgetbv: the OS saves YMM / ZMM state
   bool os_amx = false;                  // xgetbv: the OS saves XTILECFG / XTILEDATA state
   // aarch64
-  bool asimd = false, asimddp = false, i8mm = false;
+  bool asimd = false, asimddp = false, i8mm = false, bf16 = false;
   // caches in bytes (0 if unknown), per core for L1/L2
   size_t l1d = 0, l2 = 0, l3 = 0;
 };
@@ -51,7 +53,7 @@ std::vector<Isa> isa_levels();
 // True if the CPU (and OS) can run code compiled for `isa`. An op may have no kernel at a level;
 // the dispatcher then uses its best kernel below it.
 bool isa_supported(Isa isa);
-// True if `isa` <= `cap` in the partial order (avxvnni <= avx512vnni <= amx, avxvnni !<= avx512).
+// True if `isa` <= `cap` in the partial order (avxvnni <= avx512vnni <= avx512bf16 <= amx, avxvnni !<= avx512).
 bool isa_within(Isa isa, Isa cap);
 
 // The cap: the best level the dispatcher may pick. Initialized from NNKERN_MAX_ISA; within a ScopedIsaCap, the

@@ -39,6 +39,11 @@
 #else
 #define NNKERN_AVX512VNNI(...)
 #endif
+#if defined(NNKERN_HAVE_AVX512BF16)
+#define NNKERN_AVX512BF16(...) __VA_ARGS__
+#else
+#define NNKERN_AVX512BF16(...)
+#endif
 #if defined(NNKERN_HAVE_AMX)
 #define NNKERN_AMX(...) __VA_ARGS__
 #else
@@ -53,6 +58,11 @@
 #define NNKERN_NEONDOT(...) __VA_ARGS__
 #else
 #define NNKERN_NEONDOT(...)
+#endif
+#if defined(NNKERN_HAVE_NEONBF16)
+#define NNKERN_NEONBF16(...) __VA_ARGS__
+#else
+#define NNKERN_NEONBF16(...)
 #endif
 #if defined(NNKERN_HAVE_NEONI8MM)
 #define NNKERN_NEONI8MM(...) __VA_ARGS__

@@ -13,6 +13,7 @@ from ._precision import PRECISIONS, float32_precision, get_float32_precision, se
 from ._threads import _hook_threadpoolctl
 from .activations import sigmoid, tanh
 from .gemm import Linear, matmul, sgemm
+from .bf16 import from_bf16, to_bf16
 from .lstm import LSTM, LSTMOutput
 from .topk import topk
 from .shuffle import pixel_shuffle, pixel_unshuffle
@@ -34,7 +35,7 @@ __all__ = [
     "ISA_LEVELS", "cpu_info", "get_max_isa", "max_isa", "set_max_isa", "supported_isas",
     "get_num_threads", "set_num_threads",
     "PRECISIONS", "float32_precision", "get_float32_precision", "set_float32_precision",
-    "sgemm", "matmul", "Linear", "LSTM", "LSTMOutput",
+    "sgemm", "matmul", "Linear", "LSTM", "LSTMOutput", "to_bf16", "from_bf16",
     "sigmoid", "tanh", "topk", "pixel_shuffle", "pixel_unshuffle", "max_pool2d", "avg_pool2d",
     "conv2d", "Conv2d", "InvertedResidual",
     "qgemm", "qgemm16", "qgemm_max_k", "QLinear", "QConv2d", "quantize", "dequantize", "quantize_weights",

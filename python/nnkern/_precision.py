@@ -2,9 +2,10 @@
 
 "highest" (the default): float32 products and sums only, every algorithm under the direct bound.
 "high": "auto" may also pick Winograd for 3x3 stride-1 convolutions (4x fewer multiplies, a larger documented
-bound: :class:`nnkern.Conv2d`). "medium": also bf16 products with float32 accumulation where nnkern has such a
-kernel (none yet: "medium" runs as "high"). The setting only widens what "auto" may choose; an algorithm named
-explicitly runs at any setting. Layers and sessions given ``precision=`` keep their own.
+bound: :class:`nnkern.Conv2d`). "medium": also bf16 products with float32 accumulation: :func:`nnkern.matmul` and
+:class:`nnkern.Linear` round their operands to bf16 (:mod:`nnkern.bf16`); the other ops run as at "high". The
+setting only widens what "auto" may choose; an algorithm named explicitly runs at any setting. Layers and sessions
+given ``precision=`` keep their own.
 """
 from __future__ import annotations
 

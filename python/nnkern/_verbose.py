@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from . import _C
+from . import _C, _precision
 
 ENABLED = os.environ.get("NNKERN_VERBOSE", "").strip() not in ("", "0")
 
@@ -52,7 +52,8 @@ _TABLE = {"sgemm": "sgemm", "matmul": "sgemm", "qgemm": "qgemm", "qgemm16": "qge
           "Conv2d": "conv2d", "QConv2d": "qconv2d"}
 # The kernel family each "conv2d" algorithm runs on.
 _CONV_FAMILY = {"im2col": "f32_gemm", "indirect": "f32_gemm", "direct": "f32_conv_direct",
-                "mgemm": "f32_conv_mgemm", "depthwise": "f32_dwconv", "dot": "f32_conv_dot"}
+                "mgemm": "f32_conv_mgemm", "depthwise": "f32_dwconv", "dot": "f32_conv_dot", "bf16": "bf16_gemm",
+                "winograd": "f32_winograd", "winograd_2x2": "f32_winograd"}
 
 
 def _table_algorithm(op):
@@ -61,8 +62,12 @@ def _table_algorithm(op):
 
 def _describe(op, args, kwargs, result):
     """(kernel, algorithm, argument names) of one call."""
+    if op == "matmul" and _precision.resolve(kwargs.get("precision")) == "medium":
+        return _kernel("bf16_gemm"), "bf16", ("a", "b")
     if op in ("sgemm", "matmul"):
         return _kernel("f32_gemm"), _table_algorithm(op), ("a", "b")
+    if op in ("to_bf16", "from_bf16"):
+        return "convert", "round-nearest-even" if op == "to_bf16" else "exact", ("x",)
     if op in ("sigmoid", "tanh"):
         method = kwargs.get("method", args[1] if len(args) > 1 else "accurate")
         return _kernel("f32_" + op), str(method), ("x",)
@@ -86,6 +91,8 @@ def _describe(op, args, kwargs, result):
         return _kernel("quantize"), "dynamic-uint8", ("x",)
     if op == "Linear":
         layer, x = args[0], args[1]
+        if _precision.resolve(layer.precision) == "medium":
+            return layer.bf16_kernel, "bf16-packed", ("x",)
         rows = int(np.prod(np.shape(x)[:-1]))
         return layer.kernel, "gemv-packed" if rows == 1 else "gemm-packed", ("x",)
     if op == "QLinear":
@@ -149,7 +156,7 @@ def _wrap(op, fn):
 
 
 OPS = ("sgemm", "matmul", "sigmoid", "tanh", "topk", "qgemm", "qgemm16", "quantize", "dequantize", "quantize_dynamic",
-       "conv2d", "max_pool2d", "avg_pool2d", "pixel_shuffle", "pixel_unshuffle")
+       "conv2d", "max_pool2d", "avg_pool2d", "pixel_shuffle", "pixel_unshuffle", "to_bf16", "from_bf16")
 LAYERS = ("Linear", "QLinear", "Conv2d", "QConv2d", "InvertedResidual", "LSTM")
 
 

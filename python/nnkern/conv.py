@@ -113,6 +113,9 @@ class Conv2d(_convgeom.ConvGeometryProperties):
       "winograd" where the tiles covering the output take at most 0.8x the products of "winograd_2x2"'s (7x7 and
       larger outputs) unless its weights, larger than half the L3 cache, would serve fewer than 16 tiles (a call
       bound by reading them: 7x7 at 512 channels, batch 1), "winograd_2x2" for the rest (5x5, 6x6).
+      "bf16": the windows as rows (as "im2col") and the weights rounded to bf16, their products summed in float32
+      on the bf16 GEMM kernels (:mod:`nnkern.bf16`); auto takes it at ``precision`` "medium" for every layer but
+      the depthwise ones, ahead of Winograd.
     precision: None (the process-wide setting at each call, :func:`nnkern.set_float32_precision`, "highest" by
       default), "highest", "high" or "medium": what "auto" may pick. An explicit algorithm runs at any setting.
 
@@ -120,6 +123,8 @@ class Conv2d(_convgeom.ConvGeometryProperties):
     groups products, in an order that depends on the algorithm and the ISA but never on the thread count; per
     element |y - exact| <= (2 K + 2) eps sum |x w| + 2 eps |bias|, eps = 2**-24 (sgemm's bound; the tests check
     it against a float64 convolution). sigmoid / silu add their method's error (nnkern.activations).
+    "bf16" is within (K + 2) eps sum |x' w'| + 2 eps |bias| of the exact convolution of the rounded x' and w',
+    and adds (2**-7 + 2**-16) sum |x w| against the float32 operands.
     Winograd's transforms reorder the sum through constants up to 8, so its bound replaces sum |x w| by the
     magnitude carried through them: per m x m output tile, with the input patch d_c and filter g_c of channel c,
     |y - exact| <= (2 K + 24) eps |A^T| [ sum_c (|G| |g_c| |G^T|) (.) (|B^T| |d_c| |B|) ] |A| + 2 eps |bias|

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
 
-from . import _C, _precision
+from . import _C, _precision, bf16
 from ._arrays import (ArrayIn, F32, F32Array, aligned_target, as_bool, as_float_scalar, as_output, c_aligned,
-                      check_algorithm, check_no_overlap, checked_output, read_only_copy, require_array, require_ndim)
+                      check_algorithm, check_no_overlap, checked_output, new_output, read_only_copy, require_array,
+                      require_ndim)
 
 __all__ = ["sgemm", "matmul", "Linear"]
 
@@ -25,7 +27,8 @@ _AUTO = "auto"
 
 
 def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = False, alpha: float = _ONE,
-          beta: float = _ZERO, c: ArrayIn | None = None, algorithm: str = _AUTO) -> F32Array:
+          beta: float = _ZERO, c: ArrayIn | None = None, algorithm: str = _AUTO,
+          precision: str | None = None) -> F32Array:
     """C = alpha * op(A) @ op(B) + beta * C, in float32, with BLAS semantics.
 
     a, b: 2-D float32 arrays (any other dtype raises TypeError: convert with ``.astype(np.float32)``).
@@ -44,9 +47,15 @@ def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = Fals
       error bound below; a path that does not apply raises ValueError.
     Error bound per element: |C - exact| <= (2 K + 2) eps |alpha| (|op(A)| @ |op(B)|) + 2 eps |beta C|,
     eps = 2**-24.
+    precision: None (the process-wide setting) or a level of :func:`nnkern.set_float32_precision`: at "medium"
+      (and algorithm "auto") op(A) and op(B) are rounded to bf16 and their products summed in float32, as
+      :func:`matmul` does; the bound then holds for the rounded operands.
     """
+    if precision is not None:
+        _precision.check_precision(precision)
+    medium = (_precision._current if precision is None else precision) == "medium" and algorithm == "auto"
     if alpha is _ONE and beta is _ZERO and algorithm is _AUTO and (trans_a is False or trans_a is True) and \
-            (trans_b is False or trans_b is True):
+            (trans_b is False or trans_b is True) and not medium:
         fast = _C.sgemm_fast(a, b, trans_a, trans_b, c)  # None unless every check below would pass
         if fast is not None:
             return fast
@@ -71,7 +80,12 @@ def sgemm(a: ArrayIn, b: ArrayIn, *, trans_a: bool = False, trans_b: bool = Fals
         beta = 0.0
     else:
         c = _check_output(c, "c", (M, N), a, b)
-    if M and N:
+    if M and N and medium:
+        target = c if c.flags.c_contiguous and c.flags.aligned else np.array(c, order="C")
+        _C.bf16_gemm(_strided(a), trans_a, _strided(b), trans_b, target, alpha, beta, None, False)
+        if target is not c:
+            c[...] = target
+    elif M and N:
         _C.sgemm(a, trans_a, b, trans_b, c, alpha, beta, None, False, algorithm)
     return given
 
@@ -102,30 +116,39 @@ def _check_output(out, name, shape, a, b):
 
 
 def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None, *, precision: str | None = None) -> F32Array:
-    """``a @ b`` for float32 arrays, as numpy.matmul: (..., M, K) @ (..., K, N) -> (..., M, N).
+    """``a @ b`` for float32 (or bf16) arrays, as numpy.matmul: (..., M, K) @ (..., K, N) -> (..., M, N).
 
     The batch dimensions (all but the last two) broadcast against each other as in numpy. A 1-D ``a`` is
     a row vector and a 1-D ``b`` a column vector, the added dimension removed from the result. 0-D
     operands raise ValueError (numpy does too). ``out`` (float32, the result's shape, not overlapping
     a or b) is written and returned. When b has no batch dimensions, a's batch is one GEMM; otherwise
-    one GEMM per batch entry. precision: None (the process-wide setting) or a level of
-    :func:`nnkern.set_float32_precision`; matmul has no algorithm below float32 yet (bf16 products, which
-    "medium" allows, are not built), so every level computes the same float32 result.
+    one GEMM per batch entry.
+
+    precision: None (the process-wide setting) or a level of :func:`nnkern.set_float32_precision`. "medium" rounds
+    both operands to bf16 (to nearest even) and sums their products in float32 (bf16 kernels: vdpbf16ps, BFDOT,
+    or an exact FMA fallback on CPUs without them); the other levels compute in float32. bf16 operands
+    (``ml_dtypes.bfloat16`` arrays, torch bfloat16 tensors: :mod:`nnkern.bf16`) are accepted at every level: at
+    "medium" they go to the bf16 kernels as they are, at the others they are widened to float32 (exact). The
+    result is float32, or rounded into ``out`` when out is a bf16 array.
     """
+    medium = (precision if precision is not None else _precision.get_float32_precision()) == "medium"
     if precision is not None:
         _precision.check_precision(precision)
-    fast = _C.sgemm_fast(a, b, False, False, out)  # None unless a, b (and out) are 2-D and pass every check
-    if fast is not None:
-        return fast
+    if not medium:
+        fast = _C.sgemm_fast(a, b, False, False, out)  # None unless a, b (and out) are 2-D and pass every check
+        if fast is not None:
+            return fast
+    operands = []
     for x, name in ((a, "a"), (b, "b")):
-        if type(x) is not np.ndarray or x.dtype is not F32 or x.ndim == 0:
+        bits = bf16.bf16_bits(x)
+        if bits is not None:
+            x = bits if medium else bf16.from_bf16(bits)
+        elif type(x) is not np.ndarray or x.dtype is not F32:
             x = require_array(x, name, F32)
-            if x.ndim == 0:
-                raise ValueError(f"matmul: {name} is 0-D: use multiplication for scalars (as numpy.matmul)")
-            if name == "a":
-                a = x
-            else:
-                b = x
+        if x.ndim == 0:
+            raise ValueError(f"matmul: {name} is 0-D: use multiplication for scalars (as numpy.matmul)")
+        operands.append(x)
+    a, b = operands
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
     (M, K), (Kb, N) = a2.shape[-2:], b2.shape[-2:]
@@ -138,23 +161,52 @@ def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None, *, precision: str
                          f"(shapes {a.shape} and {b.shape})") from None
     res_shape = batch + ((M,) if a.ndim > 1 else ()) + ((N,) if b.ndim > 1 else ())
     given = out
+    out_bits = None if out is None else bf16.bf16_bits(out)
     if out is None:
         out = given = np.empty(res_shape, F32)
+    elif out_bits is not None:  # a bf16 out: the float32 result, rounded into it at the end
+        if out_bits.shape != res_shape:
+            raise ValueError(f"out must have shape {res_shape}, got {out_bits.shape}")
+        if not out_bits.flags.writeable or not out_bits.flags.c_contiguous:
+            raise ValueError("out must be a writeable C-contiguous array")
+        check_no_overlap(out_bits, "out", a=a, b=b)
+        out = np.empty(res_shape, F32)
     else:
         out = _check_output(out, "out", res_shape, a, b)
     out_full = out.reshape(batch + (M, N))  # only length-1 axes added: a view, the result lands in out
     if not (M and N and out.size):
         return given
+
+    def gemm(x, w, c):
+        if medium:
+            _C.bf16_gemm(_strided(x), False, _strided(w), False, c)
+        else:
+            _C.sgemm(x, False, w, False, c, 1.0, 0.0, None, False)
+
     if b2.ndim == 2 and out_full.flags.c_contiguous:
         # One GEMM: a's batch rows stacked (a copy only where a's layout cannot be viewed so).
         rows = math.prod(a2.shape[:-1])
-        _C.sgemm(a2.reshape(rows, K), False, b2, False, out_full.reshape(rows, N), 1.0, 0.0, None, False)
-        return given
-    ab = np.broadcast_to(a2, batch + (M, K))
-    bb = np.broadcast_to(b2, batch + (K, N))
-    for idx in np.ndindex(*batch):
-        _C.sgemm(ab[idx], False, bb[idx], False, out_full[idx], 1.0, 0.0, None, False)
+        gemm(a2.reshape(rows, K), b2, out_full.reshape(rows, N))
+    else:
+        ab = np.broadcast_to(a2, batch + (M, K))
+        bb = np.broadcast_to(b2, batch + (K, N))
+        for idx in np.ndindex(*batch):
+            if medium and not out_full[idx].flags.c_contiguous:
+                c = np.empty((M, N), F32)
+                gemm(ab[idx], bb[idx], c)
+                out_full[idx] = c
+            else:
+                gemm(ab[idx], bb[idx], out_full[idx])
+    if out_bits is not None:
+        bf16.to_bf16(out, out_bits)
     return given
+
+
+def _strided(x: np.ndarray) -> np.ndarray:
+    """x as the bf16 GEMM reads it: strides that are whole, non-negative elements (a copy otherwise)."""
+    if all(s >= 0 and s % x.itemsize == 0 for s in x.strides) and x.flags.aligned:
+        return x
+    return np.ascontiguousarray(x)
 
 
 class Linear:
@@ -166,8 +218,9 @@ class Linear:
     construction; under a different ISA cap later, calls stay correct but unpack per call. Safe to call
     from several threads. ``weight`` and ``bias`` are read-only copies; pickling and ``copy.deepcopy``
     store them and repack on load (results bit-identical under the same ISA cap). precision: the layer's float32
-    precision (:func:`nnkern.set_float32_precision`) or None; as for :func:`matmul`, every level computes the same
-    float32 result until bf16 kernels exist.
+    precision (:func:`nnkern.set_float32_precision`) or None (the process-wide one at each call); at "medium" the
+    weight, rounded to bf16, is packed once on first use and each input is rounded to bf16 as it is read, the
+    products summed in float32 (see :func:`matmul`). x may be a bf16 array at any level, and ``out`` a bf16 array.
     """
 
     def __init__(self, weight: ArrayIn, bias: ArrayIn | None = None, *, activation: str | None = None,
@@ -188,6 +241,8 @@ class Linear:
         # The C++ object copies weight and bias and holds every size a call uses; the attributes below
         # are read-only views of it, so no Python-side change can make a call read or write out of bounds.
         self._packed = _C.PackedLinear(self._weight, bias, activation == "relu")
+        self._bf16 = None  # the bf16 packing (precision "medium"), made on first use
+        self._bf16_lock = threading.Lock()
 
     @classmethod
     def from_torch(cls, module: Any, *, activation: str | None = None) -> Linear:
@@ -208,25 +263,57 @@ class Linear:
         return self._packed.kernel_name
 
     def __call__(self, x: ArrayIn, out: ArrayIn | None = None) -> F32Array:
-        y = self._packed.run_fast(x, out)  # None unless x (and out) pass every check below as they are
-        if y is not None:
-            return y
-        x = require_array(x, "x", F32)
+        medium = _precision.resolve(self._precision) == "medium"
+        if not medium:
+            y = self._packed.run_fast(x, out)  # None unless x (and out) pass every check below as they are
+            if y is not None:
+                return y
+        bits = bf16.bf16_bits(x)
+        if bits is not None:
+            x = bits if medium else bf16.from_bf16(bits)
+        else:
+            x = require_array(x, "x", F32)
         K, N = self.in_features, self.out_features
         if x.ndim < 1 or x.shape[-1] != K:
             raise ValueError(f"x must have shape (..., {K}), got {x.shape}")
         lead = x.shape[:-1]
         shape = lead + (N,)
-        out, given = checked_output(out, shape, F32, x=x)
+        out_bits = None if out is None else bf16.bf16_bits(out)
+        if out_bits is not None:  # a bf16 out: the float32 result, rounded into it at the end
+            if out_bits.shape != shape:
+                raise ValueError(f"out must have shape {shape}, got {out_bits.shape}")
+            if not out_bits.flags.writeable or not out_bits.flags.c_contiguous:
+                raise ValueError("out must be a writeable C-contiguous array")
+            check_no_overlap(out_bits, "out", x=x)
+            given, out = out, new_output(shape, F32)
+        else:
+            out, given = checked_output(out, shape, F32, x=x)
         if out.size == 0:
             return given
         rows = math.prod(lead)
         x2 = c_aligned(x.reshape(rows, K))
         target = aligned_target(out)
-        self._packed.run(x2, target.reshape(rows, N))
+        if medium:
+            self._bf16_packed().run(x2, target.reshape(rows, N))
+        else:
+            self._packed.run(x2, target.reshape(rows, N))
         if target is not out:
             np.copyto(out, target)
+        if out_bits is not None:
+            bf16.to_bf16(out, out_bits)
         return given
+
+    def _bf16_packed(self):
+        """The weight packed for the bf16 kernels, made on the first call at precision "medium"."""
+        with self._bf16_lock:
+            if self._bf16 is None:
+                self._bf16 = _C.PackedLinearBf16(self._weight, self.bias, self._activation == "relu")
+            return self._bf16
+
+    @property
+    def bf16_kernel(self) -> str:
+        """The bf16 micro-kernel of precision "medium" (the weight is packed for it on first use)."""
+        return self._bf16_packed().kernel_name
 
     def __getstate__(self):
         return {"weight": self._weight, "bias": self.bias, "activation": self._activation,

@@ -16,6 +16,8 @@
 // The table, in the order "auto" tries it (core/algorithm.h), each entry with the kernel family it runs (the tests
 // sweep that family's kernels through it):
 //   depthwise  groups == IC == OC: channels in vector lanes (the tile driver, ops/conv/tiles.cc)
+//   bf16       im2col rows rounded to bf16 on the bf16 GEMM kernels: auto takes it at precision "medium" only
+//              (ops/conv/bf16.cc)
 //   winograd   F(4x4, 3x3) on 3x3 stride-1 layers: 4x fewer multiplies, a larger error bound; auto takes it only
 //              at precision "high" or below (ops/conv/winograd.cc)
 //   winograd_2x2  F(2x2, 3x3): 2.25x fewer multiplies, a tighter bound than F(4x4)
@@ -25,7 +27,7 @@
 //   direct     output channels x pixels in registers straight from the input (tiles)
 //   indirect   the GEMM kernels' indirect form over a cached indirection buffer (ops/conv/gemm.cc)
 #define NNKERN_CONV_ALGORITHMS(X)                                                              \
-  X(depthwise, f32_dwconv) X(winograd, f32_winograd) X(winograd_2x2, f32_winograd) X(im2col, f32_gemm) \
+  X(depthwise, f32_dwconv) X(bf16, bf16_gemm) X(winograd, f32_winograd) X(winograd_2x2, f32_winograd) X(im2col, f32_gemm) \
   X(dot, f32_conv_dot) X(mgemm, f32_conv_mgemm) X(direct, f32_conv_direct) X(indirect, f32_gemm)
 
 namespace nnkern {

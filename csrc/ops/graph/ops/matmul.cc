@@ -2,12 +2,15 @@
 // (alpha op(A) op(B) + beta C). float32 runs on nnkern's FP32 GEMM: a constant B is packed once per session
 // (PackedF32Gemm, shared by the plans of every input shape) and A's batch rows go through it as one GEMM; a B known
 // only while running goes through sgemm per batch matrix. Integer and float64 products run a plain loop (exact for
-// integers). The plan's fusion pass may add `activation` ("relu") to a float32 MatMul or Gemm.
+// integers). The plan's fusion pass may add `activation` ("relu") to a float32 MatMul or Gemm, and the session
+// `precision` ("medium": bf16 products summed in float32, on PackedBf16Gemm / bf16_gemm, ops/bf16/bf16.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "core/precision.h"
 #include "core/threadpool.h"
+#include "ops/bf16/bf16.h"
 #include "ops/gemm/gemm.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/elementwise.h"
@@ -27,6 +30,19 @@ F32Epilogue activation_epilogue(const NodeSpec& n) {
     n.unsupported("activation '" + act + "'");
   }
   return ep;
+}
+
+bool bf16_products(const NodeSpec& n) {
+  return float32_precision_from_name(n.attr_string("precision", "highest")) == Float32Precision::medium;
+}
+
+// A row-major matrix (or its transpose) as a bf16 GEMM operand: element (r, c) of op(M).
+Bf16Operand f32_operand(const float* data, size_t ld, bool trans) {
+  Bf16Operand op;
+  op.data = data;
+  op.rs = trans ? 1 : ld;
+  op.cs = trans ? ld : 1;
+  return op;
 }
 
 // ---- MatMul
@@ -124,6 +140,17 @@ std::unique_ptr<Step> make_matmul(const NodeSpec& n, const std::vector<TensorDes
   const F32Epilogue ep = activation_epilogue(n);
   const Constant* b = n.constant(1);
   const bool b_matrix = s.b.size() == 2;
+  const bool bf16 = bf16_products(n);
+  if (bf16 && b && b_matrix && M * K * N) {  // W(n, k) = B(k, n), rounded and packed once
+    auto packed = layers.get<PackedBf16Gemm>(n, [&] {
+      return std::make_shared<PackedBf16Gemm>(f32_operand(b->as<float>(), N, true), N, K);
+    });
+    size_t rows = M;
+    for (int64_t d : s.batch) rows *= size_t(d);
+    return fn_step([packed, rows, K, N, ep](const StepData& d) {
+      packed->run(rows, f32_operand(d.in<float>(0), K, false), d.out<float>(0), N, ep);
+    }, std::string("packed ") + packed->kernel_name());
+  }
   if (b && b_matrix && M * K * N) {
     // One GEMM over every row of A (its batch dims are rows too): B^T packed once.
     auto packed = layers.get<PackedF32Gemm>(n, [&] {
@@ -147,13 +174,19 @@ std::unique_ptr<Step> make_matmul(const NodeSpec& n, const std::vector<TensorDes
         std::fill(c, c + M * N, 0.0f);  // an empty sum; relu(0) = 0
         continue;
       }
+      if (M == 0 || N == 0) continue;
+      if (bf16) {
+        bf16_gemm(M, N, K, f32_operand(d.in<float>(0) + ao[i] * M * K, K, false),
+                  f32_operand(d.in<float>(1) + bo[i] * K * N, N, false), c, N, ep);
+        continue;
+      }
       SgemmArgs g;
       g.M = M; g.N = N; g.K = K;
       g.a = d.in<float>(0) + ao[i] * M * K; g.lda = K;
       g.b = d.in<float>(1) + bo[i] * K * N; g.ldb = N;
       g.c = c; g.ldc = N;
       g.ep = ep;
-      if (M && N) sgemm(g);
+      sgemm(g);
     }
   });
 }
@@ -220,6 +253,20 @@ std::unique_ptr<Step> make_gemm(const NodeSpec& n, const std::vector<TensorDesc>
     broadcast2(cb, c, c, d.out<float>(0), [](float v, float) { return v; });
   };
   const Constant* b = n.constant(1);
+  const bool bf16 = bf16_products(n);
+  if (bf16 && b && !g.ta && M * K * N) {  // W = op(B)^T, rounded and packed once
+    auto packed = layers.get<PackedBf16Gemm>(n, [&] {
+      return std::make_shared<PackedBf16Gemm>(f32_operand(b->as<float>(), g.tb ? K : N, !g.tb), N, K);
+    });
+    return fn_step(
+        [packed, M, K, N, ep, fill_c, c_is_bias](const StepData& d) {
+          fill_c(d);
+          F32Epilogue e = ep;
+          if (c_is_bias) e.bias = d.in<float>(2);
+          packed->run(M, f32_operand(d.in<float>(0), K, false), d.out<float>(0), N, e);
+        },
+        std::string("packed ") + packed->kernel_name());
+  }
   if (b && !g.ta && M * K * N) {
     auto packed = layers.get<PackedF32Gemm>(n, [&] {
       if (g.tb) return std::make_shared<PackedF32Gemm>(b->as<float>(), N, K, K);
@@ -249,6 +296,12 @@ std::unique_ptr<Step> make_gemm(const NodeSpec& n, const std::vector<TensorDesc>
           float v = (has_c && !c_is_bias ? g.beta * y[i * N + j] : 0.0f) + (c_is_bias ? d.in<float>(2)[j] : 0.0f);
           y[i * N + j] = ep.clamp ? (v != v ? v : std::min(std::max(v, ep.clamp_min), ep.clamp_max)) : v;
         }
+      return;
+    }
+    if (bf16) {
+      F32Epilogue e = ep;
+      if (c_is_bias) e.bias = d.in<float>(2);
+      bf16_gemm(M, N, K, f32_operand(d.in<float>(0), lda, g.ta), f32_operand(d.in<float>(1), ldb, g.tb), y, N, e);
       return;
     }
     SgemmArgs a;

@@ -1,0 +1,42 @@
+// bf16 GEMM micro-kernel contract (float32 precision "medium"), shared by every ISA. Baseline header: no intrinsics.
+//
+// Column-major terms, as kernels/f32_gemm.h: a kernel computes one tile
+//   C(m x n) = epilogue(A(m x k) * B(k x n)),   m <= MR, n <= NR,
+// from bf16 operands (kernels/bf16.h) with float32 accumulation. K runs in pairs (kq pairs, K = 2 kq; an odd K is
+// padded with a zero pair member by the caller), the unit of vdpbf16ps, BFDOT and BFMMLA:
+//
+//   A packed   a[q * 2 * MR + 2 * i + h] = A(i, 2q + h)   (rows i >= m are read: a packed panel is zero-padded)
+//   B          b[j][2q + h] = B(2q + h, j)                 one pointer per column, kq pairs readable
+//   C(i, j) = c[j * ldc + i], or ep->c_rows[j][i]
+//
+// Summation order, per pair q and in this order: acc += A(i, 2q+1) B(2q+1, j); acc += A(i, 2q) B(2q, j), each
+// product exact in float32 (8-bit significands) and each sum rounded to nearest even: vdpbf16ps's definition. The
+// scalar reference and the AVX2 kernel compute exactly this (the same bits); vdpbf16ps also reads bf16 denormals as
+// zero and flushes denormal sums to zero; the NEON BFDOT kernel adds each pair's two products before rounding
+// (Arm's BFDOT, non-IEEE): those stay within the float32 GEMM bound of the exact sum of the bf16 products.
+// The epilogue is F32Epilogue's (alpha, beta, bias, clamp, c_rows), in its order; the tile hook is not called.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/f32_gemm.h"
+
+namespace nnkern {
+
+using Bf16GemmUkernel = void (*)(size_t m, size_t n, size_t kq, const uint16_t* a, const uint16_t* const* b,
+                                 float* c, size_t ldc, const F32Epilogue* ep);
+
+struct Bf16GemmKernel {
+  const char* name;
+  int mr, nr;
+  Bf16GemmUkernel run;
+};
+
+// The oracle (kernels/ref/bf16_gemm.cc, baseline code) for any tile size: a panel of mr rows.
+void bf16_gemm_reference(size_t m, size_t n, size_t kq, size_t mr, const uint16_t* a, const uint16_t* const* b,
+                         float* c, size_t ldc, const F32Epilogue* ep);
+
+// The kernels are listed, with their ISA levels, in kernels/bf16_gemm_list.h; each is defined in
+// csrc/kernels/<isa>/bf16_gemm.cc (compiled with that ISA's flags only).
+
+}  // namespace nnkern

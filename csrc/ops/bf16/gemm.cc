@@ -1,0 +1,142 @@
+// The packed bf16 GEMM: weights in the dispatched kernel's panels, activations rounded to bf16 rows per call, tasks
+// of one panel against a block of rows that stays in L2.
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "core/checked.h"
+#include "core/isa.h"
+#include "core/kernel_family.h"
+#include "core/threadpool.h"
+#include "core/workspace.h"
+#include "kernels/bf16.h"
+#include "ops/bf16/bf16.h"
+
+namespace nnkern {
+
+const KernelFamily<Bf16GemmKernel>& bf16_gemm_family() {
+  static const KernelFamily<Bf16GemmKernel> family(
+      "bf16_gemm", "bf16_gemm", {NNKERN_BF16_GEMM_LIST(NNKERN_KERNEL_ENTRY)},
+      [](const Bf16GemmKernel& k) { return KernelInfo{"", Isa::scalar, k.mr, k.nr, 2}; });
+  return family;
+}
+NNKERN_REGISTER_FAMILY(bf16_gemm_family)
+
+float Bf16Operand::f32(size_t r, size_t c) const {
+  const size_t at = r * rs + c * cs;
+  return is_bf16 ? bf16_to_f32(static_cast<const uint16_t*>(data)[at]) : static_cast<const float*>(data)[at];
+}
+
+uint16_t Bf16Operand::bits(size_t r, size_t c) const {
+  const size_t at = r * rs + c * cs;
+  return is_bf16 ? static_cast<const uint16_t*>(data)[at] : f32_to_bf16(static_cast<const float*>(data)[at]);
+}
+
+namespace {
+
+constexpr size_t kMaxNr = 16;  // the widest tile of the family
+
+size_t pairs(size_t K) { return K / 2 + K % 2; }
+
+// Rows [begin, end) of op as bf16 rows of 2 * kq values (an odd K padded with a zero).
+void round_rows(const Bf16Operand& op, size_t K, size_t kq, size_t begin, size_t end, uint16_t* out) {
+  for (size_t r = begin; r < end; ++r) {
+    uint16_t* row = out + r * 2 * kq;
+    if (op.cs == 1 && !op.is_bf16)
+      f32_to_bf16_array(static_cast<const float*>(op.data) + r * op.rs, row, K);  // (small: never threads here)
+    else
+      for (size_t k = 0; k < K; ++k) row[k] = op.bits(r, k);
+    if (K % 2) row[K] = 0;
+  }
+}
+
+size_t l2_bytes() { return cpu_features().l2 ? cpu_features().l2 : 256 * 1024; }
+
+}  // namespace
+
+void PackedBf16Gemm::pack(const Bf16GemmKernel& k, const Bf16Operand& w, AlignedBuffer<uint16_t>& out) const {
+  const size_t mr = size_t(k.mr), panels = ceil_div(N_, mr);
+  out.resize(std::max<size_t>(checked_mul(panels, mr, 2 * kq_), 1));
+  parallel_for(panels, [&](size_t p) {
+    uint16_t* panel = out.data() + p * mr * 2 * kq_;
+    for (size_t q = 0; q < kq_; ++q)
+      for (size_t i = 0; i < mr; ++i)
+        for (size_t h = 0; h < 2; ++h) {
+          const size_t n = p * mr + i, kk = 2 * q + h;
+          panel[q * 2 * mr + 2 * i + h] = n < N_ && kk < K_ ? w.bits(n, kk) : uint16_t(0);
+        }
+  });
+}
+
+PackedBf16Gemm::PackedBf16Gemm(const Bf16Operand& w, size_t N, size_t K)
+    : kernel_(&bf16_gemm_family().dispatched()), N_(N), K_(K), kq_(pairs(K)) {
+  pack(*kernel_, w, packed_);
+}
+
+void PackedBf16Gemm::run(size_t M, const Bf16Operand& x, float* c, size_t ldc, const F32Epilogue& ep) const {
+  if (M == 0 || N_ == 0) return;
+  const Bf16GemmKernel& k = bf16_gemm_family().dispatched();
+  const uint16_t* panels = packed_.data();
+  AlignedBuffer<uint16_t> repacked;
+  if (&k != kernel_) {  // the cap changed since packing: this layout belongs to another kernel's tile
+    const size_t mr0 = size_t(kernel_->mr);
+    AlignedBuffer<uint16_t> rows(std::max<size_t>(checked_mul(N_, 2 * kq_), 1));
+    for (size_t n = 0; n < N_; ++n)
+      for (size_t kk = 0; kk < 2 * kq_; ++kk)
+        rows.data()[n * 2 * kq_ + kk] = packed_.data()[(n / mr0) * mr0 * 2 * kq_ + (kk / 2) * 2 * mr0 + 2 * (n % mr0) + kk % 2];
+    Bf16Operand w;
+    w.data = rows.data();
+    w.is_bf16 = true;
+    w.rs = 2 * kq_;
+    w.cs = 1;
+    pack(k, w, repacked);
+    panels = repacked.data();
+  }
+  if (size_t(k.nr) > kMaxNr) throw std::logic_error("bf16 GEMM: tile wider than kMaxNr");
+  const size_t mr = size_t(k.mr), nr = size_t(k.nr), n_panels = ceil_div(N_, mr), kp = 2 * kq_;
+
+  // X's rows as bf16: read in place when they already are (pairs contiguous), else rounded into the workspace.
+  const bool in_place = x.is_bf16 && x.cs == 1 && K_ % 2 == 0;
+  Workspace ws(in_place ? 0 : checked_mul(M, kp, sizeof(uint16_t)));
+  const uint16_t* xrows = static_cast<const uint16_t*>(x.data);
+  size_t ldx = x.rs;
+  if (!in_place) {
+    uint16_t* rows = ws.as<uint16_t>();
+    if (checked_mul(M, K_) < (size_t(1) << 16))
+      round_rows(x, K_, kq_, 0, M, rows);
+    else
+      parallel_for_ranges(M, [&](size_t begin, size_t end) { round_rows(x, K_, kq_, begin, end, rows); });
+    xrows = rows;
+    ldx = kp;
+  }
+
+  // Tasks: one panel against a block of rows, the block's bf16 rows in half of L2, blocks made smaller while
+  // there are fewer tasks than threads can share.
+  size_t mb = std::max(nr, (l2_bytes() / 2) / std::max<size_t>(kp * sizeof(uint16_t), 1) / nr * nr);
+  const size_t threads = size_t(get_num_threads());
+  while (mb > nr && ceil_div(M, mb) * n_panels < 2 * threads) mb = std::max(nr, mb / 2 / nr * nr);
+  const size_t n_blocks = ceil_div(M, mb);
+  parallel_for_2d(n_blocks, n_panels, [&](size_t blk, size_t p) {
+    const uint16_t* a = panels + p * mr * kp;
+    const size_t m = std::min(mr, N_ - p * mr);
+    F32Epilogue tep = ep;  // the bias of this panel's features
+    if (ep.bias) tep.bias = ep.bias + p * mr;
+    const uint16_t* b[kMaxNr];
+    const size_t end = std::min(M, (blk + 1) * mb);
+    for (size_t r = blk * mb; r < end; r += nr) {
+      const size_t n = std::min(nr, end - r);
+      for (size_t j = 0; j < n; ++j) b[j] = xrows + (r + j) * ldx;
+      k.run(m, n, kq_, a, b, c + r * ldc + p * mr, ldc, &tep);
+    }
+  });
+}
+
+void bf16_gemm(size_t M, size_t N, size_t K, const Bf16Operand& a, const Bf16Operand& b, float* c, size_t ldc,
+               const F32Epilogue& ep) {
+  if (M == 0 || N == 0) return;
+  Bf16Operand w = b;  // W(n, k) = B(k, n)
+  std::swap(w.rs, w.cs);
+  PackedBf16Gemm(w, N, K).run(M, a, c, ldc, ep);
+}
+
+}  // namespace nnkern

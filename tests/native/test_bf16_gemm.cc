@@ -1,0 +1,120 @@
+// Every bf16_gemm micro-kernel of the list this CPU can run against the scalar reference bf16_gemm_reference, over
+// every tail (m = 1..MR, n = 1..NR, kq = 0..9 pairs) and the epilogue variants: bit for bit on x86, within the
+// float32 bound of the exact sum on NEON (BFDOT rounds a pair's sum once: kernels/bf16_gemm.h). Also checks that
+// nothing outside the m x n tile of C is written. Built as test_bf16_gemm (the build's kernels, dispatch by the
+// CPU) and, on x86-64, as test_bf16_gemm_emulated: the avx512bf16 kernel's source compiled over portable stand-ins
+// of its intrinsics (emulated_avx512.h), so that its tiles are checked on CPUs without AVX-512 too.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "harness.h"
+#include "kernels/bf16.h"
+#include "kernels/bf16_gemm_list.h"
+#ifndef NNKERN_TEST_EMULATED_AVX512BF16
+#include "core/kernel_family.h"
+#endif
+
+using namespace nnkern;
+using nnkern_test::check;
+
+namespace {
+
+constexpr float kSentinel = -777.0f;
+
+struct Case {
+  const char* name;
+  F32Epilogue ep;
+  bool use_bias;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  F32Epilogue plain;
+  out.push_back({"plain", plain, false});
+  F32Epilogue full;
+  full.alpha = 0.5f;
+  full.beta = -1.25f;
+  full.clamp = true;
+  full.clamp_min = -0.25f;
+  full.clamp_max = 0.75f;
+  out.push_back({"alpha-beta-bias-clamp", full, true});
+  F32Epilogue relu;
+  relu.clamp = true;
+  relu.clamp_min = 0.0f;
+  relu.clamp_max = INFINITY;
+  out.push_back({"bias-relu", relu, true});
+  return out;
+}
+
+// A bf16 in [-1, 1), or now and then a value that stresses the sums: large, tiny or exactly zero.
+uint16_t draw(uint32_t& s) {
+  const uint32_t r = nnkern_test::next_random(s);
+  float v = nnkern_test::next_unit(s);
+  if (r % 29 == 0) v *= 1024.0f;
+  if (r % 31 == 0) v = 0.0f;
+  return f32_to_bf16(v);
+}
+
+void check_kernel(const Bf16GemmKernel& k, bool exact) {
+  const size_t MR = size_t(k.mr), NR = size_t(k.nr), ldc = MR + 3;
+  uint32_t s = 12345;
+  for (const Case& cs : cases()) {
+    for (size_t kq = 0; kq <= 9; ++kq) {
+      std::vector<uint16_t> a(std::max<size_t>(kq * 2 * MR, 1)), b(NR * (2 * kq + 1));
+      for (auto& v : a) v = draw(s);
+      for (auto& v : b) v = draw(s);
+      std::vector<const uint16_t*> bp(NR);
+      for (size_t j = 0; j < NR; ++j) bp[j] = b.data() + j * (2 * kq + 1);  // odd row pitch: unaligned pairs
+      std::vector<float> bias(MR), c0(NR * ldc + 1);
+      for (auto& v : bias) v = nnkern_test::next_unit(s);
+      for (auto& v : c0) v = nnkern_test::next_unit(s);
+      F32Epilogue ep = cs.ep;
+      if (cs.use_bias) ep.bias = bias.data();
+      for (size_t m = 1; m <= MR; ++m)
+        for (size_t n = 1; n <= NR; ++n) {
+          std::vector<float> want = c0, got = c0;
+          for (size_t j = n; j < NR; ++j) std::fill(got.begin() + j * ldc, got.begin() + (j + 1) * ldc, kSentinel);
+          std::vector<float> sentinel = got;
+          bf16_gemm_reference(m, n, kq, MR, a.data(), bp.data(), want.data(), ldc, &ep);
+          k.run(m, n, kq, a.data(), bp.data(), got.data(), ldc, &ep);
+          for (size_t j = 0; j < NR; ++j)
+            for (size_t i = 0; i < ldc; ++i) {
+              const size_t at = j * ldc + i;
+              if (j >= n || i >= m) {
+                check(std::memcmp(&got[at], &sentinel[at], 4) == 0, "%s %s m=%zu n=%zu kq=%zu: wrote C(%zu, %zu)",
+                      k.name, cs.name, m, n, kq, i, j);
+                continue;
+              }
+              if (exact) {
+                check(std::memcmp(&got[at], &want[at], 4) == 0, "%s %s m=%zu n=%zu kq=%zu: C(%zu, %zu) = %.9g, want %.9g",
+                      k.name, cs.name, m, n, kq, i, j, got[at], want[at]);
+              } else {
+                double mag = 0.0;  // sum |a||b| of the element, for the bound
+                for (size_t q = 0; q < 2 * kq; ++q)
+                  mag += std::fabs(double(bf16_to_f32(a[(q / 2) * 2 * MR + 2 * i + q % 2])) * bf16_to_f32(bp[j][q]));
+                const double bound = (2.0 * kq + 4) * std::ldexp(mag * std::fabs(ep.alpha), -24) + 1e-30 +
+                                     std::ldexp(std::fabs(double(want[at])), -22);
+                check(std::fabs(double(got[at]) - want[at]) <= bound, "%s %s m=%zu n=%zu kq=%zu: C(%zu, %zu) = %.9g, want %.9g",
+                      k.name, cs.name, m, n, kq, i, j, got[at], want[at]);
+              }
+            }
+        }
+    }
+  }
+}
+
+}  // namespace
+
+int main() {
+#ifdef NNKERN_TEST_EMULATED_AVX512BF16
+  check_kernel(bf16_gemm_48x8__avx512bf16, true);
+#else
+  const int ran = nnkern_test::for_each_runnable(bf16_gemm_family().list(), [](const Bf16GemmKernel& k, Isa level) {
+    check_kernel(k, level != Isa::neonbf16);
+  });
+  check(ran >= 1, "no bf16_gemm kernel ran");
+#endif
+  return nnkern_test::finish();
+}
