@@ -30,7 +30,8 @@ in G operations per second (a multiply-add is 2); "vs best" is nnkern's best lev
 library installed in the same run (numpy/OpenBLAS, onnxruntime, oneDNN, torch); "% peak" is against the measured
 peak of nnkern's ISA level on the same CPU times the threads. Columns "nnkern ... high" are nnkern at float32
 precision "high" (Winograd's 3x3 convolutions, the faster of its two; whole networks through the ONNX session with
-`precision="high"`): shown beside, but "vs best" and "% peak" are the default precision's. The host moves timings by
+`precision="high"`), "nnkern ... medium" at "medium" (bf16 products: the `bf16` convolution, sessions with
+`precision="medium"`): shown beside, but "vs best" and "% peak" are the default precision's. The host moves timings by
 10-30% from minute to minute: compare only within one table.
 """
 
@@ -72,6 +73,8 @@ def load(paths):
                     continue
                 if str(r.get("algorithm", "")).startswith("winograd"):  # float32 precision "high": a column of its own
                     r = dict(r, isa=f"{r.get('isa', '')} high".strip())
+                if r.get("algorithm") == "bf16":  # float32 precision "medium"
+                    r = dict(r, isa=f"{r.get('isa', '')} medium".strip())
                 if r.get("network"):  # whole networks: one table per precision, a row per network and batch
                     op = r["op"].replace("networks", f"networks {r['precision']}", 1)
                     r = dict(r, op=op, shape=[f"{r['network']} batch {r['batch']}"])
@@ -91,9 +94,19 @@ def shape_text(shape):
     return "x".join(str(v) for v in shape)
 
 
+#: The float32 precisions below the default that records may be marked with (their isa's last word).
+LEVELS = ("high", "medium")
+
+
+def level_of(r):
+    """The reduced float32 precision of an nnkern record ("high": Winograd, "medium": bf16), or None."""
+    isa = str(r.get("isa", ""))
+    return next((lv for lv in LEVELS if r["library"] == "nnkern" and isa.endswith(lv)), None)
+
+
 def reduced_precision(r) -> bool:
-    """A record of nnkern at float32 precision "high" (Winograd): shown, but never in "vs best" or "% peak"."""
-    return r["library"] == "nnkern" and str(r.get("isa", "")).endswith("high")
+    """A record of nnkern at a reduced float32 precision: shown, but never in "vs best" or "% peak"."""
+    return level_of(r) is not None
 
 
 def ratio_of(rows):
@@ -103,9 +116,9 @@ def ratio_of(rows):
     return max(ours) / max(theirs) if ours and theirs and max(theirs) > 0 else None
 
 
-def ratio_high(rows):
-    """nnkern's best rate at float32 precision "high" over the best other library's, or None."""
-    ours = [r["rate"] for r in rows if reduced_precision(r)]
+def ratio_at(rows, level):
+    """nnkern's best rate at float32 precision `level` over the best other library's, or None."""
+    ours = [r["rate"] for r in rows if level_of(r) == level]
     theirs = [r["rate"] for r in rows if r["library"] != "nnkern"]
     return max(ours) / max(theirs) if ours and theirs and max(theirs) > 0 else None
 
@@ -118,11 +131,12 @@ def render_table(op, threads, shapes):
     others = sorted({r["library"] for rows in shapes.values() for r in rows if r["library"] != "nnkern"})
     cpu = rows0[0].get("cpu", "CPU not recorded")
     date = rows0[0].get("date", "")
+    levels = [lv for lv in LEVELS if any(i.endswith(lv) for i in isas)]
     lines = [f"\n### {op}, {threads} thread{'s' if threads > 1 else ''}\n",
              f"{cpu}{', ' + date if date else ''}; {unit}.\n",
              "| shape | " + " | ".join(f"nnkern {i}".strip() for i in isas) + " | " + " | ".join(others) +
-             " | vs best | % peak |" + (" high vs best |" if any(i.endswith("high") for i in isas) else ""),
-             "|---" * (len(isas) + len(others) + 3 + any(i.endswith("high") for i in isas)) + "|"]
+             " | vs best | % peak |" + "".join(f" {lv} vs best |" for lv in levels),
+             "|---" * (len(isas) + len(others) + 3 + len(levels)) + "|"]
     for shape, rows in shapes.items():
         ours = {r.get("isa", ""): r for r in rows if r["library"] == "nnkern" and not reduced_precision(r)}
         for r in rows:  # the faster Winograd variant
@@ -134,9 +148,9 @@ def render_table(op, threads, shapes):
         cells = [f"{ours[i]['rate']:.1f}" if i in ours else "-" for i in isas]
         cells += [f"{theirs[o]['rate']:.1f}" if o in theirs else "-" for o in others]
         cells += [f"{ratio:.2f}x" if ratio else "-", f"{peak:.0f}%" if peak else "-"]
-        if any(i.endswith("high") for i in isas):
-            high = ratio_high(rows)
-            cells.append(f"{high:.2f}x" if high else "-")
+        for lv in levels:
+            at = ratio_at(rows, lv)
+            cells.append(f"{at:.2f}x" if at else "-")
         lines.append(f"| {shape_text(shape)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -151,10 +165,11 @@ def summary(all_tables):
         cpu = next(iter(shapes.values()))[0].get("cpu", "?")
         lines.append(f"| {op} | {threads} | {len(ratios)} | {statistics.median(ratios):.2f}x "
                      f"({min(ratios):.2f}-{max(ratios):.2f}) | {cpu} |")
-        high = [x for x in (ratio_high(rows) for rows in shapes.values()) if x]
-        if high:
-            lines.append(f"| {op}, float32 precision high | {threads} | {len(high)} | {statistics.median(high):.2f}x "
-                         f"({min(high):.2f}-{max(high):.2f}) | {cpu} |")
+        for lv in LEVELS:
+            at = [x for x in (ratio_at(rows, lv) for rows in shapes.values()) if x]
+            if at:
+                lines.append(f"| {op}, float32 precision {lv} | {threads} | {len(at)} | {statistics.median(at):.2f}x "
+                             f"({min(at):.2f}-{max(at):.2f}) | {cpu} |")
     return "\n".join(lines)
 
 

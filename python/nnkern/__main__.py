@@ -188,7 +188,8 @@ def bench_networks(args, threads) -> int:
     results, notes = networks.run(names, threads, precisions=precisions, batches=batches,
                                   size="test" if args.quick else "bench", input_size=input_size,
                                   repeats=args.repeats, libraries=_libraries(args), profile=args.profile,
-                                  memory=args.memory, high=args.high, progress=lambda s: print(s, flush=True))
+                                  memory=args.memory, also=[lv for lv in networks.ALSO if getattr(args, lv)],
+                                  progress=lambda s: print(s, flush=True))
     print(f"\n({time.perf_counter() - t0:.0f} s)\n")
     for t in threads:
         print(networks.markdown_table(results, t, notes))
@@ -307,7 +308,7 @@ def bench(args) -> int:
         return bench_fused(args, threads)
     if args.op == "overhead":
         return bench_overhead(args)
-    if args.op not in ("sgemm", "linear"):
+    if args.op not in ("sgemm", "linear", "bf16"):
         return bench_int8(args, threads)
     if args.shapes:
         shapes = [harness.parse_shape(s) for s in args.shapes]
@@ -317,7 +318,8 @@ def bench(args) -> int:
     print_info()
     print(ops.openblas_note())
     print(harness.peaks_line("f32", "GFLOP/s"))
-    op = ops.sgemm_op(numpy_unset=not args.no_subprocess) if args.op == "sgemm" else ops.linear_op()
+    op = {"sgemm": lambda: ops.sgemm_op(numpy_unset=not args.no_subprocess), "linear": ops.linear_op,
+          "bf16": ops.bf16_op}[args.op]()
     t0 = time.perf_counter()
     results = harness.run(op, shapes, threads, isas=isas, repeats=args.repeats,
                           libraries=_libraries(args), progress=lambda s: print(s, flush=True))
@@ -399,10 +401,12 @@ def main(argv=None) -> int:
     sub.add_parser("check", help="self-check of every kernel this CPU can run (exit 1 on FAIL)")
     b = sub.add_parser("bench", help="SGEMM table vs every installed comparison library")
     b.add_argument("--op", default="sgemm",
-                   choices=["sgemm", "linear", "qgemm", "qlinear", "int8", "qconv", "conv", "networks", "yolo",
+                   choices=["sgemm", "linear", "bf16", "qgemm", "qlinear", "int8", "qconv", "conv", "networks", "yolo",
                             "mobilenet", "qnet", "sigmoid", "tanh", "topk", "lstm", "fused", "espcn", "overhead"],
                    help="sgemm (default; B per call, as every comparison library); linear (FP32 Linear, weights "
-                        "prepacked, vs onnxruntime with B an initializer and the others); qgemm (int8, B packed per "
+                        "prepacked, vs onnxruntime with B an initializer and the others); bf16 (Linear at float32 "
+                        "precision 'medium': bf16 products, vs nnkern's float32 Linear and torch's bf16 tensors and "
+                        "'medium' matmul precision); qgemm (int8, B packed per "
                         "call, vs libraries taking B per call), qlinear (prepacked, fused "
                         "requantization) or int8 (both); sigmoid/tanh/topk (1 thread; --shapes = element counts); "
                         "lstm (--shapes = hidden,batch; seq 50); qconv (QConv2d on ResNet-50 / MobileNet-v2 layers, "
@@ -437,6 +441,8 @@ def main(argv=None) -> int:
                    "nnkern's planned intermediates (records: op networks-memory)")
     b.add_argument("--high", action="store_true", help="--op networks: also run each float network at float32 "
                    "precision 'high' (Winograd for its 3x3 stride-1 convolutions), nnkern's rows marked (high)")
+    b.add_argument("--medium", action="store_true", help="--op networks: also run each float network at float32 "
+                   "precision 'medium' (bf16 products in its convolutions and matrix products), rows marked (medium)")
     b.add_argument("--model", metavar="MODEL.onnx", help="time a whole ONNX model against onnxruntime (all graph "
                    "optimizations, the same thread counts) on the same inputs, and compare the outputs")
     r = sub.add_parser("run", help="run an ONNX model: outputs, latency and the compiled plan")

@@ -141,11 +141,11 @@ def _arrays(y) -> List[np.ndarray]:
 
 #: The call of nnkern's session in throughput mode; its records are nnkern's, with isa "throughput".
 THROUGHPUT = "nnkern throughput"
-#: The float networks' session at float32 precision "high" (Winograd for 3x3 stride-1 convolutions), where run()
-#: is asked for it; its records are nnkern's, with isa "high".
-HIGH = "nnkern high"
+#: The float networks' sessions at a reduced float32 precision ("high": Winograd for 3x3 stride-1 convolutions;
+#: "medium": bf16 products), where run() is asked for them; their records are nnkern's, with that isa.
+ALSO = ("high", "medium")
 #: The records' isa field of each extra nnkern call.
-EXTRA_CALLS = {THROUGHPUT: "throughput", HIGH: "high"}
+EXTRA_CALLS = {THROUGHPUT: "throughput", **{f"nnkern {p}": p for p in ALSO}}
 
 
 def nnkern_call(net: Network, precision: str, feeds: dict, threads: int, mode: str = "latency",
@@ -201,12 +201,12 @@ MAKERS = {"onnxruntime": ort_call, "torch": torch_call, "torch.compile": torch_c
 
 def library_calls(net: Network, precision: str, feeds: dict, threads: int,
                   libraries: Optional[Sequence[str]] = None,
-                  high: bool = False) -> Tuple[Dict[str, Callable], Dict[str, str]]:
-    """({"nnkern": call, library: call...}, {library: why it was left out}); each call has run once. high: a float
-    network also at float32 precision "high"."""
+                  also: Sequence[str] = ()) -> Tuple[Dict[str, Callable], Dict[str, str]]:
+    """({"nnkern": call, library: call...}, {library: why it was left out}); each call has run once. also: float32
+    precisions of ALSO a float network also runs at ("nnkern high", "nnkern medium")."""
     calls = {"nnkern": nnkern_call(net, precision, feeds, threads)}
-    if high and precision == "float":
-        calls[HIGH] = nnkern_call(net, precision, feeds, threads, float32_precision="high")
+    for level in also if precision == "float" else ():
+        calls[f"nnkern {level}"] = nnkern_call(net, precision, feeds, threads, float32_precision=level)
     notes = {}
     if threads > 1 and next(iter(feeds.values())).shape[0] > 1:  # the batch split across the threads too
         try:
@@ -240,13 +240,13 @@ def difference(ours: List[np.ndarray], ref: List[np.ndarray]) -> float:
 
 
 def agreement(net: Network, precision: str, threads: int, libraries: Optional[Sequence[str]] = None,
-              samples: int = AGREEMENT, high: bool = False) -> Dict[str, Tuple[int, int]]:
+              samples: int = AGREEMENT, also: Sequence[str] = ()) -> Dict[str, Tuple[int, int]]:
     """{library: (inputs whose top-1 class equals onnxruntime's, inputs)} for a classifier (one (N, classes)
     output), over ``samples`` inputs in one batch; {} for other networks or without onnxruntime."""
     if libraries is not None and "onnxruntime" not in libraries:
         return {}
     feeds = net.inputs(samples, seed=1)
-    calls, _ = library_calls(net, precision, feeds, threads, libraries, high)
+    calls, _ = library_calls(net, precision, feeds, threads, libraries, also)
     outs = {lib: _arrays(fn()) for lib, fn in calls.items()}
     ref = outs.get("onnxruntime")
     if ref is None or len(ref) != 1 or ref[0].ndim != 2:
@@ -257,10 +257,10 @@ def agreement(net: Network, precision: str, threads: int, libraries: Optional[Se
 
 def measure(net: Network, precision: str, batch: int, threads: int, *, repeats: int = 7,
             libraries: Optional[Sequence[str]] = None, notes: Optional[Dict[str, str]] = None,
-            min_time: float = 0.02, high: bool = False) -> List[NetResult]:
+            min_time: float = 0.02, also: Sequence[str] = ()) -> List[NetResult]:
     """One network, precision, batch and thread count: nnkern and each library, interleaved."""
     feeds = net.inputs(batch)
-    calls, why = library_calls(net, precision, feeds, threads, libraries, high)
+    calls, why = library_calls(net, precision, feeds, threads, libraries, also)
     if notes is not None:
         for lib, msg in why.items():
             notes.setdefault(f"{lib} ({precision} {net.name})", msg)
@@ -403,12 +403,12 @@ def select(tokens: Optional[Sequence[str]], op: str = "networks"
 def run(names: Sequence[str], threads_list: Sequence[int], *, precisions: Sequence[str] = PRECISIONS,
         batches: Sequence[int] = BATCHES, size: str = "bench", input_size: Optional[int] = None, repeats: int = 7,
         libraries: Optional[Sequence[str]] = None, min_time: float = 0.02, profile: bool = False,
-        memory: bool = False, memory_timeout: float = 300.0, high: bool = False,
+        memory: bool = False, memory_timeout: float = 300.0, also: Sequence[str] = (),
         progress: Optional[Callable[[str], None]] = print) -> Tuple[List[NetResult], Dict[str, str]]:
     """Every network, precision, batch and thread count; the results and the notes (skipped networks and
     libraries). profile: also the "networks-profile" records (batch 1, each thread count); memory: also the
     "networks-memory" records (each batch and thread count, nnkern and onnxruntime unless ``libraries`` leaves it
-    out); high: the float networks also at float32 precision "high" (nnkern's records with isa "high")."""
+    out); also: float32 precisions of ALSO the float networks also run at (nnkern's records with that isa)."""
     results: List[NetResult] = []
     notes: Dict[str, str] = {}
     say = progress or (lambda s: None)
@@ -431,12 +431,12 @@ def run(names: Sequence[str], threads_list: Sequence[int], *, precisions: Sequen
                     notes[f"{name} {precision}"] = f"skipped: quantize failed: {type(e).__name__}: {e}"
                     continue
                 try:
-                    top1 = agreement(net, precision, max(threads_list), libraries, high=high)
+                    top1 = agreement(net, precision, max(threads_list), libraries, also=also)
                     for batch in batches:
                         for t in threads_list:
                             t0 = time.perf_counter()
                             res = measure(net, precision, batch, t, repeats=repeats, libraries=libraries,
-                                          notes=notes, min_time=min_time, high=high)
+                                          notes=notes, min_time=min_time, also=also)
                             calls_by_isa = {isa: call for call, isa in EXTRA_CALLS.items()}
                             for r in res:
                                 r.top1 = top1.get(calls_by_isa.get(r.isa, r.library) if r.library == "nnkern"

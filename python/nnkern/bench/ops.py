@@ -88,6 +88,57 @@ def linear_op() -> Op:
               anchors=linear_anchors, pause_after=_pauses)
 
 
+# --- bf16 (float32 precision "medium") --------------------------------------------------------------
+
+def bf16_nnkern(shape: Shape, isa: str):
+    """nnkern.Linear(precision="medium") on the anchors' data: weights rounded to bf16 and packed once, A rounded
+    per call, float32 out."""
+    import nnkern
+    if _too_slow(isa, sgemm_work(shape)):
+        return None
+    A, B = _anchors._f32_inputs(*shape)
+    layer = nnkern.Linear(np.ascontiguousarray(B.T), precision="medium")
+    out = np.zeros((shape[0], shape[1]), np.float32)
+    layer(A, out=out)  # packs the bf16 weights (on the first call at "medium")
+    return _timed(lambda: layer(A, out=out), A, B, out)
+
+
+def bf16_anchors(shape: Shape, threads: int) -> Dict[str, object]:
+    """nnkern's own float32 Linear ('nnkern-f32'), torch.nn.functional.linear on bf16 tensors ('torch-bf16', weights
+    converted once, a bf16 result) and on float32 ones under torch.set_float32_matmul_precision("medium")
+    ('torch-medium')."""
+    import nnkern
+    _anchors.set_threads(threads)
+    A, B = _anchors._f32_inputs(*shape)
+    W = np.ascontiguousarray(B.T)
+    out = np.zeros((shape[0], shape[1]), np.float32)
+    f32 = nnkern.Linear(W)
+    found = {"nnkern-f32": _timed(lambda: f32(A, out=out), A, B, out)}
+    torch = _anchors._torch()
+    if torch is not None:
+        F = torch.nn.functional
+        tA, tW = torch.from_numpy(A), torch.from_numpy(W)
+        bA, bW = tA.bfloat16(), tW.bfloat16()
+        found["torch-bf16"] = _timed(lambda: F.linear(bA, bW), A, B, out)
+
+        def medium():
+            before = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("medium")
+            try:
+                return F.linear(tA, tW)
+            finally:
+                torch.set_float32_matmul_precision(before)
+        found["torch-medium"] = _timed(medium, A, B, out)
+    return found
+
+
+def bf16_op() -> Op:
+    """bf16 products (precision "medium") on the GEMM shapes, prepacked weights, next to nnkern's float32 and
+    torch's bf16 and "medium" paths."""
+    return Op(name="bf16", unit="GFLOP/s", peak_kind="f32", work=sgemm_work, nnkern=bf16_nnkern,
+              anchors=bf16_anchors, pause_after=_pauses)
+
+
 def numpy_only_anchors(shape: Shape, threads: int) -> Dict[str, object]:
     """Just numpy (np.matmul(out=)), for the main job's short table."""
     _anchors.set_threads(threads)
