@@ -269,6 +269,30 @@ def check_winograd(rng) -> Tuple[bool, str]:
     return worst <= 1.0, f"err/bound {worst:.3f}"
 
 
+def _bf16_round(x):
+    """float32 -> the nearest bf16 value (ties to even) as float64: the operands' rounding at "medium"."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16).astype(np.uint32)).view(np.float32).astype(np.float64)
+
+
+def check_bf16(rng) -> Tuple[bool, str]:
+    """matmul at precision "medium" (bf16 products, float32 sums): tails, odd K, a bias'd Linear, within the
+    float32 bound of the rounded operands' exact product."""
+    import nnkern
+    worst = 0.0
+    for M, N, K in ((1, 1, 1), (17, 13, 9), (5, 49, 64), (100, 70, 301)):
+        a = rng.standard_normal((M, K)).astype(np.float32)
+        b = rng.standard_normal((K, N)).astype(np.float32)
+        a64, b64 = _bf16_round(a), _bf16_round(b)
+        bound = (K + 2) * EPS * (np.abs(a64) @ np.abs(b64)) + np.finfo(np.float32).tiny
+        got = nnkern.matmul(a, b, precision="medium")
+        worst = max(worst, float(np.max(np.abs(got - a64 @ b64) / bound)))
+        bias = rng.standard_normal(N).astype(np.float32)
+        got = nnkern.Linear(np.ascontiguousarray(b.T), bias, precision="medium")(a)
+        worst = max(worst, float(np.max(np.abs(got - (a64 @ b64 + bias)) / (bound + 2 * EPS * np.abs(bias)))))
+    return worst <= 1.0, f"err/bound {worst:.3f}"
+
+
 def run(report: Callable[[str], None] = print) -> bool:
     """Print one PASS/FAIL line per (ISA, check); True when everything passed."""
     import nnkern
@@ -289,6 +313,8 @@ def run(report: Callable[[str], None] = print) -> bool:
             checks += [(("act", akern), "sigmoid/tanh, all methods, special values", lambda: check_activations(rng))]
             wkern = nnkern.cpu_info()["kernels"].get("f32_winograd", "?")
             checks += [(("conv", wkern), "Conv2d Winograd F(4x4), F(2x2), tails", lambda: check_winograd(rng))]
+            bkern = nnkern.cpu_info()["kernels"].get("bf16_gemm", "?")
+            checks += [(("bf16", bkern), "matmul / Linear at precision medium (bf16)", lambda: check_bf16(rng))]
             if hasattr(nnkern, "qgemm"):
                 checks += [(("int8", qkern), "qgemm u8/s8 x s8, zero points, qgemm16", lambda: check_qgemm(rng)),
                            (("int8", qkern), "quantize, QLinear requantization", lambda: check_quant(rng))]
