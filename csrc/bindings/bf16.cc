@@ -74,6 +74,30 @@ class Bf16Linear {
     py::gil_scoped_release release;
     packed_.run(M, vx, op, packed_.N(), ep);
   }
+  // The fast path (bindings/common.h), as PackedLinear's: x a native float32 ndarray (..., K), into out (as
+  // fast_output says); None for anything else (bf16 arrays included: the Python layer takes those).
+  py::object run_fast(const py::handle& x_in, const py::handle& out_in) const {
+    const NdProxy* x = plain_ndarray(x_in);
+    if (!is_layer_input(x, packed_.K()) || !is_native_float32(x)) return py::none();
+    const size_t M = layer_rows(x), N = packed_.N(), K = packed_.K();
+    const std::optional<py::array> given = fast_output<float>(out_in, layer_output_shape(x, N), {x_in});
+    if (!given) return py::none();
+    py::array out = *given;
+    if (M == 0 || N == 0) return std::move(out);
+    const F32Epilogue ep = epilogue(1.0f, 0.0f, bias_.empty() ? nullptr : bias_.data(), relu_);
+    Bf16Operand vx;
+    vx.data = x->data;
+    vx.rs = K;
+    vx.cs = 1;
+    float* op = static_cast<float*>(out.mutable_data());
+    if (worth_releasing_gil(M, N, K)) {
+      py::gil_scoped_release release;
+      packed_.run(M, vx, op, N, ep);
+    } else {
+      packed_.run(M, vx, op, N, ep);
+    }
+    return std::move(out);
+  }
   std::string kernel_name() const { return packed_.kernel_name(); }
 
  private:
@@ -81,6 +105,37 @@ class Bf16Linear {
   std::vector<float> bias_;
   bool relu_;
 };
+
+// The fast path of matmul at "medium" (bindings/common.h): a (M, K) @ b (K, N), both native float32 2-D ndarrays
+// with non-negative, whole-element strides, into out (as fast_output says); None for anything else.
+py::object bf16_matmul_fast(const py::handle& a_in, const py::handle& b_in, const py::handle& c_in) {
+  const NdProxy *pa = plain_ndarray(a_in), *pb = plain_ndarray(b_in);
+  if (!pa || !pb || pa->nd != 2 || pb->nd != 2 || !is_native_float32(pa) || !is_native_float32(pb)) return py::none();
+  const size_t M = size_t(pa->dimensions[0]), K = size_t(pa->dimensions[1]), N = size_t(pb->dimensions[1]);
+  if (size_t(pb->dimensions[0]) != K) return py::none();
+  Bf16Operand op[2];
+  const NdProxy* xs[2] = {pa, pb};
+  for (int i = 0; i < 2; ++i) {
+    for (int d = 0; d < 2; ++d)
+      if (xs[i]->strides[d] < 0 || xs[i]->strides[d] % 4) return py::none();
+    if (reinterpret_cast<uintptr_t>(xs[i]->data) % 4) return py::none();
+    op[i].data = xs[i]->data;
+    op[i].rs = size_t(xs[i]->strides[0] / 4);
+    op[i].cs = size_t(xs[i]->strides[1] / 4);
+  }
+  const std::optional<py::array> out = fast_output<float>(c_in, {ssize_t(M), ssize_t(N)}, {a_in, b_in});
+  if (!out) return py::none();
+  py::array c = *out;
+  if (M == 0 || N == 0) return std::move(c);
+  float* cp = static_cast<float*>(c.mutable_data());
+  if (worth_releasing_gil(M, N, K)) {
+    py::gil_scoped_release release;
+    bf16_gemm(M, N, K, op[0], op[1], cp, N, F32Epilogue());
+  } else {
+    bf16_gemm(M, N, K, op[0], op[1], cp, N, F32Epilogue());
+  }
+  return std::move(c);
+}
 
 const Bf16GemmKernel& runnable_kernel(const std::string& which) {
   const KernelList<Bf16GemmKernel>& list = bf16_gemm_family().list();
@@ -130,12 +185,14 @@ void bind_bf16(py::module_& m) {
   m.def("bf16_gemm", &bf16_gemm_binding, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"),
         py::arg("c"), py::arg("alpha") = 1.0f, py::arg("beta") = 0.0f, py::arg("bias") = py::none(),
         py::arg("relu") = false);
+  m.def("bf16_matmul_fast", &bf16_matmul_fast, py::arg("a"), py::arg("b"), py::arg("c") = py::none());
   m.def("bf16_gemm_ukernel", &bf16_gemm_ukernel, py::arg("kernel"), py::arg("m"), py::arg("n"), py::arg("kq"),
         py::arg("a"), py::arg("b"), py::arg("b_offsets"), py::arg("c"), py::arg("c_offset"), py::arg("ldc"),
         py::arg("alpha") = 1.0f, py::arg("beta") = 0.0f, py::arg("bias") = py::none(), py::arg("relu") = false);
   py::class_<Bf16Linear>(m, "PackedLinearBf16")
       .def(py::init<const py::array&, const py::object&, bool>())
       .def("run", &Bf16Linear::run)
+      .def("run_fast", &Bf16Linear::run_fast, py::arg("x"), py::arg("out") = py::none())
       .def_property_readonly("kernel_name", &Bf16Linear::kernel_name);
 }
 

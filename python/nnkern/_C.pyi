@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import numpy
 import typing
-__all__: list[str] = ['GraphConstant', 'GraphLayers', 'GraphNeedsConstant', 'GraphPlan', 'GuardedBuffer', 'InvertedResidual', 'Lstm', 'MAX_NUM_THREADS', 'PackedConv2d', 'PackedLinear', 'PackedLinearBf16', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'bf16_gemm', 'bf16_gemm_ukernel', 'conv2d_algorithm_families', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_rows_m', 'f32_gemv_rows_m_info', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'from_bf16', 'gemm_blocking', 'gemm_order', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'graph_evaluate', 'graph_infer', 'graph_ops', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'pool2d', 'pool2d_output_size', 'qgemm', 'qgemm_fast', 'qgemm_kernel_for', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'set_qgemm_rows_outer', 'set_workspace_guards', 'sgemm', 'sgemm_fast', 'to_bf16', 'topk', 'topk_kernel_name', 'workspace_guard_violations', 'workspace_last_bytes', 'workspace_overrun_probe', 'workspace_retained_bytes']
+__all__: list[str] = ['GraphConstant', 'GraphLayers', 'GraphNeedsConstant', 'GraphPlan', 'GuardedBuffer', 'InvertedResidual', 'Lstm', 'MAX_NUM_THREADS', 'PackedConv2d', 'PackedLinear', 'PackedLinearBf16', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'bf16_gemm', 'bf16_gemm_ukernel', 'bf16_matmul_fast', 'conv2d_algorithm_families', 'cpu_info', 'default_num_threads', 'dequantize', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_rows_m', 'f32_gemv_rows_m_info', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'from_bf16', 'gemm_blocking', 'gemm_order', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'graph_evaluate', 'graph_infer', 'graph_ops', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'pool2d', 'pool2d_output_size', 'qgemm', 'qgemm_fast', 'qgemm_kernel_for', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'set_qgemm_rows_outer', 'set_workspace_guards', 'sgemm', 'sgemm_fast', 'to_bf16', 'topk', 'topk_kernel_name', 'workspace_guard_violations', 'workspace_last_bytes', 'workspace_overrun_probe', 'workspace_retained_bytes']
 class GuardedBuffer:
     def __init__(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
@@ -203,6 +203,8 @@ class PackedLinearBf16:
         ...
     def run(self, arg0: numpy.ndarray, arg1: numpy.ndarray) -> None:
         ...
+    def run_fast(self, x: typing.Any, out: typing.Any = None) -> typing.Any:
+        ...
     @property
     def kernel_name(self) -> str:
         ...
@@ -231,6 +233,8 @@ def algorithms(arg0: str) -> list[str]:
 def bf16_gemm(a: numpy.ndarray, trans_a: bool, b: numpy.ndarray, trans_b: bool, c: numpy.ndarray, alpha: typing.SupportsFloat | typing.SupportsIndex = 1.0, beta: typing.SupportsFloat | typing.SupportsIndex = 0.0, bias: typing.Any = None, relu: bool = False) -> None:
     ...
 def bf16_gemm_ukernel(kernel: str, m: typing.SupportsInt | typing.SupportsIndex, n: typing.SupportsInt | typing.SupportsIndex, kq: typing.SupportsInt | typing.SupportsIndex, a: numpy.ndarray, b: numpy.ndarray, b_offsets: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], c: numpy.ndarray, c_offset: typing.SupportsInt | typing.SupportsIndex, ldc: typing.SupportsInt | typing.SupportsIndex, alpha: typing.SupportsFloat | typing.SupportsIndex = 1.0, beta: typing.SupportsFloat | typing.SupportsIndex = 0.0, bias: typing.Any = None, relu: bool = False) -> None:
+    ...
+def bf16_matmul_fast(a: typing.Any, b: typing.Any, c: typing.Any = None) -> typing.Any:
     ...
 def conv2d_algorithm_families() -> list[tuple[str, str]]:
     """

@@ -43,7 +43,8 @@ def _torch_bf16_bits(x) -> np.ndarray | None:
 def bf16_bits(x) -> np.ndarray | None:
     """x's bf16 values as a uint16 view of the same memory if x is a bf16 array (_BF16_KINDS), else None."""
     if isinstance(x, np.ndarray):
-        return x.view(U16) if x.dtype.name == "bfloat16" and x.dtype.itemsize == 2 and x.dtype.kind == "V" else None
+        dt = x.dtype  # kind first: dtype.name is computed on each access, slow next to a small product
+        return x.view(U16) if dt.kind == "V" and dt.itemsize == 2 and dt.name == "bfloat16" else None
     bits = _torch_bf16_bits(x)
     if bits is not None:
         return bits

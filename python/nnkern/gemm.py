@@ -134,10 +134,10 @@ def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None, *, precision: str
     medium = (precision if precision is not None else _precision.get_float32_precision()) == "medium"
     if precision is not None:
         _precision.check_precision(precision)
-    if not medium:
-        fast = _C.sgemm_fast(a, b, False, False, out)  # None unless a, b (and out) are 2-D and pass every check
-        if fast is not None:
-            return fast
+    # None unless a, b (and out) are 2-D float32 and pass every check below
+    fast = _C.bf16_matmul_fast(a, b, out) if medium else _C.sgemm_fast(a, b, False, False, out)
+    if fast is not None:
+        return fast
     operands = []
     for x, name in ((a, "a"), (b, "b")):
         bits = bf16.bf16_bits(x)
@@ -264,10 +264,10 @@ class Linear:
 
     def __call__(self, x: ArrayIn, out: ArrayIn | None = None) -> F32Array:
         medium = _precision.resolve(self._precision) == "medium"
-        if not medium:
-            y = self._packed.run_fast(x, out)  # None unless x (and out) pass every check below as they are
-            if y is not None:
-                return y
+        # None unless x (and out) pass every check below as they are
+        y = self._bf16_packed().run_fast(x, out) if medium else self._packed.run_fast(x, out)
+        if y is not None:
+            return y
         bits = bf16.bf16_bits(x)
         if bits is not None:
             x = bits if medium else bf16.from_bf16(bits)
