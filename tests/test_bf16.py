@@ -76,6 +76,22 @@ def test_to_bf16_gives_ml_dtypes_arrays(rng):
     np.testing.assert_array_equal(got.astype(np.float32)[~nan], x[~nan].astype(BF16).astype(np.float32))
 
 
+@pytest.mark.parametrize("level", kernel_params("bf16_convert"))
+def test_every_conversion_kernel_gives_the_same_bits(level, rng):
+    require_level(level)
+    x = np.concatenate([SPECIAL, rng.integers(0, 2**32, 70_001, dtype=np.uint64).astype(np.uint32).view(np.float32)])
+    with nnkern.max_isa(level):
+        assert nnkern.cpu_info()["kernels"]["bf16_convert"] == f"bf16_convert__{level}"
+        bits = to_bits(x)
+        np.testing.assert_array_equal(bits, round_bits(x))
+        np.testing.assert_array_equal(nnkern.from_bf16(bits).view(np.uint32), bits.astype(np.uint32) << 16)
+        # the rounded float32 values the b_f32 GEMM kernels read: a product with one column of ones picks them out
+        w = rand(rng, 3, 40)
+        xs = rand(rng, 37, 40) * np.float32(1000)
+        got = nnkern.Linear(w, precision="medium")(xs)
+        np.testing.assert_array_equal(got, reference_sums(np.hstack([round_bits(xs)]), round_bits(w.T)))
+
+
 def test_from_bf16_is_exact_and_round_trips(rng):
     bits = rng.integers(0, 2**16, 100_000, dtype=np.uint32).astype(np.uint16)
     f = nnkern.from_bf16(bits)
@@ -245,7 +261,7 @@ def test_fallback_kernels_agree_on_denormals(rng):
     tiny = round_bits(rand(rng, 16, 8) * np.float32(1e-38))
     assert (np.abs(widen(tiny)) < np.finfo(np.float32).tiny).any()
     b = round_bits(rand(rng, 8, 4))
-    for kernel in ("bf16_gemm_8x4__scalar", "bf16_gemm_16x4__avx2"):
+    for kernel in ("bf16_gemm_8x4__scalar", "bf16_gemm_16x5__avx2"):
         m = KERNELS[kernel]["mr"]
         check_kernel(kernel, min(m, 16), 4, 4, rng, a_bits=tiny[:min(m, 16)], b_bits=b)
 

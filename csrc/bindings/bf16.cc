@@ -4,6 +4,7 @@
 
 #include "bindings/common.h"
 #include "core/kernel_family.h"
+#include "kernels/bf16.h"
 #include "ops/bf16/bf16.h"
 
 namespace nnkern::bindings {
@@ -155,10 +156,19 @@ void bf16_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t kq, 
   const Bf16GemmKernel& k = runnable_kernel(which);
   if (m > size_t(k.mr) || n > size_t(k.nr) || b_offsets.size() != n) throw py::value_error("tile larger than the kernel");
   if (size_t(a.size()) < kq * 2 * size_t(k.mr)) throw py::value_error("a smaller than a packed panel");
-  std::vector<const uint16_t*> bp;
+  std::vector<const void*> bp;
+  std::vector<std::vector<float>> widened;  // a b_f32 kernel's rows: the bits' float32 values
+  widened.reserve(b_offsets.size());
   for (size_t off : b_offsets) {
     if (off + 2 * kq > size_t(b.size())) throw py::value_error("b row out of range");
-    bp.push_back(cdata<uint16_t>(b) + off);
+    const uint16_t* row = cdata<uint16_t>(b) + off;
+    if (k.b_f32) {
+      widened.emplace_back(2 * kq);
+      for (size_t i = 0; i < 2 * kq; ++i) widened.back()[i] = bf16_to_f32(row[i]);
+      bp.push_back(widened.back().data());
+    } else {
+      bp.push_back(row);
+    }
   }
   if (n && c_offset + (n - 1) * ldc + m > size_t(c.size())) throw py::value_error("c out of range");
   const F32Epilogue ep = epilogue(alpha, beta, cdata_or_null<float>(bias), relu);

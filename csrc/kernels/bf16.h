@@ -9,12 +9,13 @@ namespace nnkern {
 
 // float32 -> bf16, round to nearest even; a NaN stays a NaN (quieted, sign kept), +-Inf stays +-Inf, and values
 // that round past the largest bf16 become Inf (as IEEE rounding does). Denormals round like any other value.
+// Branch-free, so that loops of it vectorize (a select, compared as int32: SSE2 has only the signed compare).
 static inline uint16_t f32_to_bf16(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);  // NaN: keep it one, quiet
-  u += 0x7fffu + ((u >> 16) & 1u);                                            // round to nearest, ties to even
-  return uint16_t(u >> 16);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // round to nearest, ties to even
+  const uint32_t quiet = (u >> 16) | 0x0040u;                         // a NaN stays one, quiet
+  return uint16_t(int32_t(u & 0x7fffffffu) > int32_t(0x7f800000u) ? quiet : rounded);
 }
 
 // bf16 -> float32, exact.

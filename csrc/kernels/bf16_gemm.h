@@ -6,7 +6,10 @@
 // padded with a zero pair member by the caller), the unit of vdpbf16ps, BFDOT and BFMMLA:
 //
 //   A packed   a[q * 2 * MR + 2 * i + h] = A(i, 2q + h)   (rows i >= m are read: a packed panel is zero-padded)
-//   B          b[j][2q + h] = B(2q + h, j)                 one pointer per column, kq pairs readable
+//   B          b[j][2q + h] = B(2q + h, j)                 one pointer per column, kq pairs readable: bf16 bits
+//                                                          (uint16_t), or where the kernel says b_f32, the float32
+//                                                          values of those bf16 numbers (the fallback without bf16
+//                                                          instructions then broadcasts them without unpacking)
 //   C(i, j) = c[j * ldc + i], or ep->c_rows[j][i]
 //
 // Summation order, per pair q and in this order: acc += A(i, 2q+1) B(2q+1, j); acc += A(i, 2q) B(2q, j), each
@@ -23,16 +26,17 @@
 
 namespace nnkern {
 
-using Bf16GemmUkernel = void (*)(size_t m, size_t n, size_t kq, const uint16_t* a, const uint16_t* const* b,
-                                 float* c, size_t ldc, const F32Epilogue* ep);
+using Bf16GemmUkernel = void (*)(size_t m, size_t n, size_t kq, const uint16_t* a, const void* const* b, float* c,
+                                 size_t ldc, const F32Epilogue* ep);
 
 struct Bf16GemmKernel {
   const char* name;
   int mr, nr;
+  bool b_f32;  // B's rows hold float32 values (of bf16 numbers), not bf16 bits
   Bf16GemmUkernel run;
 };
 
-// The oracle (kernels/ref/bf16_gemm.cc, baseline code) for any tile size: a panel of mr rows.
+// The oracle (kernels/ref/bf16_gemm.cc, baseline code) for any tile size: a panel of mr rows, B as bf16 bits.
 void bf16_gemm_reference(size_t m, size_t n, size_t kq, size_t mr, const uint16_t* a, const uint16_t* const* b,
                          float* c, size_t ldc, const F32Epilogue* ep);
 

@@ -7,7 +7,7 @@
 
 #define NNKERN_BF16_GEMM_LIST(X)                          \
   X(bf16_gemm_8x4__scalar, scalar)                        \
-  NNKERN_AVX2(X(bf16_gemm_16x4__avx2, avx2))              \
+  NNKERN_AVX2(X(bf16_gemm_16x5__avx2, avx2))              \
   NNKERN_AVX512BF16(X(bf16_gemm_48x8__avx512bf16, avx512bf16)) \
   NNKERN_NEONBF16(X(bf16_gemm_8x8__neonbf16, neonbf16))
 

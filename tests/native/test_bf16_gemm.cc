@@ -67,6 +67,11 @@ void check_kernel(const Bf16GemmKernel& k, bool exact) {
       for (auto& v : b) v = draw(s);
       std::vector<const uint16_t*> bp(NR);
       for (size_t j = 0; j < NR; ++j) bp[j] = b.data() + j * (2 * kq + 1);  // odd row pitch: unaligned pairs
+      std::vector<float> bw(b.size());  // the same rows as float32 values, for a b_f32 kernel
+      for (size_t i = 0; i < b.size(); ++i) bw[i] = bf16_to_f32(b[i]);
+      std::vector<const void*> bk(NR);
+      for (size_t j = 0; j < NR; ++j)
+        bk[j] = k.b_f32 ? static_cast<const void*>(bw.data() + j * (2 * kq + 1)) : static_cast<const void*>(bp[j]);
       std::vector<float> bias(MR), c0(NR * ldc + 1);
       for (auto& v : bias) v = nnkern_test::next_unit(s);
       for (auto& v : c0) v = nnkern_test::next_unit(s);
@@ -78,7 +83,7 @@ void check_kernel(const Bf16GemmKernel& k, bool exact) {
           for (size_t j = n; j < NR; ++j) std::fill(got.begin() + j * ldc, got.begin() + (j + 1) * ldc, kSentinel);
           std::vector<float> sentinel = got;
           bf16_gemm_reference(m, n, kq, MR, a.data(), bp.data(), want.data(), ldc, &ep);
-          k.run(m, n, kq, a.data(), bp.data(), got.data(), ldc, &ep);
+          k.run(m, n, kq, a.data(), bk.data(), got.data(), ldc, &ep);
           for (size_t j = 0; j < NR; ++j)
             for (size_t i = 0; i < ldc; ++i) {
               const size_t at = j * ldc + i;

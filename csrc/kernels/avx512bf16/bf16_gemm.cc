@@ -19,6 +19,7 @@ namespace {
 struct Avx512Bf16Pairs {
   using A = __m512i;
   using B = __m512i;
+  using BElem = uint16_t;
   static NNK_INLINE A load_a(const uint16_t* p) { return _mm512_loadu_si512(p); }
   static NNK_INLINE B bcast_b(const uint16_t* p) {
     int32_t pair;
@@ -34,6 +35,6 @@ using Kernel = Bf16GemmTemplate<Avx512F32, Avx512Bf16Pairs, 48, 8>;
 
 }  // namespace
 
-const Bf16GemmKernel bf16_gemm_48x8__avx512bf16 = {"bf16_gemm_48x8__avx512bf16", 48, 8, Kernel::run};
+const Bf16GemmKernel bf16_gemm_48x8__avx512bf16 = {"bf16_gemm_48x8__avx512bf16", 48, 8, false, Kernel::run};
 
 }  // namespace nnkern

@@ -32,14 +32,14 @@ NNK_INLINE bfloat16x8_t dup_pair(const uint16_t* p) {
 }
 
 template <int kN>
-__attribute__((noinline)) void tile(size_t m, size_t kq, const uint16_t* a, const uint16_t* const* b, float* c,
+__attribute__((noinline)) void tile(size_t m, size_t kq, const uint16_t* a, const void* const* b, float* c,
                                     size_t ldc, const F32Epilogue* ep) {
   float32x4_t acc[kN][2];
   const uint16_t* bp[kN];
   static_for<0, kN>([&](auto j) {
     acc[j.value][0] = vdupq_n_f32(0.0f);
     acc[j.value][1] = vdupq_n_f32(0.0f);
-    bp[j.value] = b[j.value];
+    bp[j.value] = static_cast<const uint16_t*>(b[j.value]);
   });
   size_t q = 0;
   for (; q + 4 <= kq; q += 4) {
@@ -77,7 +77,7 @@ __attribute__((noinline)) void tile(size_t m, size_t kq, const uint16_t* a, cons
   }
 }
 
-using TileFn = void (*)(size_t, size_t, const uint16_t*, const uint16_t* const*, float*, size_t, const F32Epilogue*);
+using TileFn = void (*)(size_t, size_t, const uint16_t*, const void* const*, float*, size_t, const F32Epilogue*);
 
 template <int kN = kNR>
 TileFn pick_n(size_t n) {
@@ -86,7 +86,7 @@ TileFn pick_n(size_t n) {
   return nullptr;
 }
 
-void run(size_t m, size_t n, size_t kq, const uint16_t* a, const uint16_t* const* b, float* c, size_t ldc,
+void run(size_t m, size_t n, size_t kq, const uint16_t* a, const void* const* b, float* c, size_t ldc,
          const F32Epilogue* ep) {
   if (m == 0 || n == 0) return;
   pick_n(n)(m, kq, a, b, c, ldc, ep);
@@ -94,6 +94,6 @@ void run(size_t m, size_t n, size_t kq, const uint16_t* a, const uint16_t* const
 
 }  // namespace
 
-const Bf16GemmKernel bf16_gemm_8x8__neonbf16 = {"bf16_gemm_8x8__neonbf16", kMR, kNR, run};
+const Bf16GemmKernel bf16_gemm_8x8__neonbf16 = {"bf16_gemm_8x8__neonbf16", kMR, kNR, false, run};
 
 }  // namespace nnkern

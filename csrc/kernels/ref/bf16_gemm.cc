@@ -33,13 +33,13 @@ namespace {
 
 constexpr int kMR = 8, kNR = 4;
 
-void run(size_t m, size_t n, size_t kq, const uint16_t* a, const uint16_t* const* b, float* c, size_t ldc,
+void run(size_t m, size_t n, size_t kq, const uint16_t* a, const void* const* b, float* c, size_t ldc,
          const F32Epilogue* ep) {
-  bf16_gemm_reference(m, n, kq, kMR, a, b, c, ldc, ep);
+  bf16_gemm_reference(m, n, kq, kMR, a, reinterpret_cast<const uint16_t* const*>(b), c, ldc, ep);
 }
 
 }  // namespace
 
-const Bf16GemmKernel bf16_gemm_8x4__scalar = {"bf16_gemm_8x4__scalar", kMR, kNR, run};
+const Bf16GemmKernel bf16_gemm_8x4__scalar = {"bf16_gemm_8x4__scalar", kMR, kNR, false, run};
 
 }  // namespace nnkern

@@ -10,6 +10,7 @@
 #include "core/threadpool.h"
 #include "core/workspace.h"
 #include "kernels/bf16.h"
+#include "kernels/bf16_convert_list.h"
 #include "ops/bf16/bf16.h"
 
 namespace nnkern {
@@ -38,16 +39,42 @@ constexpr size_t kMaxNr = 16;  // the widest tile of the family
 
 size_t pairs(size_t K) { return K / 2 + K % 2; }
 
-// Rows [begin, end) of op as bf16 rows of 2 * kq values (an odd K padded with a zero).
+// Rows [begin, end) of op rounded to bf16, as rows of 2 * kq bits, or of their float32 values (an odd K padded with
+// a zero): the B operand of a kernel without b_f32, or with it.
 void round_rows(const Bf16Operand& op, size_t K, size_t kq, size_t begin, size_t end, uint16_t* out) {
+  const Bf16ConvertKernel& cvt = bf16_convert_family().dispatched();
   for (size_t r = begin; r < end; ++r) {
     uint16_t* row = out + r * 2 * kq;
-    if (op.cs == 1 && !op.is_bf16)
-      f32_to_bf16_array(static_cast<const float*>(op.data) + r * op.rs, row, K);  // (small: never threads here)
-    else
+    if (op.cs == 1 && !op.is_bf16) {
+      cvt.to_bits(static_cast<const float*>(op.data) + r * op.rs, row, K);
+    } else {
       for (size_t k = 0; k < K; ++k) row[k] = op.bits(r, k);
+    }
     if (K % 2) row[K] = 0;
   }
+}
+void round_rows(const Bf16Operand& op, size_t K, size_t kq, size_t begin, size_t end, float* out) {
+  const Bf16ConvertKernel& cvt = bf16_convert_family().dispatched();
+  for (size_t r = begin; r < end; ++r) {
+    float* row = out + r * 2 * kq;
+    if (op.cs == 1 && !op.is_bf16) {
+      cvt.to_values(static_cast<const float*>(op.data) + r * op.rs, row, K);
+    } else if (op.cs == 1) {
+      cvt.widen(static_cast<const uint16_t*>(op.data) + r * op.rs, row, K);
+    } else {
+      for (size_t k = 0; k < K; ++k) row[k] = bf16_to_f32(op.bits(r, k));
+    }
+    if (K % 2) row[K] = 0.0f;
+  }
+}
+
+// X's rows as the kernel reads them, into `rows` (M x 2 kq elements of T), threaded when large.
+template <typename T>
+void rows_for_kernel(const Bf16Operand& x, size_t M, size_t K, size_t kq, T* rows) {
+  if (checked_mul(M, K) < (size_t(1) << 16))
+    round_rows(x, K, kq, 0, M, rows);
+  else
+    parallel_for_ranges(M, [&](size_t begin, size_t end) { round_rows(x, K, kq, begin, end, rows); });
 }
 
 size_t l2_bytes() { return cpu_features().l2 ? cpu_features().l2 : 256 * 1024; }
@@ -95,40 +122,60 @@ void PackedBf16Gemm::run(size_t M, const Bf16Operand& x, float* c, size_t ldc, c
   if (size_t(k.nr) > kMaxNr) throw std::logic_error("bf16 GEMM: tile wider than kMaxNr");
   const size_t mr = size_t(k.mr), nr = size_t(k.nr), n_panels = ceil_div(N_, mr), kp = 2 * kq_;
 
-  // X's rows as bf16: read in place when they already are (pairs contiguous), else rounded into the workspace.
-  const bool in_place = x.is_bf16 && x.cs == 1 && K_ % 2 == 0;
-  Workspace ws(in_place ? 0 : checked_mul(M, kp, sizeof(uint16_t)));
-  const uint16_t* xrows = static_cast<const uint16_t*>(x.data);
-  size_t ldx = x.rs;
-  if (!in_place) {
-    uint16_t* rows = ws.as<uint16_t>();
-    if (checked_mul(M, K_) < (size_t(1) << 16))
-      round_rows(x, K_, kq_, 0, M, rows);
-    else
-      parallel_for_ranges(M, [&](size_t begin, size_t end) { round_rows(x, K_, kq_, begin, end, rows); });
-    xrows = rows;
-    ldx = kp;
-  }
-
-  // Tasks: one panel against a block of rows, the block's bf16 rows in half of L2, blocks made smaller while
-  // there are fewer tasks than threads can share.
-  size_t mb = std::max(nr, (l2_bytes() / 2) / std::max<size_t>(kp * sizeof(uint16_t), 1) / nr * nr);
+  // X's rows as the kernel reads them: in place where they already are (bf16 bits, pairs contiguous), else
+  // rounded (as bits, or as float32 values for a b_f32 kernel).
+  const size_t elem = k.b_f32 ? sizeof(float) : sizeof(uint16_t);
+  const bool in_place = !k.b_f32 && x.is_bf16 && x.cs == 1 && K_ % 2 == 0;
+  // Blocks of rows that stay in half of L2, made smaller while there are fewer tasks than threads can share.
+  size_t mb = std::max(nr, (l2_bytes() / 2) / std::max<size_t>(kp * elem, 1) / nr * nr);
   const size_t threads = size_t(get_num_threads());
   while (mb > nr && ceil_div(M, mb) * n_panels < 2 * threads) mb = std::max(nr, mb / 2 / nr * nr);
   const size_t n_blocks = ceil_div(M, mb);
-  parallel_for_2d(n_blocks, n_panels, [&](size_t blk, size_t p) {
-    const uint16_t* a = panels + p * mr * kp;
-    const size_t m = std::min(mr, N_ - p * mr);
-    F32Epilogue tep = ep;  // the bias of this panel's features
-    if (ep.bias) tep.bias = ep.bias + p * mr;
-    const uint16_t* b[kMaxNr];
+  // Panels [p0, p1) against block blk, whose row r is at rows + (r - first) * row_bytes.
+  const auto block = [&](size_t blk, size_t p0, size_t p1, const char* rows, size_t row_bytes, size_t first) {
+    const void* b[kMaxNr];
     const size_t end = std::min(M, (blk + 1) * mb);
-    for (size_t r = blk * mb; r < end; r += nr) {
-      const size_t n = std::min(nr, end - r);
-      for (size_t j = 0; j < n; ++j) b[j] = xrows + (r + j) * ldx;
-      k.run(m, n, kq_, a, b, c + r * ldc + p * mr, ldc, &tep);
+    for (size_t p = p0; p < p1; ++p) {
+      const uint16_t* a = panels + p * mr * kp;
+      const size_t m = std::min(mr, N_ - p * mr);
+      F32Epilogue tep = ep;  // the bias of this panel's features
+      if (ep.bias) tep.bias = ep.bias + p * mr;
+      for (size_t r = blk * mb; r < end; r += nr) {
+        const size_t n = std::min(nr, end - r);
+        for (size_t j = 0; j < n; ++j) b[j] = rows + (r + j - first) * row_bytes;
+        k.run(m, n, kq_, a, b, c + r * ldc + p * mr, ldc, &tep);
+      }
     }
-  });
+  };
+  if (!in_place && n_blocks >= 2 * threads) {
+    // Enough blocks for every thread: each task rounds its own block into its thread's scratch (still in cache
+    // for the panels that follow) and runs every panel on it, with no pass over all of X first.
+    parallel_for_scratch(n_blocks, checked_mul(mb, kp, elem), [&](size_t blk, void* scratch) {
+      const size_t r0 = blk * mb, rows = std::min(M, r0 + mb) - r0;
+      Bf16Operand xb = x;
+      xb.data = static_cast<const char*>(x.data) + r0 * x.rs * (x.is_bf16 ? sizeof(uint16_t) : sizeof(float));
+      if (k.b_f32)
+        round_rows(xb, K_, kq_, 0, rows, static_cast<float*>(scratch));
+      else
+        round_rows(xb, K_, kq_, 0, rows, static_cast<uint16_t*>(scratch));
+      block(blk, 0, n_panels, static_cast<const char*>(scratch), kp * elem, r0);
+    });
+    return;
+  }
+  Workspace ws(in_place ? 0 : checked_mul(M, kp, elem));
+  const char* xrows = static_cast<const char*>(x.data);
+  size_t row_bytes = x.rs * elem;
+  if (!in_place) {
+    if (k.b_f32)
+      rows_for_kernel(x, M, K_, kq_, ws.as<float>());
+    else
+      rows_for_kernel(x, M, K_, kq_, ws.as<uint16_t>());
+    xrows = ws.as<char>();
+    row_bytes = kp * elem;
+  }
+
+  // Tasks: one panel against a block of rows.
+  parallel_for_2d(n_blocks, n_panels, [&](size_t blk, size_t p) { block(blk, p, p + 1, xrows, row_bytes, 0); });
 }
 
 void bf16_gemm(size_t M, size_t N, size_t K, const Bf16Operand& a, const Bf16Operand& b, float* c, size_t ldc,

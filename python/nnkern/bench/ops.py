@@ -104,16 +104,22 @@ def bf16_nnkern(shape: Shape, isa: str):
 
 
 def bf16_anchors(shape: Shape, threads: int) -> Dict[str, object]:
-    """nnkern's own float32 Linear ('nnkern-f32'), torch.nn.functional.linear on bf16 tensors ('torch-bf16', weights
-    converted once, a bf16 result) and on float32 ones under torch.set_float32_matmul_precision("medium")
-    ('torch-medium')."""
+    """nnkern's own float32 Linear ('nnkern-f32', its best ISA level, on `threads` threads as nnkern's own column),
+    torch.nn.functional.linear on bf16 tensors ('torch-bf16', weights converted once, a bf16 result) and on float32
+    ones under torch.set_float32_matmul_precision("medium") ('torch-medium')."""
     import nnkern
+    from .harness import nnkern_context
     _anchors.set_threads(threads)
     A, B = _anchors._f32_inputs(*shape)
     W = np.ascontiguousarray(B.T)
     out = np.zeros((shape[0], shape[1]), np.float32)
     f32 = nnkern.Linear(W)
-    found = {"nnkern-f32": _timed(lambda: f32(A, out=out), A, B, out)}
+    at_threads = nnkern_context(nnkern.get_max_isa(), threads)  # anchors run outside nnkern's own context
+
+    def f32_call():
+        with at_threads():
+            return f32(A, out=out)
+    found = {"nnkern-f32": _timed(f32_call, A, B, out)}
     torch = _anchors._torch()
     if torch is not None:
         F = torch.nn.functional
