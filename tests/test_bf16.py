@@ -475,3 +475,39 @@ def test_sgemm_medium_transposes_alpha_beta(rng):
     with nnkern.float32_precision("medium"):
         np.testing.assert_array_equal(nnkern.sgemm(a.T, b), nnkern.matmul(a.T, b, precision="medium"))
         assert not np.array_equal(nnkern.sgemm(a.T, b, algorithm="tiles"), nnkern.sgemm(a.T, b))  # float32, named
+
+
+def test_lstm_medium_rounds_the_input_projection(rng):
+    I, H, S, B = 24, 16, 7, 3
+    w_ih, w_hh, b = rand(rng, 4 * H, I), rand(rng, 4 * H, H) * np.float32(0.5), rand(rng, 4 * H)
+    x = rand(rng, S, B, I)
+    medium = nnkern.LSTM(w_ih, w_hh, b, precision="medium")
+    assert medium.precision == "medium"
+    y = same_for_thread_counts(lambda: medium(x, lengths=[7, 3, 5])[0], counts=(1, 2, 3))
+    # the same layer in float32 over the rounded x and W_ih: only the projection's summation order differs
+    on_rounded = nnkern.LSTM(rounded(w_ih), w_hh, b)(rounded(x), lengths=[7, 3, 5])[0]
+    assert np.abs(y - on_rounded).max() < 1e-5
+    highest = nnkern.LSTM(w_ih, w_hh, b)(x, lengths=[7, 3, 5])[0]
+    assert np.abs(y - highest).max() > 1e-4
+    with nnkern.float32_precision("medium"):
+        np.testing.assert_array_equal(nnkern.LSTM(w_ih, w_hh, b)(x, lengths=[7, 3, 5])[0], y)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(medium))(x, lengths=[7, 3, 5])[0], y)
+    with pytest.raises(ValueError, match="precision"):
+        nnkern.LSTM(w_ih, w_hh, precision="bf16")
+
+
+def test_onnx_lstm_medium(rng):
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+    import nnkern.onnx
+    I, H = 12, 8
+    W, R, Bias = rand(rng, 1, 4 * H, I), rand(rng, 1, 4 * H, H), rand(rng, 1, 8 * H)
+    node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["y"], hidden_size=H)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [5, 2, I])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(a, n) for a, n in ((W, "W"), (R, "R"), (Bias, "B"))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    x = {"x": rand(rng, 5, 2, I)}
+    a = nnkern.onnx.InferenceSession(model).run(None, x)[0]
+    b = nnkern.onnx.InferenceSession(model, precision="medium").run(None, x)[0]
+    assert 1e-5 < np.abs(a - b).max() < 2e-2

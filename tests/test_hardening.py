@@ -117,7 +117,7 @@ READ_ONLY = {
     "Linear": ["in_features", "out_features", "weight", "bias", "activation", "kernel", "bf16_kernel", "precision"],
     "QLinear": ["in_features", "out_features", "output_dtype", "relu", "dynamic", "input_scale", "input_zero_point",
                 "weight", "weight_q", "weight_scale", "bias", "factor", "offset", "kernel"],
-    "LSTM": ["input_size", "hidden_size", "batch_first", "activation", "kernel", "projected_embeddings",
+    "LSTM": ["input_size", "hidden_size", "batch_first", "activation", "kernel", "projected_embeddings", "precision",
              "w_ih", "w_hh", "b_ih", "b_hh"],
 }
 

@@ -70,7 +70,7 @@ class Lstm {
   // [0, seq]; h_n, c_n (1, batch, H). Returns the cell updates computed.
   size_t run(const py::array& x3, bool tokens, bool batch_first, const py::object& h0, const py::object& c0,
              const py::object& lengths, py::array& out3, py::array& h_n, py::array& c_n,
-             const std::string& method) const {
+             const std::string& method, bool bf16_input) const {
     if (x3.ndim() < 2) throw py::value_error("x must have a sequence and a batch axis");
     const ssize_t A = x3.shape(0), B = x3.shape(1), Hs = ssize_t(H());
     const size_t seq = size_t(batch_first ? B : A), batch = size_t(batch_first ? A : B);
@@ -115,6 +115,7 @@ class Lstm {
     call.h_n = checked_out<float>(h_n, "h_n", {1, bs, Hs});
     call.c_n = checked_out<float>(c_n, "c_n", {1, bs, Hs});
     call.method = act_method_arg(method, "activation");
+    call.bf16_input = bf16_input;
     if (!seq || !batch || !Hs) throw py::value_error("internal: empty LSTM call");
     py::gil_scoped_release release;
     return op_.run(call);
@@ -135,7 +136,9 @@ void bind_f32_lstm(py::module_& m) {
       .def(py::init<const py::array&, const py::array&, const py::object&>())
       .def("set_table", &Lstm::set_table)
       .def_property_readonly("table", &Lstm::table)
-      .def("run", &Lstm::run)
+      .def("run", &Lstm::run, py::arg("x"), py::arg("tokens"), py::arg("batch_first"), py::arg("h0"), py::arg("c0"),
+           py::arg("lengths"), py::arg("out"), py::arg("h_n"), py::arg("c_n"), py::arg("method"),
+           py::arg("bf16_input") = false)
       .def_property_readonly("input_size", &Lstm::I)
       .def_property_readonly("hidden_size", &Lstm::H)
       .def_property_readonly("kernel_name", &Lstm::kernel_name);

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import _C
+from . import _C, _precision
 from ._arrays import ArrayIn, F32, as_array, as_bool, c_aligned, read_only_copy, require_array, require_ndim
 from .activations import ACTIVATION_METHODS
 
@@ -51,6 +51,11 @@ class LSTM:
     batch_first: x and output are (batch, seq, feature) instead of (seq, batch, feature).
     activation: "accurate" (default), "scalef" or "minimax": the sigmoid/tanh kernels of
     :mod:`nnkern.activations`, trading accuracy for speed (bounds below).
+    precision: the layer's float32 precision (:func:`nnkern.set_float32_precision`), or None: the process-wide one
+    at each call. At "medium" the input projection x W_ih^T rounds x and W_ih to bf16 and sums their products in
+    float32 (:func:`nnkern.matmul`'s bf16 products, W_ih packed once on first use); the recurrent product h W_hh^T
+    stays float32 (a few rows per step, and its rounding would compound over the steps), and so does
+    :meth:`precompute_embeddings`' table.
 
     Call: ``output, (h_n, c_n) = lstm(x, (h0, c0), lengths=None)`` (also ``h0=``, ``c0=``); see
     :meth:`__call__`. Safe to call from several threads at once; results are bit-identical for any
@@ -69,7 +74,8 @@ class LSTM:
     """
 
     def __init__(self, w_ih: ArrayIn, w_hh: ArrayIn, b_ih: ArrayIn | None = None, b_hh: ArrayIn | None = None,
-                 batch_first: bool = False, activation: str = "accurate") -> None:
+                 batch_first: bool = False, activation: str = "accurate", precision: str | None = None) -> None:
+        self._precision = _precision.check_precision(precision, allow_none=True)
         w_ih = require_array(w_ih, "w_ih", F32)
         w_hh = require_array(w_hh, "w_hh", F32)
         require_ndim(w_ih, "w_ih", (2,))
@@ -106,6 +112,7 @@ class LSTM:
     hidden_size = property(lambda self: self._op.hidden_size, doc="H, the hidden (and output) features")
     batch_first = property(lambda self: self._batch_first, doc="x and output are (batch, seq, feature)")
     activation = property(lambda self: self._activation, doc="the sigmoid/tanh method: accurate, scalef, minimax")
+    precision = property(lambda self: self._precision, doc="the layer's float32 precision, or None")
     w_ih = property(lambda self: self._w_ih, doc="float32 (4H, input_size), gates i, f, g, o; read-only")
     w_hh = property(lambda self: self._w_hh, doc="float32 (4H, H), read-only")
     b_ih = property(lambda self: self._b_ih, doc="float32 (4H,) or None, read-only")
@@ -222,7 +229,7 @@ class LSTM:
             x3 = x[:, None] if unbatched else x
             out3 = out[:, None] if unbatched else out
             computed = self._op.run(x3, bool(table), self.batch_first and not unbatched, h0, c0, lengths, out3,
-                                    h_n, c_n, self.activation)
+                                    h_n, c_n, self.activation, _precision.resolve(self._precision) == "medium")
         else:
             out.fill(0.0)
             h_n[0] = 0.0 if h0 is None else h0
@@ -256,12 +263,13 @@ class LSTM:
 
     def __getstate__(self):
         return {"w_ih": self._w_ih, "w_hh": self._w_hh, "b_ih": self._b_ih, "b_hh": self._b_hh,
-                "batch_first": self._batch_first, "activation": self._activation, "table": self._embedding_table}
+                "batch_first": self._batch_first, "activation": self._activation, "table": self._embedding_table,
+                "precision": self._precision}
 
     def __setstate__(self, state):
         # Repacked, and the embedding table projected again, under the current ISA cap.
         self.__init__(state["w_ih"], state["w_hh"], state["b_ih"], state["b_hh"], batch_first=state["batch_first"],
-                      activation=state["activation"])
+                      activation=state["activation"], precision=state.get("precision"))
         if state.get("table") is not None:
             self.precompute_embeddings(state["table"])
 

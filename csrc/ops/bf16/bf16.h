@@ -13,12 +13,15 @@ namespace nnkern {
 void f32_to_bf16_array(const float* x, uint16_t* y, size_t n);
 void bf16_to_f32_array(const uint16_t* x, float* y, size_t n);
 
-// A strided matrix operand: element (r, c) at data[r * rs + c * cs], float32 (rounded to bf16 where it is read) or
-// bf16 bits.
+// A strided matrix operand: element (r, c) at data[r * rs + c * cs], or with row pointers at row_ptrs[r][c * cs] (an
+// LSTM's input rows); float32 (rounded to bf16 where it is read) or bf16 bits.
 struct Bf16Operand {
   const void* data = nullptr;
+  const void* const* row_ptrs = nullptr;  // if set, row r starts at row_ptrs[r] (data and rs unused)
   bool is_bf16 = false;
   size_t rs = 0, cs = 0;
+  const void* row(size_t r) const;         // where row r starts
+  Bf16Operand from_row(size_t r0) const;   // the rows from r0 on
   float f32(size_t r, size_t c) const;
   uint16_t bits(size_t r, size_t c) const;  // the bf16 of (r, c): its bits, or the float32 rounded
 };

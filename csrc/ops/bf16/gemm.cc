@@ -23,14 +23,26 @@ const KernelFamily<Bf16GemmKernel>& bf16_gemm_family() {
 }
 NNKERN_REGISTER_FAMILY(bf16_gemm_family)
 
+const void* Bf16Operand::row(size_t r) const {
+  if (row_ptrs) return row_ptrs[r];
+  return static_cast<const char*>(data) + r * rs * (is_bf16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+Bf16Operand Bf16Operand::from_row(size_t r0) const {
+  Bf16Operand op = *this;
+  if (row_ptrs)
+    op.row_ptrs = row_ptrs + r0;
+  else
+    op.data = row(r0);
+  return op;
+}
+
 float Bf16Operand::f32(size_t r, size_t c) const {
-  const size_t at = r * rs + c * cs;
-  return is_bf16 ? bf16_to_f32(static_cast<const uint16_t*>(data)[at]) : static_cast<const float*>(data)[at];
+  return is_bf16 ? bf16_to_f32(static_cast<const uint16_t*>(row(r))[c * cs]) : static_cast<const float*>(row(r))[c * cs];
 }
 
 uint16_t Bf16Operand::bits(size_t r, size_t c) const {
-  const size_t at = r * rs + c * cs;
-  return is_bf16 ? static_cast<const uint16_t*>(data)[at] : f32_to_bf16(static_cast<const float*>(data)[at]);
+  return is_bf16 ? static_cast<const uint16_t*>(row(r))[c * cs] : f32_to_bf16(static_cast<const float*>(row(r))[c * cs]);
 }
 
 namespace {
@@ -46,7 +58,7 @@ void round_rows(const Bf16Operand& op, size_t K, size_t kq, size_t begin, size_t
   for (size_t r = begin; r < end; ++r) {
     uint16_t* row = out + r * 2 * kq;
     if (op.cs == 1 && !op.is_bf16) {
-      cvt.to_bits(static_cast<const float*>(op.data) + r * op.rs, row, K);
+      cvt.to_bits(static_cast<const float*>(op.row(r)), row, K);
     } else {
       for (size_t k = 0; k < K; ++k) row[k] = op.bits(r, k);
     }
@@ -58,9 +70,9 @@ void round_rows(const Bf16Operand& op, size_t K, size_t kq, size_t begin, size_t
   for (size_t r = begin; r < end; ++r) {
     float* row = out + r * 2 * kq;
     if (op.cs == 1 && !op.is_bf16) {
-      cvt.to_values(static_cast<const float*>(op.data) + r * op.rs, row, K);
+      cvt.to_values(static_cast<const float*>(op.row(r)), row, K);
     } else if (op.cs == 1) {
-      cvt.widen(static_cast<const uint16_t*>(op.data) + r * op.rs, row, K);
+      cvt.widen(static_cast<const uint16_t*>(op.row(r)), row, K);
     } else {
       for (size_t k = 0; k < K; ++k) row[k] = bf16_to_f32(op.bits(r, k));
     }
@@ -125,7 +137,7 @@ void PackedBf16Gemm::run(size_t M, const Bf16Operand& x, float* c, size_t ldc, c
   // X's rows as the kernel reads them: in place where they already are (bf16 bits, pairs contiguous), else
   // rounded (as bits, or as float32 values for a b_f32 kernel).
   const size_t elem = k.b_f32 ? sizeof(float) : sizeof(uint16_t);
-  const bool in_place = !k.b_f32 && x.is_bf16 && x.cs == 1 && K_ % 2 == 0;
+  const bool in_place = !k.b_f32 && x.is_bf16 && x.cs == 1 && K_ % 2 == 0 && !x.row_ptrs;
   // Blocks of rows that stay in half of L2, made smaller while there are fewer tasks than threads can share.
   size_t mb = std::max(nr, (l2_bytes() / 2) / std::max<size_t>(kp * elem, 1) / nr * nr);
   const size_t threads = size_t(get_num_threads());
@@ -152,8 +164,7 @@ void PackedBf16Gemm::run(size_t M, const Bf16Operand& x, float* c, size_t ldc, c
     // for the panels that follow) and runs every panel on it, with no pass over all of X first.
     parallel_for_scratch(n_blocks, checked_mul(mb, kp, elem), [&](size_t blk, void* scratch) {
       const size_t r0 = blk * mb, rows = std::min(M, r0 + mb) - r0;
-      Bf16Operand xb = x;
-      xb.data = static_cast<const char*>(x.data) + r0 * x.rs * (x.is_bf16 ? sizeof(uint16_t) : sizeof(float));
+      const Bf16Operand xb = x.from_row(r0);
       if (k.b_f32)
         round_rows(xb, K_, kq_, 0, rows, static_cast<float*>(scratch));
       else

@@ -113,6 +113,20 @@ const F32Lstm::Packed& F32Lstm::packed_for_now(std::unique_ptr<const Packed>& tm
   return *tmp;
 }
 
+const PackedBf16Gemm& F32Lstm::bf16_ih() const {
+  std::lock_guard<std::mutex> lock(bf16_mu_);
+  if (!bf16_ih_) {
+    std::vector<float> w_ih(std::max<size_t>(kGates * H_ * I_, 1));
+    packed_->ih.unpack(w_ih.data(), I_);
+    Bf16Operand w;
+    w.data = w_ih.data();
+    w.rs = I_;
+    w.cs = 1;
+    bf16_ih_ = std::make_unique<const PackedBf16Gemm>(w, kGates * H_, I_);
+  }
+  return *bf16_ih_;
+}
+
 void F32Lstm::project(size_t rows, const float* x, size_t ldx, float* out) const {
   std::unique_ptr<const Packed> tmp;
   const Packed& P = packed_for_now(tmp);
@@ -162,13 +176,22 @@ size_t F32Lstm::run(const F32LstmCall& call) const {
     std::vector<const float*> xr(rows);
     for (size_t t = 0; t < T; ++t)
       for (size_t s = 0; s < active[t]; ++s) xr[offset[t] + s] = call.x + t * call.x_ts + order[s] * call.x_bs;
-    PanelGemmArgs a;
-    a.M = rows;
-    a.x = xr.data();
-    a.c = gates;
-    a.ldc = G;
-    a.ep.bias = has_bias_ ? bias_.data() : nullptr;
-    panel_gemm(P.ih, a);
+    if (call.bf16_input) {
+      Bf16Operand x;
+      x.row_ptrs = reinterpret_cast<const void* const*>(xr.data());
+      x.cs = 1;
+      F32Epilogue ep;
+      ep.bias = has_bias_ ? bias_.data() : nullptr;
+      bf16_ih().run(rows, x, gates, G, ep);
+    } else {
+      PanelGemmArgs a;
+      a.M = rows;
+      a.x = xr.data();
+      a.c = gates;
+      a.ldc = G;
+      a.ep.bias = has_bias_ ? bias_.data() : nullptr;
+      panel_gemm(P.ih, a);
+    }
   }
 
   std::vector<float> zeros(std::max<size_t>(H, 1), 0.0f), c(std::max<size_t>(B * H, 1));

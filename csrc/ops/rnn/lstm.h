@@ -5,7 +5,7 @@
 //   c' = f c + i g,  h' = o tanh(c').
 //
 // Per call: the input projection of every (step, sequence) row that is computed is ONE panel GEMM
-// (ops/gemm/panel_gemm.h) into a gate buffer, bias included. Then each step is one panel GEMM of the
+// (ops/gemm/panel_gemm.h; at precision "medium" the bf16 GEMM) into a gate buffer, bias included. Then each step is one panel GEMM of the
 // active h rows against W_hh, accumulating onto that step's gate rows (beta = 1), whose post-op (the
 // cell) runs per block of MR hidden units right after the block's four gate tiles are stored:
 // activations on the tiles (in L1), the c update, h written into the output. W_hh is packed so that
@@ -16,10 +16,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "core/buffer.h"
 #include "kernels/f32_gemm.h"
 #include "kernels/f32_activation.h"
+#include "ops/bf16/bf16.h"
 #include "ops/gemm/panel_gemm.h"
 
 namespace nnkern {
@@ -41,6 +43,9 @@ struct F32LstmCall {
   float* h_n = nullptr;  // (batch, H): each sequence's state after its own last step (h0 / c0 for length 0)
   float* c_n = nullptr;
   ActMethod method = ActMethod::accurate;
+  // Float32 precision "medium": the input projection's products in bf16 (ops/bf16/bf16.h), summed in float32. The
+  // recurrent product stays float32: a GEMM of a few rows per step, and its rounding would compound over the steps.
+  bool bf16_input = false;
 };
 
 class F32Lstm {
@@ -68,6 +73,10 @@ class F32Lstm {
   std::unique_ptr<const Packed> packed_;  // for the kernel dispatched at construction
   // Another cap than at construction: a copy packed for the kernel dispatched now, built per call.
   const Packed& packed_for_now(std::unique_ptr<const Packed>& tmp) const;
+  // W_ih rounded to bf16 and packed for the bf16 GEMM, on the first call with bf16_input.
+  const PackedBf16Gemm& bf16_ih() const;
+  mutable std::mutex bf16_mu_;
+  mutable std::unique_ptr<const PackedBf16Gemm> bf16_ih_;
   AlignedBuffer<float> bias_;
   bool has_bias_;
   size_t I_, H_;

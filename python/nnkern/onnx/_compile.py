@@ -262,7 +262,7 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
                  precision: str = "highest") -> CompiledPlan:
     """values: the inputs whose values this plan is for (shapes or axes fed as inputs), as constants. optimize:
     the names of OPTIMIZATIONS to apply. precision: the float32 precision each convolution's algorithm is
-    chosen at, and at "medium" the MatMul / Gemm products' (bf16, nnkern.set_float32_precision)."""
+    chosen at, and at "medium" the MatMul / Gemm / LSTM input products' (bf16, nnkern.set_float32_precision)."""
     net = Net(model, shapes, values or {})
     _lower.prepare(net, optimize)
     net.fold_and_infer()
@@ -281,7 +281,7 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
     net.sort()
     if precision != "highest":
         for n in net.nodes:
-            if n.op in ("nnkern.Conv", "MatMul", "Gemm"):
+            if n.op in ("nnkern.Conv", "MatMul", "Gemm", "LSTM"):
                 n.attrs = dict(n.attrs, precision=("s", precision))
     return _emit(net, _C.GraphPlan(layers, num_threads, max_isa))
 

@@ -4,6 +4,7 @@
 // session (rnn_run.h); sequence_lens, initial states and peepholes are read at each run.
 #include <cctype>
 
+#include "core/precision.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/rnn_run.h"
 
@@ -100,6 +101,7 @@ RnnSpec rnn_spec(const NodeSpec& n, RnnKind kind) {
   if (n.has_input(4) && n.in(4).dtype != DType::i32)
     n.invalid(std::string("input sequence_lens must be int32, is ") + dtype_name(n.in(4).dtype));
 
+  s.bf16_input = float32_precision_from_name(n.attr_string("precision", "highest")) == Float32Precision::medium;
   const std::string direction = n.attr_string("direction", "forward");
   if (direction == "bidirectional") s.directions = 2;
   else if (direction == "reverse") s.reverse = true;

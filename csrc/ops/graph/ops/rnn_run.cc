@@ -299,6 +299,7 @@ void run_f32_lstm(const RnnSpec& s, const F32Lstm& lstm, const RnnIo& io, const 
   state_in(io.c0, o_c0, call.c0);
   call.h_n = ws.as<float>(o_hn);
   call.c_n = ws.as<float>(o_cn);
+  call.bf16_input = s.bf16_input;
   lstm.run(call);
 
   for (size_t b = 0; b < B; ++b) {

@@ -50,6 +50,7 @@ struct RnnSpec {
   bool input_forget = false;         // LSTM: f = 1 - i
   bool linear_before_reset = false;  // GRU
   bool has_bias = false, has_lengths = false, has_h0 = false, has_c0 = false, has_peepholes = false;
+  bool bf16_input = false;  // the session's precision "medium": F32Lstm's input projection in bf16
 
   bool reversed(size_t d) const { return reverse || d == 1; }
   const GateAct& act(size_t d, size_t k) const { return acts[d * acts_per_direction + k]; }
