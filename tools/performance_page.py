@@ -31,7 +31,8 @@ library installed in the same run (numpy/OpenBLAS, onnxruntime, oneDNN, torch); 
 peak of nnkern's ISA level on the same CPU times the threads. Columns "nnkern ... high" are nnkern at float32
 precision "high" (Winograd's 3x3 convolutions, the faster of its two; whole networks through the ONNX session with
 `precision="high"`), "nnkern ... medium" at "medium" (bf16 products: the `bf16` convolution, sessions with
-`precision="medium"`): shown beside, but "vs best" and "% peak" are the default precision's. The host moves timings by
+`precision="medium"`): shown beside, but "vs best" and "% peak" are the default precision's. A column "nnkern-f32"
+(the bf16 table) is nnkern's own float32 beside its bf16 products: shown, never the "best other". The host moves timings by
 10-30% from minute to minute: compare only within one table.
 """
 
@@ -112,14 +113,14 @@ def reduced_precision(r) -> bool:
 def ratio_of(rows):
     """nnkern's best rate at the default precision over the best other library's, or None."""
     ours = [r["rate"] for r in rows if r["library"] == "nnkern" and not reduced_precision(r)]
-    theirs = [r["rate"] for r in rows if r["library"] != "nnkern"]
+    theirs = [r["rate"] for r in rows if not r["library"].startswith("nnkern")]
     return max(ours) / max(theirs) if ours and theirs and max(theirs) > 0 else None
 
 
 def ratio_at(rows, level):
     """nnkern's best rate at float32 precision `level` over the best other library's, or None."""
     ours = [r["rate"] for r in rows if level_of(r) == level]
-    theirs = [r["rate"] for r in rows if r["library"] != "nnkern"]
+    theirs = [r["rate"] for r in rows if not r["library"].startswith("nnkern")]
     return max(ours) / max(theirs) if ours and theirs and max(theirs) > 0 else None
 
 

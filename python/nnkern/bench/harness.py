@@ -297,13 +297,19 @@ def measure_shape(op: Op, shape: Shape, threads: int, *, isas: Optional[Sequence
     return results
 
 
+def is_comparison(library: str) -> bool:
+    """A library the ratios compare nnkern with: not nnkern itself, nor a column of nnkern's own beside it (bf16's
+    'nnkern-f32', its float32 counterpart)."""
+    return not library.startswith("nnkern")
+
+
 def annotate(results: List[Result], peak_kind: str) -> None:
     """Fill ratio (to the best comparison library of the same op/shape/threads) and % of peak."""
     groups: Dict[tuple, List[Result]] = {}
     for r in results:
         groups.setdefault((r.op, r.shape, r.threads), []).append(r)
     for group in groups.values():
-        best = max((r.rate for r in group if r.library != "nnkern"), default=0.0)
+        best = max((r.rate for r in group if is_comparison(r.library)), default=0.0)
         for r in group:
             r.ratio = r.rate / best if best > 0 else None
             if r.isa:
@@ -399,7 +405,7 @@ def markdown_table(results: List[Result], threads: int, op: Optional[str] = None
                 row.append(_fmt(r.rate) + (f" ({', '.join(extra)})" if extra else ""))
             else:
                 row.append(_fmt(r.rate))
-        others = [r for r in cell.values() if r.library != "nnkern"]
+        others = [r for r in cell.values() if is_comparison(r.library)]
         mine = [r for r in cell.values() if r.library == "nnkern"]
         if others:
             bo = max(others, key=lambda r: r.rate)

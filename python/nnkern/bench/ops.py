@@ -108,17 +108,18 @@ def bf16_anchors(shape: Shape, threads: int) -> Dict[str, object]:
     torch.nn.functional.linear on bf16 tensors ('torch-bf16', weights converted once, a bf16 result) and on float32
     ones under torch.set_float32_matmul_precision("medium") ('torch-medium')."""
     import nnkern
-    from .harness import nnkern_context
     _anchors.set_threads(threads)
     A, B = _anchors._f32_inputs(*shape)
     W = np.ascontiguousarray(B.T)
     out = np.zeros((shape[0], shape[1]), np.float32)
     f32 = nnkern.Linear(W)
-    at_threads = nnkern_context(nnkern.get_max_isa(), threads)  # anchors run outside nnkern's own context
 
     def f32_call():
-        with at_threads():
-            return f32(A, out=out)
+        # Anchors run outside nnkern's own context (harness.nnkern_context): take the table's thread count here,
+        # set only where it differs (the context then restores this same count after nnkern's own calls).
+        if nnkern.get_num_threads() != threads:
+            nnkern.set_num_threads(threads)
+        return f32(A, out=out)
     found = {"nnkern-f32": _timed(f32_call, A, B, out)}
     torch = _anchors._torch()
     if torch is not None:
