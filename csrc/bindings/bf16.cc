@@ -29,19 +29,6 @@ Bf16Operand operand(const py::array& a, bool trans, const char* what) {
   return op;
 }
 
-F32Epilogue epilogue(float alpha, float beta, const float* bias, bool relu) {
-  F32Epilogue ep;
-  ep.alpha = alpha;
-  ep.beta = beta;
-  ep.bias = bias;
-  if (relu) {
-    ep.clamp = true;
-    ep.clamp_min = 0.0f;
-    ep.clamp_max = INFINITY;
-  }
-  return ep;
-}
-
 // c (M x N, C-contiguous float32) = epilogue(op(a) op(b)) with bf16 products; shapes checked by the Python layer.
 void bf16_gemm_binding(const py::array& a, bool trans_a, const py::array& b, bool trans_b, py::array& c, float alpha,
                        float beta, const py::object& bias, bool relu) {
@@ -49,7 +36,7 @@ void bf16_gemm_binding(const py::array& a, bool trans_a, const py::array& b, boo
   const size_t K = size_t(trans_a ? a.shape(0) : a.shape(1));
   if (size_t(trans_b ? b.shape(1) : b.shape(0)) != K) throw py::value_error("internal: inner dimensions differ");
   float* cp = checked_out<float>(c, "c", {trans_a ? a.shape(1) : a.shape(0), trans_b ? b.shape(0) : b.shape(1)});
-  const F32Epilogue ep = epilogue(alpha, beta, cdata_or_null<float>(bias), relu);
+  const F32Epilogue ep = relu_epilogue(alpha, beta, cdata_or_null<float>(bias), relu);
   const size_t M = size_t(c.shape(0)), N = size_t(c.shape(1));
   py::gil_scoped_release release;
   bf16_gemm(M, N, K, va, vb, cp, N, ep);
@@ -70,7 +57,7 @@ class Bf16Linear {
     const Bf16Operand vx = operand(x, false, "x");
     if (size_t(x.shape(1)) != packed_.K()) throw py::value_error("x: internal: wrong width");
     float* op = checked_out<float>(out, "out", {x.shape(0), ssize_t(packed_.N())});
-    const F32Epilogue ep = epilogue(1.0f, 0.0f, bias_.empty() ? nullptr : bias_.data(), relu_);
+    const F32Epilogue ep = relu_epilogue(1.0f, 0.0f, bias_.empty() ? nullptr : bias_.data(), relu_);
     const size_t M = size_t(x.shape(0));
     py::gil_scoped_release release;
     packed_.run(M, vx, op, packed_.N(), ep);
@@ -85,7 +72,7 @@ class Bf16Linear {
     if (!given) return py::none();
     py::array out = *given;
     if (M == 0 || N == 0) return std::move(out);
-    const F32Epilogue ep = epilogue(1.0f, 0.0f, bias_.empty() ? nullptr : bias_.data(), relu_);
+    const F32Epilogue ep = relu_epilogue(1.0f, 0.0f, bias_.empty() ? nullptr : bias_.data(), relu_);
     Bf16Operand vx;
     vx.data = x->data;
     vx.rs = K;
@@ -171,7 +158,7 @@ void bf16_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t kq, 
     }
   }
   if (n && c_offset + (n - 1) * ldc + m > size_t(c.size())) throw py::value_error("c out of range");
-  const F32Epilogue ep = epilogue(alpha, beta, cdata_or_null<float>(bias), relu);
+  const F32Epilogue ep = relu_epilogue(alpha, beta, cdata_or_null<float>(bias), relu);
   k.run(m, n, kq, cdata<uint16_t>(a), bp.data(), mdata<float>(c) + c_offset, ldc, &ep);
 }
 

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
@@ -17,6 +18,7 @@
 #include "core/kernel_list.h"
 #include "core/precision.h"
 #include "kernels/f32_activation.h"
+#include "kernels/f32_gemm.h"
 #include "kernels/qgemm.h"
 
 namespace nnkern {
@@ -37,6 +39,20 @@ void check_layout(const py::array& a, const char* what, std::initializer_list<ss
 ActMethod act_method_arg(const std::string& name, const char* what);
 // "highest" | "high" | "medium" (core/precision.h); ValueError otherwise.
 inline Float32Precision precision_arg(const std::string& name) { return float32_precision_from_name(name); }
+
+// The GEMM bindings' epilogue: alpha, beta, a bias (or null) and an optional ReLU clamp.
+inline F32Epilogue relu_epilogue(float alpha, float beta, const float* bias, bool relu) {
+  F32Epilogue ep;
+  ep.alpha = alpha;
+  ep.beta = beta;
+  ep.bias = bias;
+  if (relu) {
+    ep.clamp = true;
+    ep.clamp_min = 0.0f;
+    ep.clamp_max = INFINITY;
+  }
+  return ep;
+}
 
 // Data pointers of arrays whose dtype the Python layer has checked (a TypeError here is a bug there).
 // A misaligned pointer is refused too: the kernels (the scalar ones included) read whole elements, and

@@ -13,16 +13,7 @@ namespace nnkern::bindings {
 namespace {
 
 F32Epilogue epilogue(float alpha, float beta, const py::object& bias, bool relu) {
-  F32Epilogue ep;
-  ep.alpha = alpha;
-  ep.beta = beta;
-  if (!bias.is_none()) ep.bias = cdata<float>(bias.cast<py::array>());
-  if (relu) {
-    ep.clamp = true;
-    ep.clamp_min = 0.0f;
-    ep.clamp_max = INFINITY;
-  }
-  return ep;
+  return relu_epilogue(alpha, beta, cdata_or_null<float>(bias), relu);
 }
 
 // c (M x N) = epilogue(op(a) op(b)); shapes, dtypes and aliasing were checked by the Python layer.

@@ -62,6 +62,17 @@ def _bits_view(x, name: str) -> np.ndarray:
     raise TypeError(f"{name} must be {_BF16_KINDS}, or uint16 bf16 bits, got dtype {arr.dtype}")
 
 
+def _checked_out(target: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """A conversion's out (its NumPy view, of the right dtype): x's shape, writeable, aligned, C-contiguous, apart
+    from x."""
+    if target.shape != x.shape:
+        raise ValueError(f"out must have shape {x.shape}, got {target.shape}")
+    if not target.flags.writeable or not target.flags.c_contiguous or not target.flags.aligned:
+        raise ValueError("out must be a writeable, aligned, C-contiguous array")
+    check_no_overlap(target, "out", x=x)
+    return target
+
+
 def to_bf16(x: ArrayIn, out=None):
     """float32 -> bf16, round to nearest even (NaN stays NaN, Inf stays Inf), vectorized and threaded.
 
@@ -76,12 +87,7 @@ def to_bf16(x: ArrayIn, out=None):
         target = result.view(U16)
     else:
         result = out
-        target = _bits_view(out, "out")
-        if target.shape != xa.shape:
-            raise ValueError(f"out must have shape {xa.shape}, got {target.shape}")
-        if not target.flags.writeable or not target.flags.c_contiguous or not target.flags.aligned:
-            raise ValueError("out must be a writeable, aligned, C-contiguous array")
-        check_no_overlap(target, "out", x=xa)
+        target = _checked_out(_bits_view(out, "out"), xa)
     if xa.size:
         _C.to_bf16(c_aligned(xa).reshape(-1), target.reshape(-1))
     return result
@@ -98,11 +104,7 @@ def from_bf16(x, out=None) -> F32Array:
         target = as_array(out, "out")
         if target.dtype != F32:
             raise TypeError(f"out must have dtype float32, got {target.dtype}")
-        if target.shape != bits.shape:
-            raise ValueError(f"out must have shape {bits.shape}, got {target.shape}")
-        if not target.flags.writeable or not target.flags.c_contiguous or not target.flags.aligned:
-            raise ValueError("out must be a writeable, aligned, C-contiguous array")
-        check_no_overlap(target, "out", x=bits)
+        target = _checked_out(target, bits)
     if bits.size:
         _C.from_bf16(c_aligned(bits).reshape(-1), target.reshape(-1))
     return result
