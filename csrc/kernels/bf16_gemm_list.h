@@ -1,6 +1,6 @@
-// The bf16_gemm kernel family (core/kernel_list.h): one line per kernel, symbol name and ISA level. The AVX2 kernel
-// is the fallback of the x86 CPUs without bf16 instructions (AVX-512 ones without AVX512_BF16 included): it unpacks
-// the bf16 pairs to float32 and computes vdpbf16ps's sums with FMAs. Baseline header: no intrinsics.
+// The bf16_gemm kernel family (core/kernel_list.h): one line per kernel, symbol name and ISA level. The AVX2 and
+// AVX-512 kernels are the fallbacks of the x86 CPUs without bf16 instructions: they unpack the bf16 pairs to float32
+// and compute vdpbf16ps's sums with FMAs. Baseline header: no intrinsics.
 #pragma once
 #include "core/kernel_list.h"
 #include "kernels/bf16_gemm.h"
@@ -8,6 +8,7 @@
 #define NNKERN_BF16_GEMM_LIST(X)                          \
   X(bf16_gemm_8x4__scalar, scalar)                        \
   NNKERN_AVX2(X(bf16_gemm_16x5__avx2, avx2))              \
+  NNKERN_AVX512(X(bf16_gemm_32x8__avx512, avx512))        \
   NNKERN_AVX512BF16(X(bf16_gemm_48x8__avx512bf16, avx512bf16)) \
   NNKERN_NEONBF16(X(bf16_gemm_8x8__neonbf16, neonbf16))
 

@@ -1,7 +1,7 @@
-// Portable C++ stand-ins for the AVX-512 intrinsics that the avx512bf16 kernels use (the f32_zmm.inc traits,
-// vpbroadcastd, vdpbf16ps), so that their tile logic (tails, masks, epilogue) runs on CPUs without AVX-512:
-// tests/native/CMakeLists.txt compiles csrc/kernels/avx512bf16/bf16_gemm.cc a second time with this header forced
-// in first (-include) for test_bf16_gemm_emulated. It blocks <immintrin.h> and defines the types and functions
+// Portable C++ stand-ins for the AVX-512 intrinsics that the bf16 GEMM kernels use (the f32_zmm.inc traits,
+// vpbroadcastd, vpandd, vpslld, vdpbf16ps), so that their tile logic (tails, masks, epilogue) runs on CPUs without
+// AVX-512: tests/native/CMakeLists.txt compiles csrc/kernels/avx512bf16/bf16_gemm.cc and avx512/bf16_gemm.cc a
+// second time with this header forced in first (-include) for test_bf16_gemm_emulated. It blocks <immintrin.h> and defines the types and functions
 // with the Intel pseudo-code's semantics (vdpbf16ps: per lane, the odd pair's product then the even one's, each
 // sum rounded, bf16 denormals read as zero, denormal sums flushed to zero). Test code only: never in the library.
 #pragma once
@@ -70,6 +70,16 @@ static inline float _mm512_reduce_add_ps(__m512 x) {  // a fixed order: halves, 
 }
 static inline __m512i _mm512_loadu_si512(const void* p) { __m512i r; std::memcpy(r.i, p, 64); return r; }
 static inline __m512i _mm512_set1_epi32(int32_t v) { __m512i r; for (int32_t& i : r.i) i = v; return r; }
+static inline __m512i _mm512_and_si512(__m512i a, __m512i b) {
+  for (int l = 0; l < 16; ++l) a.i[l] &= b.i[l];
+  return a;
+}
+static inline __m512i _mm512_mask_slli_epi32(__m512i src, __mmask16 k, __m512i a, unsigned n) {
+  for (int l = 0; l < 16; ++l)
+    if ((k >> l) & 1) src.i[l] = int32_t(uint32_t(a.i[l]) << n);
+  return src;
+}
+static inline __m512 _mm512_castsi512_ps(__m512i a) { __m512 r; std::memcpy(r.f, a.i, 64); return r; }
 
 static inline float emu_bf16_daz(uint16_t h) {
   if ((h & 0x7f80u) == 0) h &= 0x8000u;  // a denormal (or zero) bf16 reads as a signed zero

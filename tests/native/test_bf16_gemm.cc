@@ -2,8 +2,8 @@
 // every tail (m = 1..MR, n = 1..NR, kq = 0..9 pairs) and the epilogue variants: bit for bit on x86, within the
 // float32 bound of the exact sum on NEON (BFDOT rounds a pair's sum once: kernels/bf16_gemm.h). Also checks that
 // nothing outside the m x n tile of C is written. Built as test_bf16_gemm (the build's kernels, dispatch by the
-// CPU) and, on x86-64, as test_bf16_gemm_emulated: the avx512bf16 kernel's source compiled over portable stand-ins
-// of its intrinsics (emulated_avx512.h), so that its tiles are checked on CPUs without AVX-512 too.
+// CPU) and, on x86-64, as test_bf16_gemm_emulated: the AVX-512 kernels' sources compiled over portable stand-ins of
+// their intrinsics (emulated_avx512.h), so that their tiles are checked on CPUs without AVX-512 too.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -115,6 +115,7 @@ void check_kernel(const Bf16GemmKernel& k, bool exact) {
 int main() {
 #ifdef NNKERN_TEST_EMULATED_AVX512BF16
   check_kernel(bf16_gemm_48x8__avx512bf16, true);
+  check_kernel(bf16_gemm_32x8__avx512, true);
 #else
   const int ran = nnkern_test::for_each_runnable(bf16_gemm_family().list(), [](const Bf16GemmKernel& k, Isa level) {
     check_kernel(k, level != Isa::neonbf16);
