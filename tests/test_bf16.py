@@ -511,3 +511,22 @@ def test_onnx_lstm_medium(rng):
     a = nnkern.onnx.InferenceSession(model).run(None, x)[0]
     b = nnkern.onnx.InferenceSession(model, precision="medium").run(None, x)[0]
     assert 1e-5 < np.abs(a - b).max() < 2e-2
+
+
+@needs_ml_dtypes
+def test_conv2d_takes_and_gives_bf16_arrays(rng):
+    x, w, b = rand(rng, 2, 7, 6, 8), rand(rng, 12, 3, 3, 8), rand(rng, 12)
+    layer = nnkern.Conv2d(w, b, padding=1, precision="medium")
+    xb = nnkern.to_bf16(x)
+    np.testing.assert_array_equal(layer(xb), layer(x))  # "medium" rounds x itself: the same operands
+    np.testing.assert_array_equal(nnkern.Conv2d(w, b, padding=1)(xb), nnkern.Conv2d(w, b, padding=1)(rounded(x)))
+    out = np.empty((2, 7, 6, 12), BF16)
+    assert layer(x, out) is out
+    np.testing.assert_array_equal(out.view(np.uint16), round_bits(layer(x)))
+    nchw = np.empty((2, 12, 7, 6), BF16)
+    layer(np.ascontiguousarray(x.transpose(0, 3, 1, 2)), nchw, layout="NCHW")
+    np.testing.assert_array_equal(nchw.view(np.uint16), round_bits(layer(x)).transpose(0, 3, 1, 2))
+    with pytest.raises(ValueError, match="shape"):
+        layer(x, np.empty((2, 7, 6, 11), BF16))
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(layer(torch.from_numpy(x).bfloat16()), layer(x))

@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _C, _convgeom, _precision
+from . import _C, _convgeom, _precision, bf16
 from ._arrays import ArrayIn, aligned_target, as_array, check_algorithm, checked_output, read_only_copy
 from .activations import ACTIVATION_METHODS
 
@@ -203,7 +203,16 @@ class Conv2d(_convgeom.ConvGeometryProperties):
         with ``out``.
         layout="NCHW": x, out and residual in torch's (N, C, H, W) order instead, for convenience: x is copied to
         NHWC, the layer runs, and the result is copied back, so each call pays transposing copies that an NHWC
-        model does not. The values are identical to the NHWC call's."""
+        model does not. The values are identical to the NHWC call's.
+        x may be a bf16 array (``ml_dtypes.bfloat16``, a torch bfloat16 tensor: :mod:`nnkern.bf16`), widened to
+        float32 exactly first; ``out`` may be a bf16 array, the float32 result rounded into it."""
+        bits = bf16.bf16_bits(x)
+        if bits is not None:
+            x = bf16.from_bf16(bits)
+        out_bits = None if out is None else bf16.bf16_bits(out)
+        if out_bits is not None:
+            bf16.to_bf16(self(x, residual=residual, layout=layout), out_bits)  # checks out's shape and layout
+            return out
         if _convgeom.check_layout(layout) == "NHWC":
             return self._run(x, out, self._algorithm, "", residual)
         if residual is not None:
