@@ -327,6 +327,21 @@ def test_matmul_medium_batches_strides_and_bf16_arrays(rng):
         nnkern.matmul(x, w, precision="low")
 
 
+def test_row_blocks_rounded_per_task(rng):
+    """Enough rows that every thread gets blocks (each task rounds its block into its scratch: ops/bf16/gemm.cc) for
+    any L2 up to 4 MB, and few enough for the (block, panel) tasks over rows rounded once: the same bits both ways."""
+    K = 4096
+    a, b = rand(rng, 1030, K), rand(rng, K, 7)
+    many = same_for_thread_counts(lambda: nnkern.matmul(a, b, precision="medium"), counts=(1, 3))
+    few = nnkern.matmul(a[:9], b, precision="medium")
+    np.testing.assert_array_equal(many[:9], few)
+    if dispatched_exact():
+        np.testing.assert_array_equal(many, reference_sums(round_bits(a), round_bits(b)))
+    else:
+        _, exact, bound = medium_reference(a, b)
+        check_within_bound(many, exact, bound, "row blocks")
+
+
 def test_long_k_stays_within_bound(rng):
     K = 1 << 16
     a, b = rand(rng, 3, K), rand(rng, K, 5)
@@ -352,6 +367,11 @@ def test_linear_medium_every_kernel(level, rng):
         np.testing.assert_array_equal(got, want)
     else:
         check_within_bound(got, want.astype(np.float64), 50 * 47 * EPS * np.ones(want.shape) + 1e-5, level)
+    if BF16 is not None:  # bf16 input of an even K: read in place by the kernels that take bits (not b_f32 ones)
+        w2, x2 = rand(rng, 21, 64), rand(rng, 9, 64)
+        with nnkern.max_isa(level):
+            even = nnkern.Linear(w2, precision="medium")
+            np.testing.assert_array_equal(even(nnkern.to_bf16(x2)), even(x2))
 
 
 @needs_ml_dtypes

@@ -65,26 +65,10 @@ class Bf16Linear {
   // The fast path (bindings/common.h), as PackedLinear's: x a native float32 ndarray (..., K), into out (as
   // fast_output says); None for anything else (bf16 arrays included: the Python layer takes those).
   py::object run_fast(const py::handle& x_in, const py::handle& out_in) const {
-    const NdProxy* x = plain_ndarray(x_in);
-    if (!is_layer_input(x, packed_.K()) || !is_native_float32(x)) return py::none();
-    const size_t M = layer_rows(x), N = packed_.N(), K = packed_.K();
-    const std::optional<py::array> given = fast_output<float>(out_in, layer_output_shape(x, N), {x_in});
-    if (!given) return py::none();
-    py::array out = *given;
-    if (M == 0 || N == 0) return std::move(out);
     const F32Epilogue ep = relu_epilogue(1.0f, 0.0f, bias_.empty() ? nullptr : bias_.data(), relu_);
-    Bf16Operand vx;
-    vx.data = x->data;
-    vx.rs = K;
-    vx.cs = 1;
-    float* op = static_cast<float*>(out.mutable_data());
-    if (worth_releasing_gil(M, N, K)) {
-      py::gil_scoped_release release;
-      packed_.run(M, vx, op, N, ep);
-    } else {
-      packed_.run(M, vx, op, N, ep);
-    }
-    return std::move(out);
+    return float_layer_fast(x_in, out_in, packed_.K(), packed_.N(), [&](size_t M, const float* x, float* out) {
+      packed_.run(M, Bf16Operand::matrix(x, packed_.K()), out, packed_.N(), ep);
+    });
   }
   std::string kernel_name() const { return packed_.kernel_name(); }
 
@@ -116,12 +100,7 @@ py::object bf16_matmul_fast(const py::handle& a_in, const py::handle& b_in, cons
   py::array c = *out;
   if (M == 0 || N == 0) return std::move(c);
   float* cp = static_cast<float*>(c.mutable_data());
-  if (worth_releasing_gil(M, N, K)) {
-    py::gil_scoped_release release;
-    bf16_gemm(M, N, K, op[0], op[1], cp, N, F32Epilogue());
-  } else {
-    bf16_gemm(M, N, K, op[0], op[1], cp, N, F32Epilogue());
-  }
+  without_gil_if_worth(M, N, K, [&] { bf16_gemm(M, N, K, op[0], op[1], cp, N, F32Epilogue()); });
   return std::move(c);
 }
 

@@ -191,6 +191,32 @@ std::optional<py::array> fast_output(const py::handle& out_in, const std::vector
 }
 // Releasing the GIL costs about as much as a 32 x 32 x 32 int8 product: smaller ones keep it.
 inline bool worth_releasing_gil(size_t m, size_t n, size_t k) { return m * n * k >= (size_t(1) << 15); }
+// f() with the GIL released where worth_releasing_gil says so, else holding it.
+template <typename F>
+void without_gil_if_worth(size_t m, size_t n, size_t k, F&& f) {
+  if (worth_releasing_gil(m, n, k)) {
+    py::gil_scoped_release release;
+    f();
+  } else {
+    f();
+  }
+}
+// The float32 layers' fast path (Linear, at either precision): x a native float32 ndarray (..., K), into out as
+// fast_output says, through run(M, x, out) with out's rows N floats apart; None for anything else.
+template <typename Run>
+py::object float_layer_fast(const py::handle& x_in, const py::handle& out_in, size_t K, size_t N, Run&& run) {
+  const NdProxy* x = plain_ndarray(x_in);
+  if (!is_layer_input(x, K) || !is_native_float32(x)) return py::none();
+  const size_t M = layer_rows(x);
+  const std::optional<py::array> given = fast_output<float>(out_in, layer_output_shape(x, N), {x_in});
+  if (!given) return py::none();
+  py::array out = *given;
+  if (M == 0 || N == 0) return std::move(out);
+  const float* xp = reinterpret_cast<const float*>(x->data);
+  float* op = static_cast<float*>(out.mutable_data());
+  without_gil_if_worth(M, N, K, [&] { run(M, xp, op); });
+  return std::move(out);
+}
 
 // A 2-D float32 array as the kernels read it: row-major (ld = row stride) or column-major (the
 // transpose of a row-major array). Other layouts (negative or non-unit strides, misaligned data)

@@ -68,12 +68,7 @@ py::object sgemm_fast(const py::handle& a_in, const py::handle& b_in, bool trans
   g.b = vb.data; g.ldb = vb.ld; g.trans_b = trans_b != vb.transposed;
   g.c = static_cast<float*>(c.mutable_data());
   g.ldc = g.N;
-  if (worth_releasing_gil(g.M, g.N, g.K)) {
-    py::gil_scoped_release release;
-    nnkern::sgemm(g);
-  } else {
-    nnkern::sgemm(g);
-  }
+  without_gil_if_worth(g.M, g.N, g.K, [&] { nnkern::sgemm(g); });
   return std::move(c);
 }
 
@@ -190,24 +185,11 @@ class Linear {
   // The fast path (bindings/common.h): x a native float32 ndarray (..., K), into out (as fast_output says);
   // None for anything else.
   py::object run_fast(const py::handle& x_in, const py::handle& out_in) const {
-    const NdProxy* x = plain_ndarray(x_in);
-    if (!is_layer_input(x, packed_.K()) || !is_native_float32(x)) return py::none();
-    const size_t M = layer_rows(x), N = packed_.N(), K = packed_.K();
-    const std::optional<py::array> given = fast_output<float>(out_in, layer_output_shape(x, N), {x_in});
-    if (!given) return py::none();
-    py::array out = *given;
-    if (M == 0 || N == 0) return std::move(out);
     F32Epilogue ep = epilogue(1.0f, 0.0f, py::none(), relu_);
     ep.bias = has_bias_ ? bias_.data() : nullptr;
-    const float* xp = reinterpret_cast<const float*>(x->data);
-    float* op = static_cast<float*>(out.mutable_data());
-    if (worth_releasing_gil(M, N, K)) {
-      py::gil_scoped_release release;
-      packed_.run(M, xp, K, op, N, ep);
-    } else {
-      packed_.run(M, xp, K, op, N, ep);
-    }
-    return std::move(out);
+    return float_layer_fast(x_in, out_in, packed_.K(), packed_.N(), [&](size_t M, const float* x, float* out) {
+      packed_.run(M, x, packed_.K(), out, packed_.N(), ep);
+    });
   }
   std::string kernel_name() const { return packed_.kernel_name(); }
   size_t in_features() const { return packed_.K(); }

@@ -73,12 +73,7 @@ py::object qgemm_fast(const py::handle& a_in, const py::handle& b_in, int a_zero
   g.b_zero_scalar = b_zero;
   g.c = static_cast<int32_t*>(c.mutable_data());
   g.ldc = g.N;
-  if (worth_releasing_gil(g.M, g.N, g.K)) {
-    py::gil_scoped_release release;
-    qgemm(g);
-  } else {
-    qgemm(g);
-  }
+  without_gil_if_worth(g.M, g.N, g.K, [&] { qgemm(g); });
   return std::move(c);
 }
 
@@ -266,12 +261,7 @@ class QLinearPacked {
     py::array out = *given;
     if (M == 0 || N == 0) return std::move(out);
     const QOutput o = output(out.mutable_data(), nullptr);
-    if (worth_releasing_gil(M, N, K)) {
-      py::gil_scoped_release release;
-      packed_.run(M, u8 ? QType::u8 : QType::s8, x->data, K, x_zero_, o);
-    } else {
-      packed_.run(M, u8 ? QType::u8 : QType::s8, x->data, K, x_zero_, o);
-    }
+    without_gil_if_worth(M, N, K, [&] { packed_.run(M, u8 ? QType::u8 : QType::s8, x->data, K, x_zero_, o); });
     return std::move(out);
   }
   // The output stage into c (M x N, row-major), with these per-column factors or the layer's own.

@@ -1,6 +1,7 @@
 // float32 <-> bf16 conversion loops (kernels/bf16.h's element functions: round to nearest even, NaN kept NaN),
-// compiled per ISA as plain loops whose vectors the compiler makes under that ISA's flags (the SSE2 baseline's
-// 32 -> 16-bit narrowing alone costs a third of a GEMM on few output features). Each ISA's bf16_convert.cc
+// compiled per ISA as plain loops whose vectors the compiler makes under that ISA's flags (the SSE2 baseline has no
+// unsigned 32 -> 16-bit pack, and its emulation showed in GEMMs over few output features: bench/decisions.md). Each
+// ISA's bf16_convert.cc
 // defines its kernel with NNK_BF16_CONVERT_KERNEL. Baseline header: no intrinsics; static, so each kernel file
 // compiles its own copy.
 #pragma once

@@ -13,10 +13,12 @@
 //   C(i, j) = c[j * ldc + i], or ep->c_rows[j][i]
 //
 // Summation order, per pair q and in this order: acc += A(i, 2q+1) B(2q+1, j); acc += A(i, 2q) B(2q, j), each
-// product exact in float32 (8-bit significands) and each sum rounded to nearest even: vdpbf16ps's definition. The
-// scalar reference and the AVX2 kernel compute exactly this (the same bits); vdpbf16ps also reads bf16 denormals as
-// zero and flushes denormal sums to zero; the NEON BFDOT kernel adds each pair's two products before rounding
-// (Arm's BFDOT, non-IEEE): those stay within the float32 GEMM bound of the exact sum of the bf16 products.
+// product exact in float32 (8-bit significands) and each sum rounded to nearest even: vdpbf16ps's definition in
+// Intel's pseudo-code. The scalar reference and the AVX2 / AVX-512 fallbacks compute exactly this (the same bits);
+// by that definition vdpbf16ps also reads bf16 denormals as zero and flushes denormal sums to zero (the avx512bf16
+// kernel is checked against it through emulated intrinsics, tests/native/emulated_avx512.h, where the CPU lacks
+// the instruction); the NEON BFDOT kernel adds each pair's two products before rounding (Arm's BFDOT, non-IEEE):
+// those stay within the float32 GEMM bound of the exact sum of the bf16 products.
 // The epilogue is F32Epilogue's (alpha, beta, bias, clamp, c_rows), in its order; the tile hook is not called.
 #pragma once
 #include <cstddef>

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _C, _precision, bf16
 from ._arrays import (ArrayIn, F32, F32Array, aligned_target, as_bool, as_float_scalar, as_output, c_aligned,
-                      check_algorithm, check_no_overlap, checked_output, new_output, read_only_copy, require_array,
+                      check_algorithm, check_no_overlap, checked_output, read_only_copy, require_array,
                       require_ndim)
 
 __all__ = ["sgemm", "matmul", "Linear"]
@@ -138,6 +138,10 @@ def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None, *, precision: str
     fast = _C.bf16_matmul_fast(a, b, out) if medium else _C.sgemm_fast(a, b, False, False, out)
     if fast is not None:
         return fast
+    out_bits = None if out is None else bf16.bf16_bits(out)
+    if out_bits is not None:  # a bf16 out: the float32 result, rounded into it (to_bf16 checks out)
+        bf16.to_bf16(matmul(a, b, precision=precision), out_bits)
+        return out
     operands = []
     for x, name in ((a, "a"), (b, "b")):
         bits = bf16.bf16_bits(x)
@@ -161,16 +165,8 @@ def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None, *, precision: str
                          f"(shapes {a.shape} and {b.shape})") from None
     res_shape = batch + ((M,) if a.ndim > 1 else ()) + ((N,) if b.ndim > 1 else ())
     given = out
-    out_bits = None if out is None else bf16.bf16_bits(out)
     if out is None:
         out = given = np.empty(res_shape, F32)
-    elif out_bits is not None:  # a bf16 out: the float32 result, rounded into it at the end
-        if out_bits.shape != res_shape:
-            raise ValueError(f"out must have shape {res_shape}, got {out_bits.shape}")
-        if not out_bits.flags.writeable or not out_bits.flags.c_contiguous:
-            raise ValueError("out must be a writeable C-contiguous array")
-        check_no_overlap(out_bits, "out", a=a, b=b)
-        out = np.empty(res_shape, F32)
     else:
         out = _check_output(out, "out", res_shape, a, b)
     out_full = out.reshape(batch + (M, N))  # only length-1 axes added: a view, the result lands in out
@@ -197,8 +193,6 @@ def matmul(a: ArrayIn, b: ArrayIn, out: ArrayIn | None = None, *, precision: str
                 out_full[idx] = c
             else:
                 gemm(ab[idx], bb[idx], out_full[idx])
-    if out_bits is not None:
-        bf16.to_bf16(out, out_bits)
     return given
 
 
@@ -268,6 +262,10 @@ class Linear:
         y = self._bf16_packed().run_fast(x, out) if medium else self._packed.run_fast(x, out)
         if y is not None:
             return y
+        out_bits = None if out is None else bf16.bf16_bits(out)
+        if out_bits is not None:  # a bf16 out: the float32 result, rounded into it (to_bf16 checks out)
+            bf16.to_bf16(self(x), out_bits)
+            return out
         bits = bf16.bf16_bits(x)
         if bits is not None:
             x = bits if medium else bf16.from_bf16(bits)
@@ -278,16 +276,7 @@ class Linear:
             raise ValueError(f"x must have shape (..., {K}), got {x.shape}")
         lead = x.shape[:-1]
         shape = lead + (N,)
-        out_bits = None if out is None else bf16.bf16_bits(out)
-        if out_bits is not None:  # a bf16 out: the float32 result, rounded into it at the end
-            if out_bits.shape != shape:
-                raise ValueError(f"out must have shape {shape}, got {out_bits.shape}")
-            if not out_bits.flags.writeable or not out_bits.flags.c_contiguous:
-                raise ValueError("out must be a writeable C-contiguous array")
-            check_no_overlap(out_bits, "out", x=x)
-            given, out = out, new_output(shape, F32)
-        else:
-            out, given = checked_output(out, shape, F32, x=x)
+        out, given = checked_output(out, shape, F32, x=x)
         if out.size == 0:
             return given
         rows = math.prod(lead)
@@ -299,8 +288,6 @@ class Linear:
             self._packed.run(x2, target.reshape(rows, N))
         if target is not out:
             np.copyto(out, target)
-        if out_bits is not None:
-            bf16.to_bf16(out, out_bits)
         return given
 
     def _bf16_packed(self):

@@ -27,6 +27,7 @@ struct Case {
   const char* name;
   F32Epilogue ep;
   bool use_bias;
+  bool reversed_columns = false;  // C's columns through c_rows, tile column j at column NR - 1 - j
 };
 
 std::vector<Case> cases() {
@@ -45,6 +46,7 @@ std::vector<Case> cases() {
   relu.clamp_min = 0.0f;
   relu.clamp_max = INFINITY;
   out.push_back({"bias-relu", relu, true});
+  out.push_back({"bias-relu-c_rows", relu, true, true});
   return out;
 }
 
@@ -77,16 +79,29 @@ void check_kernel(const Bf16GemmKernel& k, bool exact) {
       for (auto& v : c0) v = nnkern_test::next_unit(s);
       F32Epilogue ep = cs.ep;
       if (cs.use_bias) ep.bias = bias.data();
+      // The buffer column of tile column j (and back: the mapping is its own inverse).
+      const auto col = [&](size_t j) { return cs.reversed_columns ? NR - 1 - j : j; };
       for (size_t m = 1; m <= MR; ++m)
         for (size_t n = 1; n <= NR; ++n) {
           std::vector<float> want = c0, got = c0;
-          for (size_t j = n; j < NR; ++j) std::fill(got.begin() + j * ldc, got.begin() + (j + 1) * ldc, kSentinel);
+          for (size_t j = n; j < NR; ++j)
+            std::fill(got.begin() + col(j) * ldc, got.begin() + (col(j) + 1) * ldc, kSentinel);
           std::vector<float> sentinel = got;
-          bf16_gemm_reference(m, n, kq, MR, a.data(), bp.data(), want.data(), ldc, &ep);
-          k.run(m, n, kq, a.data(), bk.data(), got.data(), ldc, &ep);
-          for (size_t j = 0; j < NR; ++j)
+          std::vector<float*> want_rows(NR), got_rows(NR);
+          for (size_t j = 0; j < NR; ++j) {
+            want_rows[j] = want.data() + col(j) * ldc;
+            got_rows[j] = got.data() + col(j) * ldc;
+          }
+          F32Epilogue want_ep = ep, got_ep = ep;
+          if (cs.reversed_columns) {
+            want_ep.c_rows = want_rows.data();
+            got_ep.c_rows = got_rows.data();
+          }
+          bf16_gemm_reference(m, n, kq, MR, a.data(), bp.data(), want.data(), ldc, &want_ep);
+          k.run(m, n, kq, a.data(), bk.data(), got.data(), ldc, &got_ep);
+          for (size_t jb = 0; jb < NR; ++jb)
             for (size_t i = 0; i < ldc; ++i) {
-              const size_t at = j * ldc + i;
+              const size_t j = col(jb), at = jb * ldc + i;
               if (j >= n || i >= m) {
                 check(std::memcmp(&got[at], &sentinel[at], 4) == 0, "%s %s m=%zu n=%zu kq=%zu: wrote C(%zu, %zu)",
                       k.name, cs.name, m, n, kq, i, j);

@@ -20,6 +20,9 @@ struct Bf16Operand {
   const void* const* row_ptrs = nullptr;  // if set, row r starts at row_ptrs[r] (data and rs unused)
   bool is_bf16 = false;
   size_t rs = 0, cs = 0;
+  // A row-major matrix with leading dimension ld, or its transpose (element (r, c) of op(M)).
+  static Bf16Operand matrix(const float* data, size_t ld, bool trans = false);
+  static Bf16Operand matrix(const uint16_t* bits, size_t ld, bool trans = false);
   const void* row(size_t r) const;         // where row r starts
   Bf16Operand from_row(size_t r0) const;   // the rows from r0 on
   float f32(size_t r, size_t c) const;

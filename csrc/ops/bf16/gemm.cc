@@ -1,7 +1,6 @@
 // The packed bf16 GEMM: weights in the dispatched kernel's panels, activations rounded to bf16 rows per call, tasks
 // of one panel against a block of rows that stays in L2.
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 
 #include "core/checked.h"
@@ -22,6 +21,21 @@ const KernelFamily<Bf16GemmKernel>& bf16_gemm_family() {
   return family;
 }
 NNKERN_REGISTER_FAMILY(bf16_gemm_family)
+
+Bf16Operand Bf16Operand::matrix(const float* data, size_t ld, bool trans) {
+  Bf16Operand op;
+  op.data = data;
+  op.rs = trans ? 1 : ld;
+  op.cs = trans ? ld : 1;
+  return op;
+}
+
+Bf16Operand Bf16Operand::matrix(const uint16_t* bits, size_t ld, bool trans) {
+  Bf16Operand op = matrix(static_cast<const float*>(nullptr), ld, trans);
+  op.data = bits;
+  op.is_bf16 = true;
+  return op;
+}
 
 const void* Bf16Operand::row(size_t r) const {
   if (row_ptrs) return row_ptrs[r];
@@ -123,12 +137,7 @@ void PackedBf16Gemm::run(size_t M, const Bf16Operand& x, float* c, size_t ldc, c
     for (size_t n = 0; n < N_; ++n)
       for (size_t kk = 0; kk < 2 * kq_; ++kk)
         rows.data()[n * 2 * kq_ + kk] = packed_.data()[(n / mr0) * mr0 * 2 * kq_ + (kk / 2) * 2 * mr0 + 2 * (n % mr0) + kk % 2];
-    Bf16Operand w;
-    w.data = rows.data();
-    w.is_bf16 = true;
-    w.rs = 2 * kq_;
-    w.cs = 1;
-    pack(k, w, repacked);
+    pack(k, Bf16Operand::matrix(rows.data(), 2 * kq_), repacked);
     panels = repacked.data();
   }
   if (size_t(k.nr) > kMaxNr) throw std::logic_error("bf16 GEMM: tile wider than kMaxNr");

@@ -13,17 +13,10 @@ struct Bf16Rows {
   static constexpr const char* kName = "bf16";
   static bool preferred(const PackedConv2d&, const ConvCall& c) { return c.precision == Float32Precision::medium; }
   static std::unique_ptr<Packed> pack(const float* w, size_t ocg, size_t kg) {
-    return std::make_unique<Packed>(rows(w, kg), ocg, kg);
+    return std::make_unique<Packed>(Bf16Operand::matrix(w, kg), ocg, kg);
   }
   static void run(const Packed& p, size_t m, const float* x, size_t ldx, float* y, size_t ldc, const F32Epilogue& ep) {
-    p.run(m, rows(x, ldx), y, ldc, ep);
-  }
-  static Bf16Operand rows(const float* x, size_t ld) {
-    Bf16Operand op;
-    op.data = x;
-    op.rs = ld;
-    op.cs = 1;
-    return op;
+    p.run(m, Bf16Operand::matrix(x, ldx), y, ldc, ep);
   }
 };
 

@@ -118,11 +118,7 @@ const PackedBf16Gemm& F32Lstm::bf16_ih() const {
   if (!bf16_ih_) {
     std::vector<float> w_ih(std::max<size_t>(kGates * H_ * I_, 1));
     packed_->ih.unpack(w_ih.data(), I_);
-    Bf16Operand w;
-    w.data = w_ih.data();
-    w.rs = I_;
-    w.cs = 1;
-    bf16_ih_ = std::make_unique<const PackedBf16Gemm>(w, kGates * H_, I_);
+    bf16_ih_ = std::make_unique<const PackedBf16Gemm>(Bf16Operand::matrix(w_ih.data(), I_), kGates * H_, I_);
   }
   return *bf16_ih_;
 }

@@ -36,15 +36,6 @@ bool bf16_products(const NodeSpec& n) {
   return float32_precision_from_name(n.attr_string("precision", "highest")) == Float32Precision::medium;
 }
 
-// A row-major matrix (or its transpose) as a bf16 GEMM operand: element (r, c) of op(M).
-Bf16Operand f32_operand(const float* data, size_t ld, bool trans) {
-  Bf16Operand op;
-  op.data = data;
-  op.rs = trans ? 1 : ld;
-  op.cs = trans ? ld : 1;
-  return op;
-}
-
 // ---- MatMul
 
 struct MatMulShape {
@@ -143,12 +134,12 @@ std::unique_ptr<Step> make_matmul(const NodeSpec& n, const std::vector<TensorDes
   const bool bf16 = bf16_products(n);
   if (bf16 && b && b_matrix && M * K * N) {  // W(n, k) = B(k, n), rounded and packed once
     auto packed = layers.get<PackedBf16Gemm>(n, [&] {
-      return std::make_shared<PackedBf16Gemm>(f32_operand(b->as<float>(), N, true), N, K);
+      return std::make_shared<PackedBf16Gemm>(Bf16Operand::matrix(b->as<float>(), N, true), N, K);
     });
     size_t rows = M;
     for (int64_t d : s.batch) rows *= size_t(d);
     return fn_step([packed, rows, K, N, ep](const StepData& d) {
-      packed->run(rows, f32_operand(d.in<float>(0), K, false), d.out<float>(0), N, ep);
+      packed->run(rows, Bf16Operand::matrix(d.in<float>(0), K, false), d.out<float>(0), N, ep);
     }, std::string("packed ") + packed->kernel_name());
   }
   if (b && b_matrix && M * K * N) {
@@ -176,8 +167,8 @@ std::unique_ptr<Step> make_matmul(const NodeSpec& n, const std::vector<TensorDes
       }
       if (M == 0 || N == 0) continue;
       if (bf16) {
-        bf16_gemm(M, N, K, f32_operand(d.in<float>(0) + ao[i] * M * K, K, false),
-                  f32_operand(d.in<float>(1) + bo[i] * K * N, N, false), c, N, ep);
+        bf16_gemm(M, N, K, Bf16Operand::matrix(d.in<float>(0) + ao[i] * M * K, K, false),
+                  Bf16Operand::matrix(d.in<float>(1) + bo[i] * K * N, N, false), c, N, ep);
         continue;
       }
       SgemmArgs g;
@@ -256,14 +247,14 @@ std::unique_ptr<Step> make_gemm(const NodeSpec& n, const std::vector<TensorDesc>
   const bool bf16 = bf16_products(n);
   if (bf16 && b && !g.ta && M * K * N) {  // W = op(B)^T, rounded and packed once
     auto packed = layers.get<PackedBf16Gemm>(n, [&] {
-      return std::make_shared<PackedBf16Gemm>(f32_operand(b->as<float>(), g.tb ? K : N, !g.tb), N, K);
+      return std::make_shared<PackedBf16Gemm>(Bf16Operand::matrix(b->as<float>(), g.tb ? K : N, !g.tb), N, K);
     });
     return fn_step(
         [packed, M, K, N, ep, fill_c, c_is_bias](const StepData& d) {
           fill_c(d);
           F32Epilogue e = ep;
           if (c_is_bias) e.bias = d.in<float>(2);
-          packed->run(M, f32_operand(d.in<float>(0), K, false), d.out<float>(0), N, e);
+          packed->run(M, Bf16Operand::matrix(d.in<float>(0), K, false), d.out<float>(0), N, e);
         },
         std::string("packed ") + packed->kernel_name());
   }
@@ -301,7 +292,7 @@ std::unique_ptr<Step> make_gemm(const NodeSpec& n, const std::vector<TensorDesc>
     if (bf16) {
       F32Epilogue e = ep;
       if (c_is_bias) e.bias = d.in<float>(2);
-      bf16_gemm(M, N, K, f32_operand(d.in<float>(0), lda, g.ta), f32_operand(d.in<float>(1), ldb, g.tb), y, N, e);
+      bf16_gemm(M, N, K, Bf16Operand::matrix(d.in<float>(0), lda, g.ta), Bf16Operand::matrix(d.in<float>(1), ldb, g.tb), y, N, e);
       return;
     }
     SgemmArgs a;
