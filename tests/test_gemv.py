@@ -235,6 +235,32 @@ def test_rows_and_store_every_tail(isa, rng):
             assert np.array_equal(c[n:], c0[n:]), f"{isa} store n={n}: wrote past n"
 
 
+def test_rows_panels_is_rows_per_panel(isa, rng):
+    """rows_panels over 1-6 packed panels, widths around the vector lengths (masked tails), K tails around its 8-row
+    blocks, panels further apart than their size: each panel bit-identical to the level's rows kernel on it alone
+    (one FMA chain per element in K order, which is also the f32_gemm tile's: test_lstm's batch-1 sequences check
+    that side), nothing written past the panels' outputs."""
+    pws = (1, 3, 4, 7, 8, 9, 15, 16, 17, 32, 48, 49) if not QUICK else (1, 8, 16, 17, 48)
+    ks = (0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 25)
+    kmax = max(ks)
+    x = rand(rng, kmax + 3)
+    used = None
+    for pw in pws:
+        for k in ks:
+            stride = pw * k + 5
+            b = rand(rng, 6 * stride + pw * k)
+            for np_ in range(1, 7):
+                acc0 = rand(rng, np_ * pw + 9)
+                acc = acc0.copy()
+                used = _C.f32_gemv_rows_panels(isa, np_, pw, k, x, 1, b, 2, stride, acc, 0)
+                want = acc0.copy()
+                for q in range(np_):
+                    _C.f32_gemv_rows(isa, pw, k, x, 1, 1, b, 2 + q * stride, pw, want, q * pw)
+                assert np.array_equal(acc, want), f"{isa} rows_panels np={np_} pw={pw} k={k}"
+    info = _C.f32_gemv_info(isa)[0]
+    assert used == (not info.endswith("__scalar")), f"{info}: rows_panels {'ran' if used else 'missing'}"
+
+
 def rows_mr(isa):
     """The most rows the level's rows_m kernel takes at once; skip where it has none."""
     gemv_info(isa)

@@ -42,6 +42,16 @@ void bind_f32_gemv(py::module_& m) {
     g.rows_m(mm, n, k, cdata<float>(x) + x_off, x_row, incx, cdata<float>(b) + b_off, ldb, mdata<float>(acc) + acc_off,
              ldacc);
   });
+  // acc[acc_off + q * pw + j] += sum_p x[x_off + p] * b[b_off + q * panel_stride + p * pw + j], q < np: the
+  // kernel's rows_panels, or the driver's rows per panel where it has none (the bool says which ran)
+  m.def("f32_gemv_rows_panels", [](const std::string& isa, size_t np, size_t pw, size_t k, const py::array& x,
+                                   size_t x_off, const py::array& b, size_t b_off, size_t panel_stride, py::array& acc,
+                                   size_t acc_off) {
+    const F32GemvKernel& g = gemv_kernel(isa);
+    rows_panels(g, np, pw, k, cdata<float>(x) + x_off, cdata<float>(b) + b_off, panel_stride,
+                mdata<float>(acc) + acc_off);
+    return g.rows_panels != nullptr;
+  });
   // (the most rows rows_m takes at once, the rows up to which auto runs it whatever B's size); (0, 0) without one.
   m.def("f32_gemv_rows_m_info", [](const std::string& isa) {
     const F32GemvKernel& g = gemv_kernel(isa);

@@ -27,6 +27,6 @@ using GemvTraits = Avx512F32;
 }  // namespace
 
 const F32GemvKernel f32_gemv_3x8__avx512 = {"f32_gemv_3x8__avx512", gemv_rows, gemv_store, kDotMR, kDotNR,
-                                    dot_tiles, rows_m<Avx512F32>, 16};
+                                    dot_tiles, rows_m<Avx512F32>, 16, 0, gemv_rows_panels};
 
 }  // namespace nnkern

@@ -89,6 +89,44 @@ void rows_neon(size_t n, size_t k, const float* x, size_t incx, const float* b, 
   if (k - p >= 1) rows_block<1>(n, x + p * incx, incx, b + p * ldb, ldb, acc);
 }
 
+// rows_panels: per block of kR rows, x's values once for every panel, then each panel's vectors in rows_block's
+// order; the panels' chains are independent, so the core overlaps them.
+template <int kR>
+NNK_INLINE void rows_panels_block(size_t np, size_t pw, const float* x, const float* b, size_t panel_stride,
+                                  float* acc) {
+  float xs[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int r = 0; r < kR; ++r) xs[r] = x[r];
+  const float32x4_t vx[2] = {vld1q_f32(xs), vld1q_f32(xs + 4)};
+  for (size_t q = 0; q < np; ++q) {
+    const float* bq = b + q * panel_stride;
+    float* aq = acc + q * pw;
+    size_t j = 0;
+    for (; j + 4 <= pw; j += 4) {
+      float32x4_t s = vld1q_f32(aq + j);
+#define NNK_ROW(R) \
+  if (R < kR) s = fma_x<R>(s, vld1q_f32(bq + R * pw + j), vx);
+      NNK_ROW(0) NNK_ROW(1) NNK_ROW(2) NNK_ROW(3) NNK_ROW(4) NNK_ROW(5) NNK_ROW(6) NNK_ROW(7)
+#undef NNK_ROW
+      vst1q_f32(aq + j, s);
+    }
+    for (; j < pw; ++j) {
+      float s = aq[j];
+      for (int r = 0; r < kR; ++r) s = __builtin_fmaf(xs[r], bq[r * pw + j], s);
+      aq[j] = s;
+    }
+  }
+}
+
+void rows_panels_neon(size_t np, size_t pw, size_t k, const float* x, const float* b, size_t panel_stride,
+                      float* acc) {
+  if (pw == 0) return;
+  size_t p = 0;
+  for (; p + 8 <= k; p += 8) rows_panels_block<8>(np, pw, x + p, b + p * pw, panel_stride, acc);
+  if (k - p >= 4) { rows_panels_block<4>(np, pw, x + p, b + p * pw, panel_stride, acc); p += 4; }
+  if (k - p >= 2) { rows_panels_block<2>(np, pw, x + p, b + p * pw, panel_stride, acc); p += 2; }
+  if (k - p >= 1) rows_panels_block<1>(np, pw, x + p, b + p * pw, panel_stride, acc);
+}
+
 // alpha * acc, + beta * C (only if beta != 0), + bias, clamp: the order of f32_gemm's epilogue. FMAX /
 // FMIN return NaN when either operand is NaN, so a NaN result passes the clamp, as in the reference.
 NNK_INLINE float32x4_t epilogue_v(float32x4_t v, float32x4_t c, float32x4_t bias, bool has_bias,
@@ -159,6 +197,7 @@ __attribute__((noinline)) void dot_tile(size_t k, const float* a, size_t lda, co
 
 }  // namespace
 
-const F32GemvKernel f32_gemv_3x4__neon = {"f32_gemv_3x4__neon", rows_neon, store_neon, kDotMR, kDotNR, dot_tiles};
+const F32GemvKernel f32_gemv_3x4__neon = {"f32_gemv_3x4__neon", rows_neon, store_neon, kDotMR, kDotNR, dot_tiles,
+                                          nullptr, 0, 0, rows_panels_neon};
 
 }  // namespace nnkern

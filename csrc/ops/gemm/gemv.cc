@@ -40,6 +40,7 @@ constexpr size_t kRowsMultiMaxM = 8;
 constexpr size_t kRowsPreferredStride = 4096;  // bytes
 constexpr size_t kRowsChunk = 4096;  // columns per rows-path task: a 16 KiB accumulator strip; one row segment
                                      // per K step is then 16 KiB contiguous
+constexpr size_t kPanelsPerCall = 4;  // packed panels per rows_panels call (gemv_packed_panels)
 constexpr size_t kDotMinK = 16;      // below this, vectors along K are mostly masked: the tile driver wins
 
 size_t round_up(size_t x, size_t m) { return ceil_div(x, m) * m; }
@@ -163,6 +164,15 @@ void sgemm_run_rows(const SgemmArgs& g) {
            g.ldc, ep);
 }
 
+void rows_panels(const F32GemvKernel& gk, size_t np, size_t pw, size_t k, const float* x, const float* b,
+                 size_t panel_stride, float* acc) {
+  if (gk.rows_panels) {
+    gk.rows_panels(np, pw, k, x, b, panel_stride, acc);
+    return;
+  }
+  for (size_t q = 0; q < np; ++q) gk.rows(pw, k, x, 1, b + q * panel_stride, pw, acc + q * pw);
+}
+
 void gemv_packed_panels(const float* packed, size_t mr, size_t kc, size_t m_padded, size_t N, size_t K,
                         const float* x, float* y, const F32Epilogue& ep_in) {
   if (N == 0) return;
@@ -179,8 +189,11 @@ void gemv_packed_panels(const float* packed, size_t mr, size_t kc, size_t m_padd
     std::memset(acc, 0, (ip1 - ip0) * mr * sizeof(float));
     for (size_t pc = 0; pc < K; pc += kc) {
       const size_t kb = std::min(kc, K - pc);
-      for (size_t ip = ip0; ip < ip1; ++ip)
-        gk.rows(mr, kb, x + pc, 1, packed + pc * m_padded + ip * mr * kb, mr, acc + (ip - ip0) * mr);
+      // A few panels per call: enough FMA chains to hide their latency, few enough streams (one per panel) for
+      // the hardware prefetchers, walked in the packed order (K block, then panel).
+      for (size_t ip = ip0; ip < ip1; ip += kPanelsPerCall)
+        rows_panels(gk, std::min(kPanelsPerCall, ip1 - ip), mr, kb, x + pc, packed + pc * m_padded + ip * mr * kb,
+                    mr * kb, acc + (ip - ip0) * mr);
     }
     const size_t j0 = ip0 * mr, nj = std::min(N, ip1 * mr) - j0;
     const F32Epilogue e = offset_bias(ep, j0);

@@ -22,6 +22,10 @@ bool sgemm_rows_applies(const SgemmArgs& g);
 bool sgemm_rows_preferred(const SgemmArgs& g);
 void sgemm_run_rows(const SgemmArgs& g);
 
+// The kernel's rows_panels (kernels/f32_gemv.h), or rows once per panel where it has none: the same bits.
+void rows_panels(const F32GemvKernel& gk, size_t np, size_t pw, size_t k, const float* x, const float* b,
+                 size_t panel_stride, float* acc);
+
 // y[N] = epilogue(x[K] W^T) with W in PackedF32Gemm's panel layout: K block pc (kb = min(kc, K - pc)
 // rows) at packed + pc * m_padded, panel ip at + ip * mr * kb, W(ip * mr + i, pc + p) at [p * mr + i].
 void gemv_packed_panels(const float* packed, size_t mr, size_t kc, size_t m_padded, size_t N, size_t K,

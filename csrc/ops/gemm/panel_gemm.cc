@@ -4,16 +4,21 @@
 #include "ops/gemm/panel_gemm.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "core/checked.h"
 #include "core/isa.h"
+#include "core/kernel_family.h"
 #include "core/threadpool.h"
+#include "kernels/f32_gemv_list.h"
+#include "ops/gemm/gemv.h"
 
 namespace nnkern {
 namespace {
 
 constexpr size_t kMaxNR = 32;
+constexpr size_t kMaxRowFloats = 1024;  // a one-row group's outputs, on the stack (4 KiB)
 // A recurrent step at batch 1 is a memory-bound GEMV: a thread pays for itself on far less work
 // than a compute-bound tile block (the GEMV driver's figure).
 constexpr double kMinFlopsPerThread = 2e5;
@@ -31,12 +36,35 @@ size_t row_block(size_t M, size_t K, size_t nr) {
 // panel of the group, then the post-op on them while they are in L1. The B rows of a column group stay
 // in L1 across the group's panels; each A panel is read once per column group (from L2 if it was
 // read before, whatever the loop order, when it is larger than L1).
+// A one-row column group: the group's panels as one GEMV (the gemv kernel's rows_panels), their FMA chains
+// interleaved, where the tile would run MR / L latency-bound chains per panel. Each output is the tile's FMA
+// chain in K order and the same epilogue: the same bits. False if the group's outputs outgrow the scratch.
+bool run_group_row(const F32FullKPanels& w, const PanelGemmArgs& a, size_t g, size_t j) {
+  const size_t mr = size_t(w.kernel().mr), q0 = g * w.group();
+  alignas(64) float acc[kMaxRowFloats];
+  if (w.group() * mr > kMaxRowFloats) return false;
+  std::memset(acc, 0, w.group() * mr * sizeof(float));
+  const F32GemvKernel& gk = f32_gemv_family().dispatched();
+  rows_panels(gk, w.group(), mr, w.K(), a.x[j], w.panel(q0), mr * w.K(), acc);
+  for (size_t q = q0; q < q0 + w.group(); ++q) {
+    const PanelRows& s = w.span(q);
+    F32Epilogue ep = a.ep;
+    if (ep.bias) ep.bias += s.row0;
+    gk.store(s.rows, acc + (q - q0) * mr, a.c + j * a.ldc + s.row0, &ep);
+  }
+  return true;
+}
+
 void run_group(const F32FullKPanels& w, const PanelGemmArgs& a, size_t g, size_t r0, size_t r1) {
   const F32GemmKernel& k = w.kernel();
   const size_t nr = size_t(k.nr);
   const float* bptr[kMaxNR];
   for (size_t j = r0; j < r1; j += nr) {
     const size_t nj = std::min(nr, r1 - j);
+    if (nj == 1 && run_group_row(w, a, g, j)) {
+      if (a.post) a.post(a.post_ctx, g, j, 1);
+      continue;
+    }
     for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = a.x[j + jj];
     for (size_t q = g * w.group(); q < (g + 1) * w.group(); ++q) {
       const PanelRows& s = w.span(q);

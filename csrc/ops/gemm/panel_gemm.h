@@ -8,7 +8,8 @@
 //   * each output element is one FMA chain in K order whatever M, the tile's position, the task split
 //     or the thread count: a row of C is bit-identical whichever other rows are computed with it.
 // The price: the A panel (MR x K) is read from L2 rather than L1 when K is large; the B rows are read in
-// place (no packed copy), which suits the small M of a recurrent step.
+// place (no packed copy), which suits the small M of a recurrent step. A lone row (M = 1, or the last of a
+// column group) runs the group's panels as one GEMV instead (kernels/f32_gemv.h rows_panels): the same bits.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -63,7 +64,7 @@ struct PanelGemmArgs {
   const float* const* x = nullptr;  // x[r]: row r of X, K contiguous floats
   float* c = nullptr;               // C[r, n] at c[r * ldc + n], n = W's row index
   size_t ldc = 0;
-  F32Epilogue ep;                   // bias indexed by W's row; beta != 0 reads C first
+  F32Epilogue ep;                   // bias indexed by W's row; beta != 0 reads C first; no c_rows, no tile hook
   PanelPostOp post = nullptr;       // optional
   void* post_ctx = nullptr;
   // Visit the groups last to first. Alternating the direction between consecutive calls on the same
