@@ -59,8 +59,11 @@ void run_group(const F32FullKPanels& w, const PanelGemmArgs& a, size_t g, size_t
   const F32GemmKernel& k = w.kernel();
   const size_t nr = size_t(k.nr);
   const float* bptr[kMaxNR];
-  for (size_t j = r0; j < r1; j += nr) {
-    const size_t nj = std::min(nr, r1 - j);
+  // Column groups of balanced widths (8 rows with NR = 6: 4 + 4, not 6 + 2): a narrow tile has too few FMA
+  // chains to cover the latency, and the panels are read once per group either way.
+  const size_t width = ceil_div(r1 - r0, ceil_div(r1 - r0, nr));
+  for (size_t j = r0; j < r1; j += width) {
+    const size_t nj = std::min(width, r1 - j);
     if (nj == 1 && run_group_row(w, a, g, j)) {
       if (a.post) a.post(a.post_ctx, g, j, 1);
       continue;
@@ -124,7 +127,9 @@ void panel_gemm(const F32FullKPanels& w, const PanelGemmArgs& a) {
   if (threads > row_blocks) per_chunk = ceil_div(G, std::min(G, ceil_div(threads, row_blocks)));
   const size_t chunks = ceil_div(G, per_chunk);
   parallel_for(row_blocks * chunks, [&](size_t t) {
-    const size_t rb = t / chunks, ch = a.reverse ? chunks - 1 - t % chunks : t % chunks;
+    // The chunk of a task does not alternate with `reverse` (only its groups' order does): the caller claims
+    // task 0 first, so each thread keeps its own stretch of the weights, in its L2, from call to call.
+    const size_t rb = t / chunks, ch = t % chunks;
     const size_t r0 = rb * mc, r1 = std::min(a.M, r0 + mc);
     const size_t g0 = ch * per_chunk, g1 = std::min(G, g0 + per_chunk);
     for (size_t i = 0; i < g1 - g0; ++i) run_group(w, a, a.reverse ? g1 - 1 - i : g0 + i, r0, r1);
