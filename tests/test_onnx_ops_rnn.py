@@ -286,13 +286,21 @@ def test_weights_fed_as_inputs():
             np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
 
 
-def test_results_do_not_depend_on_threads():
-    a = make_arrays("GRU", np.random.default_rng(8), 6, 16, 32, 64, 2, True, True, False, False, None, scale=0.2)
-    m = model("GRU", a, dict(hidden_size=64, direction="bidirectional"))
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+@pytest.mark.parametrize("layout", [0, 1])
+def test_results_do_not_depend_on_threads(op, layout):
+    """Bidirectional, with sequence lengths and initial states: the same bits on 1, 2 (an LSTM runs its two
+    directions concurrently, one per thread) and 3 threads (each direction on the whole pool)."""
+    lens = [6, 2, 0, 5, 6, 1, 3, 6, 4, 6, 2, 5, 6, 0, 6, 3]
+    a = make_arrays(op, np.random.default_rng(8), 6, 16, 32, 64, 2, True, True, True, False, lens, scale=0.2)
+    attrs = dict(hidden_size=64, direction="bidirectional")
+    if layout:
+        a, attrs = batch_first(a), dict(attrs, layout=1)
+    m = model(op, a, attrs)
     one = run_nnkern(m, feeds(a), num_threads=1)
-    two = run_nnkern(m, feeds(a), num_threads=2)
-    for x, y in zip(one, two):
-        np.testing.assert_array_equal(x, y)
+    for threads in (2, 3):
+        for x, y in zip(one, run_nnkern(m, feeds(a), num_threads=threads)):
+            np.testing.assert_array_equal(x, y, err_msg=f"{op} layout {layout}, {threads} threads")
 
 
 # -- malformed and unsupported nodes

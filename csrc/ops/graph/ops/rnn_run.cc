@@ -324,6 +324,13 @@ void run_rnn(const RnnSpec& s, const RnnWeights& w, const RnnIo& io, const std::
                                     std::to_string(io.lengths[b]) + " is outside [0, " + std::to_string(s.seq) + "]");
   const Schedule q = schedule(s, io.lengths);
   if (w.dir[0].lstm) {
+    // Two directions on two threads: one direction per thread, each a whole sequence on its own core (its
+    // weights in its own L2, no sync per step), where each would otherwise split every step across both.
+    // With more threads each direction keeps the pool. The bits are the same either way.
+    if (s.directions == 2 && get_num_threads() == 2) {
+      parallel_for(2, [&](size_t d) { run_f32_lstm(s, *w.dir[d].lstm, io, q, d); });
+      return;
+    }
     for (size_t d = 0; d < s.directions; ++d) run_f32_lstm(s, *w.dir[d].lstm, io, q, d);
     return;
   }
