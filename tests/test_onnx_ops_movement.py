@@ -591,6 +591,19 @@ def test_transpose_nchw_nhwc(shape, dtype):
     np.testing.assert_array_equal(back, x)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_transpose_of_matrices_with_few_rows_or_columns(dtype):
+    """Batches of 2-4 x C matrices and back, C around the narrow loop's and the tiles' limits (ShuffleNet's channel
+    shuffle in NHWC is a batch of 2 x C/2 transposes)."""
+    for short in (2, 3, 4):
+        for long_side in (1, 2, 3, 5, 15, 16, 17, 24, 48, 63, 64, 65, 96):
+            x = values(np.random.default_rng(short * 100 + long_side), (7, short, long_side), dtype)
+            y = check("Transpose", [("in", x)], attrs={"perm": [0, 2, 1]})[0]
+            np.testing.assert_array_equal(y, x.transpose(0, 2, 1), err_msg=f"{short} x {long_side}")
+            back = check("Transpose", [("in", y)], attrs={"perm": [0, 2, 1]})[0]
+            np.testing.assert_array_equal(back, x, err_msg=f"{long_side} x {short}")
+
+
 def test_transpose_of_size_one_dimensions_is_a_view():
     plan = _C.GraphPlan(_C.GraphLayers())
     x = plan.add_input(TensorProto.FLOAT, [1, 3, 1, 5], 0, "x")

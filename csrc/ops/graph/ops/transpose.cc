@@ -149,9 +149,16 @@ void transpose_narrow(const T* x, T* y, size_t B, size_t R, size_t C) {
   else parallel_for_ranges(total, run);
 }
 
+// The short side when the narrow loop takes the matrices, else 0: 2 or 3 rows or columns always (the tiles' 4 x 4
+// blocks never apply: ShuffleNet's channel shuffle in NHWC is 2 x 24 per pixel), 4 on a long enough other side.
+size_t narrow_side(size_t R, size_t C) {
+  const size_t k = std::min(R, C);
+  return k >= 2 && (k <= 3 || (k == 4 && std::max(R, C) >= 4 * kTile)) ? k : 0;
+}
+
 template <typename T>
 void transpose_matrices(const T* x, T* y, size_t B, size_t R, size_t C) {
-  switch (std::min(R, C) <= 4 && std::max(R, C) >= 4 * kTile ? std::min(R, C) : 0) {
+  switch (narrow_side(R, C)) {
     case 2: return transpose_narrow<T, 2>(x, y, B, R, C);
     case 3: return transpose_narrow<T, 3>(x, y, B, R, C);
     case 4: return transpose_narrow<T, 4>(x, y, B, R, C);
@@ -174,7 +181,7 @@ std::unique_ptr<Step> make_transpose(const NodeSpec& n, const std::vector<Tensor
             transpose_matrices(d.in<T>(0), d.out<T>(0), B, R, C);
           });
         },
-        std::min(R, C) <= 4 && std::max(R, C) >= 4 * kTile ? "narrow 2-D" : "tiled 2-D");
+        narrow_side(R, C) ? "narrow 2-D" : "tiled 2-D");
   }
   std::vector<int64_t> oshape;
   for (int64_t p : s.perm) oshape.push_back(s.shape[size_t(p)]);
