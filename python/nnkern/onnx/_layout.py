@@ -99,6 +99,11 @@ def _push(net, t: Node, u: Node, producer: dict) -> bool:
     if u.op == "Resize" and _push_resize(net, u, perm):
         _move_below(net, u, t, {0: src})
         return True
+    if u.op == "Slice" and _push_slice(net, u, perm):
+        _move_below(net, u, t, {0: src})
+        return True
+    if u.op == "Reshape" and _push_channel_shuffle(net, t, u, perm):
+        return True
     if u.op == "Concat" and len(perm) == len(net.values[u.outputs[0]].shape):
         sources = []
         for i in u.inputs:
@@ -125,6 +130,63 @@ def _push_resize(net, u: Node, perm: list) -> bool:
     if any(not -rank <= a < rank for a in axes):
         return False
     u.attrs = dict(u.attrs, axes=("ints", [int(perm[a % rank]) for a in axes]))
+    return True
+
+
+def _push_slice(net, u: Node, perm: list) -> bool:
+    """Slice(Transpose(x, perm)) over axes A is Slice(x) over axes perm[A] (all axes in order when absent), the
+    starts / ends / steps unchanged. Needs them and the axes known (constants). ShuffleNet's channel split then
+    stays NHWC."""
+    inputs = u.inputs + [""] * (5 - len(u.inputs))
+    if any(i and net.values[i].const is None for i in inputs[1:]):
+        return False
+    rank = len(perm)
+    starts = np.asarray(net.const(inputs[1])).reshape(-1)
+    axes = [int(a) for a in np.asarray(net.const(inputs[3])).reshape(-1)] if inputs[3] else list(range(len(starts)))
+    if any(not -rank <= a < rank for a in axes):
+        return False
+    moved = [int(perm[a % rank]) for a in axes]
+    new_axes = net.add_constant(np.array(moved, np.int64), f"{u.name}::axes", key=("axes", tuple(moved)),
+                                source=inputs[3] or inputs[1])
+    u.inputs = inputs[:3] + [new_axes] + ([inputs[4]] if inputs[4] else [])
+    return True
+
+
+def _push_channel_shuffle(net, t: Node, u: Node, perm: list) -> bool:
+    """The channel shuffle of ShuffleNet on an NCHW view of an NHWC tensor x (t: Transpose(x, [0, 3, 1, 2])):
+    Reshape to (N, g, C/g, H, W), Transpose (0, 2, 1, 3, 4), Reshape to (N, C, H, W). On x itself it is Reshape
+    to (N, H, W, g, C/g), Transpose (0, 1, 2, 4, 3), Reshape to (N, H, W, C), and the transpose moves after it:
+    the same values, in NHWC. Only that exact pattern (each step's only reader the next)."""
+    if perm != [0, 3, 1, 2]:
+        return False
+    users = net.consumers()
+    v = users.get(u.outputs[0], [])
+    if len(v) != 1 or v[0].op != "Transpose" or list(v[0].attr("perm")) != [0, 2, 1, 3, 4]:
+        return False
+    v = v[0]
+    w = users.get(v.outputs[0], [])
+    if len(w) != 1 or w[0].op != "Reshape" or len(users.get(t.outputs[0], [])) < 1:
+        return False
+    w = w[0]
+    n, c, h, wd = (int(d) for d in net.values[t.outputs[0]].shape)
+    five = [int(d) for d in net.values[u.outputs[0]].shape]
+    if len(five) != 5 or five[0] != n or five[3:] != [h, wd] or five[1] * five[2] != c:
+        return False
+    if [int(d) for d in net.values[w.outputs[0]].shape] != [n, c, h, wd]:
+        return False
+    g, cg = five[1], five[2]
+    u.inputs = [t.inputs[0], net.add_constant(np.array([n, h, wd, g, cg], np.int64), f"{u.name}::nhwc")]
+    net.infer(u)
+    v.attrs = {"perm": ("ints", [0, 1, 2, 4, 3])}
+    net.infer(v)
+    out = w.outputs[0]
+    inner = net.fresh(f"{w.name}::untransposed")
+    w.inputs = [v.outputs[0], net.add_constant(np.array([n, h, wd, c], np.int64), f"{w.name}::nhwc")]
+    w.outputs[0] = inner
+    net.infer(w)
+    moved = Node("Transpose", net.fresh(f"{t.name}::below"), [inner], [out], dict(t.attrs), t.sources)
+    net.nodes.insert(net.nodes.index(w) + 1, moved)
+    net.infer(moved)
     return True
 
 
