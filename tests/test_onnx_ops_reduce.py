@@ -266,6 +266,32 @@ def test_softmax_exp_accuracy():
     np.testing.assert_allclose(got, exact, rtol=4 * 2.0**-23, atol=1.2e-38)
 
 
+def test_softmax_same_bits_on_every_isa():
+    """Softmax along the last axis runs its exps through the f32_activation kernels' exp_nonpos (kernels/f32_exp.h,
+    vectorized per ISA): the same bits on every ISA this CPU has, rows of every length around the vector widths,
+    with NaN / Inf / huge values, and the exps within the 4-ulp test above on each."""
+    rng = np.random.default_rng(11)
+    rows = [rng.normal(0, 8, n).astype(np.float32) for n in list(range(1, 40)) + [63, 64, 65, 127, 128, 129, 4097]]
+    rows[5][2] = np.nan
+    rows[20][3] = np.inf
+    rows[21][:] = -np.inf
+    rows[22][1] = -1e30
+    d = np.linspace(0, 100, 4001, dtype=np.float32)
+    pairs = np.stack([np.zeros_like(d), -d], axis=1)
+    outs = {}
+    for isa in nnkern.supported_isas():
+        got = [run_nnkern(node_model("Softmax", {"x": r[None]}, ["y"], {"axis": -1}), {"x": r[None]}, max_isa=isa)[0]
+               for r in rows]
+        got.append(run_nnkern(node_model("Softmax", {"x": pairs}, ["y"], {"axis": 1}), {"x": pairs}, max_isa=isa)[0])
+        outs[isa] = got
+    for isa, got in outs.items():
+        for k, (g, w) in enumerate(zip(got, outs["scalar"])):
+            np.testing.assert_array_equal(g.view(np.int32), w.view(np.int32), err_msg=f"{isa} row {k}")
+    e = np.exp(-d.astype(np.float64))
+    np.testing.assert_allclose(outs["scalar"][-1], np.stack([1 / (1 + e), e / (1 + e)], axis=1), rtol=4 * 2.0**-23,
+                               atol=1.2e-38)
+
+
 def layer_norm_model(x, scale, bias, axis, outputs, epsilon=1e-5, feed_params=False):
     names = ["y", "mean", "inv_std"][:outputs]
     params = {"scale": scale}

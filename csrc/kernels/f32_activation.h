@@ -46,6 +46,9 @@ struct F32ActivationKernels {
   // compiler's vectors; the same bits on every ISA, at most 2.7 ulp from the exact erf.
   F32UnaryUkernel erf;
   const char* erf_name;
+  // e^x for x <= 0 (Softmax's exps): kernels/f32_exp.h's formula in a plain loop under the ISA's flags, as erf.
+  F32UnaryUkernel exp_nonpos;
+  const char* exp_nonpos_name;
   // The convolutions' post-op pass (kernels/f32_post_ops.h): residual add and piecewise activations over rows.
   F32PostOpsUkernel post_ops;
   const char* post_ops_name;
@@ -60,6 +63,7 @@ void f32_tanh__scalar_minimax(size_t n, const float* x, float* y);
 void f32_tanh__scalar_scalef(size_t n, const float* x, float* y);
 void f32_tanh__scalar_accurate(size_t n, const float* x, float* y);
 void f32_erf__scalar(size_t n, const float* x, float* y);
+void f32_exp_nonpos__scalar(size_t n, const float* x, float* y);
 void f32_post_ops__scalar(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__scalar;
 
@@ -72,6 +76,7 @@ void f32_tanh__avx2_minimax(size_t n, const float* x, float* y);
 void f32_tanh__avx2_scalef(size_t n, const float* x, float* y);
 void f32_tanh__avx2_accurate(size_t n, const float* x, float* y);
 void f32_erf__avx2(size_t n, const float* x, float* y);
+void f32_exp_nonpos__avx2(size_t n, const float* x, float* y);
 void f32_post_ops__avx2(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__avx2;
 
@@ -83,6 +88,7 @@ void f32_tanh__avx512_minimax(size_t n, const float* x, float* y);
 void f32_tanh__avx512_scalef(size_t n, const float* x, float* y);
 void f32_tanh__avx512_accurate(size_t n, const float* x, float* y);
 void f32_erf__avx512(size_t n, const float* x, float* y);
+void f32_exp_nonpos__avx512(size_t n, const float* x, float* y);
 void f32_post_ops__avx512(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__avx512;
 
@@ -95,6 +101,7 @@ void f32_tanh__neon_minimax(size_t n, const float* x, float* y);
 void f32_tanh__neon_scalef(size_t n, const float* x, float* y);
 void f32_tanh__neon_accurate(size_t n, const float* x, float* y);
 void f32_erf__neon(size_t n, const float* x, float* y);
+void f32_exp_nonpos__neon(size_t n, const float* x, float* y);
 void f32_post_ops__neon(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__neon;
 

@@ -41,6 +41,7 @@
 #include "kernels/f32_activation.h"
 #include "kernels/f32_activation_coeffs.h"
 #include "kernels/f32_erf.h"
+#include "kernels/f32_exp.h"
 
 #define NNK_INLINE inline __attribute__((always_inline))
 
@@ -161,6 +162,7 @@ void f32_tanh__neon_scalef(size_t n, const float* x, float* y) { exp_neg<true, 2
 void f32_tanh__neon_accurate(size_t n, const float* x, float* y) { exp_neg<true, 5>(n, x, y); }
 
 NNK_F32_ERF_KERNEL(neon)
+NNK_F32_EXP_NONPOS_KERNEL(neon)
 NNK_F32_POST_OPS_KERNEL(neon)
 
 const F32ActivationKernels f32_activation__neon = {
@@ -173,6 +175,8 @@ const F32ActivationKernels f32_activation__neon = {
     {nullptr, nullptr, nullptr},
     f32_erf__neon,
     "f32_erf__neon",
+    f32_exp_nonpos__neon,
+    "f32_exp_nonpos__neon",
     f32_post_ops__neon,
     "f32_post_ops__neon",
 };

@@ -7,6 +7,7 @@
 #include "kernels/f32_activation.h"
 #include "kernels/f32_activation_coeffs.h"
 #include "kernels/f32_erf.h"
+#include "kernels/f32_exp.h"
 
 namespace nnkern {
 namespace {
@@ -107,6 +108,7 @@ void f32_tanh__scalar_scalef(size_t n, const float* x, float* y) { tanh_run<ActM
 void f32_tanh__scalar_accurate(size_t n, const float* x, float* y) { tanh_run<ActMethod::accurate>(n, x, y); }
 
 NNK_F32_ERF_KERNEL(scalar)
+NNK_F32_EXP_NONPOS_KERNEL(scalar)
 NNK_F32_POST_OPS_KERNEL(scalar)
 
 const F32ActivationKernels f32_activation__scalar = {
@@ -119,6 +121,8 @@ const F32ActivationKernels f32_activation__scalar = {
     {nullptr, nullptr, nullptr},
     f32_erf__scalar,
     "f32_erf__scalar",
+    f32_exp_nonpos__scalar,
+    "f32_exp_nonpos__scalar",
     f32_post_ops__scalar,
     "f32_post_ops__scalar",
 };

@@ -61,6 +61,8 @@ namespace {
 }), register_dispatched_op("f32_tanh", [] {
   return std::string(f32_activation_family().dispatched().tanh_names[int(ActMethod::minimax)]).append("|scalef|accurate");
 }), register_dispatched_op("f32_erf", [] { return std::string(f32_activation_family().dispatched().erf_name); }),
+    register_dispatched_op("f32_exp_nonpos",
+                           [] { return std::string(f32_activation_family().dispatched().exp_nonpos_name); }),
     true);
 }  // namespace
 

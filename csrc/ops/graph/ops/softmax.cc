@@ -5,12 +5,16 @@
 //   LogSoftmax: y = (x - m) - log(sum e^(x - m))
 //   Hardmax:    1 at the first maximum (the first NaN if any), 0 elsewhere
 // Along the last axis each row takes one pass for the maximum, one computing and storing the exps piece by piece
-// (summed while the piece is in cache) and one scaling; over another axis the inner positions of a tile advance
+// (float32: the f32_activation kernels' exp_nonpos, vectorized per ISA; summed while the piece is in cache) and one
+// scaling; over another axis the inner positions of a tile advance
 // together. Sums in the fixed order of ops/graph/ops/reduction.h; rows split across the pool.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include "core/kernel_family.h"
+#include "kernels/f32_activation_list.h"
 #include "ops/graph/ops/axis_loops.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/reduction.h"
@@ -28,7 +32,7 @@ inline bool replaces_max(T v, T best) {
 }
 
 template <Kind K, typename T>
-void row(const T* x, T* y, size_t n) {
+void row(const T* x, T* y, size_t n, F32UnaryUkernel exp_kernel) {
   if constexpr (K == Kind::hardmax) {
     size_t at = 0;
     for (size_t i = 1; i < n; ++i)
@@ -43,7 +47,12 @@ void row(const T* x, T* y, size_t n) {
     Fold<SumOp<T>> f;
     for (size_t b = 0; b < n; b += kPiece) {
       const size_t len = std::min(kPiece, n - b);
-      for (size_t i = b; i < b + len; ++i) y[i] = exp_nonpos(x[i] - m);
+      for (size_t i = b; i < b + len; ++i) y[i] = x[i] - m;
+      if constexpr (std::is_same_v<T, float>) {
+        exp_kernel(len, y + b, y + b);  // the ISA's loop: the same bits as exp_nonpos one at a time
+      } else {
+        for (size_t i = b; i < b + len; ++i) y[i] = exp_nonpos(y[i]);
+      }
       f.add(reduce_piece<SumOp<T>>(y + b, len, same));
     }
     const T inv = T(1) / f.result();
@@ -140,9 +149,10 @@ std::unique_ptr<Step> make_softmax(const NodeSpec& n, const std::vector<TensorDe
           const T* x = d.in<T>(0);
           T* y = d.out<T>(0);
           if (s.n == 0) return;
+          const F32UnaryUkernel exp_kernel = f32_activation_family().dispatched().exp_nonpos;
           for_axis_tiles(s, [&](size_t o, size_t j0, size_t j1) {
             const size_t off = o * s.n * s.inner;
-            if (s.inner == 1) row<K>(x + off, y + off, s.n);
+            if (s.inner == 1) row<K>(x + off, y + off, s.n, exp_kernel);
             else columns<K>(x + off, y + off, s.n, s.inner, j0, j1);
           });
         },
