@@ -557,6 +557,19 @@ def test_inverted_residual_bands_in_the_padding(rng, threads):
             np.testing.assert_array_equal(block(x), want)
 
 
+def test_inverted_residual_band_per_thread_on_small_images(rng):
+    """A small image (its slices fit the cache whole) runs one band per thread when each gets two rows or more, so
+    the threads run the three layers without meeting between them; fewer rows: one band, each layer on the pool.
+    The same bits as layer by layer either way (the test above, at 1 to 3 threads)."""
+    ex, dw, pr = _block_layers(rng, 8, 4, 8, 1)
+    block = nnkern.InvertedResidual(ex, dw, pr, residual=True)
+    for threads, H, rows in [(1, 14, 14), (2, 14, 7), (3, 14, 5), (2, 7, 4), (2, 3, 3), (4, 7, 7)]:
+        nnkern.set_num_threads(threads)  # the conftest fixture restores the count
+        assert block._block.rows_per_band(H, H) == rows, (threads, H)
+        x = rand(rng, 1, H, H, 8)
+        np.testing.assert_array_equal(block(x), pr(dw(ex(x))) + x, err_msg=f"{threads} threads, {H} rows")
+
+
 def test_inverted_residual_uses_each_layers_algorithm(rng):
     x = rand(rng, 1, 30, 30, 8)
     for algorithms in [("direct", "depthwise", "direct"), ("indirect", "depthwise", "im2col"),
