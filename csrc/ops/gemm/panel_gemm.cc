@@ -32,10 +32,6 @@ size_t row_block(size_t M, size_t K, size_t nr) {
   return ceil_div(ceil_div(M, blocks), nr) * nr;  // balanced
 }
 
-// One group's panels against rows [r0, r1) of X, a column group (NR rows) at a time: its tiles for every
-// panel of the group, then the post-op on them while they are in L1. The B rows of a column group stay
-// in L1 across the group's panels; each A panel is read once per column group (from L2 if it was
-// read before, whatever the loop order, when it is larger than L1).
 // A one-row column group: the group's panels as one GEMV (the gemv kernel's rows_panels), their FMA chains
 // interleaved, where the tile would run MR / L latency-bound chains per panel. Each output is the tile's FMA
 // chain in K order and the same epilogue: the same bits. False if the group's outputs outgrow the scratch.
@@ -55,6 +51,10 @@ bool run_group_row(const F32FullKPanels& w, const PanelGemmArgs& a, size_t g, si
   return true;
 }
 
+// One group's panels against rows [r0, r1) of X, a column group (up to NR rows) at a time: its tiles for every
+// panel of the group, then the post-op on them while they are in L1. The B rows of a column group stay
+// in L1 across the group's panels; each A panel is read once per column group (from L2 if it was
+// read before, whatever the loop order, when it is larger than L1).
 void run_group(const F32FullKPanels& w, const PanelGemmArgs& a, size_t g, size_t r0, size_t r1) {
   const F32GemmKernel& k = w.kernel();
   const size_t nr = size_t(k.nr);

@@ -1,8 +1,8 @@
 """Layout: transposes pushed down the graph through ops that do not care about the order of dimensions, until
 they meet their inverse and cancel. Lowering wraps every NHWC op in NCHW -> NHWC and NHWC -> NCHW transposes;
-after this pass a chain of convolutions, activations, residual adds, concatenations and resizes runs in NHWC
-throughout, converting once where the graph enters it and once where it leaves (or where an op needs NCHW: a
-Reshape or Flatten of a feature map, a MatMul)."""
+after this pass a chain of convolutions, activations, residual adds, concatenations, slices, resizes and channel
+shuffles runs in NHWC throughout, converting once where the graph enters it and once where it leaves (or where an
+op needs NCHW: another Reshape or a Flatten of a feature map, a MatMul)."""
 from __future__ import annotations
 
 import numpy as np
