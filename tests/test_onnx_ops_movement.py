@@ -604,6 +604,40 @@ def test_transpose_of_matrices_with_few_rows_or_columns(dtype):
             np.testing.assert_array_equal(back, x, err_msg=f"{long_side} x {short}")
 
 
+def _channel_shuffle(a, b, splits):
+    plan = _C.GraphPlan(_C.GraphLayers())
+    ins = [plan.add_input(t, list(x.shape), i, n) for i, (t, x, n) in
+           enumerate([(_ONNX_TYPE[a.dtype], a, "a"), (_ONNX_TYPE[b.dtype], b, "b")])]
+    outs = plan.add_step("nnkern.ChannelShuffle", "s", {"splits": ("i", splits)}, ins, splits, "",
+                         [f"y{k}" for k in range(splits)])
+    for k, o in enumerate(outs):
+        plan.mark_output(o, k)
+    plan.finalize()
+    return plan.run([a, b])
+
+
+_ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.uint8): TensorProto.UINT8,
+              np.dtype(np.int64): TensorProto.INT64, np.dtype(np.float16): TensorProto.FLOAT16}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int64, np.float16])
+def test_channel_shuffle_step(dtype):
+    """nnkern.ChannelShuffle (the optimizer's ShuffleNet join): a and b interleaved along the last axis, cut into
+    `splits` equal parts: whole pairs per part or not (odd part widths), every element size, rows enough for the
+    pool; its checks refuse mismatched inputs and splits that do not divide."""
+    rng = np.random.default_rng(12)
+    for shape, splits in [((2, 3, 5, 24), 2), ((1, 4, 4, 3), 2), ((6, 3), 3), ((7,), 1), ((3, 2, 5), 5),
+                          ((2, 40, 40, 48), 2), ((1, 2, 2, 0), 1)]:
+        a, b = (values(rng, shape, dtype) for _ in range(2))
+        z = np.stack([a, b], axis=-1).reshape(shape[:-1] + (2 * shape[-1],))
+        for got, want in zip(_channel_shuffle(a, b, splits), np.split(z, splits, axis=-1)):
+            np.testing.assert_array_equal(got, want, err_msg=f"{shape} splits={splits}")
+    a = values(rng, (2, 3), dtype)
+    for b, splits in [(values(rng, (2, 4), dtype), 1), (a, 4), (a, 0)]:
+        with pytest.raises(ValueError):
+            _channel_shuffle(a, b, splits)
+
+
 def test_transpose_of_size_one_dimensions_is_a_view():
     plan = _C.GraphPlan(_C.GraphLayers())
     x = plan.add_input(TensorProto.FLOAT, [1, 3, 1, 5], 0, "x")

@@ -396,27 +396,29 @@ def test_reductions_of_a_feature_map_run_in_its_layout(op, axes, keepdims):
     assert transposes <= plain.describe(feeds).count("Transpose")
 
 
-def _shuffle_unit_graph(slice_axes):
+def _shuffle_unit_graph(slice_axes, units=1):
     """ShuffleNet-v2's unit on a conv's output: split the channels in two by Slice (slice_axes: the axes input, or
     None for none, the starts / ends then covering every axis), a branch of convolutions on one half, Concat, the
-    channel shuffle as Reshape (N, 2, C/2, H, W) / Transpose (0, 2, 1, 3, 4) / Reshape (N, C, H, W), a conv."""
+    channel shuffle as Reshape (N, 2, C/2, H, W) / Transpose (0, 2, 1, 3, 4) / Reshape (N, C, H, W); `units` such
+    units in a row, then a conv."""
     g = _Graph(113)
     x = g.node("Relu", [g.conv("image", 3, 8, 3)])
     big = np.iinfo(np.int64).max
 
-    def half(lo, hi):
+    def half(x, lo, hi):
         if slice_axes is None:
             return g.node("Slice", [x, g.const("starts", np.array([0, lo, 0, 0], np.int64)),
                                     g.const("ends", np.array([big, hi, big, big], np.int64))])
         return g.node("Slice", [x, g.const("starts", np.array([lo], np.int64)), g.const("ends", np.array([hi], np.int64)),
                                 g.const("axes", np.array(slice_axes, np.int64))])
 
-    b = g.node("Relu", [g.conv(g.conv(half(4, 8), 4, 4, 3, group=4), 4, 4, 1)])
-    c = g.node("Concat", [half(0, 4), b], axis=1)
-    r = g.node("Reshape", [c, g.const("shape5", np.array([0, 2, 4, 9, 11], np.int64))])
-    t = g.node("Transpose", [r], perm=[0, 2, 1, 3, 4])
-    y = g.node("Reshape", [t, g.const("shape4", np.array([-1, 8, 9, 11], np.int64))])
-    g.conv(y, 8, 6, 1, output="out")
+    for _ in range(units):
+        b = g.node("Relu", [g.conv(g.conv(half(x, 4, 8), 4, 4, 3, group=4), 4, 4, 1)])
+        c = g.node("Concat", [half(x, 0, 4), b], axis=1)
+        r = g.node("Reshape", [c, g.const("shape5", np.array([0, 2, 4, 9, 11], np.int64))])
+        t = g.node("Transpose", [r], perm=[0, 2, 1, 3, 4])
+        x = g.node("Reshape", [t, g.const("shape4", np.array([-1, 8, 9, 11], np.int64))])
+    g.conv(x, 8, 6, 1, output="out")
     out = helper.make_tensor_value_info("out", TP.FLOAT, ["N", 6, 9, 11])
     return g.model("shuffle_unit", [_image_input("image", 3)], [out])
 
@@ -428,12 +430,29 @@ def test_channel_split_and_shuffle_run_in_nhwc(slice_axes):
     (and the shuffle's own): the same values as the unpushed plan, bit for bit (only data moves differently)."""
     model = _shuffle_unit_graph(slice_axes)
     feeds = {"image": np.random.default_rng(8).uniform(-1, 1, (2, 3, 9, 11)).astype(np.float32)}
-    pushed = nnkern.onnx.InferenceSession(model)
+    pushed = nnkern.onnx.InferenceSession(model, optimize={"fuse_channel_shuffle": False})
     plain = nnkern.onnx.InferenceSession(model, optimize={"push_transposes": False})
     described = pushed.describe(feeds)
     assert described.count(" Transpose [") == 3, described  # in, the shuffle, out
     assert plain.describe(feeds).count(" Transpose [") > 3
     for got, want in zip(pushed.run(None, feeds), plain.run(None, feeds)):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("slice_axes", [[1], None])
+def test_shufflenet_units_join_shuffle_and_split_in_one_pass(slice_axes):
+    """fuse_channel_shuffle: each unit's Concat, channel shuffle and (where the next unit reads them) halving Slices
+    run as one nnkern.ChannelShuffle step, two outputs between units and one after the last: the same bits as
+    without it."""
+    model = _shuffle_unit_graph(slice_axes, units=3)
+    feeds = {"image": np.random.default_rng(9).uniform(-1, 1, (2, 3, 9, 11)).astype(np.float32)}
+    fused = nnkern.onnx.InferenceSession(model)
+    plain = nnkern.onnx.InferenceSession(model, optimize={"fuse_channel_shuffle": False})
+    described = fused.describe(feeds)
+    assert described.count("nnkern.ChannelShuffle") == 3, described
+    assert described.count(" Slice ->") == 2 and " Concat ->" not in described, described  # the first split's
+    assert described.count(" Transpose [") == 2, described  # the layout's, in and out
+    for got, want in zip(fused.run(None, feeds), plain.run(None, feeds)):
         np.testing.assert_array_equal(got, want)
 
 

@@ -33,10 +33,11 @@ MAX_FOLDED_BYTES = 64 << 20
 #: (_tables) as a 256-entry table on the quantized tensor; push_transposes: the layout transposes around the NHWC ops cancelled between
 #: neighbours; fuse_activations: an activation after a convolution or GEMM run in its epilogue; fuse_gelu: GELU
 #: exported as Div / Erf / Add / Mul / Mul run as one Gelu op; fuse_inverted_residual: MobileNet-v2's blocks
-#: band by band in cache; fuse_residual_add: a shortcut's Add (and the activation after it) in the post-ops of
-#: the convolution producing one operand.
+#: band by band in cache; fuse_channel_shuffle: ShuffleNet's Concat, channel shuffle and halving Slices in NHWC as
+#: one pass (after push_transposes); fuse_residual_add: a shortcut's Add (and the activation after it) in the
+#: post-ops of the convolution producing one operand.
 OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations",
-                 "fuse_gelu", "fuse_inverted_residual", "fuse_residual_add")
+                 "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle", "fuse_residual_add")
 #: Off unless asked for by name: fuse_residual_add reads the shortcut in the output's blocks of a few channels
 #: as the kernels store them (same bits), which measured slower than the separate Add on batches whose tensors
 #: leave the cache (bench/decisions.md).
@@ -275,6 +276,8 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         _fuse.fuse_gelu(net)
     if "fuse_inverted_residual" in optimize:
         _fuse.fuse_inverted_residual(net)
+    if "fuse_channel_shuffle" in optimize:
+        _fuse.fuse_channel_shuffle(net)
     if "fuse_residual_add" in optimize:  # after the blocks, which take their own
         _fuse.fuse_residual_add(net)
     net.drop_dead()

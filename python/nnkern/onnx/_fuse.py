@@ -4,10 +4,13 @@ the same formulas as the separate ops, so the same bits); a float32 MatMul's or 
 (Relu). And GELU as torch exports it (x / sqrt 2 -> Erf -> + 1 -> x * -> * 0.5, five elementwise passes) as one
 Gelu op (float32: the erf kernel on chunks in L1). And MobileNet-v2's inverted residual blocks as one step that
 runs band by band in cache (ops/conv/block.h), and residual Adds (with the activation after them) in the post-ops
-of the convolution that produces one operand."""
+of the convolution that produces one operand. And ShuffleNet's Concat / channel shuffle / Slices in NHWC as one
+nnkern.ChannelShuffle pass."""
 from __future__ import annotations
 
 import numpy as np
+
+from ._graph import Node
 
 #: The activations each op's epilogue runs.
 FUSABLE = {"nnkern.Conv": {"relu", "relu6", "sigmoid", "silu", "hardswish", "hardsigmoid", "leaky_relu"},
@@ -230,3 +233,71 @@ def fuse_residual_add(net) -> None:
             _replace_chain(net, conv, [conv] + absorbed)  # where the residual's producer has run
             changed = True
             break
+
+
+def fuse_channel_shuffle(net) -> None:
+    """ShuffleNet's unit boundary in NHWC (after push_transposes): Concat(a, b) along the last axis, the channel
+    shuffle of two groups (Reshape to (..., 2, c), Transpose of the last two axes, Reshape back), and the two Slices
+    that take its halves where they are its only readers, as one nnkern.ChannelShuffle (ops/graph/ops/movement.cc)
+    that interleaves a and b straight into the halves: one pass over the data instead of four. Only data moves:
+    the same values."""
+    users = net.consumers()
+    for concat in list(net.nodes):
+        if concat.op != "Concat" or len(concat.inputs) != 2:
+            continue
+        a, b = concat.inputs
+        va, vb = net.values[a], net.values[b]
+        rank = len(va.shape)
+        if rank < 2 or concat.attr("axis", 0) % rank != rank - 1 or va.shape != vb.shape or va.dtype != vb.dtype:
+            continue
+        lead, c = [int(d) for d in va.shape[:-1]], int(va.shape[-1])
+        r1 = _only_reader(net, users, concat.outputs[0])
+        if r1 is None or r1.op != "Reshape" or _dims(net, r1.outputs[0]) != lead + [2, c]:
+            continue
+        t = _only_reader(net, users, r1.outputs[0])
+        if t is None or t.op != "Transpose" or list(t.attr("perm", [])) != list(range(rank - 1)) + [rank, rank - 1]:
+            continue
+        r2 = _only_reader(net, users, t.outputs[0])
+        if r2 is None or r2.op != "Reshape" or _dims(net, r2.outputs[0]) != lead + [2 * c]:
+            continue
+        halves = _halves(net, users, r2.outputs[0], rank, c)
+        chain = [concat, r1, t, r2] + halves
+        outs = [n.outputs[0] for n in halves] or [r2.outputs[0]]
+        fused = Node("nnkern.ChannelShuffle", concat.name, [a, b], outs, {"splits": ("i", len(outs))},
+                     "+".join(n.sources for n in chain))
+        dropped = {id(n) for n in chain if n is not r2}
+        net.nodes = [fused if n is r2 else n for n in net.nodes if id(n) not in dropped]
+        net.infer(fused)
+        users = net.consumers()
+
+
+def _dims(net, name: str) -> list:
+    return [int(d) for d in net.values[name].shape]
+
+
+def _halves(net, users: dict, v: str, rank: int, c: int) -> list:
+    """The two Slices reading v (and nothing else) that take [0, c) and [c, 2c) of its last axis, in that order;
+    else []."""
+    readers = users.get(v, [])
+    if len(readers) != 2 or v in net.outputs or any(n.op != "Slice" for n in readers):
+        return []
+    found = {}
+    for s in readers:
+        inputs = s.inputs + [""] * (5 - len(s.inputs))
+        if any(i and net.values[i].const is None for i in inputs[1:]):
+            return []
+        starts, ends = (np.asarray(net.const(i)).reshape(-1) for i in inputs[1:3])
+        axes = np.asarray(net.const(inputs[3])).reshape(-1) if inputs[3] else np.arange(len(starts))
+        steps = np.asarray(net.const(inputs[4])).reshape(-1) if inputs[4] else np.ones(len(starts), np.int64)
+        dims = _dims(net, v)
+        span = {}  # axis -> [lo, hi) clamped, for step 1 only
+        for start, end, axis, step in zip(starts, ends, axes, steps):
+            d, size = int(axis) % rank, dims[int(axis) % rank]
+            if int(step) != 1 or d in span:
+                return []
+            span[d] = tuple(max(0, min(int(x) + size if int(x) < 0 else int(x), size)) for x in (start, end))
+        if any(span.get(d, (0, dims[d])) != (0, dims[d]) for d in range(rank - 1)) or rank - 1 not in span:
+            return []  # the channels only, every other axis whole
+        found[span[rank - 1]] = s
+    first, second = found.get((0, c)), found.get((c, 2 * c))
+    return [first, second] if first is not None and second is not None else []

@@ -1,7 +1,9 @@
 // Joining and cutting along an axis, for every element type: Concat and Split. Both are row copies: the
 // dimensions before the axis are rows, each input (Concat) or output (Split) a run of bytes within each row.
+// Also nnkern.ChannelShuffle, the optimizer's join, shuffle and cut of ShuffleNet's units in one pass.
 #include "core/checked.h"
 #include "ops/graph/ops/common.h"
+#include "ops/graph/ops/elementwise.h"
 #include "ops/graph/ops/strided.h"
 
 namespace nnkern::graph {
@@ -110,11 +112,68 @@ std::unique_ptr<Step> make_split(const NodeSpec& n, const std::vector<TensorDesc
   });
 }
 
+// nnkern.ChannelShuffle(a, b), attribute splits (>= 1, default 1), `splits` outputs: ShuffleNet's Concat of two
+// tensors along their last axis, its channel shuffle of two groups and the equal Slices after it, in one pass (the
+// optimizer's, onnx/_fuse.py). a and b have one shape, c elements along the last axis; with
+// z[..., 2i] = a[..., i] and z[..., 2i + 1] = b[..., i], output k is z[..., k * 2c / splits : (k + 1) * 2c / splits].
+std::vector<TensorDesc> infer_channel_shuffle(const NodeSpec& n) {
+  if (n.inputs.size() != 2) n.invalid("needs two inputs");
+  const TensorDesc& a = n.in(0);
+  const TensorDesc& b = n.in(1);
+  if (a.rank() == 0) n.invalid("needs inputs of rank >= 1");
+  if (a.dtype != b.dtype || a.shape != b.shape)
+    n.invalid("needs two inputs of one type and shape, has " + a.str() + " and " + b.str());
+  const int64_t splits = n.attr_int("splits", 1), width = 2 * a.shape.back();
+  if (splits < 1 || width % splits != 0)
+    n.invalid("splits must divide the " + std::to_string(width) + " interleaved elements, is " + std::to_string(splits));
+  if (n.num_outputs != size_t(splits))
+    n.invalid("has " + std::to_string(n.num_outputs) + " outputs for " + std::to_string(splits) + " splits");
+  std::vector<int64_t> shape = a.shape;
+  shape.back() = width / splits;
+  return std::vector<TensorDesc>(size_t(splits), TensorDesc{a.dtype, shape});
+}
+
+std::unique_ptr<Step> make_channel_shuffle(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
+  const TensorDesc& a = n.in(0);
+  const size_t c = size_t(a.shape.back()), rows = c ? a.elements() / c : 0, part = 2 * c / out.size();
+  const size_t esize = dtype_size(a.dtype), splits = out.size();
+  return fn_step([c, rows, part, esize, splits](const StepData& d) {
+    with_word(esize, [&](auto w) {
+      using T = decltype(w);
+      const T* pa = d.in<T>(0);
+      const T* pb = d.in<T>(1);
+      const auto run = [&](size_t r0, size_t r1) {
+        for (size_t k = 0; k < splits; ++k) {
+          T* y = d.out<T>(k);
+          const size_t z0 = k * part;  // this output's first element of the interleaved row
+          for (size_t r = r0; r < r1; ++r) {
+            const T* ar = pa + r * c;
+            const T* br = pb + r * c;
+            T* yr = y + r * part;
+            if (z0 % 2 == 0 && part % 2 == 0) {  // whole pairs: a plain interleaving loop
+              const size_t i0 = z0 / 2;
+              for (size_t q = 0; q < part / 2; ++q) {
+                yr[2 * q] = ar[i0 + q];
+                yr[2 * q + 1] = br[i0 + q];
+              }
+            } else {
+              for (size_t q = 0; q < part; ++q) yr[q] = ((z0 + q) % 2 ? br : ar)[(z0 + q) / 2];
+            }
+          }
+        }
+      };
+      if (rows * 2 * c < kElementwiseParallel) run(0, rows);  // the threshold counts elements, not rows
+      else parallel_for_ranges(rows, run);
+    });
+  });
+}
+
 }  // namespace
 
 void register_graph_ops_movement() {
   register_op("Concat", {infer_concat, make_concat});
   register_op("Split", {infer_split, make_split});
+  register_op("nnkern.ChannelShuffle", {infer_channel_shuffle, make_channel_shuffle});
 }
 
 }  // namespace nnkern::graph
