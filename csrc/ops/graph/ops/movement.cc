@@ -146,18 +146,21 @@ std::unique_ptr<Step> make_channel_shuffle(const NodeSpec& n, const std::vector<
         for (size_t k = 0; k < splits; ++k) {
           T* y = d.out<T>(k);
           const size_t z0 = k * part;  // this output's first element of the interleaved row
+          const bool pairs = z0 % 2 == 0 && part % 2 == 0;  // whole pairs: a plain interleaving loop
           for (size_t r = r0; r < r1; ++r) {
-            const T* ar = pa + r * c;
-            const T* br = pb + r * c;
+            const size_t row = r * c;
             T* yr = y + r * part;
-            if (z0 % 2 == 0 && part % 2 == 0) {  // whole pairs: a plain interleaving loop
-              const size_t i0 = z0 / 2;
+            if (pairs) {
+              const size_t i0 = row + z0 / 2;
               for (size_t q = 0; q < part / 2; ++q) {
-                yr[2 * q] = ar[i0 + q];
-                yr[2 * q + 1] = br[i0 + q];
+                yr[2 * q] = pa[i0 + q];
+                yr[2 * q + 1] = pb[i0 + q];
               }
             } else {
-              for (size_t q = 0; q < part; ++q) yr[q] = ((z0 + q) % 2 ? br : ar)[(z0 + q) / 2];
+              for (size_t q = 0; q < part; ++q) {
+                const size_t z = z0 + q, i = row + z / 2;
+                yr[q] = z % 2 ? pb[i] : pa[i];
+              }
             }
           }
         }
