@@ -42,12 +42,24 @@ NNK_INLINE float32x4_t fma_x(float32x4_t acc, float32x4_t b, const float32x4_t (
   return vfmaq_laneq_f32(acc, b, vx[L / 4], L % 4);
 }
 
-// acc[j] += sum over the kR rows, in row order, of x[r] * b[r][j].
+#include "kernels/inc/f32_gemv_row_blocks.inc"  // for_row_blocks
+
+// x's kR values of a block of rows: as scalars (the column tail's FMADDs) and as lanes of two q registers.
 template <int kR>
-NNK_INLINE void rows_block(size_t n, const float* x, size_t incx, const float* b, size_t ldb, float* acc) {
+struct RowValues {
   float xs[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int r = 0; r < kR; ++r) xs[r] = x[r * incx];
-  const float32x4_t vx[2] = {vld1q_f32(xs), vld1q_f32(xs + 4)};
+  float32x4_t vx[2];
+  RowValues(const float* x, size_t incx) {
+    for (int r = 0; r < kR; ++r) xs[r] = x[r * incx];
+    vx[0] = vld1q_f32(xs);
+    vx[1] = vld1q_f32(xs + 4);
+  }
+};
+
+// acc[j] += sum over the kR rows, in row order, of x[r] * b[r * ldb + j], for j < n.
+template <int kR>
+NNK_INLINE void rows_block_of(size_t n, const RowValues<kR>& x, const float* b, size_t ldb, float* acc) {
+  const float32x4_t(&vx)[2] = x.vx;
   const float* br[kR];
 #pragma GCC unroll 8
   for (int r = 0; r < kR; ++r) br[r] = b + r * ldb;
@@ -75,56 +87,29 @@ NNK_INLINE void rows_block(size_t n, const float* x, size_t incx, const float* b
   }
   for (; j < n; ++j) {
     float s = acc[j];
-    for (int r = 0; r < kR; ++r) s = __builtin_fmaf(xs[r], br[r][j], s);  // FMADD: the lanes' single rounding
+    for (int r = 0; r < kR; ++r) s = __builtin_fmaf(x.xs[r], br[r][j], s);  // FMADD: the lanes' single rounding
     acc[j] = s;
   }
 }
 
 void rows_neon(size_t n, size_t k, const float* x, size_t incx, const float* b, size_t ldb, float* acc) {
   if (n == 0) return;
-  size_t p = 0;
-  for (; p + 8 <= k; p += 8) rows_block<8>(n, x + p * incx, incx, b + p * ldb, ldb, acc);
-  if (k - p >= 4) { rows_block<4>(n, x + p * incx, incx, b + p * ldb, ldb, acc); p += 4; }
-  if (k - p >= 2) { rows_block<2>(n, x + p * incx, incx, b + p * ldb, ldb, acc); p += 2; }
-  if (k - p >= 1) rows_block<1>(n, x + p * incx, incx, b + p * ldb, ldb, acc);
+  for_row_blocks(k, [&](auto rows, size_t p) NNK_INLINE_LAMBDA {
+    constexpr int kR = decltype(rows)::value;
+    rows_block_of<kR>(n, RowValues<kR>(x + p * incx, incx), b + p * ldb, ldb, acc);
+  });
 }
 
-// rows_panels: per block of kR rows, x's values once for every panel, then each panel's vectors in rows_block's
+// rows_panels: per block of kR rows, x's values once for every panel, then each panel's columns in rows_neon's
 // order; the panels' chains are independent, so the core overlaps them.
-template <int kR>
-NNK_INLINE void rows_panels_block(size_t np, size_t pw, const float* x, const float* b, size_t panel_stride,
-                                  float* acc) {
-  float xs[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int r = 0; r < kR; ++r) xs[r] = x[r];
-  const float32x4_t vx[2] = {vld1q_f32(xs), vld1q_f32(xs + 4)};
-  for (size_t q = 0; q < np; ++q) {
-    const float* bq = b + q * panel_stride;
-    float* aq = acc + q * pw;
-    size_t j = 0;
-    for (; j + 4 <= pw; j += 4) {
-      float32x4_t s = vld1q_f32(aq + j);
-#define NNK_ROW(R) \
-  if (R < kR) s = fma_x<R>(s, vld1q_f32(bq + R * pw + j), vx);
-      NNK_ROW(0) NNK_ROW(1) NNK_ROW(2) NNK_ROW(3) NNK_ROW(4) NNK_ROW(5) NNK_ROW(6) NNK_ROW(7)
-#undef NNK_ROW
-      vst1q_f32(aq + j, s);
-    }
-    for (; j < pw; ++j) {
-      float s = aq[j];
-      for (int r = 0; r < kR; ++r) s = __builtin_fmaf(xs[r], bq[r * pw + j], s);
-      aq[j] = s;
-    }
-  }
-}
-
 void rows_panels_neon(size_t np, size_t pw, size_t k, const float* x, const float* b, size_t panel_stride,
                       float* acc) {
   if (pw == 0) return;
-  size_t p = 0;
-  for (; p + 8 <= k; p += 8) rows_panels_block<8>(np, pw, x + p, b + p * pw, panel_stride, acc);
-  if (k - p >= 4) { rows_panels_block<4>(np, pw, x + p, b + p * pw, panel_stride, acc); p += 4; }
-  if (k - p >= 2) { rows_panels_block<2>(np, pw, x + p, b + p * pw, panel_stride, acc); p += 2; }
-  if (k - p >= 1) rows_panels_block<1>(np, pw, x + p, b + p * pw, panel_stride, acc);
+  for_row_blocks(k, [&](auto rows, size_t p) NNK_INLINE_LAMBDA {
+    constexpr int kR = decltype(rows)::value;
+    const RowValues<kR> xr(x + p, 1);
+    for (size_t q = 0; q < np; ++q) rows_block_of<kR>(pw, xr, b + q * panel_stride + p * pw, pw, acc + q * pw);
+  });
 }
 
 // alpha * acc, + beta * C (only if beta != 0), + bias, clamp: the order of f32_gemm's epilogue. FMAX /
