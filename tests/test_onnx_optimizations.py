@@ -396,11 +396,11 @@ def test_reductions_of_a_feature_map_run_in_its_layout(op, axes, keepdims):
     assert transposes <= plain.describe(feeds).count("Transpose")
 
 
-def _shuffle_unit_graph(slice_axes, units=1):
+def _shuffle_unit_graph(slice_axes, units=1, expose_5d=False):
     """ShuffleNet-v2's unit on a conv's output: split the channels in two by Slice (slice_axes: the axes input, or
     None for none, the starts / ends then covering every axis), a branch of convolutions on one half, Concat, the
     channel shuffle as Reshape (N, 2, C/2, H, W) / Transpose (0, 2, 1, 3, 4) / Reshape (N, C, H, W); `units` such
-    units in a row, then a conv."""
+    units in a row, then a conv. expose_5d: the first unit's 5-D reshape is a graph output too."""
     g = _Graph(113)
     x = g.node("Relu", [g.conv("image", 3, 8, 3)])
     big = np.iinfo(np.int64).max
@@ -409,18 +409,23 @@ def _shuffle_unit_graph(slice_axes, units=1):
         if slice_axes is None:
             return g.node("Slice", [x, g.const("starts", np.array([0, lo, 0, 0], np.int64)),
                                     g.const("ends", np.array([big, hi, big, big], np.int64))])
-        return g.node("Slice", [x, g.const("starts", np.array([lo], np.int64)), g.const("ends", np.array([hi], np.int64)),
-                                g.const("axes", np.array(slice_axes, np.int64))])
+        return g.node("Slice", [x, g.const("starts", np.array([lo], np.int64)),
+                                g.const("ends", np.array([hi], np.int64)), g.const("axes", np.array(slice_axes, np.int64))])
 
+    outputs = []
     for _ in range(units):
         b = g.node("Relu", [g.conv(g.conv(half(x, 4, 8), 4, 4, 3, group=4), 4, 4, 1)])
         c = g.node("Concat", [half(x, 0, 4), b], axis=1)
-        r = g.node("Reshape", [c, g.const("shape5", np.array([0, 2, 4, 9, 11], np.int64))])
+        exposed = expose_5d and not outputs
+        r = g.node("Reshape", [c, g.const("shape5", np.array([0, 2, 4, 9, 11], np.int64))],
+                   output="grouped" if exposed else None)
+        if exposed:
+            outputs.append(helper.make_tensor_value_info("grouped", TP.FLOAT, ["N", 2, 4, 9, 11]))
         t = g.node("Transpose", [r], perm=[0, 2, 1, 3, 4])
         x = g.node("Reshape", [t, g.const("shape4", np.array([-1, 8, 9, 11], np.int64))])
     g.conv(x, 8, 6, 1, output="out")
     out = helper.make_tensor_value_info("out", TP.FLOAT, ["N", 6, 9, 11])
-    return g.model("shuffle_unit", [_image_input("image", 3)], [out])
+    return g.model("shuffle_unit", [_image_input("image", 3)], [out] + outputs)
 
 
 @pytest.mark.parametrize("slice_axes", [[1], [-3], None])
@@ -437,6 +442,18 @@ def test_channel_split_and_shuffle_run_in_nhwc(slice_axes):
     assert plain.describe(feeds).count(" Transpose [") > 3
     for got, want in zip(pushed.run(None, feeds), plain.run(None, feeds)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_channel_shuffle_whose_grouping_is_a_graph_output_keeps_its_layout():
+    """The shuffle's 5-D reshape is also a graph output: its (N, 2, C/2, H, W) value must come out as written, so
+    the layout pass leaves that shuffle in NCHW; every output equals the unoptimized plan's."""
+    model = _shuffle_unit_graph([1], units=2, expose_5d=True)
+    feeds = {"image": np.random.default_rng(10).uniform(-1, 1, (2, 3, 9, 11)).astype(np.float32)}
+    got = nnkern.onnx.InferenceSession(model).run(None, feeds)
+    want = nnkern.onnx.InferenceSession(model, optimize=False).run(None, feeds)
+    assert got[1].shape == (2, 2, 4, 9, 11)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("slice_axes", [[1], None])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._graph import Node
+from ._layout import dims, slice_params
 
 #: The activations each op's epilogue runs.
 FUSABLE = {"nnkern.Conv": {"relu", "relu6", "sigmoid", "silu", "hardswish", "hardsigmoid", "leaky_relu"},
@@ -252,13 +253,13 @@ def fuse_channel_shuffle(net) -> None:
             continue
         lead, c = [int(d) for d in va.shape[:-1]], int(va.shape[-1])
         r1 = _only_reader(net, users, concat.outputs[0])
-        if r1 is None or r1.op != "Reshape" or _dims(net, r1.outputs[0]) != lead + [2, c]:
+        if r1 is None or r1.op != "Reshape" or dims(net, r1.outputs[0]) != lead + [2, c]:
             continue
         t = _only_reader(net, users, r1.outputs[0])
         if t is None or t.op != "Transpose" or list(t.attr("perm", [])) != list(range(rank - 1)) + [rank, rank - 1]:
             continue
         r2 = _only_reader(net, users, t.outputs[0])
-        if r2 is None or r2.op != "Reshape" or _dims(net, r2.outputs[0]) != lead + [2 * c]:
+        if r2 is None or r2.op != "Reshape" or dims(net, r2.outputs[0]) != lead + [2 * c]:
             continue
         halves = _halves(net, users, r2.outputs[0], rank, c)
         chain = [concat, r1, t, r2] + halves
@@ -271,32 +272,24 @@ def fuse_channel_shuffle(net) -> None:
         users = net.consumers()
 
 
-def _dims(net, name: str) -> list:
-    return [int(d) for d in net.values[name].shape]
-
-
 def _halves(net, users: dict, v: str, rank: int, c: int) -> list:
     """The two Slices reading v (and nothing else) that take [0, c) and [c, 2c) of its last axis, in that order;
     else []."""
     readers = users.get(v, [])
     if len(readers) != 2 or v in net.outputs or any(n.op != "Slice" for n in readers):
         return []
-    found = {}
+    shape, found = dims(net, v), {}
     for s in readers:
-        inputs = s.inputs + [""] * (5 - len(s.inputs))
-        if any(i and net.values[i].const is None for i in inputs[1:]):
+        params = slice_params(net, s)
+        if params is None:
             return []
-        starts, ends = (np.asarray(net.const(i)).reshape(-1) for i in inputs[1:3])
-        axes = np.asarray(net.const(inputs[3])).reshape(-1) if inputs[3] else np.arange(len(starts))
-        steps = np.asarray(net.const(inputs[4])).reshape(-1) if inputs[4] else np.ones(len(starts), np.int64)
-        dims = _dims(net, v)
-        span = {}  # axis -> [lo, hi) clamped, for step 1 only
-        for start, end, axis, step in zip(starts, ends, axes, steps):
-            d, size = int(axis) % rank, dims[int(axis) % rank]
-            if int(step) != 1 or d in span:
+        span = {}  # axis -> [lo, hi) clamped, for steps of 1 only
+        for start, end, axis, step in zip(*params):
+            d = axis % rank
+            if step != 1 or d in span:
                 return []
-            span[d] = tuple(max(0, min(int(x) + size if int(x) < 0 else int(x), size)) for x in (start, end))
-        if any(span.get(d, (0, dims[d])) != (0, dims[d]) for d in range(rank - 1)) or rank - 1 not in span:
+            span[d] = tuple(max(0, min(x + shape[d] if x < 0 else x, shape[d])) for x in (start, end))
+        if any(span.get(d, (0, shape[d])) != (0, shape[d]) for d in range(rank - 1)) or rank - 1 not in span:
             return []  # the channels only, every other axis whole
         found[span[rank - 1]] = s
     first, second = found.get((0, c)), found.get((c, 2 * c))

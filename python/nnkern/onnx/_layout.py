@@ -133,19 +133,32 @@ def _push_resize(net, u: Node, perm: list) -> bool:
     return True
 
 
-def _push_slice(net, u: Node, perm: list) -> bool:
-    """Slice(Transpose(x, perm)) over axes A is Slice(x) over axes perm[A] (all axes in order when absent), the
-    starts / ends / steps unchanged. Needs them and the axes known (constants). ShuffleNet's channel split then
-    stays NHWC."""
-    inputs = u.inputs + [""] * (5 - len(u.inputs))
+def slice_params(net, node: Node):
+    """A Slice's starts, ends, axes and steps as lists of ints (ONNX's defaults for the inputs left out: every axis
+    from 0 in order, steps of 1), or None where one of them is not a constant."""
+    inputs = node.inputs + [""] * (5 - len(node.inputs))
     if any(i and net.values[i].const is None for i in inputs[1:]):
-        return False
+        return None
+    starts, ends = ([int(v) for v in np.asarray(net.const(i)).reshape(-1)] for i in inputs[1:3])
+    axes = [int(v) for v in np.asarray(net.const(inputs[3])).reshape(-1)] if inputs[3] else list(range(len(starts)))
+    steps = [int(v) for v in np.asarray(net.const(inputs[4])).reshape(-1)] if inputs[4] else [1] * len(starts)
+    return starts, ends, axes, steps
+
+
+def dims(net, name: str) -> list:
+    """A value's shape as ints (a plan's shapes are concrete)."""
+    return [int(d) for d in net.values[name].shape]
+
+
+def _push_slice(net, u: Node, perm: list) -> bool:
+    """Slice(Transpose(x, perm)) over axes A is Slice(x) over axes perm[A], the starts / ends / steps unchanged.
+    Needs them and the axes known (constants). ShuffleNet's channel split then stays NHWC."""
+    params = slice_params(net, u)
     rank = len(perm)
-    starts = np.asarray(net.const(inputs[1])).reshape(-1)
-    axes = [int(a) for a in np.asarray(net.const(inputs[3])).reshape(-1)] if inputs[3] else list(range(len(starts)))
-    if any(not -rank <= a < rank for a in axes):
+    if params is None or any(not -rank <= a < rank for a in params[2]):
         return False
-    moved = [int(perm[a % rank]) for a in axes]
+    moved = [int(perm[a % rank]) for a in params[2]]
+    inputs = u.inputs + [""] * (5 - len(u.inputs))
     new_axes = net.add_constant(np.array(moved, np.int64), f"{u.name}::axes", key=("axes", tuple(moved)),
                                 source=inputs[3] or inputs[1])
     u.inputs = inputs[:3] + [new_axes] + ([inputs[4]] if inputs[4] else [])
@@ -160,19 +173,21 @@ def _push_channel_shuffle(net, t: Node, u: Node, perm: list) -> bool:
     if perm != [0, 3, 1, 2]:
         return False
     users = net.consumers()
+    if u.outputs[0] in net.outputs:  # its layout would change
+        return False
     v = users.get(u.outputs[0], [])
     if len(v) != 1 or v[0].op != "Transpose" or list(v[0].attr("perm")) != [0, 2, 1, 3, 4]:
         return False
     v = v[0]
     w = users.get(v.outputs[0], [])
-    if len(w) != 1 or w[0].op != "Reshape" or len(users.get(t.outputs[0], [])) < 1:
+    if v.outputs[0] in net.outputs or len(w) != 1 or w[0].op != "Reshape":
         return False
     w = w[0]
-    n, c, h, wd = (int(d) for d in net.values[t.outputs[0]].shape)
-    five = [int(d) for d in net.values[u.outputs[0]].shape]
+    n, c, h, wd = dims(net, t.outputs[0])
+    five = dims(net, u.outputs[0])
     if len(five) != 5 or five[0] != n or five[3:] != [h, wd] or five[1] * five[2] != c:
         return False
-    if [int(d) for d in net.values[w.outputs[0]].shape] != [n, c, h, wd]:
+    if dims(net, w.outputs[0]) != [n, c, h, wd]:
         return False
     g, cg = five[1], five[2]
     u.inputs = [t.inputs[0], net.add_constant(np.array([n, h, wd, g, cg], np.int64), f"{u.name}::nhwc")]
