@@ -91,6 +91,15 @@ void bind_f32_activation(py::module_& m) {
       "Test hook: run one ISA's kernel (stream: its streaming-store variant, y disjoint from x) on n elements "
       "at the given offsets (buffers may be guarded); y_shift_bytes shifts y by that many bytes.");
   m.def(
+      "exp_nonpos_ukernel",
+      [](const std::string& isa, const py::array_t<float, py::array::c_style | py::array::forcecast>& x) {
+        py::array_t<float> y(x.size());
+        kernels_of(isa).exp_nonpos(size_t(x.size()), x.data(), y.mutable_data());
+        return y;
+      },
+      py::arg("isa"), py::arg("x"),
+      "Test hook: isa's exp_nonpos kernel (Softmax's exps, kernels/f32_exp.h) on x's elements, flattened.");
+  m.def(
       "activation_sweep",
       [](const std::string& isa, const std::string& fn, const std::string& method, float hi, size_t stride) {
         const F32ActivationKernels& k = kernels_of(isa);
