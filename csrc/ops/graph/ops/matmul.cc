@@ -292,7 +292,8 @@ std::unique_ptr<Step> make_gemm(const NodeSpec& n, const std::vector<TensorDesc>
     if (bf16) {
       F32Epilogue e = ep;
       if (c_is_bias) e.bias = d.in<float>(2);
-      bf16_gemm(M, N, K, Bf16Operand::matrix(d.in<float>(0), lda, g.ta), Bf16Operand::matrix(d.in<float>(1), ldb, g.tb), y, N, e);
+      bf16_gemm(M, N, K, Bf16Operand::matrix(d.in<float>(0), lda, g.ta),
+                Bf16Operand::matrix(d.in<float>(1), ldb, g.tb), y, N, e);
       return;
     }
     SgemmArgs a;

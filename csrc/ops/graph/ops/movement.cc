@@ -125,7 +125,8 @@ std::vector<TensorDesc> infer_channel_shuffle(const NodeSpec& n) {
     n.invalid("needs two inputs of one type and shape, has " + a.str() + " and " + b.str());
   const int64_t splits = n.attr_int("splits", 1), width = 2 * a.shape.back();
   if (splits < 1 || width % splits != 0)
-    n.invalid("splits must divide the " + std::to_string(width) + " interleaved elements, is " + std::to_string(splits));
+    n.invalid("splits must divide the " + std::to_string(width) + " interleaved elements, is " +
+              std::to_string(splits));
   if (n.num_outputs != size_t(splits))
     n.invalid("has " + std::to_string(n.num_outputs) + " outputs for " + std::to_string(splits) + " splits");
   std::vector<int64_t> shape = a.shape;
