@@ -590,3 +590,58 @@ def test_fused_nodes_refuse_what_they_cannot_run():
     with pytest.raises(ValueError, match="residual"):
         nnkern.onnx.InferenceSession(_block_node_model(residual_input=(1, 5, 5, 3))).run(
             None, {"x": np.ones((1, 5, 5, 8), np.float32), "r": np.ones((1, 5, 5, 3), np.float32)})
+
+
+def _fire_graph(extra_reader=False, input_output=False, twice=False, concat_output=False):
+    """SqueezeNet's fire module and a U-Net-like upsampling joined on channels: Concat(expand 1x1, expand 3x3,
+    nearest x2 of a stride-2 branch). extra_reader: the 1x1 expansion is also read by another convolution;
+    input_output: the 3x3 expansion is also a graph output; twice: the 1x1 expansion joined twice;
+    concat_output: the Concat is the graph output."""
+    g = _Graph(131)
+    x = g.node("Relu", [g.conv("image", 3, 8, 3)])
+    sq = g.node("Relu", [g.conv(x, 8, 4, 1)])
+    e1 = g.node("Relu", [g.conv(sq, 4, 8, 1)])
+    e3 = g.node("Relu", [g.conv(sq, 4, 8, 3)], output="e3" if input_output else None)
+    scales = g.const("scales", np.array([1, 1, 2, 2], np.float32))
+    up = g.node("Resize", [g.node("Relu", [g.conv(x, 8, 4, 3, stride=2)]), "", scales], mode="nearest",
+                coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    parts = [e1, e1, e3, up] if twice else [e1, e3, up]
+    channels = 8 * len(parts) - 4
+    c = g.node("Concat", parts, axis=1, output="output" if concat_output else None)
+    outputs = [helper.make_tensor_value_info("output", TP.FLOAT, ["N", channels if concat_output else 3, "H", "W"])]
+    if not concat_output:
+        g.conv(c, channels, 3, 1, output="output")
+    if extra_reader:
+        g.conv(e1, 8, 2, 1, output="side")
+        outputs.append(helper.make_tensor_value_info("side", TP.FLOAT, ["N", 2, "H", "W"]))
+    if input_output:
+        outputs.append(helper.make_tensor_value_info("e3", TP.FLOAT, ["N", 8, "H", "W"]))
+    return g.model("fire", [_image_input("image", 3)], outputs)
+
+
+@pytest.mark.parametrize("kwargs, in_place", [(dict(), "0,1,2"), (dict(concat_output=True), "0,1,2"),
+                                              (dict(extra_reader=True), "1,2"), (dict(input_output=True), "0,2"),
+                                              (dict(twice=True), "2,3")])
+@pytest.mark.parametrize("kind", ["float", "qdq"])
+def test_concat_inputs_are_written_in_place(kwargs, in_place, kind):
+    """concat_in_place: the convolutions, table lookups and nearest upsampling that produce a Concat's inputs
+    write straight into their channels of its output (each a channel slice, pixels the Concat's width apart), and
+    the Concat copies nothing for them: the same bits as the plan that copies, on 1 and 2 threads. An input that
+    something else reads, that is a graph output or that is joined twice stays a copy. (The INT8 plan with a
+    joined tensor as a graph output keeps that Concat in NCHW, rows of whole images that transposes produce:
+    nothing in place there.)"""
+    if kind == "qdq" and kwargs.get("input_output"):
+        in_place = None
+    feeds = {"image": np.random.default_rng(10).uniform(-2, 2, (2, 3, 12, 10)).astype(np.float32)}
+    model = _fire_graph(**kwargs)
+    if kind == "qdq":
+        model = quantize(model, "qdq", MODELS["upsample_concat"][1])
+    for threads in (1, 2):
+        joined = nnkern.onnx.InferenceSession(model.SerializeToString(), num_threads=threads)
+        copied = nnkern.onnx.InferenceSession(model.SerializeToString(), num_threads=threads,
+                                              optimize={"concat_in_place": False})
+        concat = [line for line in joined.describe(feeds).splitlines() if " Concat" in line]
+        assert len(concat) == 1 and (f"[inputs {in_place} in place]" if in_place else "Concat ->") in concat[0], concat
+        assert "in place" not in copied.describe(feeds)
+        for got, want in zip(joined.run(None, feeds), copied.run(None, feeds)):
+            np.testing.assert_array_equal(got, want, err_msg=f"{kwargs} {kind} threads={threads}")

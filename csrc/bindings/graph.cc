@@ -188,7 +188,8 @@ void bind_graph(py::module_& m) {
           py::arg("op"), py::arg("name"), py::arg("attrs"), py::arg("inputs"), py::arg("num_outputs"), py::arg("nodes"),
           py::arg("output_names"))
       .def("mark_output", &graph::Plan::mark_output, py::arg("tensor"), py::arg("index"))
-      .def("finalize", &graph::Plan::finalize)
+      .def("finalize", &graph::Plan::finalize, py::arg("join_in_place") = true,
+           "join_in_place: Concat inputs written in place by their producers where they can")
       .def("desc", [](const graph::Plan& p, int t) { return desc_tuple(p.desc(t)); }, py::arg("tensor"))
       .def("shares_memory", &graph::Plan::shares_memory, py::arg("a"), py::arg("b"))
       .def_property_readonly("arena_bytes", &graph::Plan::arena_bytes)

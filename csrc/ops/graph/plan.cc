@@ -89,7 +89,44 @@ void Plan::mark_output(int tensor, size_t index) {
   outputs_[index] = tensor;
 }
 
-void Plan::finalize() {
+std::map<int, std::pair<int, size_t>> Plan::plan_joins() {
+  const size_t T = tensors_.size();
+  std::vector<int> reads(T, 0);
+  std::vector<size_t> producer(T, 0), out_index(T, 0);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    for (int id : info_[s].in)
+      if (id >= 0) ++reads[size_t(id)];
+    for (size_t j = 0; j < info_[s].out.size(); ++j) {
+      producer[size_t(info_[s].out[j])] = s;
+      out_index[size_t(info_[s].out[j])] = j;
+    }
+  }
+  std::map<int, std::pair<int, size_t>> slices;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const RowsJoin* join = steps_[s]->joins_rows();
+    if (!join) continue;
+    std::string placed;
+    for (size_t i = 0; i < info_[s].in.size(); ++i) {
+      const int id = info_[s].in[i];
+      if (id < 0 || join->bytes[i] == 0) continue;
+      const Tensor& t = tensors_[size_t(id)];
+      if (t.kind != Kind::intermediate || t.output >= 0 || reads[size_t(id)] != 1) continue;
+      Step& p = *steps_[producer[size_t(id)]];
+      const size_t j = out_index[size_t(id)];
+      // Not a join (no slices of slices) nor a view (its bytes are its input's); one row is a contiguous block
+      // any other producer writes as it is, more rows need the producer's pitch.
+      if (p.joins_rows() || (p.is_view() && j == 0)) continue;
+      if (join->rows > 1 && !p.write_rows(j, join->bytes[i], join->pitch)) continue;
+      slices[id] = {info_[s].out.at(0), join->at[i]};
+      placed += (placed.empty() ? "" : ",") + std::to_string(i);
+    }
+    if (!placed.empty())
+      info_[s].detail += (info_[s].detail.empty() ? "" : ", ") + std::string("inputs ") + placed + " in place";
+  }
+  return slices;
+}
+
+void Plan::finalize(bool join_in_place) {
   if (finalized_) return;
   for (int o : outputs_)
     if (o < 0) throw std::invalid_argument("Plan::finalize: a graph output has no tensor");
@@ -100,6 +137,11 @@ void Plan::finalize() {
       if (id >= 0) last_read[size_t(id)] = long(s);
     for (int id : info_[s].out) def[size_t(id)] = long(s);
   }
+  // A root's bytes are in use from the first step writing any tensor on them (a slice's producer comes before
+  // the Concat that defines its root).
+  std::vector<long> start = def;
+  const std::map<int, std::pair<int, size_t>> slices =
+      join_in_place ? plan_joins() : std::map<int, std::pair<int, size_t>>{};
   auto arena_root = [&](int id) {
     const Tensor& t = tensors_[size_t(id)];
     return t.kind == Kind::intermediate && t.output < 0 && t.root == id;
@@ -111,7 +153,12 @@ void Plan::finalize() {
       const int id = si.out[j];
       Tensor& t = tensors_[size_t(id)];
       int root = id;
-      if (t.output < 0) {
+      const auto slice = slices.find(id);
+      if (slice != slices.end()) {
+        root = slice->second.first;
+        t.slice = slice->second.second;
+        start[size_t(root)] = std::min(start[size_t(root)], long(s));
+      } else if (t.output < 0) {
         const bool view = steps_[s]->is_view() && j == 0;
         const int over = steps_[s]->in_place_input(j);
         const int src = view ? si.in.at(0) : over >= 0 ? si.in.at(size_t(over)) : -1;
@@ -142,7 +189,7 @@ void Plan::finalize() {
     if (t.kind != Kind::intermediate || t.output >= 0) continue;
     const size_t bytes = checked_round_up(t.desc.bytes(), kAlign);
     unplanned_ = checked_add(unplanned_, bytes);
-    if (arena_root(int(id))) blocks.push_back({id, bytes, def[id], end[id], 0});
+    if (arena_root(int(id))) blocks.push_back({id, bytes, start[id], end[id], 0});
   }
   std::stable_sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.bytes > b.bytes; });
   std::vector<const Block*> placed;
@@ -178,17 +225,21 @@ bool Plan::shares_memory(int a, int b) const {
 
 void Plan::resolve(void** ptr, uint8_t* arena, const std::vector<const void*>& inputs,
                    const std::vector<void*>& outputs) const {
+  // Roots first: a slice's root (the Concat's output) comes after it.
   for (size_t id = 0; id < tensors_.size(); ++id) {
     const Tensor& t = tensors_[id];
     switch (t.kind) {
       case Kind::input: ptr[id] = const_cast<void*>(inputs[t.index]); break;
       case Kind::constant: ptr[id] = const_cast<void*>(t.constant->data.get()); break;
       case Kind::intermediate:
-        if (t.root != int(id)) ptr[id] = ptr[t.root];
-        else if (t.output >= 0) ptr[id] = outputs[size_t(t.output)];
-        else ptr[id] = arena + t.offset;
+        if (t.root != int(id)) break;
+        ptr[id] = t.output >= 0 ? outputs[size_t(t.output)] : arena + t.offset;
         break;
     }
+  }
+  for (size_t id = 0; id < tensors_.size(); ++id) {
+    const Tensor& t = tensors_[id];
+    if (t.kind == Kind::intermediate && t.root != int(id)) ptr[id] = static_cast<uint8_t*>(ptr[t.root]) + t.slice;
   }
 }
 

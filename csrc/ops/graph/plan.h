@@ -1,8 +1,9 @@
 // A compiled graph: steps over tensors for one set of input shapes, run as one C++ loop. Tensors are the graph's
 // inputs and outputs (the caller's memory), constants (shared, read-only) and intermediates, which live in one
 // arena at offsets planned by their lifetimes: tensors whose lifetimes do not overlap share bytes, an elementwise
-// step writes over an input nothing reads later, a view (Reshape, ...) is its input's bytes. Runs are thread-safe:
-// each takes an arena of its own from a pool. Baseline header.
+// step writes over an input nothing reads later, a view (Reshape, ...) is its input's bytes, and an input only a
+// Concat reads is written by its producer straight into its place in the Concat's output (a slice). Runs are
+// thread-safe: each takes an arena of its own from a pool. Baseline header.
 #pragma once
 #include <cstddef>
 #include <map>
@@ -42,8 +43,9 @@ class Plan {
                             const std::map<std::string, Attribute>& attrs, const std::vector<int>& in,
                             size_t num_outputs, const std::string& nodes, const std::vector<std::string>& out_names);
   void mark_output(int tensor, size_t index);  // a step's output becomes graph output `index` (caller's memory)
-  // Plans the arena; no step may be added after.
-  void finalize();
+  // Plans the arena; no step may be added after. join_in_place: let producers write Concat inputs in place
+  // (off: every Concat copies, for measuring and testing).
+  void finalize(bool join_in_place = true);
 
   // inputs / outputs: the graph's, by index (outputs sized as output_desc says). times: per-step seconds if given.
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs, bool verbose,
@@ -72,9 +74,13 @@ class Plan {
     std::shared_ptr<const Constant> constant;
     int root = -1;       // intermediates: the tensor whose memory this one uses (itself if its own)
     size_t offset = 0;   // roots: arena offset
+    size_t slice = 0;    // a slice of a Concat's output (root): its first byte there
   };
   void resolve(void** ptr, uint8_t* arena, const std::vector<const void*>& inputs,
                const std::vector<void*>& outputs) const;
+  // Which Concat inputs their producers write in place: {input tensor: byte offset in the Concat's output}, each
+  // producer told its rows' pitch. An input qualifies when it is an intermediate only that Concat reads.
+  std::map<int, std::pair<int, size_t>> plan_joins();
   std::unique_ptr<AlignedBuffer<uint8_t>> take_arena() const;
   void give_arena(std::unique_ptr<AlignedBuffer<uint8_t>> a) const;
 

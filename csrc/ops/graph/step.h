@@ -31,6 +31,13 @@ struct StepData {
   T* out(size_t i) const { return static_cast<T*>(out(i)); }
 };
 
+// How a step's output 0 holds its inputs side by side (Concat): `rows` rows of `pitch` bytes, input i the
+// `bytes[i]` bytes at `at[i]` of each row.
+struct RowsJoin {
+  size_t rows = 0, pitch = 0;
+  std::vector<size_t> at, bytes;
+};
+
 class Step {
  public:
   virtual ~Step() = default;
@@ -43,6 +50,12 @@ class Step {
   // Output 0 is input 0's bytes unchanged (Reshape, Flatten, Squeeze, ...): the plan lets it share the input's
   // memory where it can, and run() copies only where the plan could not (views_copy).
   virtual bool is_view() const { return false; }
+  // Output 0 is the inputs joined in rows (Concat): the plan may have an input's producer write straight into its
+  // place in the output, and run() then leaves the inputs it finds there alone. Null for other steps.
+  virtual const RowsJoin* joins_rows() const { return nullptr; }
+  // From now on, write output `out` as rows of `row_bytes` bytes (its innermost dimensions), `pitch` bytes apart:
+  // a slice of a wider tensor. Returns false (the default) where the step cannot, changing nothing.
+  virtual bool write_rows(size_t out, size_t row_bytes, size_t pitch) { return false; }
 };
 
 // A view step's run: a copy only where the plan gave the output its own memory.

@@ -35,9 +35,12 @@ MAX_FOLDED_BYTES = 64 << 20
 #: exported as Div / Erf / Add / Mul / Mul run as one Gelu op; fuse_inverted_residual: MobileNet-v2's blocks
 #: band by band in cache; fuse_channel_shuffle: ShuffleNet's Concat, channel shuffle and halving Slices in NHWC as
 #: one pass (after push_transposes); fuse_residual_add: a shortcut's Add (and the activation after it) in the
-#: post-ops of the convolution producing one operand.
+#: post-ops of the convolution producing one operand; concat_in_place: a Concat input that only the Concat reads
+#: written by its producer (a convolution, a table lookup; any step where the input is one contiguous block)
+#: straight into its place in the Concat's output, which then copies nothing for it.
 OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations",
-                 "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle", "fuse_residual_add")
+                 "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle", "fuse_residual_add",
+                 "concat_in_place")
 #: Off unless asked for by name: fuse_residual_add reads the shortcut in the output's blocks of a few channels
 #: as the kernels store them (same bits), which measured slower than the separate Add on batches whose tensors
 #: leave the cache (bench/decisions.md).
@@ -286,10 +289,10 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         for n in net.nodes:
             if n.op in ("nnkern.Conv", "MatMul", "Gemm", "LSTM"):
                 n.attrs = dict(n.attrs, precision=("s", precision))
-    return _emit(net, _C.GraphPlan(layers, num_threads, max_isa))
+    return _emit(net, _C.GraphPlan(layers, num_threads, max_isa), "concat_in_place" in optimize)
 
 
-def _emit(net: Net, plan) -> CompiledPlan:
+def _emit(net: Net, plan, join_in_place: bool = True) -> CompiledPlan:
     ids: dict[str, int] = {}
     input_ids = []
     for i, name in enumerate(net.inputs):
@@ -329,5 +332,5 @@ def _emit(net: Net, plan) -> CompiledPlan:
         marked.add(t)
         outputs.append(("plan", index))
         index += 1
-    plan.finalize()
+    plan.finalize(join_in_place)
     return CompiledPlan(plan, outputs, input_ids, net)

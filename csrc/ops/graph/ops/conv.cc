@@ -80,6 +80,31 @@ std::shared_ptr<const PackedConv2d> packed_layer(const NodeSpec& n) {
   return std::make_shared<PackedConv2d>(p.geo, w, b, p.post, ActMethod::accurate);
 }
 
+// A convolution step; its output may be a channel slice of a wider tensor (a Concat's: Step::write_rows).
+class ConvStep final : public Step {
+ public:
+  ConvStep(std::shared_ptr<const PackedConv2d> layer, size_t N, size_t H, size_t W, std::string algorithm,
+           bool residual)
+      : layer_(std::move(layer)), N_(N), H_(H), W_(W), algorithm_(std::move(algorithm)), residual_(residual) {}
+  void run(const StepData& d) const override {
+    layer_->run(N_, H_, W_, d.in<float>(0), d.out<float>(0), algorithm_, "", ldc_, Float32Precision::highest,
+                residual_ ? d.in<float>(3) : nullptr);
+  }
+  std::string detail() const override { return residual_ ? algorithm_ + " + residual" : algorithm_; }
+  bool write_rows(size_t out, size_t row_bytes, size_t pitch) override {
+    if (out != 0 || row_bytes != layer_->geometry().OC * sizeof(float) || pitch % sizeof(float)) return false;
+    ldc_ = pitch / sizeof(float);
+    return true;
+  }
+
+ private:
+  std::shared_ptr<const PackedConv2d> layer_;
+  size_t N_, H_, W_;
+  std::string algorithm_;
+  bool residual_;
+  size_t ldc_ = 0;  // floats from one output pixel to the next (0: OC)
+};
+
 std::unique_ptr<Step> make_conv(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
   auto layer = layers.get<PackedConv2d>(n, [&] { return packed_layer(n); });
   const TensorDesc& x = n.in(0);
@@ -91,13 +116,7 @@ std::unique_ptr<Step> make_conv(const NodeSpec& n, const std::vector<TensorDesc>
     n.invalid(e.what());
   }
   const std::string algorithm = layer->auto_algorithm(N, H, W, precision);
-  const bool residual = n.has_input(3);
-  return fn_step(
-      [layer, N, H, W, algorithm, residual](const StepData& d) {
-        layer->run(N, H, W, d.in<float>(0), d.out<float>(0), algorithm, "", 0, Float32Precision::highest,
-                   residual ? d.in<float>(3) : nullptr);
-      },
-      residual ? algorithm + " + residual" : algorithm);
+  return std::make_unique<ConvStep>(layer, N, H, W, algorithm, n.has_input(3));
 }
 
 // One layer of an nnkern.InvertedResidual as the nnkern.Conv node it stands for: input x, weight and bias at

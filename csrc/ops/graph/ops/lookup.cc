@@ -36,18 +36,44 @@ std::vector<TensorDesc> infer_lookup(const NodeSpec& n) {
   return one(table.dtype, n.in(0).shape);
 }
 
+// Elementwise, so its output may take over its input's memory, or be rows of a wider tensor (a Concat's slice).
+class LookupStep final : public Step {
+ public:
+  LookupStep(const Table& t, size_t count) : t_(t), count_(count), row_(count) {}
+  void run(const StepData& d) const override {
+    const uint8_t* x = d.in<uint8_t>(0);
+    uint8_t* y = d.out<uint8_t>(0);
+    if (pitch_ == row_) {
+      for_ranges(count_, [&](size_t b, size_t e) { lookup(t_, x + b, y + b, e - b); });
+      return;
+    }
+    const auto rows = [&](size_t b, size_t e) {
+      for (size_t r = b; r < e; ++r) lookup(t_, x + r * row_, y + r * pitch_, row_);
+    };
+    if (count_ < kElementwiseParallel) rows(0, count_ / row_);
+    else parallel_for_ranges(count_ / row_, rows);
+  }
+  int in_place_input(size_t out) const override { return out == 0 ? 0 : -1; }
+  bool write_rows(size_t out, size_t row_bytes, size_t pitch) override {
+    if (out != 0 || row_bytes == 0 || count_ % row_bytes || pitch < row_bytes) return false;
+    row_ = row_bytes;
+    pitch_ = pitch;
+    return true;
+  }
+
+ private:
+  Table t_;
+  size_t count_, row_;   // elements, and per row
+  size_t pitch_ = row_;  // bytes from one output row to the next
+};
+
 std::unique_ptr<Step> make_lookup(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
   const Constant& table = n.need_constant(1, "table");
   Table t;  // by the input's bits as uint8 (int8's -128 .. 127 are 128 .. 255)
   const uint8_t* entries = table.as<uint8_t>();
   const bool signed_in = n.in(0).dtype == DType::i8;
   for (size_t b = 0; b < 256; ++b) t[b] = entries[signed_in ? (b + 128) & 255 : b];
-  const size_t count = n.in(0).elements();
-  return in_place_step(
-      [t, count](const StepData& d) {
-        for_ranges(count, [&](size_t b, size_t e) { lookup(t, d.in<uint8_t>(0) + b, d.out<uint8_t>(0) + b, e - b); });
-      },
-      0);
+  return std::make_unique<LookupStep>(t, n.in(0).elements());
 }
 
 }  // namespace

@@ -30,21 +30,35 @@ std::vector<TensorDesc> infer_concat(const NodeSpec& n) {
   return one(first.dtype, shape);
 }
 
+// Each input's run of bytes copied into the output's rows, except an input its producer already wrote there (the
+// plan's slice of this output: Step::joins_rows).
+class ConcatStep final : public Step {
+ public:
+  explicit ConcatStep(RowsJoin join) : join_(std::move(join)) {}
+  void run(const StepData& d) const override {
+    auto* y = static_cast<uint8_t*>(d.out(0));
+    for (size_t i = 0; i < join_.at.size(); ++i)
+      if (d.in(i) != y + join_.at[i])
+        copy_rows(d.in(i), join_.bytes[i], y + join_.at[i], join_.pitch, join_.rows, join_.bytes[i]);
+  }
+  const RowsJoin* joins_rows() const override { return &join_; }
+
+ private:
+  RowsJoin join_;
+};
+
 std::unique_ptr<Step> make_concat(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
   const size_t axis = normalize_axis(n.attr_int("axis", 0), out[0].rank(), "Concat axis");
-  const size_t esize = dtype_size(out[0].dtype), rows = elements_before(out[0].shape, axis);
-  const size_t out_row = elements_from(out[0].shape, axis) * esize;
-  std::vector<size_t> in_row;  // bytes of each input per row
-  for (const TensorDesc& x : n.inputs) in_row.push_back(elements_from(x.shape, axis) * esize);
+  const size_t esize = dtype_size(out[0].dtype);
   if (n.inputs.size() == 1) return view_step(out[0].bytes());
-  return fn_step([rows, out_row, in_row](const StepData& d) {
-    auto* y = static_cast<uint8_t*>(d.out(0));
-    size_t at = 0;
-    for (size_t i = 0; i < in_row.size(); ++i) {
-      copy_rows(d.in(i), in_row[i], y + at, out_row, rows, in_row[i]);
-      at += in_row[i];
-    }
-  });
+  RowsJoin join;
+  join.rows = elements_before(out[0].shape, axis);
+  join.pitch = elements_from(out[0].shape, axis) * esize;
+  for (const TensorDesc& x : n.inputs) {  // each input's bytes per row, after the ones before it
+    join.at.push_back(join.at.empty() ? 0 : join.at.back() + join.bytes.back());
+    join.bytes.push_back(elements_from(x.shape, axis) * esize);
+  }
+  return std::make_unique<ConcatStep>(std::move(join));
 }
 
 // The sizes of Split's outputs along the axis: the split input (an empty one counts as left out), else equal parts

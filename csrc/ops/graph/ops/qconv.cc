@@ -212,6 +212,34 @@ void GeneralConv::run(const StepData& d) const {
   }
 }
 
+// A packed INT8 convolution step; its output may be a channel slice of a wider tensor (a Concat's:
+// Step::write_rows).
+class QConvStep final : public Step {
+ public:
+  QConvStep(std::shared_ptr<const PackedQConv2d> layer, size_t N, size_t H, size_t W, QType x_type,
+            std::string algorithm, size_t out_elem)
+      : layer_(std::move(layer)), N_(N), H_(H), W_(W), x_type_(x_type), algorithm_(std::move(algorithm)),
+        out_elem_(out_elem), ldc_(layer_->geometry().OC) {}
+  void run(const StepData& d) const override {
+    QConvNhwcStage stage(layer_->requant(), d.out(0), ldc_);
+    layer_->run(N_, H_, W_, x_type_, d.in(0), stage, algorithm_);
+  }
+  std::string detail() const override { return algorithm_ + " " + layer_->kernel_name(); }
+  bool write_rows(size_t out, size_t row_bytes, size_t pitch) override {
+    if (out != 0 || row_bytes != layer_->geometry().OC * out_elem_ || pitch % out_elem_) return false;
+    ldc_ = pitch / out_elem_;
+    return true;
+  }
+
+ private:
+  std::shared_ptr<const PackedQConv2d> layer_;
+  size_t N_, H_, W_;
+  QType x_type_;
+  std::string algorithm_;
+  size_t out_elem_;
+  size_t ldc_;  // elements from one output pixel to the next
+};
+
 std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
   const TensorDesc& x = n.in(0);
   const QType x_type = x.dtype == DType::u8 ? QType::u8 : QType::s8;
@@ -226,14 +254,7 @@ std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out
     return std::make_shared<PackedQConv2d>(p->geo, p->w.data(), p->factor.empty() ? nullptr : p->factor.data(),
                                            p->offset.empty() ? nullptr : p->offset.data(), p->x_zero, p->rq);
   });
-  const size_t OC = layer->geometry().OC;
-  const std::string algorithm = layer->auto_algorithm(N, H, W);
-  return fn_step(
-      [layer, N, H, W, OC, x_type, algorithm](const StepData& d) {
-        QConvNhwcStage stage(layer->requant(), d.out(0), OC);
-        layer->run(N, H, W, x_type, d.in(0), stage, algorithm);
-      },
-      algorithm + " " + layer->kernel_name());
+  return std::make_unique<QConvStep>(layer, N, H, W, x_type, layer->auto_algorithm(N, H, W), dtype_size(out[0].dtype));
 }
 
 }  // namespace

@@ -280,6 +280,7 @@ struct ResizePlan {
   std::vector<size_t> xstride;
   std::vector<AxisTaps> taps;  // per dimension (empty idx: not resized)
   size_t rows = 0, width = 0;
+  size_t ld = 0;               // nearest: elements from one output row to the next (width, or more in a Concat)
   size_t repeat = 0;           // nearest: the last axis is an integer upsampling by this factor (0: it is not)
   bool any_outside = false;
 };
@@ -299,6 +300,7 @@ ResizePlan resize_plan(const ResizeGeometry& g) {
   size_t total = 1;
   for (int64_t d : g.out) total *= size_t(d);
   p.rows = p.width ? total / p.width : 0;
+  p.ld = p.width;
   const AxisTaps& last = p.taps[r - 1];
   if (g.mode == Mode::nearest && !last.idx.empty() && g.in[r - 1] > 0 && g.out[r - 1] % g.in[r - 1] == 0) {
     const size_t f = size_t(g.out[r - 1] / g.in[r - 1]);
@@ -351,7 +353,7 @@ void resize_nearest(const ResizePlan& p, const T* x, T* y, T fill) {
   across_rows(p, [&](size_t r0, size_t r1) {
     size_t prev = SIZE_MAX;  // the source offset of the previous row written in this range
     for_rows(p, r0, r1, [&](size_t i, const std::vector<size_t>& pos) {
-      T* dst = y + i * W;
+      T* dst = y + i * p.ld;
       size_t off = 0;
       bool outside = false;
       for (size_t d = 0; d + 1 < r; ++d) {
@@ -369,7 +371,7 @@ void resize_nearest(const ResizePlan& p, const T* x, T* y, T fill) {
         return;
       }
       if (off == prev) {  // the same source row as the row just written
-        std::memcpy(dst, dst - W, W * sizeof(T));
+        std::memcpy(dst, dst - p.ld, W * sizeof(T));
         return;
       }
       prev = off;
@@ -452,7 +454,7 @@ void resize_filter(const Interpolation<T>& ip, const T* x, T* y, T fill) {
     rows.reserve(ip.max_combos);
     RowCache<T> cache(last_resized ? ip.max_combos : 0, W);
     for_rows(p, r0, r1, [&](size_t i, const std::vector<size_t>& pos) {
-      T* dst = y + i * W;
+      T* dst = y + i * p.ld;
       off.assign(1, 0);
       wt.assign(1, T(1));
       bool outside = false;
@@ -549,6 +551,34 @@ std::unique_ptr<Step> filter_step(const ResizeGeometry& g, ResizePlan plan) {
                  g.mode == Mode::linear ? "linear" : "cubic");
 }
 
+// Nearest: copies of words, so its rows may also be a slice of a wider tensor (a Concat's: Step::write_rows).
+class NearestStep final : public Step {
+ public:
+  NearestStep(ResizePlan plan, DType type, float extrapolation)
+      : plan_(std::move(plan)), esize_(dtype_size(type)), fill_(fill_bits(type, extrapolation)) {}
+  void run(const StepData& d) const override {
+    with_word(esize_, [&](auto w) {
+      using T = decltype(w);
+      T fill;
+      std::memcpy(&fill, &fill_, sizeof(T));
+      resize_nearest(plan_, d.in<T>(0), d.out<T>(0), fill);
+    });
+  }
+  std::string detail() const override {
+    return plan_.repeat ? "nearest, x" + std::to_string(plan_.repeat) + " repeat" : "nearest";
+  }
+  bool write_rows(size_t out, size_t row_bytes, size_t pitch) override {
+    if (out != 0 || row_bytes != plan_.width * esize_ || pitch % esize_) return false;
+    plan_.ld = pitch / esize_;
+    return true;
+  }
+
+ private:
+  ResizePlan plan_;
+  size_t esize_;
+  uint64_t fill_;
+};
+
 std::unique_ptr<Step> make_resize(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
   const TensorDesc& x = n.in(0);
   const ResizeGeometry g = resize_geometry(n);
@@ -559,21 +589,7 @@ std::unique_ptr<Step> make_resize(const NodeSpec& n, const std::vector<TensorDes
     return fn_step([](const StepData&) {});  // nothing to write
   }
   ResizePlan plan = resize_plan(g);
-  if (g.mode == Mode::nearest) {
-    const size_t esize = dtype_size(x.dtype);
-    const uint64_t bits = fill_bits(x.dtype, g.extrapolation);
-    const std::string detail = plan.repeat ? "nearest, x" + std::to_string(plan.repeat) + " repeat" : "nearest";
-    return fn_step(
-        [plan, esize, bits](const StepData& d) {
-          with_word(esize, [&](auto w) {
-            using T = decltype(w);
-            T fill;
-            std::memcpy(&fill, &bits, sizeof(T));
-            resize_nearest(plan, d.in<T>(0), d.out<T>(0), fill);
-          });
-        },
-        detail);
-  }
+  if (g.mode == Mode::nearest) return std::make_unique<NearestStep>(std::move(plan), x.dtype, g.extrapolation);
   if (x.dtype == DType::f64) return filter_step<double>(g, std::move(plan));
   return filter_step<float>(g, std::move(plan));
 }
