@@ -453,6 +453,39 @@ def test_space_to_depth_crd_inverts_depth_to_space():
     np.testing.assert_array_equal(back, x)
 
 
+@settings(max_examples=30, **SETTINGS)
+@given(perm=st.permutations([0, 1, 2, 3]), c=st.integers(1, 3), h=st.integers(1, 5), w=st.integers(1, 70),
+       b=st.integers(1, 4), mode=st.sampled_from(["DCR", "CRD"]), to_space=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.uint8, np.int64]))
+def test_block_moves_read_through_a_transpose(perm, c, h, w, b, mode, to_space, dtype):
+    """Transpose -> DepthToSpace / SpaceToDepth (ESPCN's pixel shuffle after NHWC convolutions) runs as one
+    strided copy, nnkern.DepthToSpace / nnkern.SpaceToDepth reading X through the transpose: numpy's result and
+    the bits of the plan without the layout pass. Blocks of 2-4 elements take the strided copy's runs."""
+    op = "DepthToSpace" if to_space else "SpaceToDepth"
+    nchw = (2, c * b * b, h, w) if to_space else (2, c, h * b, w * b)
+    x = values(np.random.default_rng(b), tuple(nchw[i] for i in np.argsort(perm)), dtype)
+    tt = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    attrs = {"blocksize": b} | ({"mode": mode} if to_space else {})
+    g = helper.make_graph([helper.make_node("Transpose", ["x"], ["t"], perm=list(perm)),
+                           helper.make_node(op, ["t"], ["y"], **attrs)], "moves",
+                          [helper.make_tensor_value_info("x", tt, list(x.shape))],
+                          [helper.make_tensor_value_info("y", tt, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+    s = nnkern.onnx.InferenceSession(m)
+    assert [line.split()[1] for line in s.describe({"x": x}).splitlines()[:-1]] == [f"nnkern.{op}"]
+    t = x.transpose(perm)
+    n, C, H, W = t.shape
+    if to_space:
+        six = t.reshape(n, b, b, c, h, w).transpose(0, 3, 4, 1, 5, 2) if mode == "DCR" else \
+            t.reshape(n, c, b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+        want = six.reshape(n, c, h * b, w * b)
+    else:
+        want = t.reshape(n, c, h, b, w, b).transpose(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h, w)
+    np.testing.assert_array_equal(s.run(None, {"x": x})[0], want)
+    plain = nnkern.onnx.InferenceSession(m, optimize={"push_transposes": False})
+    np.testing.assert_array_equal(plain.run(None, {"x": x})[0], want)
+
+
 def test_depth_to_space_bad():
     with pytest.raises(ValueError, match="multiple"):
         run_nnkern(*model("DepthToSpace", [("in", np.zeros((1, 6, 2, 2), np.float32))], attrs={"blocksize": 2}))

@@ -35,10 +35,36 @@ def _compose(p, q):
     return [p[i] for i in q]
 
 
+#: Data movements that can read their input through a transpose of their own (nnkern.<op>, attribute
+#: input_perm): a Transpose before them is folded in, one strided copy instead of two.
+READ_THROUGH = {"DepthToSpace", "SpaceToDepth"}
+
+
 def push_transposes(net) -> None:
     for _ in range(4 * len(net.nodes) + 16):
         if not _push_once(net):
-            return
+            break
+    _fold_into_moves(net)
+
+
+def _fold_into_moves(net) -> None:
+    """A Transpose whose one reader is in READ_THROUGH (ESPCN's pixel shuffle after its NHWC convolutions): that
+    op reads the transpose's input through the permutation."""
+    users = net.consumers()
+    producer = {o: n for n in net.nodes for o in n.outputs if o}
+    for u in list(net.nodes):
+        t = producer.get(u.inputs[0]) if u.op in READ_THROUGH and u.inputs else None
+        if t is None or t.op != "Transpose" or t.outputs[0] in net.outputs or len(users[t.outputs[0]]) != 1:
+            continue
+        perm = t.attr("perm")
+        if perm is None or len(perm) != 4:
+            continue
+        u.op = "nnkern." + u.op
+        u.inputs = [t.inputs[0]] + u.inputs[1:]
+        u.attrs = dict(u.attrs, input_perm=("ints", [int(p) for p in perm]))
+        u.sources = "+".join([t.sources, u.sources])
+        net.nodes = [n for n in net.nodes if n is not t]
+        net.infer(u)
 
 
 def _push_once(net) -> bool:

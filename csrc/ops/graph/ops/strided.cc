@@ -26,16 +26,33 @@ StridedCopy::StridedCopy(const std::vector<int64_t>& shape, const std::vector<in
   }
 }
 
+namespace {
+
+// A row of `n` runs of K elements (K a compile-time 2, 3 or 4: the loop unrolls): run a from src + a * a_step,
+// its elements `step` apart, to dst + a * K.
+template <size_t K, typename T>
+void copy_runs(const T* src, T* dst, size_t n, int64_t a_step, int64_t step) {
+  for (size_t a = 0; a < n; ++a, src += a_step, dst += K)
+    for (size_t j = 0; j < K; ++j) dst[j] = src[int64_t(j) * step];
+}
+
+}  // namespace
+
 template <typename T>
 void StridedCopy::run_t(const T* x, T* y) const {
-  const size_t r = shape_.size(), inner = shape_[r - 1];
+  const size_t r = shape_.size();
+  // An innermost dimension of 2-4 elements (DepthToSpace's blocks, a broadcast pair) would be a row of its own:
+  // rows then span the last two dimensions (when that keeps them short enough to share out), copied as runs of K.
+  const size_t K = r >= 2 && shape_[r - 1] >= 2 && shape_[r - 1] <= 4 && shape_[r - 2] <= 4096 ? shape_[r - 1] : 0;
+  const size_t outer = K ? r - 2 : r - 1;  // the dimensions the odometer walks
+  const size_t inner = K ? K * shape_[r - 2] : shape_[r - 1];
   const int64_t step = stride_[r - 1];
   const size_t rows = elements_ / inner;
   auto run_rows = [&](size_t r0, size_t r1) {
     // The input offset of row r0, then an odometer over the outer dimensions.
     std::vector<size_t> idx(r, 0);
     int64_t off = base_;
-    for (size_t d = r - 1, rem = r0; d-- > 0;) {
+    for (size_t d = outer, rem = r0; d-- > 0;) {
       idx[d] = rem % shape_[d];
       rem /= shape_[d];
       off += int64_t(idx[d]) * stride_[d];
@@ -43,10 +60,13 @@ void StridedCopy::run_t(const T* x, T* y) const {
     for (size_t row = r0; row < r1; ++row) {
       T* dst = y + row * inner;
       const T* src = x + off;
-      if (step == 1) std::memcpy(dst, src, inner * sizeof(T));
+      if (K == 2) copy_runs<2>(src, dst, shape_[r - 2], stride_[r - 2], step);
+      else if (K == 3) copy_runs<3>(src, dst, shape_[r - 2], stride_[r - 2], step);
+      else if (K == 4) copy_runs<4>(src, dst, shape_[r - 2], stride_[r - 2], step);
+      else if (step == 1) std::memcpy(dst, src, inner * sizeof(T));
       else if (step == 0) { const T v = *src; for (size_t j = 0; j < inner; ++j) dst[j] = v; }
       else for (size_t j = 0; j < inner; ++j) dst[j] = src[int64_t(j) * step];
-      for (size_t d = r - 1; d-- > 0;) {
+      for (size_t d = outer; d-- > 0;) {
         off += stride_[d];
         if (++idx[d] < shape_[d]) break;
         off -= int64_t(shape_[d]) * stride_[d];
@@ -55,7 +75,7 @@ void StridedCopy::run_t(const T* x, T* y) const {
     }
   };
   if (elements_ < kElementwiseParallel || rows == 1) {
-    if (rows == 1 && elements_ >= kElementwiseParallel) {  // one long run: split it
+    if (rows == 1 && !K && elements_ >= kElementwiseParallel) {  // one long run: split it
       const T* src = x + base_;
       for_ranges(inner, [&](size_t b, size_t e) {
         for (size_t j = b; j < e; ++j) y[j] = src[int64_t(j) * step];
