@@ -645,3 +645,24 @@ def test_concat_inputs_are_written_in_place(kwargs, in_place, kind):
         assert "in place" not in copied.describe(feeds)
         for got, want in zip(joined.run(None, feeds), copied.run(None, feeds)):
             np.testing.assert_array_equal(got, want, err_msg=f"{kwargs} {kind} threads={threads}")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_timed_algorithms_keep_the_bits(threads):
+    """tune=True: each INT8 convolution runs the fastest of its applicable algorithms, timed as the plan is
+    compiled (describe() marks those that had a choice "timed"); every algorithm gives the same bits, so the
+    outputs are those of auto's rule. Float convolutions keep the rule (their algorithms round differently)."""
+    model = quantize("small_cnn", "qdq").SerializeToString()
+    feeds = MODELS["small_cnn"][1](batch=2, seed=5)
+    timed = nnkern.onnx.InferenceSession(model, num_threads=threads, tune=True)
+    rule = nnkern.onnx.InferenceSession(model, num_threads=threads)
+    text = timed.describe(feeds)
+    qconv = [line for line in text.splitlines() if "nnkern.QConv" in line]
+    assert sum("(timed)" in line for line in qconv) >= 2, text
+    assert "(timed)" not in rule.describe(feeds)
+    for got, want in zip(timed.run(None, feeds), rule.run(None, feeds)):
+        np.testing.assert_array_equal(got, want)
+    float_model = MODELS["small_cnn"][0]().SerializeToString()
+    assert "(timed)" not in nnkern.onnx.InferenceSession(float_model, tune=True).describe(feeds)
+    with pytest.raises(TypeError, match="tune"):
+        nnkern.onnx.InferenceSession(model, tune="yes")

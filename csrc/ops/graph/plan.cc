@@ -68,6 +68,8 @@ std::vector<int> Plan::add_step(const std::string& op, const std::string& name,
   std::vector<TensorDesc> outs = infer_outputs(spec);
   std::optional<ScopedIsaCap> cap;
   if (isa_cap_ >= 0) cap.emplace(Isa(isa_cap_));
+  std::optional<ScopedThreadLimit> limit;  // what a step does while it is made (a timed choice) runs as its runs
+  if (num_threads_ > 0) limit.emplace(num_threads_);
   std::unique_ptr<Step> step = find_op(spec).make(spec, outs, *layers_);
   std::vector<int> ids;
   for (size_t j = 0; j < outs.size(); ++j) {

@@ -263,10 +263,11 @@ class CompiledPlan:
 
 def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_isa: str = "",
                  optimize: frozenset = frozenset(OPTIMIZATIONS), values: dict | None = None,
-                 precision: str = "highest") -> CompiledPlan:
+                 precision: str = "highest", tune: bool = False) -> CompiledPlan:
     """values: the inputs whose values this plan is for (shapes or axes fed as inputs), as constants. optimize:
     the names of OPTIMIZATIONS to apply. precision: the float32 precision each convolution's algorithm is
-    chosen at, and at "medium" the MatMul / Gemm / LSTM input products' (bf16, nnkern.set_float32_precision)."""
+    chosen at, and at "medium" the MatMul / Gemm / LSTM input products' (bf16, nnkern.set_float32_precision). tune:
+    each INT8 convolution's algorithm timed as its step is made (InferenceSession's tune)."""
     net = Net(model, shapes, values or {})
     _lower.prepare(net, optimize)
     net.fold_and_infer()
@@ -285,6 +286,10 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         _fuse.fuse_residual_add(net)
     net.drop_dead()
     net.sort()
+    if tune:
+        for n in net.nodes:
+            if n.op == "nnkern.QConv":
+                n.attrs = dict(n.attrs, tune=("i", 1))
     if precision != "highest":
         for n in net.nodes:
             if n.op in ("nnkern.Conv", "MatMul", "Gemm", "LSTM"):

@@ -78,7 +78,9 @@ class InferenceSession:
     with it too, and whose outputs for an image depend on that image alone: ValueError otherwise). precision:
     "highest", "high" or "medium", the float32 precision the convolutions' algorithms are chosen at ("high":
     Winograd for 3x3 stride-1 layers, see ``nnkern.set_float32_precision``); None: the process-wide setting when
-    the session is created. Extra keyword arguments of
+    the session is created. tune: True times the applicable algorithms of each INT8 convolution when a plan is
+    compiled and keeps the fastest, instead of auto's rule (every algorithm gives the same bits, so results do not
+    change; compiling takes longer, and each algorithm timed keeps its packed weights). Extra keyword arguments of
     onnxruntime's (``sess_options``, ``providers``, ``provider_options``) are accepted and ignored, so the line
     that creates an onnxruntime session changes only its class.
 
@@ -90,7 +92,7 @@ class InferenceSession:
 
     def __init__(self, model, *, num_threads: int | None = None, max_isa: str | None = None,
                  optimize: bool | dict = True, mode: str = "latency", precision: str | None = None,
-                 sess_options=None, providers=None, provider_options=None, **kwargs):
+                 tune: bool = False, sess_options=None, providers=None, provider_options=None, **kwargs):
         if num_threads is not None:
             if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
                 raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
@@ -99,8 +101,10 @@ class InferenceSession:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
         precision = _precision.resolve(_precision.check_precision(precision, allow_none=True))
+        if not isinstance(tune, (bool, np.bool_)):
+            raise TypeError(f"tune must be a bool, got {type(tune).__name__}")
         self._options = dict(num_threads=None if num_threads is None else int(num_threads), max_isa=max_isa,
-                             optimize=optimizations(optimize), mode=mode, precision=precision)
+                             optimize=optimizations(optimize), mode=mode, precision=precision, tune=bool(tune))
         proto, self._bytes = load_model(model)
         self._setup(proto)
 
@@ -299,7 +303,7 @@ class InferenceSession:
                     compiled = compile_plan(self._model, list(shapes), self._layers,
                                             threads if threads is not None else o["num_threads"] or 0,
                                             o["max_isa"] or "", optimize=o["optimize"], values=values,
-                                            precision=o.get("precision", "highest"))
+                                            precision=o.get("precision", "highest"), tune=o.get("tune", False))
                 except _C.GraphNeedsConstant as e:
                     if arrays is None or not self._mark_specialized(e):
                         raise

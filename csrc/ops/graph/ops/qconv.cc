@@ -5,13 +5,16 @@
 // ConvInteger and the QDQ pattern DequantizeLinear -> Conv -> QuantizeLinear onto it. Attributes: Conv's geometry,
 // activation ("none" / "relu") and output: "" (uint8 / int8 as y_zero_point's type), "int32" (the exact sums,
 // ConvInteger), "float32" (dequantized: a QDQ Conv whose output stays float); clip_min / clip_max (real units: a Clip
-// folded in). B may also be float32 in real units (a QDQ Conv whose bias is a float constant).
+// folded in); tune (1: the algorithm is the fastest of the applicable ones timed when the step is made, instead of
+// auto's rule). B may also be float32 in real units (a QDQ Conv whose bias is a float constant).
 // Rounding: y = rint(clamp(fma(acc, x_scale * w_scale / y_scale, B * factor + y_zero_point))) in float32 (ties to
 // even); onnxruntime adds B to the int32 sum and y_zero_point after rounding, so the two differ by one step where
 // the value lies within float32 rounding of a half.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/checked.h"
 #include "core/workspace.h"
@@ -212,19 +215,50 @@ void GeneralConv::run(const StepData& d) const {
   }
 }
 
+// The fastest of the layer's applicable algorithms on this input shape, timed on a zero input (the integer
+// kernels' time does not depend on the values): the best of three runs each, after one that packs its weights
+// and builds its indirection. Every algorithm gives the same bits, so the choice never changes a result. Empty
+// where there is nothing to choose.
+std::string timed_algorithm(const PackedQConv2d& layer, size_t N, size_t H, size_t W, QType x_type,
+                            const TensorDesc& x, const TensorDesc& y, const std::string& rule) {
+  const std::vector<std::string> names = layer.applicable_algorithms(N, H, W);
+  if (names.size() < 2) return "";
+  AlignedBuffer<uint8_t> in(std::max<size_t>(x.bytes(), 1)), out(std::max<size_t>(y.bytes(), 1));
+  std::fill(in.data(), in.data() + in.size(), uint8_t(0));
+  std::string best = rule;
+  double best_s = std::numeric_limits<double>::infinity();
+  for (const std::string& a : names) {
+    double s = std::numeric_limits<double>::infinity();
+    try {
+      for (int i = 0; i < 4; ++i) {
+        QConvNhwcStage stage(layer.requant(), out.data(), layer.geometry().OC);
+        const auto t0 = std::chrono::steady_clock::now();
+        layer.run(N, H, W, x_type, in.data(), stage, a);
+        if (i) s = std::min(s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+    } catch (const std::exception&) {
+      continue;  // not for this call after all (a bound checked only when running)
+    }
+    if (s < best_s) best_s = s, best = a;
+  }
+  return best;
+}
+
 // A packed INT8 convolution step; its output may be a channel slice of a wider tensor (a Concat's:
 // Step::write_rows).
 class QConvStep final : public Step {
  public:
   QConvStep(std::shared_ptr<const PackedQConv2d> layer, size_t N, size_t H, size_t W, QType x_type,
-            std::string algorithm, size_t out_elem)
+            std::string algorithm, size_t out_elem, bool timed)
       : layer_(std::move(layer)), N_(N), H_(H), W_(W), x_type_(x_type), algorithm_(std::move(algorithm)),
-        out_elem_(out_elem), ldc_(layer_->geometry().OC) {}
+        out_elem_(out_elem), ldc_(layer_->geometry().OC), timed_(timed) {}
   void run(const StepData& d) const override {
     QConvNhwcStage stage(layer_->requant(), d.out(0), ldc_);
     layer_->run(N_, H_, W_, x_type_, d.in(0), stage, algorithm_);
   }
-  std::string detail() const override { return algorithm_ + " " + layer_->kernel_name(); }
+  std::string detail() const override {
+    return algorithm_ + (timed_ ? " (timed) " : " ") + layer_->kernel_name();
+  }
   bool write_rows(size_t out, size_t row_bytes, size_t pitch) override {
     if (out != 0 || row_bytes != layer_->geometry().OC * out_elem_ || pitch % out_elem_) return false;
     ldc_ = pitch / out_elem_;
@@ -238,6 +272,7 @@ class QConvStep final : public Step {
   std::string algorithm_;
   size_t out_elem_;
   size_t ldc_;  // elements from one output pixel to the next
+  bool timed_;  // the algorithm is the fastest timed at plan time, not the rule's
 };
 
 std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
@@ -254,7 +289,10 @@ std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out
     return std::make_shared<PackedQConv2d>(p->geo, p->w.data(), p->factor.empty() ? nullptr : p->factor.data(),
                                            p->offset.empty() ? nullptr : p->offset.data(), p->x_zero, p->rq);
   });
-  return std::make_unique<QConvStep>(layer, N, H, W, x_type, layer->auto_algorithm(N, H, W), dtype_size(out[0].dtype));
+  const std::string rule = layer->auto_algorithm(N, H, W);
+  const std::string timed = n.attr_int("tune", 0) ? timed_algorithm(*layer, N, H, W, x_type, x, out[0], rule) : "";
+  return std::make_unique<QConvStep>(layer, N, H, W, x_type, timed.empty() ? rule : timed, dtype_size(out[0].dtype),
+                                     !timed.empty());
 }
 
 }  // namespace
