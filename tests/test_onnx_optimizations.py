@@ -666,3 +666,31 @@ def test_timed_algorithms_keep_the_bits(threads):
     assert "(timed)" not in nnkern.onnx.InferenceSession(float_model, tune=True).describe(feeds)
     with pytest.raises(TypeError, match="tune"):
         nnkern.onnx.InferenceSession(model, tune="yes")
+
+
+@pytest.mark.parametrize("per_axis, second_reader", [(False, False), (True, False), (False, True)])
+def test_dequantize_runs_after_the_moves(per_axis, second_reader):
+    """fuse_qdq: a per-tensor DequantizeLinear whose one reader moves elements (DepthToSpace, Reshape, ...) runs
+    after the moves, which then carry 8-bit values: the bits of the graph as written. A per-axis one, or one with
+    another reader, stays where it is."""
+    N = helper.make_node
+    scale = np.array([0.05, 0.1, 0.2, 0.4] * 3, np.float32) if per_axis else np.float32(0.05)
+    zero = np.full(12, 3, np.uint8) if per_axis else np.uint8(3)
+    nodes = [N("DequantizeLinear", ["x", "s", "z"], ["f"], axis=1),
+             N("DepthToSpace", ["f"], ["d"], blocksize=2, mode="CRD"), N("Reshape", ["d", "shape"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TP.FLOAT, None)]
+    if second_reader:
+        nodes.append(N("Relu", ["f"], ["r"]))
+        outputs.append(helper.make_tensor_value_info("r", TP.FLOAT, None))
+    inits = [numpy_helper.from_array(np.asarray(scale), "s"), numpy_helper.from_array(np.asarray(zero), "z"),
+             numpy_helper.from_array(np.array([2, 3, -1], np.int64), "shape")]
+    g = helper.make_graph(nodes, "dq_moves", [helper.make_tensor_value_info("x", TP.UINT8, [2, 12, 5, 7])], outputs,
+                          inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+    feeds = {"x": np.random.default_rng(11).integers(0, 256, (2, 12, 5, 7)).astype(np.uint8)}
+    s = nnkern.onnx.InferenceSession(model)
+    steps = [line.split()[1] for line in s.describe(feeds).splitlines()[:-1]]
+    sunk = not per_axis and not second_reader
+    assert (steps.index("DequantizeLinear") > steps.index("DepthToSpace")) == sunk, steps
+    for got, want in zip(s.run(None, feeds), nnkern.onnx.InferenceSession(model, optimize=False).run(None, feeds)):
+        np.testing.assert_array_equal(got, want)

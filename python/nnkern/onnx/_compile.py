@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _C
-from . import _fuse, _layout, _lower
+from . import _fuse, _layout, _lower, _quant
 from ._graph import DTYPES, Model, Node, constant
 
 _OPS = frozenset(_C.graph_ops())
@@ -29,7 +29,7 @@ MAX_FOLDED_BYTES = 64 << 20
 #: The plan's optimizations, each switchable (``InferenceSession(model, optimize={"fuse_activations": False})``):
 #: fold_batch_norm: a BatchNormalization after a convolution folded into its weights; fuse_qdq: DequantizeLinear ->
 #: Conv / MatMul / Add (-> QuantizeLinear) as one quantized op, and the ops that commute with quantization run on
-#: the quantized tensor; quantized_lookup: the elementwise work between a DequantizeLinear and a QuantizeLinear
+#: the quantized tensor (a DequantizeLinear before a move runs after it); quantized_lookup: the elementwise work between a DequantizeLinear and a QuantizeLinear
 #: (_tables) as a 256-entry table on the quantized tensor; push_transposes: the layout transposes around the NHWC ops cancelled between
 #: neighbours; fuse_activations: an activation after a convolution or GEMM run in its epilogue; fuse_gelu: GELU
 #: exported as Div / Erf / Add / Mul / Mul run as one Gelu op; fuse_inverted_residual: MobileNet-v2's blocks
@@ -274,6 +274,8 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
     if "push_transposes" in optimize:
         _layout.push_transposes(net)
         net.drop_dead()  # the transposes left behind would count as readers
+    if "fuse_qdq" in optimize:
+        _quant.sink_dequantize(net)
     if "fuse_activations" in optimize:
         _fuse.fuse_activations(net)
     if "fuse_gelu" in optimize:
