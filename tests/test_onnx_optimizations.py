@@ -694,3 +694,50 @@ def test_dequantize_runs_after_the_moves(per_axis, second_reader):
     assert (steps.index("DequantizeLinear") > steps.index("DepthToSpace")) == sunk, steps
     for got, want in zip(s.run(None, feeds), nnkern.onnx.InferenceSession(model, optimize=False).run(None, feeds)):
         np.testing.assert_array_equal(got, want)
+
+
+def _upsample_conv_graph(scales=(2, 2), modes=("asymmetric", "floor"), mode="nearest", extra_reader=False):
+    """image (NHWC) -> Transpose to NCHW -> Resize (scales along H, W) -> Conv 3x3 (8 -> 5): a decoder's step,
+    its Resize in NHWC once the layout transposes cancel."""
+    g = _Graph(141)
+    sc = g.const("scales", np.array([1, 1, *scales], np.float32))
+    nchw = g.node("Transpose", ["image"], perm=[0, 3, 1, 2])
+    up = g.node("Resize", [nchw, "", sc], mode=mode, coordinate_transformation_mode=modes[0],
+                **({"nearest_mode": modes[1]} if mode == "nearest" else {}))
+    g.conv(up, 8, 5, 3, output="output")
+    outputs = [helper.make_tensor_value_info("output", TP.FLOAT, ["N", 5, "H", "W"])]
+    if extra_reader:
+        g.node("Identity", [up], output="up")
+        outputs.append(helper.make_tensor_value_info("up", TP.FLOAT, ["N", 8, "H", "W"]))
+    return g, g.model("upsample_conv", [helper.make_tensor_value_info("image", TP.FLOAT, ["N", "H", "W", 8])],
+                      outputs)
+
+
+@pytest.mark.parametrize("kwargs, fused", [
+    (dict(), True), (dict(scales=(3, 2)), True), (dict(modes=("half_pixel", "round_prefer_floor")), True),
+    (dict(modes=("pytorch_half_pixel", "round_prefer_ceil")), True), (dict(scales=(1, 2)), True),
+    (dict(modes=("asymmetric", "round_prefer_floor")), False), (dict(scales=(1.5, 2)), False),
+    (dict(mode="linear", modes=("asymmetric", None)), False), (dict(extra_reader=True), False)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_upsampling_is_read_through_the_indirection_buffer(kwargs, fused, threads):
+    """fuse_upsampling: a nearest Resize by integer factors whose one reader is a convolution is never written:
+    the convolution's indirection buffer points at each upsampled pixel's source. The bits of the indirect
+    algorithm on the upsampled tensor (numpy's repeat); not fused where the nearest pixel is not o // f, the
+    factor is not an integer, the mode is not nearest or the upsampled tensor has another reader."""
+    g, model = _upsample_conv_graph(**kwargs)
+    x = np.random.default_rng(12).uniform(-2, 2, (2, 5, 7, 8)).astype(np.float32)
+    s = nnkern.onnx.InferenceSession(model.SerializeToString(), num_threads=threads)
+    text = s.describe({"image": x})
+    steps = [line.split()[1] for line in text.splitlines()[:-1]]
+    assert ("Resize" not in steps and "input upsampled" in text) == fused, text
+    y = s.run(None, {"image": x})[0]
+    plain = nnkern.onnx.InferenceSession(model.SerializeToString(), num_threads=threads,
+                                         optimize={"fuse_upsampling": False}).run(None, {"image": x})[0]
+    _within_float_bound([y], [plain.astype(np.float64)], str(kwargs))
+    if fused:
+        fh, fw = kwargs.get("scales", (2, 2))
+        up = np.repeat(np.repeat(x, fh, axis=1), fw, axis=2)
+        w = numpy_helper.to_array(next(i for i in g.inits if i.name.startswith("w_")))
+        b = numpy_helper.to_array(next(i for i in g.inits if i.name.startswith("b_")))
+        want = nnkern.Conv2d(np.ascontiguousarray(w.transpose(0, 2, 3, 1)), b, padding=1, algorithm="indirect")(up)
+        np.testing.assert_array_equal(y, want.transpose(0, 3, 1, 2))

@@ -56,8 +56,13 @@ struct ConvGeometry {
 constexpr size_t kConvNominalBase = 4096;
 
 // One input image shape of a call.
+// The input of a call: N x H x W pixels. up_h / up_w > 1: the input is a nearest upsampling of the tensor in
+// memory (N x H / up_h x W / up_w; output pixel (h, w) is its pixel (h / up_h, w / up_w)), read through the
+// indirection buffer without being written out.
 struct ConvInputShape {
   size_t N, H, W;
+  size_t up_h = 1, up_w = 1;
+  bool upsampled() const { return up_h != 1 || up_w != 1; }
 };
 
 // The indirection buffer of an input shape for tiles of NR output pixels: for output pixel p = tile * NR + j

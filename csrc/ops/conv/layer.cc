@@ -139,7 +139,8 @@ std::unique_ptr<ConvTapWeights> conv_pack_taps(const PackedConv2d& L, size_t MR,
 
 std::shared_ptr<const ConvIndirection> PackedConv2d::indirection(const ConvInputShape& s, size_t NR) const {
   const auto same = [&](const ConvIndirection& e) {
-    return e.shape.N == s.N && e.shape.H == s.H && e.shape.W == s.W && e.NR == NR;
+    return e.shape.N == s.N && e.shape.H == s.H && e.shape.W == s.W && e.shape.up_h == s.up_h &&
+           e.shape.up_w == s.up_w && e.NR == NR;
   };
   return indirect_.get(same, [&] {
     auto e = std::make_shared<ConvIndirection>();
@@ -155,25 +156,31 @@ std::shared_ptr<const ConvIndirection> PackedConv2d::indirection(const ConvInput
 }
 
 ConvCall PackedConv2d::call(size_t N, size_t H, size_t W, const float* x, float* y, size_t ldc,
-                            const std::string& kernel, Float32Precision precision) const {
+                            const std::string& kernel, Float32Precision precision, size_t up_h, size_t up_w) const {
   const size_t OH = geo_.OH(H), OW = geo_.OW(W);
   if (!H || !W || !OH || !OW) throw std::invalid_argument("conv2d: the kernel does not fit the padded input");
   if (ldc && ldc < geo_.OC) throw std::invalid_argument("conv2d: ldc is smaller than the output channels");
+  if (!up_h || !up_w || H % up_h || W % up_w)
+    throw std::invalid_argument("conv2d: the upsampled input's size is not a multiple of the upsampling");
   geo_.checked_pixels(N, H, W);
-  return ConvCall{*this, {N, H, W}, OH, OW, x, y, ldc ? ldc : geo_.OC, kernel, precision};
+  return ConvCall{*this, {N, H, W, up_h, up_w}, OH, OW, x, y, ldc ? ldc : geo_.OC, kernel, precision};
 }
 
 const ConvAlgorithm& PackedConv2d::select(const ConvCall& c, const std::string& algorithm) const {
+  // An upsampled input exists only through the indirection buffer: the indirect algorithm's alone.
+  const auto applies = [&](const std::unique_ptr<ConvAlgorithm>& a) {
+    return (!c.s.upsampled() || std::string(a->name) == "indirect") && a->applicable(c);
+  };
   return *select_algorithm(
-      "conv2d", algorithms_, algorithm, [&](const std::unique_ptr<ConvAlgorithm>& a) { return a->applicable(c); },
+      "conv2d", algorithms_, algorithm, applies,
       [&](const std::unique_ptr<ConvAlgorithm>& a) { return a->preferred(c); },
       [](const std::unique_ptr<ConvAlgorithm>& a) { return a->name; });
 }
 
 const char* PackedConv2d::run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
                               const std::string& kernel, size_t ldc, Float32Precision precision,
-                              const float* residual) const {
-  ConvCall c = call(N, H, W, x, y, ldc, kernel, precision);
+                              const float* residual, size_t up_h, size_t up_w) const {
+  ConvCall c = call(N, H, W, x, y, ldc, kernel, precision, up_h, up_w);
   c.residual = residual;
   const ConvAlgorithm& a = select(c, algorithm);  // errors before any work
   if (N == 0) return a.name;
@@ -182,8 +189,9 @@ const char* PackedConv2d::run(size_t N, size_t H, size_t W, const float* x, floa
   return a.name;
 }
 
-const char* PackedConv2d::auto_algorithm(size_t N, size_t H, size_t W, Float32Precision precision) const {
-  return select(call(N, H, W, nullptr, nullptr, 0, "", precision), "auto").name;
+const char* PackedConv2d::auto_algorithm(size_t N, size_t H, size_t W, Float32Precision precision, size_t up_h,
+                                         size_t up_w) const {
+  return select(call(N, H, W, nullptr, nullptr, 0, "", precision, up_h, up_w), "auto").name;
 }
 
 std::vector<std::string> PackedConv2d::applicable_algorithms(size_t N, size_t H, size_t W) const {

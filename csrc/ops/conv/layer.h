@@ -77,13 +77,16 @@ class PackedConv2d {
   // not applicable): y N x OH x OW x OC with ldc floats between pixels (0: OC; a channel slice of a wider buffer
   // where larger). kernel: "" or a kernel's name (tests). precision: what "auto" may pick (core/precision.h).
   // residual: null, or N x OH x OW x OC floats added to the convolution (with its bias) before the activation,
-  // not overlapping y. Returns the name of the algorithm that ran.
+  // not overlapping y. up_h, up_w > 1: x is N x H / up_h x W / up_w, convolved as its nearest upsampling to
+  // H x W (ops/conv/geometry.h ConvInputShape; the indirect algorithm only). Returns the name of the algorithm
+  // that ran.
   const char* run(size_t N, size_t H, size_t W, const float* x, float* y, const std::string& algorithm,
                   const std::string& kernel = "", size_t ldc = 0,
-                  Float32Precision precision = Float32Precision::highest, const float* residual = nullptr) const;
+                  Float32Precision precision = Float32Precision::highest, const float* residual = nullptr,
+                  size_t up_h = 1, size_t up_w = 1) const;
   // What "auto" picks for this input at `precision`.
-  const char* auto_algorithm(size_t N, size_t H, size_t W,
-                             Float32Precision precision = Float32Precision::highest) const;
+  const char* auto_algorithm(size_t N, size_t H, size_t W, Float32Precision precision = Float32Precision::highest,
+                             size_t up_h = 1, size_t up_w = 1) const;
   std::vector<std::string> applicable_algorithms(size_t N, size_t H, size_t W) const;  // the entries that apply
   size_t workspace_bytes(size_t N, size_t H, size_t W, const std::string& algorithm,
                          Float32Precision precision = Float32Precision::highest) const;
@@ -111,7 +114,7 @@ class PackedConv2d {
   // The call of an N x H x W input, its sizes checked (std::invalid_argument if the kernel does not fit,
   // std::length_error if a size overflows).
   ConvCall call(size_t N, size_t H, size_t W, const float* x, float* y, size_t ldc, const std::string& kernel,
-                Float32Precision precision = Float32Precision::highest) const;
+                Float32Precision precision = Float32Precision::highest, size_t up_h = 1, size_t up_w = 1) const;
   const ConvAlgorithm& select(const ConvCall& c, const std::string& algorithm) const;
 
   ConvGeometry geo_;

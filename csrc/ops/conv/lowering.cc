@@ -55,12 +55,13 @@ void conv_fill_indirection(const ConvGeometry& geo, const ConvInputShape& s, siz
         continue;
       }
       const size_t n = p / (OH * OW), oh = p / OW % OH, ow = p % OW;
+      const size_t SH = s.H / s.up_h, SW = s.W / s.up_w;  // the tensor in memory
       for (size_t kh = 0; kh < geo.KH; ++kh)
         for (size_t kw = 0; kw < geo.KW; ++kw) {
           size_t ih, iw;
           const bool inside = tap_row(geo, s.H, oh, kh, &ih) && tap_col(geo, s.W, ow, kw, &iw);
-          col[(kh * geo.KW + kw) * NR] =
-              inside ? reinterpret_cast<const void*>(kConvNominalBase + ((n * s.H + ih) * s.W + iw) * row_bytes) : zero;
+          const size_t pixel = (n * SH + ih / s.up_h) * SW + iw / s.up_w;
+          col[(kh * geo.KW + kw) * NR] = inside ? reinterpret_cast<const void*>(kConvNominalBase + pixel * row_bytes) : zero;
         }
     }
   });

@@ -5,7 +5,7 @@ the same formulas as the separate ops, so the same bits); a float32 MatMul's or 
 Gelu op (float32: the erf kernel on chunks in L1). And MobileNet-v2's inverted residual blocks as one step that
 runs band by band in cache (ops/conv/block.h), and residual Adds (with the activation after them) in the post-ops
 of the convolution that produces one operand. And ShuffleNet's Concat / channel shuffle / Slices in NHWC as one
-nnkern.ChannelShuffle pass."""
+nnkern.ChannelShuffle pass. And a nearest upsampling read by a convolution through its indirection buffer."""
 from __future__ import annotations
 
 import numpy as np
@@ -294,3 +294,36 @@ def _halves(net, users: dict, v: str, rank: int, c: int) -> list:
         found[span[rank - 1]] = s
     first, second = found.get((0, c)), found.get((c, 2 * c))
     return [first, second] if first is not None and second is not None else []
+
+
+#: Resize's coordinate modes whose nearest pixel for an integer factor f is output // f (half_pixel: (o + 0.5) / f
+#: - 0.5 lies within 0.5 of o // f, never on a tie).
+NEAREST_REPEATS = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
+                   ("pytorch_half_pixel", "round_prefer_floor"), ("pytorch_half_pixel", "round_prefer_ceil")}
+
+
+def fuse_upsampling(net) -> None:
+    """A nearest Resize (NHWC, integer factors along H and W) whose one reader is a float convolution: the
+    convolution reads the source through its indirection buffer (attribute upsample), the upsampled tensor is
+    never written. U-Net and FPN decoders."""
+    users = net.consumers()
+    for r in list(net.nodes):
+        if r.op != "Resize" or r.attr("mode", "nearest") != "nearest":
+            continue
+        modes = (r.attr("coordinate_transformation_mode", "half_pixel"), r.attr("nearest_mode", "round_prefer_floor"))
+        conv = _only_reader(net, users, r.outputs[0])
+        if modes not in NEAREST_REPEATS or conv is None or conv.op != "nnkern.Conv" or conv.inputs[0] != r.outputs[0]:
+            continue
+        if r.outputs[0] in conv.inputs[1:] or "upsample" in conv.attrs:
+            continue
+        src, up = dims(net, r.inputs[0]), dims(net, r.outputs[0])
+        if len(src) != 4 or len(up) != 4 or src[0] != up[0] or src[3] != up[3] or 0 in src:
+            continue
+        if up[1] % src[1] or up[2] % src[2] or (up[1] == src[1] and up[2] == src[2]):
+            continue
+        conv.inputs = [r.inputs[0]] + conv.inputs[1:]
+        conv.attrs = dict(conv.attrs, upsample=("ints", [up[1] // src[1], up[2] // src[2]]))
+        conv.sources = "+".join([r.sources, conv.sources])
+        net.nodes = [n for n in net.nodes if n is not r]
+        net.infer(conv)
+        users = net.consumers()

@@ -3,12 +3,15 @@
 // constant (OC, KH, KW, C / group), B constant (OC) or left out, R (a residual of the output's shape, added before
 // the activation: the plan's fusion of a following Add) or left out; attributes strides, dilations, pads (top, left,
 // bottom, right as ONNX orders them), group, activation ("none", "relu", "relu6", "sigmoid", "silu", "hardswish",
-// "hardsigmoid", "leaky_relu") and its activation_alpha / activation_beta; precision ("highest" by default, "high",
+// "hardsigmoid", "leaky_relu") and its activation_alpha / activation_beta; upsample (two integer factors, default
+// 1, 1: X is read as its nearest upsampling by them, through the indirect algorithm's indirection buffer, never
+// written out: the plan's fusion of a Resize before the Conv); precision ("highest" by default, "high",
 // "medium": what the layer's "auto" may pick, core/precision.h).
 // nnkern.InvertedResidual: MobileNet-v2's expansion -> depthwise -> projection (-> + input) as one step in bands of
 // rows that stay in cache (ops/conv/block.h), the plan's fusion of three nnkern.Conv nodes: inputs X, then weight
 // and bias of the expansion (both left out: none), of the depthwise layer and of the projection; each layer's
 // nnkern.Conv attributes prefixed "expand.", "dw.", "project."; residual (0 / 1): X added to the output.
+#include "core/checked.h"
 #include "ops/conv/block.h"
 #include "ops/conv/layer.h"
 #include "ops/graph/ops/common.h"
@@ -21,6 +24,8 @@ namespace {
 struct ConvParams {
   ConvGeometry geo;
   ConvPostOp post;
+  size_t up_h = 1, up_w = 1;  // X is read as its nearest upsampling by these factors
+  size_t H = 0, W = 0;        // the convolution's input size (X's, upsampled)
 };
 
 // The fused activation and its parameters (activation_alpha, activation_beta: the ONNX op's alpha and beta).
@@ -50,7 +55,13 @@ ConvParams conv_params(const NodeSpec& n) {
   g.KW = size_t(w.shape[2]);
   g.IC = size_t(x.shape[3]);
   g.groups = size_t(group);
-  const Window2d win = window_attrs(n, size_t(x.shape[1]), size_t(x.shape[2]), g.KH, g.KW);
+  const std::vector<int64_t> up = n.attr_ints("upsample", {1, 1});
+  if (up.size() != 2 || up[0] < 1 || up[1] < 1) n.invalid("upsample must be two factors >= 1");
+  p.up_h = size_t(up[0]);
+  p.up_w = size_t(up[1]);
+  p.H = checked_mul(size_t(x.shape[1]), p.up_h);
+  p.W = checked_mul(size_t(x.shape[2]), p.up_w);
+  const Window2d win = window_attrs(n, p.H, p.W, g.KH, g.KW);
   g.sh = win.sh; g.sw = win.sw; g.dh = win.dh; g.dw = win.dw;
   g.pt = win.pt; g.pl = win.pl; g.pb = win.pb; g.pr = win.pr;
   if (!g.valid() || size_t(w.shape[3]) * g.groups != g.IC)
@@ -64,7 +75,7 @@ ConvParams conv_params(const NodeSpec& n) {
 std::vector<TensorDesc> infer_conv(const NodeSpec& n) {
   const ConvParams p = conv_params(n);
   const TensorDesc& x = n.in(0);
-  const size_t OH = p.geo.OH(size_t(x.shape[1])), OW = p.geo.OW(size_t(x.shape[2]));
+  const size_t OH = p.geo.OH(p.H), OW = p.geo.OW(p.W);
   if (OH == 0 || OW == 0) n.invalid("the kernel does not fit the padded input " + x.str());
   std::vector<TensorDesc> out = one(DType::f32, {x.shape[0], int64_t(OH), int64_t(OW), int64_t(p.geo.OC)});
   if (n.has_input(3) && n.in(3).shape != out[0].shape)
@@ -83,14 +94,19 @@ std::shared_ptr<const PackedConv2d> packed_layer(const NodeSpec& n) {
 // A convolution step; its output may be a channel slice of a wider tensor (a Concat's: Step::write_rows).
 class ConvStep final : public Step {
  public:
-  ConvStep(std::shared_ptr<const PackedConv2d> layer, size_t N, size_t H, size_t W, std::string algorithm,
+  ConvStep(std::shared_ptr<const PackedConv2d> layer, size_t N, const ConvParams& p, std::string algorithm,
            bool residual)
-      : layer_(std::move(layer)), N_(N), H_(H), W_(W), algorithm_(std::move(algorithm)), residual_(residual) {}
+      : layer_(std::move(layer)), N_(N), H_(p.H), W_(p.W), up_h_(p.up_h), up_w_(p.up_w),
+        algorithm_(std::move(algorithm)), residual_(residual) {}
   void run(const StepData& d) const override {
     layer_->run(N_, H_, W_, d.in<float>(0), d.out<float>(0), algorithm_, "", ldc_, Float32Precision::highest,
-                residual_ ? d.in<float>(3) : nullptr);
+                residual_ ? d.in<float>(3) : nullptr, up_h_, up_w_);
   }
-  std::string detail() const override { return residual_ ? algorithm_ + " + residual" : algorithm_; }
+  std::string detail() const override {
+    std::string s = algorithm_;
+    if (up_h_ != 1 || up_w_ != 1) s += ", input upsampled x" + std::to_string(up_h_) + "," + std::to_string(up_w_);
+    return residual_ ? s + " + residual" : s;
+  }
   bool write_rows(size_t out, size_t row_bytes, size_t pitch) override {
     if (out != 0 || row_bytes != layer_->geometry().OC * sizeof(float) || pitch % sizeof(float)) return false;
     ldc_ = pitch / sizeof(float);
@@ -99,7 +115,7 @@ class ConvStep final : public Step {
 
  private:
   std::shared_ptr<const PackedConv2d> layer_;
-  size_t N_, H_, W_;
+  size_t N_, H_, W_, up_h_, up_w_;  // H_, W_: the upsampled input's
   std::string algorithm_;
   bool residual_;
   size_t ldc_ = 0;  // floats from one output pixel to the next (0: OC)
@@ -107,16 +123,16 @@ class ConvStep final : public Step {
 
 std::unique_ptr<Step> make_conv(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
   auto layer = layers.get<PackedConv2d>(n, [&] { return packed_layer(n); });
-  const TensorDesc& x = n.in(0);
-  const size_t N = size_t(x.shape[0]), H = size_t(x.shape[1]), W = size_t(x.shape[2]);
+  const ConvParams p = conv_params(n);
+  const size_t N = size_t(n.in(0).shape[0]);
   Float32Precision precision;
   try {
     precision = float32_precision_from_name(n.attr_string("precision", "highest"));
   } catch (const std::invalid_argument& e) {
     n.invalid(e.what());
   }
-  const std::string algorithm = layer->auto_algorithm(N, H, W, precision);
-  return std::make_unique<ConvStep>(layer, N, H, W, algorithm, n.has_input(3));
+  const std::string algorithm = layer->auto_algorithm(N, p.H, p.W, precision, p.up_h, p.up_w);
+  return std::make_unique<ConvStep>(layer, N, p, algorithm, n.has_input(3));
 }
 
 // One layer of an nnkern.InvertedResidual as the nnkern.Conv node it stands for: input x, weight and bias at
@@ -146,6 +162,8 @@ BlockLayers block_layers(const NodeSpec& n) {
   TensorDesc x = n.in(0);
   const auto add = [&](const char* prefix, size_t w) {
     b.layers.push_back(block_layer(n, prefix, x, w));
+    const ConvParams p = conv_params(b.layers.back());
+    if (p.up_h != 1 || p.up_w != 1) n.invalid("the block's layers read their inputs as they are (no upsample)");
     x = infer_conv(b.layers.back())[0];
   };
   if (b.expand) add("expand", 1);
