@@ -442,8 +442,12 @@ def test_auto_rule_and_algorithm_argument(rng):
         assert dw._run(rand_x(rng, np.uint8, (1, 9, 9, 8)), None, "auto", "").shape[-1] == 16
     with pytest.raises(ValueError, match="does not apply"):  # groups < in_channels: no depthwise
         make_layer(rng, 8, 3, 3, 2, groups=4)._run(rand_x(rng, np.uint8, (1, 4, 4, 8)), None, "depthwise", "")
-    pw = make_layer(rng, 8, 1, 1, 8)
-    assert pw._packed.auto_algorithm(1, 4, 4) == "im2col"
+    # pointwise: im2col from 32 input channels per group, indirect below (few channels: the GEMM driver's blocks
+    # cost more than the indirection)
+    assert make_layer(rng, 8, 1, 1, 32)._packed.auto_algorithm(1, 4, 4) == "im2col"
+    assert make_layer(rng, 8, 1, 1, 64, groups=2)._packed.auto_algorithm(1, 4, 4) == "im2col"
+    assert make_layer(rng, 8, 1, 1, 8)._packed.auto_algorithm(1, 4, 4) == "indirect"
+    assert make_layer(rng, 8, 1, 1, 31)._packed.auto_algorithm(1, 4, 4) == "indirect"
     for kw in (dict(stride=2), dict(padding=1)):
         assert make_layer(rng, 8, 1, 1, 8, **kw)._packed.auto_algorithm(1, 4, 4) == "indirect"
     assert make_layer(rng, 8, 3, 3, 8)._packed.auto_algorithm(1, 4, 4) == "indirect"

@@ -206,7 +206,8 @@ def test_auto_rule(rng):
     assert make_layer(rng, 3, 3, 3, 1, groups=3)._packed.auto_algorithm(1, 9, 9) == "depthwise"
     with nnkern.max_isa("scalar"):  # the scalar kernel only: auto keeps the GEMM paths
         assert make_layer(rng, 3, 3, 3, 8)._packed.auto_algorithm(1, 9, 9) == "indirect"
-        assert make_layer(rng, 3, 1, 1, 8)._packed.auto_algorithm(1, 9, 9) == "im2col"
+        assert make_layer(rng, 3, 1, 1, 32)._packed.auto_algorithm(1, 9, 9) == "im2col"
+        assert make_layer(rng, 3, 1, 1, 8)._packed.auto_algorithm(1, 9, 9) == "indirect"  # few channels
 
 
 def test_does_not_apply_and_bad_arguments(rng):

@@ -22,6 +22,10 @@
 
 namespace nnkern {
 
+// Pointwise layers of fewer input channels per group run "indirect", the others "im2col": at K = 16-24 the GEMM
+// driver's blocks cost more than the indirection (bench/decisions.md "QConv2d: pointwise layers of few channels").
+constexpr size_t kQConvPointwiseIndirectBelow = 32;
+
 class PackedQConv2d;
 
 // One call as the algorithms see it: the layer, the input and the kernel a test asked for by name ("" for the

@@ -1,7 +1,8 @@
 // The "im2col" convolution: per group, each output pixel's KH*KW input rows (their IC/groups slice, or the zero row
 // for padding taps) are copied side by side into a workspace matrix of M x kg, which the packed INT8 GEMM driver
 // (ops/qgemm/driver.h) multiplies by the group's prepacked weights. A pointwise convolution (1x1, stride 1, no
-// padding) skips the copy: the driver reads the input rows in place. auto takes it for pointwise layers, and for
+// padding) skips the copy: the driver reads the input rows in place. auto takes it for pointwise layers (of
+// kQConvPointwiseIndirectBelow input channels per group or more: ops/qconv/algorithm.h), and for
 // windows of 25 taps or more over 1-3 channels (stems) where direct has no SIMD kernel: the indirect form pads
 // each tap's channels to the kernel's group of 4 and pays a pointer per tap, one copy of the window does neither
 // (bench/decisions.md "QConv2d: auto's rule").
@@ -52,7 +53,7 @@ class Im2col final : public QConvAlgorithm {
   bool applicable(const QConvCall&) const override { return true; }
   bool preferred(const QConvCall&) const override {
     const QConvGeometry& g = L.geometry();
-    return g.pointwise() || (g.icg() <= 3 && g.ks() >= 25);
+    return (g.pointwise() && g.icg() >= kQConvPointwiseIndirectBelow) || (g.icg() <= 3 && g.ks() >= 25);
   }
   size_t workspace_bytes(const QConvCall& c) const override { return Layout(c, kernel(c)).l.bytes; }
 

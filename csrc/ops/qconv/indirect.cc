@@ -3,7 +3,8 @@
 // reduces taps x channels in registers (kernels/qgemm.h, the indirect form). The buffer holds byte offsets into the
 // prepared input (from a nominal base), the kernel adds the call's base (b_offset): the same buffer serves every
 // input address, and every group (the group's channel offset goes into b_offset too). The last entry of the table:
-// it applies to every layer and auto takes it where nothing before prefers the call.
+// it applies to every layer and auto takes it where nothing before prefers the call, and for pointwise layers of
+// fewer than kQConvPointwiseIndirectBelow input channels per group.
 #include <algorithm>
 #include <mutex>
 #include <vector>
@@ -18,6 +19,19 @@ namespace {
 
 // Pixel tiles per task: enough work per task to amortize its set-up, small enough to balance.
 constexpr size_t kTilesPerTask = 16;
+// A task's panels should store whole cache lines of each pixel: 16 channels of 8-bit output are a quarter line,
+// and tasks of single panels left each line to four tasks on different threads (a 1x1 layer ran slower on 2
+// threads than on 1).
+constexpr size_t kLineBytes = 64;
+
+// Panels per task: enough for a cache line of each pixel's output, fewer where the tasks would not feed every
+// thread several times.
+size_t panels_per_task(size_t MR, size_t elem, size_t panels, size_t other_tasks) {
+  size_t chunk = std::max<size_t>(1, kLineBytes / (MR * elem));
+  const size_t want = 4 * size_t(std::max(1, get_num_threads()));
+  while (chunk > 1 && qgemm_ceil_div(panels, chunk) * other_tasks < want) chunk /= 2;
+  return std::min(chunk, std::max<size_t>(panels, 1));
+}
 
 // Every group's tap panels (each tap padded to the kernel's group, kernels/qgemm.h) and column sums, for one kernel.
 struct TapWeights {
@@ -40,54 +54,61 @@ class Indirect final : public QConvAlgorithm {
     const QConvInput in = qconv_prepare_input(c, k, static_cast<uint8_t*>(workspace));
     const TapWeights& w = weights(k);
     const std::shared_ptr<const QConvIndirection> ind = L.indirection(c.N, c.H, c.W, &k, c.x_type, in.za);
-    const size_t MR = size_t(k.mr), NR = size_t(k.nr), esz = qgemm_a_elem_size(k), ks = geo.ks();
-    const size_t icg = geo.icg(), ocg = geo.ocg(), M = c.M(), tiles = qgemm_ceil_div(M, NR);
-    const size_t blocks = qgemm_ceil_div(tiles, kTilesPerTask), panel_bytes = qgemm_panel_bytes(k, icg, ks);
-    const bool compensate = in.za != 0 && !k.zero_points_in_kernel;
+    const size_t tiles = qgemm_ceil_div(c.M(), size_t(k.nr)), blocks = qgemm_ceil_div(tiles, kTilesPerTask);
     const QEpilogue ep0 = qconv_epilogue(out);
-    const bool in_place = out.in_place();
-    const size_t tile_bytes = MR * NR * out.tile_elem();  // buffered: the tiles through a buffer, slot = tile
-    if (!in_place) out.begin(c.OH, c.OW, tiles);
-    parallel_for_3d(geo.groups, w.panels, blocks, [&](size_t g, size_t panel, size_t block) {
-      const size_t i = panel * MR, mi = std::min(MR, ocg - i);
-      const int32_t* cs = w.colsum.data() + g * w.panels * MR + i;
-      alignas(64) int32_t comp[64];  // MR <= 64
-      QEpilogue ep = ep0;
-      if (compensate) {  // sum (x - za) w = sum x w - za colsum (weights symmetric: no row sums)
-        for (size_t ii = 0; ii < MR; ++ii) comp[ii] = ii < mi ? int32_t(0u - uint32_t(in.za) * uint32_t(cs[ii])) : 0;
-        ep.col_comp = comp;
-      }
-      if (k.zero_points_in_kernel) ep.x_zero = in.za;
-      ep.scale = L.factor(g) ? L.factor(g) + i : nullptr;
-      ep.bias = L.offset(g) ? L.offset(g) + i : nullptr;
-      const uint8_t* a = w.panel.data() + g * w.group_bytes + panel * panel_bytes;
-      const size_t b_offset = reinterpret_cast<size_t>(in.base) + g * icg * esz - kQConvNominalBase;
-      const size_t t0 = block * kTilesPerTask, t1 = std::min(tiles, (block + 1) * kTilesPerTask);
-      if (in_place) {
-        for (size_t tile = t0; tile < t1; ++tile) {
-          const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
-          k.run(mi, nj, icg, ks, a, ind->ptrs.data() + tile * ks * NR, ind->zero.data(), b_offset,
-                out.at(p0, g * ocg + i), out.ldc(), &ep);
-        }
-      } else {
-        // The task's tiles into one buffer, then committed: interleaving each tile's commit with the kernels
-        // made the AMX kernel's tile stores wait.
-        AlignedBuffer<uint8_t> buf(tile_bytes * (t1 - t0) + kQConvTileSlack);
-        for (size_t tile = t0; tile < t1; ++tile) {
-          const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
-          k.run(mi, nj, icg, ks, a, ind->ptrs.data() + tile * ks * NR, ind->zero.data(), b_offset,
-                buf.data() + (tile - t0) * tile_bytes, MR, &ep);
-        }
-        for (size_t tile = t0; tile < t1; ++tile) {
-          const size_t p0 = tile * NR;
-          out.commit(tile, p0, std::min(NR, M - p0), g * ocg + i, mi, buf.data() + (tile - t0) * tile_bytes, MR);
-        }
-      }
+    if (!out.in_place()) out.begin(c.OH, c.OW, tiles);
+    const size_t chunk = panels_per_task(size_t(k.mr), out.tile_elem(), w.panels, geo.groups * blocks);
+    parallel_for_3d(geo.groups, qgemm_ceil_div(w.panels, chunk), blocks, [&](size_t g, size_t ch, size_t block) {
+      for (size_t panel = ch * chunk; panel < std::min(w.panels, (ch + 1) * chunk); ++panel)
+        run_panel(c, k, in, w, *ind, out, ep0, g, panel, block * kTilesPerTask,
+                  std::min(tiles, (block + 1) * kTilesPerTask));
       if (k.finish) k.finish();
     });
   }
 
  private:
+  // One panel (MR output channels) of group g over the pixel tiles [t0, t1).
+  void run_panel(const QConvCall& c, const QGemmKernel& k, const QConvInput& in, const TapWeights& w,
+                 const QConvIndirection& ind, QConvStage& out, const QEpilogue& ep0, size_t g, size_t panel,
+                 size_t t0, size_t t1) const {
+    const QConvGeometry& geo = L.geometry();
+    const size_t MR = size_t(k.mr), NR = size_t(k.nr), esz = qgemm_a_elem_size(k), ks = geo.ks(), M = c.M();
+    const size_t icg = geo.icg(), ocg = geo.ocg(), i = panel * MR, mi = std::min(MR, ocg - i);
+    const int32_t* cs = w.colsum.data() + g * w.panels * MR + i;
+    alignas(64) int32_t comp[64];  // MR <= 64
+    QEpilogue ep = ep0;
+    if (in.za != 0 && !k.zero_points_in_kernel) {  // sum (x - za) w = sum x w - za colsum (weights symmetric)
+      for (size_t ii = 0; ii < MR; ++ii) comp[ii] = ii < mi ? int32_t(0u - uint32_t(in.za) * uint32_t(cs[ii])) : 0;
+      ep.col_comp = comp;
+    }
+    if (k.zero_points_in_kernel) ep.x_zero = in.za;
+    ep.scale = L.factor(g) ? L.factor(g) + i : nullptr;
+    ep.bias = L.offset(g) ? L.offset(g) + i : nullptr;
+    const uint8_t* a = w.panel.data() + g * w.group_bytes + panel * qgemm_panel_bytes(k, icg, ks);
+    const size_t b_offset = reinterpret_cast<size_t>(in.base) + g * icg * esz - kQConvNominalBase;
+    if (out.in_place()) {
+      for (size_t tile = t0; tile < t1; ++tile) {
+        const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
+        k.run(mi, nj, icg, ks, a, ind.ptrs.data() + tile * ks * NR, ind.zero.data(), b_offset,
+              out.at(p0, g * ocg + i), out.ldc(), &ep);
+      }
+      return;
+    }
+    // The tiles into one buffer, then committed: interleaving each tile's commit with the kernels made the AMX
+    // kernel's tile stores wait.
+    const size_t tile_bytes = MR * NR * out.tile_elem();  // slot = tile
+    AlignedBuffer<uint8_t> buf(tile_bytes * (t1 - t0) + kQConvTileSlack);
+    for (size_t tile = t0; tile < t1; ++tile) {
+      const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
+      k.run(mi, nj, icg, ks, a, ind.ptrs.data() + tile * ks * NR, ind.zero.data(), b_offset,
+            buf.data() + (tile - t0) * tile_bytes, MR, &ep);
+    }
+    for (size_t tile = t0; tile < t1; ++tile) {
+      const size_t p0 = tile * NR;
+      out.commit(tile, p0, std::min(NR, M - p0), g * ocg + i, mi, buf.data() + (tile - t0) * tile_bytes, MR);
+    }
+  }
+
   // The kernel suits the depth of the indirect form's reduction: KH*KW taps of IC/groups.
   const QGemmKernel& kernel(const QConvCall& c) const {
     return qconv_gemm_kernel(c, L.geometry().icg(), L.geometry().ks());
