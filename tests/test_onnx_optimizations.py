@@ -410,7 +410,8 @@ def _shuffle_unit_graph(slice_axes, units=1, expose_5d=False):
             return g.node("Slice", [x, g.const("starts", np.array([0, lo, 0, 0], np.int64)),
                                     g.const("ends", np.array([big, hi, big, big], np.int64))])
         return g.node("Slice", [x, g.const("starts", np.array([lo], np.int64)),
-                                g.const("ends", np.array([hi], np.int64)), g.const("axes", np.array(slice_axes, np.int64))])
+                                g.const("ends", np.array([hi], np.int64)),
+                                g.const("axes", np.array(slice_axes, np.int64))])
 
     outputs = []
     for _ in range(units):
@@ -590,6 +591,43 @@ def test_fused_nodes_refuse_what_they_cannot_run():
     with pytest.raises(ValueError, match="residual"):
         nnkern.onnx.InferenceSession(_block_node_model(residual_input=(1, 5, 5, 3))).run(
             None, {"x": np.ones((1, 5, 5, 8), np.float32), "r": np.ones((1, 5, 5, 3), np.float32)})
+
+
+def _one_node_model(op, attrs, x_shape, consts=()):
+    """A model of one of the plan's own nodes on input x (float32) and constants {name: array}, as a hostile file
+    could hold it."""
+    consts = dict(consts)
+    node = helper.make_node(op, ["x", *consts], ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, list(x_shape))],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_new_node_attributes_refuse_bad_values():
+    """nnkern.Conv's upsample (two factors >= 1; not inside an nnkern.InvertedResidual) and nnkern.DepthToSpace's
+    input_perm (a permutation of 0..3) are checked as the plan builds the step: ValueError / NotImplementedError,
+    never a step on wrong memory; valid values run."""
+    w = {"w": np.ones((2, 3, 3, 4), np.float32)}
+    x = np.ones((1, 3, 5, 4), np.float32)
+    y = nnkern.onnx.InferenceSession(_one_node_model("nnkern.Conv", {"upsample": [2, 1], "pads": [1, 1, 1, 1]},
+                                                     x.shape, w)).run(None, {"x": x})[0]
+    assert y.shape == (1, 6, 5, 2)
+    for up in ([0, 1], [2], [1, -3]):
+        with pytest.raises((ValueError, NotImplementedError), match="upsample"):
+            nnkern.onnx.InferenceSession(_one_node_model("nnkern.Conv", {"upsample": up}, x.shape, w)).run(
+                None, {"x": x})
+    with pytest.raises((ValueError, NotImplementedError), match="upsample"):
+        nnkern.onnx.InferenceSession(_block_node_model(attrs={"dw.upsample": [2, 2]})).run(
+            None, {"x": np.ones((1, 5, 5, 4), np.float32)})
+    z = np.arange(2 * 3 * 4 * 8, dtype=np.float32).reshape(2, 3, 4, 8)  # NHWC of an NCHW (2, 8, 3, 4)
+    good = _one_node_model("nnkern.DepthToSpace", {"blocksize": 2, "input_perm": [0, 3, 1, 2]}, z.shape)
+    want = z.transpose(0, 3, 1, 2).reshape(2, 2, 2, 2, 3, 4).transpose(0, 3, 4, 1, 5, 2).reshape(2, 2, 6, 8)
+    np.testing.assert_array_equal(nnkern.onnx.InferenceSession(good).run(None, {"x": z})[0], want)
+    for attrs in ({"blocksize": 2}, {"blocksize": 2, "input_perm": [0, 0, 1, 2]},
+                  {"blocksize": 2, "input_perm": [0, 3, 1]}):
+        with pytest.raises((ValueError, NotImplementedError), match="input_perm"):
+            nnkern.onnx.InferenceSession(_one_node_model("nnkern.DepthToSpace", attrs, z.shape)).run(None, {"x": z})
 
 
 def _fire_graph(extra_reader=False, input_output=False, twice=False, concat_output=False):
