@@ -3,8 +3,9 @@
 A bf16 value is the upper half of a float32: the same exponent range, 8 significant bits (a relative rounding
 error of at most 2^-8 per value, 2^-7 + 2^-16 for a product of two rounded operands). Arrays of it come as
 ``ml_dtypes.bfloat16`` NumPy arrays (the optional dependency JAX and TensorFlow use: ``pip install nnkern[bf16]``)
-or torch ``bfloat16`` tensors (read and written in place, without ml_dtypes). :func:`to_bf16` rounds to nearest even, keeps NaN a NaN and +-Inf, rounds values past the largest bf16
-to Inf, and rounds denormals like any other value; :func:`from_bf16` is exact.
+or torch ``bfloat16`` tensors (read and written in place, without ml_dtypes). :func:`to_bf16` rounds to nearest
+even, keeps NaN a NaN and +-Inf, rounds values past the largest bf16 to Inf, and rounds denormals like any other
+value; :func:`from_bf16` is exact.
 """
 from __future__ import annotations
 

@@ -55,7 +55,6 @@ struct ConvGeometry {
 // UBSan); a call's b_offset = its input's address - kConvNominalBase.
 constexpr size_t kConvNominalBase = 4096;
 
-// One input image shape of a call.
 // The input of a call: N x H x W pixels. up_h / up_w > 1: the input is a nearest upsampling of the tensor in
 // memory (N x H / up_h x W / up_w; output pixel (h, w) is its pixel (h / up_h, w / up_w)), read through the
 // indirection buffer without being written out.

@@ -61,7 +61,8 @@ void conv_fill_indirection(const ConvGeometry& geo, const ConvInputShape& s, siz
           size_t ih, iw;
           const bool inside = tap_row(geo, s.H, oh, kh, &ih) && tap_col(geo, s.W, ow, kw, &iw);
           const size_t pixel = (n * SH + ih / s.up_h) * SW + iw / s.up_w;
-          col[(kh * geo.KW + kw) * NR] = inside ? reinterpret_cast<const void*>(kConvNominalBase + pixel * row_bytes) : zero;
+          col[(kh * geo.KW + kw) * NR] =
+              inside ? reinterpret_cast<const void*>(kConvNominalBase + pixel * row_bytes) : zero;
         }
     }
   });

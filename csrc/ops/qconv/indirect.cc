@@ -20,8 +20,7 @@ namespace {
 // Pixel tiles per task: enough work per task to amortize its set-up, small enough to balance.
 constexpr size_t kTilesPerTask = 16;
 // A task's panels should store whole cache lines of each pixel: 16 channels of 8-bit output are a quarter line,
-// and tasks of single panels left each line to four tasks on different threads (a 1x1 layer ran slower on 2
-// threads than on 1).
+// which tasks of single panels left to four tasks, on any threads.
 constexpr size_t kLineBytes = 64;
 
 // Panels per task: enough for a cache line of each pixel's output, fewer where the tasks would not feed every
@@ -58,19 +57,23 @@ class Indirect final : public QConvAlgorithm {
     const QEpilogue ep0 = qconv_epilogue(out);
     if (!out.in_place()) out.begin(c.OH, c.OW, tiles);
     const size_t chunk = panels_per_task(size_t(k.mr), out.tile_elem(), w.panels, geo.groups * blocks);
+    // Buffered stages: each task's tiles go through one buffer (slot = tile), allocated once per task.
+    const size_t buf_bytes = out.in_place() ? 0 : size_t(k.mr) * size_t(k.nr) * out.tile_elem() * kTilesPerTask;
     parallel_for_3d(geo.groups, qgemm_ceil_div(w.panels, chunk), blocks, [&](size_t g, size_t ch, size_t block) {
+      AlignedBuffer<uint8_t> buf(buf_bytes ? buf_bytes + kQConvTileSlack : 0);
       for (size_t panel = ch * chunk; panel < std::min(w.panels, (ch + 1) * chunk); ++panel)
         run_panel(c, k, in, w, *ind, out, ep0, g, panel, block * kTilesPerTask,
-                  std::min(tiles, (block + 1) * kTilesPerTask));
+                  std::min(tiles, (block + 1) * kTilesPerTask), buf.data());
       if (k.finish) k.finish();
     });
   }
 
  private:
-  // One panel (MR output channels) of group g over the pixel tiles [t0, t1).
+  // One panel (MR output channels) of group g over the pixel tiles [t0, t1); buf: the task's tile buffer
+  // (buffered stages).
   void run_panel(const QConvCall& c, const QGemmKernel& k, const QConvInput& in, const TapWeights& w,
                  const QConvIndirection& ind, QConvStage& out, const QEpilogue& ep0, size_t g, size_t panel,
-                 size_t t0, size_t t1) const {
+                 size_t t0, size_t t1, uint8_t* buf) const {
     const QConvGeometry& geo = L.geometry();
     const size_t MR = size_t(k.mr), NR = size_t(k.nr), esz = qgemm_a_elem_size(k), ks = geo.ks(), M = c.M();
     const size_t icg = geo.icg(), ocg = geo.ocg(), i = panel * MR, mi = std::min(MR, ocg - i);
@@ -96,16 +99,15 @@ class Indirect final : public QConvAlgorithm {
     }
     // The tiles into one buffer, then committed: interleaving each tile's commit with the kernels made the AMX
     // kernel's tile stores wait.
-    const size_t tile_bytes = MR * NR * out.tile_elem();  // slot = tile
-    AlignedBuffer<uint8_t> buf(tile_bytes * (t1 - t0) + kQConvTileSlack);
+    const size_t tile_bytes = MR * NR * out.tile_elem();
     for (size_t tile = t0; tile < t1; ++tile) {
       const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
       k.run(mi, nj, icg, ks, a, ind.ptrs.data() + tile * ks * NR, ind.zero.data(), b_offset,
-            buf.data() + (tile - t0) * tile_bytes, MR, &ep);
+            buf + (tile - t0) * tile_bytes, MR, &ep);
     }
     for (size_t tile = t0; tile < t1; ++tile) {
       const size_t p0 = tile * NR;
-      out.commit(tile, p0, std::min(NR, M - p0), g * ocg + i, mi, buf.data() + (tile - t0) * tile_bytes, MR);
+      out.commit(tile, p0, std::min(NR, M - p0), g * ocg + i, mi, buf + (tile - t0) * tile_bytes, MR);
     }
   }
 

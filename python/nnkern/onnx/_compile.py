@@ -29,17 +29,18 @@ MAX_FOLDED_BYTES = 64 << 20
 #: The plan's optimizations, each switchable (``InferenceSession(model, optimize={"fuse_activations": False})``):
 #: fold_batch_norm: a BatchNormalization after a convolution folded into its weights; fuse_qdq: DequantizeLinear ->
 #: Conv / MatMul / Add (-> QuantizeLinear) as one quantized op, and the ops that commute with quantization run on
-#: the quantized tensor (a DequantizeLinear before a move runs after it); quantized_lookup: the elementwise work between a DequantizeLinear and a QuantizeLinear
-#: (_tables) as a 256-entry table on the quantized tensor; push_transposes: the layout transposes around the NHWC ops cancelled between
-#: neighbours; fuse_activations: an activation after a convolution or GEMM run in its epilogue; fuse_gelu: GELU
+#: the quantized tensor (a DequantizeLinear before a move runs after it); quantized_lookup: the elementwise work
+#: between a DequantizeLinear and a QuantizeLinear (_tables) as a 256-entry table on the quantized tensor;
+#: push_transposes: the layout transposes around the NHWC ops cancelled between neighbours (and one before a
+#: DepthToSpace / SpaceToDepth read through by it); fuse_activations: an activation after a convolution or GEMM run in its epilogue; fuse_gelu: GELU
 #: exported as Div / Erf / Add / Mul / Mul run as one Gelu op; fuse_inverted_residual: MobileNet-v2's blocks
 #: band by band in cache; fuse_channel_shuffle: ShuffleNet's Concat, channel shuffle and halving Slices in NHWC as
 #: one pass (after push_transposes); fuse_residual_add: a shortcut's Add (and the activation after it) in the
 #: post-ops of the convolution producing one operand; fuse_upsampling: a nearest upsampling by integer factors read
 #: by one convolution is never written out: the convolution reads the source pixels through its indirection
-#: buffer; concat_in_place: a Concat input that only the Concat reads
-#: written by its producer (a convolution, a table lookup; any step where the input is one contiguous block)
-#: straight into its place in the Concat's output, which then copies nothing for it.
+#: buffer; concat_in_place: a Concat input that only the Concat reads written by its producer (a convolution, a
+#: table lookup, a nearest Resize; any step where the input is one contiguous block) straight into its place in
+#: the Concat's output, which then copies nothing for it.
 OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations",
                  "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle", "fuse_residual_add",
                  "fuse_upsampling", "concat_in_place")

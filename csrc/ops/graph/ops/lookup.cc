@@ -39,7 +39,7 @@ std::vector<TensorDesc> infer_lookup(const NodeSpec& n) {
 // Elementwise, so its output may take over its input's memory, or be rows of a wider tensor (a Concat's slice).
 class LookupStep final : public Step {
  public:
-  LookupStep(const Table& t, size_t count) : t_(t), count_(count), row_(count) {}
+  LookupStep(const Table& t, size_t count) : t_(t), count_(count), row_(count), pitch_(count) {}
   void run(const StepData& d) const override {
     const uint8_t* x = d.in<uint8_t>(0);
     uint8_t* y = d.out<uint8_t>(0);
@@ -63,8 +63,8 @@ class LookupStep final : public Step {
 
  private:
   Table t_;
-  size_t count_, row_;   // elements, and per row
-  size_t pitch_ = row_;  // bytes from one output row to the next
+  size_t count_, row_;  // elements, and per row
+  size_t pitch_;        // bytes from one output row to the next
 };
 
 std::unique_ptr<Step> make_lookup(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {

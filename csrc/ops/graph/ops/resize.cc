@@ -454,7 +454,7 @@ void resize_filter(const Interpolation<T>& ip, const T* x, T* y, T fill) {
     rows.reserve(ip.max_combos);
     RowCache<T> cache(last_resized ? ip.max_combos : 0, W);
     for_rows(p, r0, r1, [&](size_t i, const std::vector<size_t>& pos) {
-      T* dst = y + i * p.ld;
+      T* dst = y + i * W;
       off.assign(1, 0);
       wt.assign(1, T(1));
       bool outside = false;
