@@ -174,16 +174,21 @@ def reference_sums(a_bits, b_bits):
     return acc
 
 
-def pack_panel(a_bits, mr):
-    """A (m, 2 kq) bits -> the packed panel a[q * 2 mr + 2 i + h] (rows past m zero)."""
+def pack_panel(a_bits, mr, g=2):
+    """A (m, 2 kq) bits -> the packed panel a[t * g mr + g i + h] = A(i, g t + h) in groups of g k (rows past m and
+    k past 2 kq zero)."""
     m, k2 = a_bits.shape
-    panel = np.zeros((k2 // 2, mr, 2), np.uint16)
-    panel[:, :m, :] = a_bits.reshape(m, k2 // 2, 2).transpose(1, 0, 2)
+    groups = -(-k2 // g)
+    padded = np.zeros((m, groups * g), np.uint16)
+    padded[:, :k2] = a_bits
+    panel = np.zeros((groups, mr, g), np.uint16)
+    panel[:, :m, :] = padded.reshape(m, groups, g).transpose(1, 0, 2)
     return panel.reshape(-1)
 
 
 def bit_exact(kernel):
-    return not kernel.endswith("neonbf16")  # BFDOT rounds each pair's sum once (kernels/bf16_gemm.h)
+    # BFDOT rounds each pair's sum once; tdpbf16ps sums in its own order (kernels/bf16_gemm.h)
+    return not kernel.endswith(("neonbf16", "amx"))
 
 
 def check_kernel(kernel, m, n, kq, rng, *, alpha=1.0, beta=0.0, bias=None, relu=False, a_bits=None, b_bits=None):
@@ -195,7 +200,7 @@ def check_kernel(kernel, m, n, kq, rng, *, alpha=1.0, beta=0.0, bias=None, relu=
     c = rand(rng, max(n, 1) * ldc + 5)
     c0 = c.copy()
     rows = np.ascontiguousarray(b_bits.T).reshape(-1)  # column j of B: 2 kq bits from row j * 2 kq
-    _C.bf16_gemm_ukernel(kernel, m, n, kq, pack_panel(a_bits, mr), rows, [j * 2 * kq for j in range(n)], c, 1, ldc,
+    _C.bf16_gemm_ukernel(kernel, m, n, kq, pack_panel(a_bits, mr, info["kgroup"]), rows, [j * 2 * kq for j in range(n)], c, 1, ldc,
                          alpha, beta, bias, relu)
     got = np.stack([c[1 + j * ldc:1 + j * ldc + m] for j in range(n)], axis=1) if n else np.zeros((m, 0), np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -226,12 +231,15 @@ def check_kernel(kernel, m, n, kq, rng, *, alpha=1.0, beta=0.0, bias=None, relu=
     return got
 
 
-@pytest.mark.parametrize("level", kernel_params("bf16_gemm"))
-def test_kernel_every_tail(level, rng):
-    require_level(level)
-    kernel = next(k for k, v in KERNELS.items() if v["level"] == level)
+# Every kernel by name (a level may have two: the first listed is dispatched, the others are tested here).
+EVERY_KERNEL = [pytest.param(name, id=name) for name in KERNELS]
+
+
+@pytest.mark.parametrize("kernel", EVERY_KERNEL)
+def test_kernel_every_tail(kernel, rng):
+    require_level(KERNELS[kernel]["level"])
     mr, nr = KERNELS[kernel]["mr"], KERNELS[kernel]["nr"]
-    for kq in (0, 1, 2, 3, 4, 5, 7, 9, 16):
+    for kq in (0, 1, 2, 3, 4, 5, 7, 9, 16, 17, 35):  # past 16: the AMX kernel's whole 16-pair steps and a tail
         for m in range(1, mr + 1):
             for n in range(1, nr + 1):
                 if kq > 4 and (m % 5 and m != mr) and n != nr:
@@ -239,10 +247,9 @@ def test_kernel_every_tail(level, rng):
                 check_kernel(kernel, m, n, kq, rng)
 
 
-@pytest.mark.parametrize("level", kernel_params("bf16_gemm"))
-def test_kernel_epilogue_and_nonfinite(level, rng):
-    require_level(level)
-    kernel = next(k for k, v in KERNELS.items() if v["level"] == level)
+@pytest.mark.parametrize("kernel", EVERY_KERNEL)
+def test_kernel_epilogue_and_nonfinite(kernel, rng):
+    require_level(KERNELS[kernel]["level"])
     mr, nr = KERNELS[kernel]["mr"], KERNELS[kernel]["nr"]
     bias = rand(rng, mr)
     for m, n in ((mr, nr), (mr - 1, nr - 1), (1, 1)):

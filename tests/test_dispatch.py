@@ -208,9 +208,10 @@ def test_x86_features_are_consistent_with_supported_levels():
     if "avxvnni" in sup:
         assert "avx2" in sup and f["avx_vnni"]
     assert ("avx512bf16" in sup) == ("avx512vnni" in sup and f["avx512_bf16"])
-    # amx: CPUID, the OS's XCR0 and Linux's per-process permission, all three (and AVX512_BF16, as every AMX CPU).
-    assert ("amx" in sup) == ("avx512bf16" in sup and f["amx_tile"] and f["amx_int8"] and f["os_amx"]
-                              and f["amx_permitted"])
+    # amx: CPUID, the OS's XCR0 and Linux's per-process permission, all three (and AVX512_BF16 and AMX-BF16, as
+    # every AMX CPU: the bf16 tile kernel is at this level too).
+    assert ("amx" in sup) == ("avx512bf16" in sup and f["amx_tile"] and f["amx_int8"] and f["amx_bf16"]
+                              and f["os_amx"] and f["amx_permitted"])
     if f["amx_permitted"]:
         assert f["amx_tile"] and f["os_amx"]
 
@@ -297,8 +298,8 @@ def amx_hardware():
     f = nnkern.cpu_info()["features"]
     if nnkern.cpu_info()["arch"] != "x86_64":
         pytest.skip("x86-64 only")
-    if not (f["amx_tile"] and f["amx_int8"] and f["os_amx"]):
-        pytest.skip("CPU lacks amx (AMX-TILE, AMX-INT8 and the OS's XTILEDATA state)")
+    if not (f["amx_tile"] and f["amx_int8"] and f["amx_bf16"] and f["os_amx"]):
+        pytest.skip("CPU lacks amx (AMX-TILE, AMX-INT8, AMX-BF16 and the OS's XTILEDATA state)")
 
 
 def test_amx_refused_by_the_os_is_never_dispatched():

@@ -121,7 +121,8 @@ void bf16_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t kq, 
                        float beta, const py::object& bias, bool relu) {
   const Bf16GemmKernel& k = runnable_kernel(which);
   if (m > size_t(k.mr) || n > size_t(k.nr) || b_offsets.size() != n) throw py::value_error("tile larger than the kernel");
-  if (size_t(a.size()) < kq * 2 * size_t(k.mr)) throw py::value_error("a smaller than a packed panel");
+  const size_t g = size_t(k.kgroup);
+  if (size_t(a.size()) < (2 * kq + g - 1) / g * g * size_t(k.mr)) throw py::value_error("a smaller than a packed panel");
   std::vector<const void*> bp;
   std::vector<std::vector<float>> widened;  // a b_f32 kernel's rows: the bits' float32 values
   widened.reserve(b_offsets.size());
@@ -139,6 +140,7 @@ void bf16_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t kq, 
   if (n && c_offset + (n - 1) * ldc + m > size_t(c.size())) throw py::value_error("c out of range");
   const F32Epilogue ep = relu_epilogue(alpha, beta, cdata_or_null<float>(bias), relu);
   k.run(m, n, kq, cdata<uint16_t>(a), bp.data(), mdata<float>(c) + c_offset, ldc, &ep);
+  if (k.finish) k.finish();
 }
 
 }  // namespace

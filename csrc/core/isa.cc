@@ -72,9 +72,11 @@ bool isa_supported(Isa isa) {
     case Isa::avx512: return avx512;
     case Isa::avx512vnni: return avx512 && f.avx512vnni;
     case Isa::avx512bf16: return avx512 && f.avx512vnni && f.avx512bf16;
-    // Every AMX CPU has AVX512_BF16 too: requiring it keeps the x86 levels above avx512 one chain.
+    // Every AMX CPU has AVX512_BF16 and AMX-BF16 too: requiring them keeps the x86 levels above avx512 one chain
+    // and gives both AMX kernel families (u8s8 tdpbusd, bf16 tdpbf16ps) one level.
     case Isa::amx:
-      return avx512 && f.avx512vnni && f.avx512bf16 && f.amx_tile && f.amx_int8 && f.os_amx && amx_permitted();
+      return avx512 && f.avx512vnni && f.avx512bf16 && f.amx_tile && f.amx_int8 && f.amx_bf16 && f.os_amx &&
+             amx_permitted();
     case Isa::neon: return f.asimd;
     case Isa::neondot: return f.asimd && f.asimddp;
     case Isa::neoni8mm: return f.asimd && f.asimddp && f.i8mm;

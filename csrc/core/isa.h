@@ -15,7 +15,7 @@ enum class Isa : int {
   avx512,      // AVX-512 F, BW, DQ, VL
   avx512vnni,  // avx512 + AVX512_VNNI
   avx512bf16,  // avx512vnni + AVX512_BF16 (vdpbf16ps: Cooper Lake, Sapphire Rapids, AMD Zen 4)
-  amx,         // avx512bf16 + AMX-TILE + AMX-INT8, with the OS's permission to use the tile data (Linux)
+  amx,         // avx512bf16 + AMX-TILE, AMX-INT8, AMX-BF16, with the OS's permission to use the tile data (Linux)
   neon,
   neondot,
   neoni8mm,

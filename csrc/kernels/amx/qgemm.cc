@@ -102,15 +102,6 @@ NNK_INLINE void tap(const uint8_t* const* rows, size_t n, size_t k, const int8_t
   }
 }
 
-// Loads the configuration unless the thread already has it (sttilecfg is cheap, ldtilecfg is not: it
-// also zeroes all 8 KiB of tile data). Checked on every call, so other code using AMX on this thread in
-// between (another library) only costs a reload.
-NNK_INLINE void configure(const TileConfig& want) {
-  TileConfig now;
-  _tile_storeconfig(&now);
-  if (__builtin_memcmp(&now, &want, sizeof now) != 0) _tile_loadconfig(&want);
-}
-
 // Accumulates into the C tiles and leaves them there; c_in (whole 16-channel halves only) is loaded as
 // the starting value, else the tiles start at 0.
 template <bool kM2, bool kN2>

@@ -17,7 +17,7 @@ namespace nnkern {
 const KernelFamily<Bf16GemmKernel>& bf16_gemm_family() {
   static const KernelFamily<Bf16GemmKernel> family(
       "bf16_gemm", "bf16_gemm", {NNKERN_BF16_GEMM_LIST(NNKERN_KERNEL_ENTRY)},
-      [](const Bf16GemmKernel& k) { return KernelInfo{"", Isa::scalar, k.mr, k.nr, 2}; });
+      [](const Bf16GemmKernel& k) { return KernelInfo{"", Isa::scalar, k.mr, k.nr, k.kgroup}; });
   return family;
 }
 NNKERN_REGISTER_FAMILY(bf16_gemm_family)
@@ -61,9 +61,12 @@ uint16_t Bf16Operand::bits(size_t r, size_t c) const {
 
 namespace {
 
-constexpr size_t kMaxNr = 16;  // the widest tile of the family
+constexpr size_t kMaxNr = 32;  // the widest tile of the family
 
 size_t pairs(size_t K) { return K / 2 + K % 2; }
+
+// K of a packed panel row for kernel k: the kq pairs in whole groups of k.kgroup.
+size_t panel_k(const Bf16GemmKernel& k, size_t kq) { return ceil_div(2 * kq, size_t(k.kgroup)) * size_t(k.kgroup); }
 
 // Rows [begin, end) of op rounded to bf16, as rows of 2 * kq bits, or of their float32 values (an odd K padded with
 // a zero): the B operand of a kernel without b_f32, or with it.
@@ -108,15 +111,15 @@ size_t l2_bytes() { return cpu_features().l2 ? cpu_features().l2 : 256 * 1024; }
 }  // namespace
 
 void PackedBf16Gemm::pack(const Bf16GemmKernel& k, const Bf16Operand& w, AlignedBuffer<uint16_t>& out) const {
-  const size_t mr = size_t(k.mr), panels = ceil_div(N_, mr);
-  out.resize(std::max<size_t>(checked_mul(panels, mr, 2 * kq_), 1));
+  const size_t mr = size_t(k.mr), g = size_t(k.kgroup), kp = panel_k(k, kq_), panels = ceil_div(N_, mr);
+  out.resize(std::max<size_t>(checked_mul(panels, mr, kp), 1));
   parallel_for(panels, [&](size_t p) {
-    uint16_t* panel = out.data() + p * mr * 2 * kq_;
-    for (size_t q = 0; q < kq_; ++q)
+    uint16_t* panel = out.data() + p * mr * kp;
+    for (size_t t = 0; t < kp / g; ++t)
       for (size_t i = 0; i < mr; ++i)
-        for (size_t h = 0; h < 2; ++h) {
-          const size_t n = p * mr + i, kk = 2 * q + h;
-          panel[q * 2 * mr + 2 * i + h] = n < N_ && kk < K_ ? w.bits(n, kk) : uint16_t(0);
+        for (size_t h = 0; h < g; ++h) {
+          const size_t n = p * mr + i, kk = g * t + h;
+          panel[t * g * mr + g * i + h] = n < N_ && kk < K_ ? w.bits(n, kk) : uint16_t(0);
         }
   });
 }
@@ -132,16 +135,17 @@ void PackedBf16Gemm::run(size_t M, const Bf16Operand& x, float* c, size_t ldc, c
   const uint16_t* panels = packed_.data();
   AlignedBuffer<uint16_t> repacked;
   if (&k != kernel_) {  // the cap changed since packing: this layout belongs to another kernel's tile
-    const size_t mr0 = size_t(kernel_->mr);
+    const size_t mr0 = size_t(kernel_->mr), g0 = size_t(kernel_->kgroup), kp0 = panel_k(*kernel_, kq_);
     AlignedBuffer<uint16_t> rows(std::max<size_t>(checked_mul(N_, 2 * kq_), 1));
     for (size_t n = 0; n < N_; ++n)
       for (size_t kk = 0; kk < 2 * kq_; ++kk)
-        rows.data()[n * 2 * kq_ + kk] = packed_.data()[(n / mr0) * mr0 * 2 * kq_ + (kk / 2) * 2 * mr0 + 2 * (n % mr0) + kk % 2];
+        rows.data()[n * 2 * kq_ + kk] = packed_.data()[(n / mr0) * mr0 * kp0 + (kk / g0) * g0 * mr0 + g0 * (n % mr0) + kk % g0];
     pack(k, Bf16Operand::matrix(rows.data(), 2 * kq_), repacked);
     panels = repacked.data();
   }
   if (size_t(k.nr) > kMaxNr) throw std::logic_error("bf16 GEMM: tile wider than kMaxNr");
   const size_t mr = size_t(k.mr), nr = size_t(k.nr), n_panels = ceil_div(N_, mr), kp = 2 * kq_;
+  const size_t kpanel = panel_k(k, kq_);
 
   // X's rows as the kernel reads them: in place where they already are (bf16 bits, pairs contiguous), else
   // rounded (as bits, or as float32 values for a b_f32 kernel).
@@ -157,7 +161,7 @@ void PackedBf16Gemm::run(size_t M, const Bf16Operand& x, float* c, size_t ldc, c
     const void* b[kMaxNr];
     const size_t end = std::min(M, (blk + 1) * mb);
     for (size_t p = p0; p < p1; ++p) {
-      const uint16_t* a = panels + p * mr * kp;
+      const uint16_t* a = panels + p * mr * kpanel;
       const size_t m = std::min(mr, N_ - p * mr);
       F32Epilogue tep = ep;  // the bias of this panel's features
       if (ep.bias) tep.bias = ep.bias + p * mr;
@@ -167,6 +171,7 @@ void PackedBf16Gemm::run(size_t M, const Bf16Operand& x, float* c, size_t ldc, c
         k.run(m, n, kq_, a, b, c + r * ldc + p * mr, ldc, &tep);
       }
     }
+    if (k.finish) k.finish();
   };
   if (!in_place && n_blocks >= 2 * threads) {
     // Enough blocks for every thread: each task rounds its own block into its thread's scratch (still in cache
