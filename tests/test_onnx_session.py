@@ -139,6 +139,29 @@ def test_pickled_sessions_give_the_same_outputs():
     assert t._options["num_threads"] == 1
 
 
+def test_pickling_rebuilds_the_model_from_the_constants():
+    """A session keeps the weights once, as its plan's constants, not also as the model's bytes: pickling puts them
+    back into the model's structure, initializer for initializer (names, order, dtypes, values, unused ones too)."""
+    model = conv_net(channels=64)
+    model.graph.initializer.extend([numpy_helper.from_array(np.arange(6, dtype=np.int64).reshape(2, 3), "unused"),
+                                    numpy_helper.from_array(np.float16([0.5, -2, 65504]), "half")])
+    s = nnkern.onnx.InferenceSession(model.SerializeToString(), num_threads=1)
+    weights = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    assert len(s._skeleton) < weights / 10
+    back = onnx.ModelProto()
+    back.ParseFromString(s.__getstate__()["bytes"])
+    want = [(t.name, numpy_helper.to_array(t)) for t in model.graph.initializer]
+    got = [(t.name, numpy_helper.to_array(t)) for t in back.graph.initializer]
+    assert [n for n, _ in got] == [n for n, _ in want]
+    for (name, g), (_, w) in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, name
+        np.testing.assert_array_equal(g, w, err_msg=name)
+    assert back.graph.node == model.graph.node and back.graph.input == model.graph.input
+    t = pickle.loads(pickle.dumps(s))
+    x = np.random.default_rng(1).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    np.testing.assert_array_equal(s.run(None, {"x": x})[0], t.run(None, {"x": x})[0])
+
+
 @pytest.mark.parametrize("isa", nnkern.supported_isas())
 def test_num_threads_and_max_isa_options(isa):
     base = nnkern.onnx.InferenceSession(conv_net().SerializeToString()).run(None, {"x": image()})[0]

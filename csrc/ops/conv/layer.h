@@ -69,8 +69,11 @@ struct ConvIndirection {
 
 class PackedConv2d {
  public:
-  // w: OC x KH x KW x icg float32 (each group's rows g * ocg .. contiguous); bias: OC floats or null.
-  PackedConv2d(const ConvGeometry& geo, const float* w, const float* bias, ConvPostOp post, ActMethod method);
+  // w: OC x KH x KW x icg float32 (each group's rows g * ocg .. contiguous); bias: OC floats or null. The layer
+  // keeps the weights as given (raw()) for the algorithms that pack on first use: a copy, or, where w_owner owns w
+  // (a graph constant, read-only for its life), w itself, kept alive through w_owner.
+  PackedConv2d(const ConvGeometry& geo, const float* w, const float* bias, ConvPostOp post, ActMethod method,
+               std::shared_ptr<const void> w_owner = nullptr);
   ~PackedConv2d();
 
   // y = conv(x (N x H x W x IC)) through `algorithm` ("auto" or a table entry; std::invalid_argument if unknown or
@@ -99,7 +102,7 @@ class PackedConv2d {
   size_t indirection_bytes() const { return indirect_.bytes(); }    // what the cache holds (ops/conv/indirection_cache.h)
 
   // What the algorithms share.
-  const float* raw() const { return raw_.data(); }  // the weights as given
+  const float* raw() const { return raw_.get(); }  // the weights as given
   bool finite_weights() const { return finite_; }     // no weight is Inf or NaN
   const float* bias() const { return bias_.size() ? bias_.data() : nullptr; }
   // The kernels' epilogue for the call: bias (added per group by the caller) and the relu / relu6 clamp, which
@@ -120,7 +123,8 @@ class PackedConv2d {
   ConvGeometry geo_;
   ConvPostOp post_;
   ActMethod method_;
-  AlignedBuffer<float> raw_, bias_;
+  std::shared_ptr<const float> raw_;
+  AlignedBuffer<float> bias_;
   bool finite_ = true;
   std::vector<std::unique_ptr<ConvAlgorithm>> algorithms_;  // the table's order
   IndirectionCache<ConvIndirection> indirect_;

@@ -27,7 +27,7 @@ def run(model, feeds_fn, threads_list: Sequence[int], *, repeats: int = 7, libra
     import nnkern.onnx
     from nnkern.onnx._tool import differences
     base = nnkern.onnx.InferenceSession(model)
-    model_bytes = base._bytes
+    model_bytes = base._model_bytes()
     feeds = feeds_fn(base)
     names = [o.name for o in base.get_outputs()]
     results: List[harness.Result] = []

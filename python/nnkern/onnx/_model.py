@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 import pathlib
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 from google.protobuf.message import DecodeError
 
 #: The largest tensor a model may declare or a plan may hold (bytes): far above any model, far below what
@@ -12,8 +14,8 @@ from google.protobuf.message import DecodeError
 MAX_TENSOR_BYTES = 1 << 40
 
 
-def load_model(model) -> tuple[onnx.ModelProto, bytes]:
-    """The model and its serialized bytes (what a pickled session stores), external data loaded and checked."""
+def load_model(model) -> onnx.ModelProto:
+    """The model, external data loaded and checked."""
     base_dir = None
     if isinstance(model, (str, os.PathLike)):
         path = pathlib.Path(model)
@@ -28,7 +30,7 @@ def load_model(model) -> tuple[onnx.ModelProto, bytes]:
         proto.CopyFrom(model)
         _check_model(proto)
         _load_external(proto, None)
-        return proto, proto.SerializeToString()
+        return proto
     else:
         raise TypeError(f"model must be a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
     proto = onnx.ModelProto()
@@ -37,9 +39,24 @@ def load_model(model) -> tuple[onnx.ModelProto, bytes]:
     except (DecodeError, RuntimeError, ValueError) as e:
         raise ValueError(f"not an ONNX model (the protobuf does not parse: {e})") from None
     _check_model(proto)
-    if _load_external(proto, base_dir):
-        data = proto.SerializeToString()
-    return proto, data
+    _load_external(proto, base_dir)
+    return proto
+
+
+def strip_initializers(proto: onnx.ModelProto) -> tuple[bytes, list[str]]:
+    """The model without its initializers, serialized, and their names in order: what a session keeps for pickling
+    (the weights themselves it holds once, as the plan's constants). Empties proto's initializers."""
+    names = [t.name for t in proto.graph.initializer]
+    del proto.graph.initializer[:]
+    return proto.SerializeToString(), names
+
+
+def with_initializers(skeleton: bytes, names: list[str], constants: dict) -> bytes:
+    """strip_initializers undone: the serialized model with each named initializer from constants (name -> array)."""
+    proto = onnx.ModelProto()
+    proto.ParseFromString(skeleton)
+    proto.graph.initializer.extend(onnx.numpy_helper.from_array(np.asarray(constants[n]), n) for n in names)
+    return proto.SerializeToString()
 
 
 def _check_model(proto: onnx.ModelProto) -> None:

@@ -14,7 +14,7 @@ from .._isa import _check_isa_name
 from . import _lower, _quant
 from ._compile import compile_plan, optimizations
 from ._graph import DTYPES, Model
-from ._model import MAX_TENSOR_BYTES, load_model
+from ._model import MAX_TENSOR_BYTES, load_model, strip_initializers, with_initializers
 
 #: Plans kept per session (one per set of input shapes), least recently used dropped first.
 MAX_PLANS = 16
@@ -105,11 +105,12 @@ class InferenceSession:
             raise TypeError(f"tune must be a bool, got {type(tune).__name__}")
         self._options = dict(num_threads=None if num_threads is None else int(num_threads), max_isa=max_isa,
                              optimize=optimizations(optimize), mode=mode, precision=precision, tune=bool(tune))
-        proto, self._bytes = load_model(model)
-        self._setup(proto)
+        self._setup(load_model(model))
 
     def _setup(self, proto) -> None:
         self._model = Model(proto)
+        # Pickling rebuilds the model from its structure and the constants: no serialized copy of the weights.
+        self._skeleton, self._initializers = strip_initializers(proto)
         self._layers = _C.GraphLayers()
         self._plans: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
@@ -238,15 +239,19 @@ class InferenceSession:
         except (ValueError, NotImplementedError):
             return repr(self)
 
+    def _model_bytes(self) -> bytes:
+        """The model serialized, as loaded (external data included)."""
+        constants = {n: self._model.constants[n].numpy() for n in self._initializers}
+        return with_initializers(self._skeleton, self._initializers, constants)
+
     def __getstate__(self):
-        return {"bytes": self._bytes, "options": self._options}
+        return {"bytes": self._model_bytes(), "options": self._options}
 
     def __setstate__(self, state):
         import onnx
         self._options = state["options"]
-        self._bytes = state["bytes"]
         proto = onnx.ModelProto()
-        proto.ParseFromString(self._bytes)
+        proto.ParseFromString(state["bytes"])
         self._setup(proto)
 
     # -- internals

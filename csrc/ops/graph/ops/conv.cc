@@ -86,9 +86,10 @@ std::vector<TensorDesc> infer_conv(const NodeSpec& n) {
 // The packed layer of an nnkern.Conv node (its weight, bias and activation).
 std::shared_ptr<const PackedConv2d> packed_layer(const NodeSpec& n) {
   const ConvParams p = conv_params(n);
-  const float* w = n.need_constant(1, "weight").as<float>();
+  const Constant& w = n.need_constant(1, "weight");
   const float* b = n.has_input(2) ? n.need_constant(2, "bias").as<float>() : nullptr;
-  return std::make_shared<PackedConv2d>(p.geo, w, b, p.post, ActMethod::accurate);
+  // The constant's bytes serve as the layer's weights as given: no copy beside the packed one.
+  return std::make_shared<PackedConv2d>(p.geo, w.as<float>(), b, p.post, ActMethod::accurate, w.data);
 }
 
 // A convolution step; its output may be a channel slice of a wider tensor (a Concat's: Step::write_rows).
