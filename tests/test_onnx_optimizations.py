@@ -54,6 +54,26 @@ def test_each_optimization_off_keeps_int8_bits(name, kind):
             np.testing.assert_array_equal(g, w, err_msg=f"{name} {kind} optimize={optimize}")
 
 
+def test_weights_fused_into_quantized_layers_are_never_dequantized(monkeypatch):
+    """fuse_qdq gives the convolutions the int8 weights: the weights' DequantizeLinear it leaves unread is dropped
+    before constant folding, not evaluated into a float32 copy (four times the weights' bytes at load)."""
+    evaluated = []
+    real = nnkern.onnx._compile._C.graph_evaluate
+
+    def record(op, *args):
+        evaluated.append(op)
+        return real(op, *args)
+
+    monkeypatch.setattr(nnkern.onnx._compile._C, "graph_evaluate", record)
+    model = quantize("small_cnn", "qdq")
+    assert sum(n.op_type == "DequantizeLinear" for n in model.graph.node) >= 2  # the weights' among them
+    feeds = MODELS["small_cnn"][1](batch=1, seed=0)
+    nnkern.onnx.InferenceSession(model.SerializeToString()).run(None, feeds)
+    assert "DequantizeLinear" not in evaluated
+    nnkern.onnx.InferenceSession(model.SerializeToString(), optimize={"fuse_qdq": False}).run(None, feeds)
+    assert "DequantizeLinear" in evaluated  # without the fusion the float weights are what the plan runs
+
+
 def test_hard_activations_run_in_the_convolutions():
     model = MODELS["hard_activations"][0]()
     feeds = MODELS["hard_activations"][1](batch=1, seed=0)

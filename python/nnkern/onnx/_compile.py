@@ -273,6 +273,7 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
     each INT8 convolution's algorithm timed as its step is made (InferenceSession's tune)."""
     net = Net(model, shapes, values or {})
     _lower.prepare(net, optimize)
+    net.drop_dead()  # before folding: a weight's DequantizeLinear that fuse_qdq left unread is not evaluated
     net.fold_and_infer()
     if "push_transposes" in optimize:
         _layout.push_transposes(net)
