@@ -38,6 +38,10 @@ struct Constant {
   // The values of an integer constant (any integer type) as int64: shapes, axes, pads, sizes.
   std::vector<int64_t> ints() const;
   std::vector<double> reals() const;  // any numeric type
+  // Element i of an int8 or uint8 constant (weights, read in place: ints() would take eight times their bytes).
+  int64_t int8_at(size_t i) const {
+    return desc.dtype == DType::u8 ? int64_t(as<uint8_t>()[i]) : int64_t(as<int8_t>()[i]);
+  }
 };
 
 struct Attribute {

@@ -47,13 +47,18 @@ const QConvGeometry& valid_geometry(const QConvGeometry& geo) {
 }  // namespace
 
 PackedQConv2d::PackedQConv2d(const QConvGeometry& geo, const int8_t* w, const float* factor, const float* offset,
-                             int32_t x_zero, const QConvRequant& requant)
+                             int32_t x_zero, const QConvRequant& requant, std::shared_ptr<const void> w_owner)
     : geo_(valid_geometry(geo)), requant_(requant), x_zero_(x_zero), pad_(qgemm_padded_n(geo.ocg())) {
   if ((factor == nullptr) != (requant.out == QOut::i32))
     throw std::invalid_argument("qconv2d: factor and offset go with (only) the requantized and float32 outputs");
   const size_t n = checked_mul(geo.groups, geo.kg(), geo.ocg());
-  raw_.resize(n);
-  std::copy(w, w + n, raw_.data());
+  if (w_owner) {
+    raw_ = std::shared_ptr<const int8_t>(std::move(w_owner), w);  // aliasing: w lives as long as its owner
+  } else {
+    auto copy = std::make_shared<AlignedBuffer<int8_t>>(n);
+    std::copy(w, w + n, copy->data());
+    raw_ = std::shared_ptr<const int8_t>(copy, copy->data());
+  }
   narrow_ = qgemm_narrow_weights(w, n);
   kernel_ = &qgemm_kernel(8, geo.icg(), geo.ks(), narrow_);
   if (factor) {

@@ -45,9 +45,11 @@ std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeome
 class PackedQConv2d {
  public:
   // w: groups x kg x ocg int8 (row (kh * KW + kw) * icg + c, column o: the weight of output channel g * ocg + o);
-  // factor / offset: OC floats, or null for int32 output; requant: the output kind and clamp.
+  // factor / offset: OC floats, or null for int32 output; requant: the output kind and clamp. The layer keeps w
+  // (raw_weights()) for the algorithms that pack on first use: a copy, or w itself where w_owner owns it (read-only
+  // for its life), kept alive through w_owner.
   PackedQConv2d(const QConvGeometry& geo, const int8_t* w, const float* factor, const float* offset, int32_t x_zero,
-                const QConvRequant& requant);
+                const QConvRequant& requant, std::shared_ptr<const void> w_owner = nullptr);
   ~PackedQConv2d();
 
   // out = conv(x), x N x H x W x IC of x_type, through `algorithm` ("auto" or a table entry; std::invalid_argument
@@ -63,7 +65,7 @@ class PackedQConv2d {
   const QConvRequant& requant() const { return requant_; }
   const char* kernel_name() const { return kernel_->name; }  // the GEMM kernel dispatched at construction
   int32_t x_zero() const { return x_zero_; }
-  const int8_t* raw_weights() const { return raw_.data(); }  // as given, for each algorithm's packing
+  const int8_t* raw_weights() const { return raw_.get(); }  // as given, for each algorithm's packing
   bool narrow_weights() const { return narrow_; }  // all in [-64, 64]: a weight_bits 7 GEMM kernel may run
   // Group g's factor / offset, padded with zeros to padded_ocg() (null for int32 output).
   const float* factor(size_t g) const { return factor_.size() ? factor_.data() + g * pad_ : nullptr; }
@@ -86,7 +88,7 @@ class PackedQConv2d {
   const QGemmKernel* kernel_;
   int32_t x_zero_;
   size_t pad_;                              // qgemm_padded_n(ocg): the kernels read whole vectors
-  AlignedBuffer<int8_t> raw_;
+  std::shared_ptr<const int8_t> raw_;
   bool narrow_ = false;
   AlignedBuffer<float> factor_, offset_;    // [groups][pad_]
   std::vector<std::unique_ptr<QConvAlgorithm>> algorithms_;  // the table's order

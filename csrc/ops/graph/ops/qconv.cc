@@ -96,7 +96,7 @@ QConvParams params(const NodeSpec& n, bool full) {
     if (n.has_input(i) && !(p.rq.out == QOut::i32 && (i == 1 || i == 4 || i == 6 || i == 7))) n.need_constant(i, kNames[i]);
   if (!full) return p;
   // Weights minus their zero point, in PackedQConv2d's layout; each must fit int8 (exact).
-  const std::vector<int64_t> wv = wc.ints();
+  const auto wv = [&](size_t i) { return wc.int8_at(i); };
   std::vector<int64_t> wz(OC, 0);
   if (n.has_input(5)) {
     const std::vector<int64_t> z = n.need_constant(5, "w_zero_point").ints();
@@ -105,7 +105,7 @@ QConvParams params(const NodeSpec& n, bool full) {
   const size_t icg = g.icg(), ocg = g.ocg(), ks = g.ks(), kg = g.kg();
   for (size_t o = 0; o < OC && !p.general; ++o)
     for (size_t i = 0; i < icg * ks; ++i) {
-      const int64_t v = wv[o * icg * ks + i] - wz[o];
+      const int64_t v = wv(o * icg * ks + i) - wz[o];
       if (v < -128 || v > 127) {
         p.general = true;
         break;
@@ -121,7 +121,7 @@ QConvParams params(const NodeSpec& n, bool full) {
     const size_t grp = o / ocg, oo = o % ocg;
     for (size_t c = 0; c < icg; ++c)
       for (size_t t = 0; t < ks; ++t)
-        p.w[(grp * kg + t * icg + c) * ocg + oo] = int8_t(wv[(o * icg + c) * ks + t] - (p.general ? shift : wz[o]));
+        p.w[(grp * kg + t * icg + c) * ocg + oo] = int8_t(wv((o * icg + c) * ks + t) - (p.general ? shift : wz[o]));
   }
   if (p.rq.out == QOut::i32) return p;
   const double sx = n.need_constant(1, "x_scale").reals().at(0);
@@ -286,8 +286,10 @@ std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out
     return fn_step([conv](const StepData& d) { conv->run(d); }, "im2col qgemm (weights with zero points)");
   }
   auto layer = layers.get<PackedQConv2d>(n, [&] {
+    // The parameters' weights (shared with the plans, read-only) serve as the layer's weights as given: no copy.
     return std::make_shared<PackedQConv2d>(p->geo, p->w.data(), p->factor.empty() ? nullptr : p->factor.data(),
-                                           p->offset.empty() ? nullptr : p->offset.data(), p->x_zero, p->rq);
+                                           p->offset.empty() ? nullptr : p->offset.data(), p->x_zero, p->rq,
+                                           std::shared_ptr<const void>(p, p->w.data()));
   });
   const std::string rule = layer->auto_algorithm(N, H, W);
   const std::string timed = n.attr_int("tune", 0) ? timed_algorithm(*layer, N, H, W, x_type, x, out[0], rule) : "";

@@ -144,17 +144,17 @@ std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>&, Sh
   // A constant B whose values minus their zero points fit int8 is packed; otherwise it goes the general way below.
   bool fits = false;
   if (n.constant(q.s.b) && q.batches_b == 1) {
-    const std::vector<int64_t> b = n.need_constant(q.s.b, "B").ints();
+    const Constant& b = n.need_constant(q.s.b, "B");
     const std::vector<int32_t> zb = per_column(n, q.s.b_zero, N);
     fits = true;
-    for (size_t i = 0; i < K * N && fits; ++i) fits = b[i] - zb[i % N] >= -128 && b[i] - zb[i % N] <= 127;
+    for (size_t i = 0; i < K * N && fits; ++i) fits = b.int8_at(i) - zb[i % N] >= -128 && b.int8_at(i) - zb[i % N] <= 127;
   }
   if (fits) {
     auto packed = layers.get<PackedQGemm>(n, [&] {
-      const std::vector<int64_t> b = n.need_constant(q.s.b, "B").ints();
+      const Constant& b = n.need_constant(q.s.b, "B");
       const std::vector<int32_t> zb = per_column(n, q.s.b_zero, N);
       std::vector<int8_t> w(K * N);
-      for (size_t i = 0; i < K * N; ++i) w[i] = int8_t(b[i] - zb[i % N]);
+      for (size_t i = 0; i < K * N; ++i) w[i] = int8_t(b.int8_at(i) - zb[i % N]);
       return std::make_shared<PackedQGemm>(w.data(), K, N, N);
     });
     qgemm_check_exact(n.name.c_str(), at, za, K);
