@@ -23,6 +23,10 @@ namespace {
 
 constexpr int kMR = 8, kNR = 8;
 
+template <int kN>
+void tile(size_t m, size_t kq, const uint16_t* a, const void* const* b, float* c, size_t ldc, const F32Epilogue* ep);
+#include "kernels/inc/bf16_neon_run.inc"
+
 NNK_INLINE bfloat16x8_t load_bf16(const uint16_t* p) { return vreinterpretq_bf16_u16(vld1q_u16(p)); }
 
 NNK_INLINE bfloat16x8_t dup_pair(const uint16_t* p) {
@@ -71,25 +75,7 @@ __attribute__((noinline)) void tile(size_t m, size_t kq, const uint16_t* a, cons
     vst1q_f32(values[j.value], acc[j.value][0]);
     vst1q_f32(values[j.value] + 4, acc[j.value][1]);
   });
-  for (int j = 0; j < kN; ++j) {
-    float* cj = f32_c_col(c, ldc, size_t(j), *ep);
-    for (size_t i = 0; i < m; ++i) cj[i] = f32_epilogue_scalar(values[j][i], cj + i, i, *ep);
-  }
-}
-
-using TileFn = void (*)(size_t, size_t, const uint16_t*, const void* const*, float*, size_t, const F32Epilogue*);
-
-template <int kN = kNR>
-TileFn pick_n(size_t n) {
-  if (n == size_t(kN)) return tile<kN>;
-  if constexpr (kN > 1) return pick_n<kN - 1>(n);
-  return nullptr;
-}
-
-void run(size_t m, size_t n, size_t kq, const uint16_t* a, const void* const* b, float* c, size_t ldc,
-         const F32Epilogue* ep) {
-  if (m == 0 || n == 0) return;
-  pick_n(n)(m, kq, a, b, c, ldc, ep);
+  store_columns<kN>(&values[0][0], m, c, ldc, ep);
 }
 
 }  // namespace

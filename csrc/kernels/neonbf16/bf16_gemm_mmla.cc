@@ -36,6 +36,10 @@ namespace {
 
 constexpr int kMR = 8, kNR = 8, kGroup = 4;
 
+template <int kN>
+void tile(size_t m, size_t kq, const uint16_t* a, const void* const* b, float* c, size_t ldc, const F32Epilogue* ep);
+#include "kernels/inc/bf16_neon_run.inc"
+
 // Rows r0 and r1's 4 values from k = 2q on (two pairs) as one register; `half` reads one pair each, zero above.
 template <bool kHalf>
 NNK_INLINE bfloat16x8_t row_pair(const uint16_t* r0, const uint16_t* r1, size_t q) {
@@ -80,25 +84,7 @@ __attribute__((noinline)) void tile(size_t m, size_t kq, const uint16_t* a, cons
       vst1q_f32(values[2 * s.value + 1] + 4 * h.value, vuzp2q_f32(lo, hi));
     });
   });
-  for (int j = 0; j < kN; ++j) {
-    float* cj = f32_c_col(c, ldc, size_t(j), *ep);
-    for (size_t i = 0; i < m; ++i) cj[i] = f32_epilogue_scalar(values[j][i], cj + i, i, *ep);
-  }
-}
-
-using TileFn = void (*)(size_t, size_t, const uint16_t*, const void* const*, float*, size_t, const F32Epilogue*);
-
-template <int kN = kNR>
-TileFn pick_n(size_t n) {
-  if (n == size_t(kN)) return tile<kN>;
-  if constexpr (kN > 1) return pick_n<kN - 1>(n);
-  return nullptr;
-}
-
-void run(size_t m, size_t n, size_t kq, const uint16_t* a, const void* const* b, float* c, size_t ldc,
-         const F32Epilogue* ep) {
-  if (m == 0 || n == 0) return;
-  pick_n(n)(m, kq, a, b, c, ldc, ep);
+  store_columns<kN>(&values[0][0], m, c, ldc, ep);
 }
 
 }  // namespace
