@@ -1,7 +1,9 @@
 // 64-byte aligned scratch buffers for packing.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <memory>
 #include <new>
 
 #include "core/checked.h"
@@ -34,5 +36,15 @@ class AlignedBuffer {
   T* p_ = nullptr;
   size_t n_ = 0;
 };
+
+// The n elements at p kept by a layer: p itself where owner owns them (aliasing shared_ptr: they live as long as
+// it, read-only), else an aligned copy.
+template <typename T>
+std::shared_ptr<const T> shared_or_copy(const T* p, size_t n, std::shared_ptr<const void> owner) {
+  if (owner) return std::shared_ptr<const T>(std::move(owner), p);
+  auto copy = std::make_shared<AlignedBuffer<T>>(n);
+  std::copy(p, p + n, copy->data());
+  return std::shared_ptr<const T>(copy, copy->data());
+}
 
 }  // namespace nnkern

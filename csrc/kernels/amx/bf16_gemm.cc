@@ -53,21 +53,7 @@ NNK_INLINE void gather_rows(char* dst, const char* const* rows, size_t n, size_t
 // acc[j * kMR + i]. kM2 / kN2: the second feature half / row half is used.
 template <bool kM2, bool kN2>
 __attribute__((noinline)) void tiles(size_t n, size_t kq, const uint16_t* a, const void* const* b, float* acc) {
-  TileConfig cfg;
-  const int n0 = int(n < 16 ? n : 16), n1 = int(n) - n0;
-  cfg.set(0, n0, 64);
-  cfg.set(4, n0, 64);
-  cfg.set(6, 16, 64);
-  if (kM2) {
-    cfg.set(1, n0, 64);
-    cfg.set(7, 16, 64);
-  }
-  if (kN2) {
-    cfg.set(2, n1, 64);
-    cfg.set(5, n1, 64);
-    if (kM2) cfg.set(3, n1, 64);
-  }
-  configure(cfg);
+  configure(tiles_2x2<kM2, kN2>(n));
   _tile_zero(0);
   if (kM2) _tile_zero(1);
   if (kN2) _tile_zero(2);

@@ -108,21 +108,7 @@ template <bool kM2, bool kN2>
 __attribute__((noinline)) void tile(size_t n, size_t k, size_t ks, const int8_t* a, const void* const* b,
                                     const void* zero, size_t b_offset, const int32_t* c_in, size_t ld_in,
                                     bool k_padded) {
-  TileConfig cfg;
-  const int n0 = int(n < 16 ? n : 16), n1 = int(n) - n0;
-  cfg.set(0, n0, 64);
-  cfg.set(4, n0, 64);
-  cfg.set(6, 16, 64);
-  if (kM2) {
-    cfg.set(1, n0, 64);
-    cfg.set(7, 16, 64);
-  }
-  if (kN2) {
-    cfg.set(2, n1, 64);
-    cfg.set(5, n1, 64);
-    if (kM2) cfg.set(3, n1, 64);
-  }
-  configure(cfg);
+  configure(tiles_2x2<kM2, kN2>(n));
   if (c_in) {
     const size_t ld = ld_in * 4;
     _tile_loadd(0, c_in, ld);

@@ -52,13 +52,7 @@ PackedConv2d::PackedConv2d(const ConvGeometry& geo, const float* w, const float*
     : geo_(geo), post_(post), method_(method) {
   if (!geo.valid()) throw std::invalid_argument("conv2d: bad geometry");
   const size_t n = checked_mul(geo.OC, geo.kg());
-  if (w_owner) {
-    raw_ = std::shared_ptr<const float>(std::move(w_owner), w);  // aliasing: w lives as long as its owner
-  } else {
-    auto copy = std::make_shared<AlignedBuffer<float>>(n);
-    std::copy(w, w + n, copy->data());
-    raw_ = std::shared_ptr<const float>(copy, copy->data());
-  }
+  raw_ = shared_or_copy(w, n, std::move(w_owner));
   finite_ = std::all_of(w, w + n, [](float v) { return std::isfinite(v); });
   if (bias) {
     bias_.resize(geo.OC);

@@ -52,13 +52,7 @@ PackedQConv2d::PackedQConv2d(const QConvGeometry& geo, const int8_t* w, const fl
   if ((factor == nullptr) != (requant.out == QOut::i32))
     throw std::invalid_argument("qconv2d: factor and offset go with (only) the requantized and float32 outputs");
   const size_t n = checked_mul(geo.groups, geo.kg(), geo.ocg());
-  if (w_owner) {
-    raw_ = std::shared_ptr<const int8_t>(std::move(w_owner), w);  // aliasing: w lives as long as its owner
-  } else {
-    auto copy = std::make_shared<AlignedBuffer<int8_t>>(n);
-    std::copy(w, w + n, copy->data());
-    raw_ = std::shared_ptr<const int8_t>(copy, copy->data());
-  }
+  raw_ = shared_or_copy(w, n, std::move(w_owner));
   narrow_ = qgemm_narrow_weights(w, n);
   kernel_ = &qgemm_kernel(8, geo.icg(), geo.ks(), narrow_);
   if (factor) {
