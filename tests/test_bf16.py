@@ -200,8 +200,9 @@ def check_kernel(kernel, m, n, kq, rng, *, alpha=1.0, beta=0.0, bias=None, relu=
     c = rand(rng, max(n, 1) * ldc + 5)
     c0 = c.copy()
     rows = np.ascontiguousarray(b_bits.T).reshape(-1)  # column j of B: 2 kq bits from row j * 2 kq
-    _C.bf16_gemm_ukernel(kernel, m, n, kq, pack_panel(a_bits, mr, info["kgroup"]), rows, [j * 2 * kq for j in range(n)], c, 1, ldc,
-                         alpha, beta, bias, relu)
+    panel = pack_panel(a_bits, mr, info["kgroup"])
+    _C.bf16_gemm_ukernel(kernel, m, n, kq, panel, rows, [j * 2 * kq for j in range(n)], c, 1, ldc, alpha, beta, bias,
+                         relu)
     got = np.stack([c[1 + j * ldc:1 + j * ldc + m] for j in range(n)], axis=1) if n else np.zeros((m, 0), np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
         want = np.float32(alpha) * reference_sums(a_bits, b_bits)

@@ -105,12 +105,17 @@ class InferenceSession:
             raise TypeError(f"tune must be a bool, got {type(tune).__name__}")
         self._options = dict(num_threads=None if num_threads is None else int(num_threads), max_isa=max_isa,
                              optimize=optimizations(optimize), mode=mode, precision=precision, tune=bool(tune))
-        self._setup(load_model(model))
+        self._load(load_model(model))
+        self._setup()
 
-    def _setup(self, proto) -> None:
+    def _load(self, proto) -> None:
+        """The model's graph and constants from proto. Pickling rebuilds the model from its structure and the
+        constants: no serialized copy of the weights is kept. Returns before anything is compiled, so that the proto
+        (whose memory outlives its emptied fields) is freed first."""
         self._model = Model(proto)
-        # Pickling rebuilds the model from its structure and the constants: no serialized copy of the weights.
         self._skeleton, self._initializers = strip_initializers(proto)
+
+    def _setup(self) -> None:
         self._layers = _C.GraphLayers()
         self._plans: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
@@ -252,7 +257,9 @@ class InferenceSession:
         self._options = state["options"]
         proto = onnx.ModelProto()
         proto.ParseFromString(state["bytes"])
-        self._setup(proto)
+        self._load(proto)
+        del proto
+        self._setup()
 
     # -- internals
     def _feed(self, input_feed: dict):
