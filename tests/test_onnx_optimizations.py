@@ -74,6 +74,36 @@ def test_weights_fused_into_quantized_layers_are_never_dequantized(monkeypatch):
     assert "DequantizeLinear" in evaluated  # without the fusion the float weights are what the plan runs
 
 
+def test_a_constant_under_another_name_is_not_copied(monkeypatch):
+    """Identity over a weight (torch's export routes shared weights through it) names the same constant: it is not
+    evaluated into a copy, and the results are those of the graph as written (also where the Identity's output is
+    a graph output)."""
+    from onnx import TensorProto, helper, numpy_helper
+    evaluated = []
+    real = nnkern.onnx._compile._C.graph_evaluate
+
+    def record(op, *args):
+        evaluated.append(op)
+        return real(op, *args)
+
+    monkeypatch.setattr(nnkern.onnx._compile._C, "graph_evaluate", record)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 4)).astype(np.float32)
+    nodes = [helper.make_node("Identity", ["w"], ["w1"]), helper.make_node("Identity", ["w"], ["w2"]),
+             helper.make_node("MatMul", ["x", "w1"], ["a"]), helper.make_node("MatMul", ["x", "w2"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    graph = helper.make_graph(nodes, "shared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
+                               helper.make_tensor_value_info("w1", TensorProto.FLOAT, [8, 4])],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    y, w1 = nnkern.onnx.InferenceSession(model.SerializeToString(), num_threads=1).run(None, {"x": x})
+    assert "Identity" not in evaluated
+    np.testing.assert_array_equal(w1, w)
+    np.testing.assert_allclose(y, 2 * (x @ w), rtol=1e-5, atol=1e-6)
+
+
 def test_hard_activations_run_in_the_convolutions():
     model = MODELS["hard_activations"][0]()
     feeds = MODELS["hard_activations"][1](batch=1, seed=0)

@@ -187,6 +187,12 @@ class Net:
                 self.values[n.outputs[0]] = Value(c.dtype, c.shape, c)
                 continue
             consts = [self.values[i].const if i else None for i in n.inputs]
+            if n.op == "Identity" and consts and consts[0] is not None:
+                # A constant under another name (torch's export routes shared weights through Identity): the same
+                # constant, not an evaluated copy.
+                v = self.values[n.inputs[0]]
+                self.values[n.outputs[0]] = Value(v.dtype, v.shape, v.const)
+                continue
             foldable = n.op not in NO_FOLD and all(c is not None for c, i in zip(consts, n.inputs) if i)
             if foldable:
                 self.infer(n)
