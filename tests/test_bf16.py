@@ -232,8 +232,10 @@ def check_kernel(kernel, m, n, kq, rng, *, alpha=1.0, beta=0.0, bias=None, relu=
     return got
 
 
-# Every kernel by name (a level may have two: the first listed is dispatched, the others are tested here).
+# Every kernel by name (a level may have two: the first listed is dispatched, the others are tested here), and
+# every level once (what dispatch runs there).
 EVERY_KERNEL = [pytest.param(name, id=name) for name in KERNELS]
+EVERY_LEVEL = list(dict.fromkeys(v["level"] for v in KERNELS.values()))
 
 
 @pytest.mark.parametrize("kernel", EVERY_KERNEL)
@@ -246,6 +248,20 @@ def test_kernel_every_tail(kernel, rng):
                 if kq > 4 and (m % 5 and m != mr) and n != nr:
                     continue  # deep K on a subset of (m, n): every tail is covered at kq <= 4
                 check_kernel(kernel, m, n, kq, rng)
+
+
+@pytest.mark.parametrize("kernel", EVERY_KERNEL)
+def test_kernel_hook_refuses_a_short_panel(kernel, rng):
+    """The kernel test hook sizes the panel by the kernel's group of K (BFMMLA's panel of an odd kq ends in a padded
+    group): one element short raises instead of being read past its end."""
+    require_level(KERNELS[kernel]["level"])
+    info = KERNELS[kernel]
+    mr, kq = info["mr"], 3
+    panel = pack_panel(round_bits(rand(rng, mr, 2 * kq)), mr, info["kgroup"])
+    rows, c = round_bits(rand(rng, 2 * kq)), np.zeros(mr, np.float32)
+    _C.bf16_gemm_ukernel(kernel, mr, 1, kq, panel, rows, [0], c, 0, mr, 1.0, 0.0, None, False)
+    with pytest.raises(ValueError, match="packed panel"):
+        _C.bf16_gemm_ukernel(kernel, mr, 1, kq, panel[:-1].copy(), rows, [0], c, 0, mr, 1.0, 0.0, None, False)
 
 
 @pytest.mark.parametrize("kernel", EVERY_KERNEL)
@@ -360,7 +376,7 @@ def test_long_k_stays_within_bound(rng):
         np.testing.assert_array_equal(got, sums)
 
 
-@pytest.mark.parametrize("level", kernel_params("bf16_gemm"))
+@pytest.mark.parametrize("level", EVERY_LEVEL)
 def test_linear_medium_every_kernel(level, rng):
     require_level(level)
     w, bias, x = rand(rng, 70, 45), rand(rng, 70), rand(rng, 2, 13, 45)

@@ -31,8 +31,8 @@ def test_a_session_peaks_below_four_times_a_float_weight(tmp_path):
     """A float convolution's weight lives three times: the model's constant, its OHWI copy (the layer's weights
     as given) and the packed layout; no serialized model, no layer copy beside them, and the parsed model freed
     before the plan is compiled. Growth of the peak resident set over loading an 85 MB weight and one run, in a
-    fresh process (five times the weight's bytes at this session's start, four before the parsed model was freed
-    early)."""
+    fresh process: a fourth copy anywhere (the serialized model, a layer's own copy, the parsed model alive while
+    compiling) fails."""
     onnx = pytest.importorskip("onnx")
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper

@@ -54,17 +54,23 @@ def test_each_optimization_off_keeps_int8_bits(name, kind):
             np.testing.assert_array_equal(g, w, err_msg=f"{name} {kind} optimize={optimize}")
 
 
-def test_weights_fused_into_quantized_layers_are_never_dequantized(monkeypatch):
-    """fuse_qdq gives the convolutions the int8 weights: the weights' DequantizeLinear it leaves unread is dropped
-    before constant folding, not evaluated into a float32 copy (four times the weights' bytes at load)."""
-    evaluated = []
+@pytest.fixture
+def evaluated(monkeypatch):
+    """The ops constant folding evaluates (through _C.graph_evaluate), in order, while the test runs."""
+    ops = []
     real = nnkern.onnx._compile._C.graph_evaluate
 
     def record(op, *args):
-        evaluated.append(op)
+        ops.append(op)
         return real(op, *args)
 
     monkeypatch.setattr(nnkern.onnx._compile._C, "graph_evaluate", record)
+    return ops
+
+
+def test_weights_fused_into_quantized_layers_are_never_dequantized(evaluated):
+    """fuse_qdq gives the convolutions the int8 weights: the weights' DequantizeLinear it leaves unread is dropped
+    before constant folding, not evaluated into a float32 copy (four times the weights' bytes at load)."""
     model = quantize("small_cnn", "qdq")
     assert sum(n.op_type == "DequantizeLinear" for n in model.graph.node) >= 2  # the weights' among them
     feeds = MODELS["small_cnn"][1](batch=1, seed=0)
@@ -74,19 +80,11 @@ def test_weights_fused_into_quantized_layers_are_never_dequantized(monkeypatch):
     assert "DequantizeLinear" in evaluated  # without the fusion the float weights are what the plan runs
 
 
-def test_a_constant_under_another_name_is_not_copied(monkeypatch):
+def test_a_constant_under_another_name_is_not_copied(evaluated):
     """Identity over a weight (torch's export routes shared weights through it) names the same constant: it is not
     evaluated into a copy, and the results are those of the graph as written (also where the Identity's output is
     a graph output)."""
     from onnx import TensorProto, helper, numpy_helper
-    evaluated = []
-    real = nnkern.onnx._compile._C.graph_evaluate
-
-    def record(op, *args):
-        evaluated.append(op)
-        return real(op, *args)
-
-    monkeypatch.setattr(nnkern.onnx._compile._C, "graph_evaluate", record)
     rng = np.random.default_rng(3)
     w = rng.standard_normal((8, 4)).astype(np.float32)
     nodes = [helper.make_node("Identity", ["w"], ["w1"]), helper.make_node("Identity", ["w"], ["w2"]),

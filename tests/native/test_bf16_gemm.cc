@@ -83,7 +83,8 @@ void check_kernel(const Bf16GemmKernel& k, bool exact) {
       const size_t g = size_t(k.kgroup), kpad = (2 * kq + g - 1) / g * g;
       std::vector<uint16_t> ak(std::max<size_t>(kpad * MR, 1), 0);
       for (size_t i = 0; i < MR; ++i)
-        for (size_t kk = 0; kk < 2 * kq; ++kk) ak[(kk / g) * g * MR + g * i + kk % g] = a[(kk / 2) * 2 * MR + 2 * i + kk % 2];
+        for (size_t kk = 0; kk < 2 * kq; ++kk)
+          ak[(kk / g) * g * MR + g * i + kk % g] = a[(kk / 2) * 2 * MR + 2 * i + kk % 2];
       // The buffer column of tile column j (the mapping is its own inverse), and B's row.
       const auto col = [&](size_t j) { return cs.reversed_columns ? NR - 1 - j : j; };
       const auto brow = [&](size_t j) { return !cs.reversed_columns || (j % 2 == 0 && j + 1 == NR) ? j : j ^ 1; };

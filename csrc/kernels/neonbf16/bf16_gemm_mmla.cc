@@ -1,7 +1,7 @@
 // bf16 GEMM micro-kernel for AArch64 with the BF16 extension (kernels/bf16_gemm.h): BFMMLA, 8x8, K in groups of 4.
 //
 // BFMMLA (vbfmmlaq_f32) multiplies a 2 x 4 bf16 matrix by the transpose of another into a 2 x 2 float32 block: 16
-// multiply-adds per instruction, twice BFDOT's 8 (Neoverse V1 / V2 issue both at the same rate).
+// multiply-adds per instruction, twice BFDOT's 8.
 //
 // Column-major terms: 8 features (A, packed in groups of G = 4 k: a feature's 4 values are 8 contiguous bytes, so
 // features 2t and 2t+1 of one group are one 16-byte register) x 8 rows of X (B). Per group of 4 k, rows 2s and 2s+1

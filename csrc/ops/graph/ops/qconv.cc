@@ -96,7 +96,6 @@ QConvParams params(const NodeSpec& n, bool full) {
     if (n.has_input(i) && !(p.rq.out == QOut::i32 && (i == 1 || i == 4 || i == 6 || i == 7))) n.need_constant(i, kNames[i]);
   if (!full) return p;
   // Weights minus their zero point, in PackedQConv2d's layout; each must fit int8 (exact).
-  const auto wv = [&](size_t i) { return wc.int8_at(i); };
   std::vector<int64_t> wz(OC, 0);
   if (n.has_input(5)) {
     const std::vector<int64_t> z = n.need_constant(5, "w_zero_point").ints();
@@ -105,7 +104,7 @@ QConvParams params(const NodeSpec& n, bool full) {
   const size_t icg = g.icg(), ocg = g.ocg(), ks = g.ks(), kg = g.kg();
   for (size_t o = 0; o < OC && !p.general; ++o)
     for (size_t i = 0; i < icg * ks; ++i) {
-      const int64_t v = wv(o * icg * ks + i) - wz[o];
+      const int64_t v = wc.int8_at(o * icg * ks + i) - wz[o];
       if (v < -128 || v > 127) {
         p.general = true;
         break;
@@ -121,7 +120,8 @@ QConvParams params(const NodeSpec& n, bool full) {
     const size_t grp = o / ocg, oo = o % ocg;
     for (size_t c = 0; c < icg; ++c)
       for (size_t t = 0; t < ks; ++t)
-        p.w[(grp * kg + t * icg + c) * ocg + oo] = int8_t(wv((o * icg + c) * ks + t) - (p.general ? shift : wz[o]));
+        p.w[(grp * kg + t * icg + c) * ocg + oo] =
+            int8_t(wc.int8_at((o * icg + c) * ks + t) - (p.general ? shift : wz[o]));
   }
   if (p.rq.out == QOut::i32) return p;
   const double sx = n.need_constant(1, "x_scale").reals().at(0);
