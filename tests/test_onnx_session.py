@@ -162,6 +162,67 @@ def test_pickling_rebuilds_the_model_from_the_constants():
     np.testing.assert_array_equal(s.run(None, {"x": x})[0], t.run(None, {"x": x})[0])
 
 
+def _weight_layout_models() -> dict:
+    """Models whose convolution weights the plan keeps in its layers' layouts (the model's constant a view of them):
+    1-D, a weight two convolutions share, grouped INT8 (no single strided view), uint8 weights with a zero point
+    (the layer's own copy) and a 1-D ConvInteger."""
+    rng = np.random.default_rng(3)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    i8 = lambda *s: rng.integers(-128, 128, s, dtype=np.int8)  # noqa: E731
+    q = dict(x_scale=np.float32(0.05), x_zp=np.uint8(120), w_scale=np.float32(0.01), y_scale=np.float32(0.2),
+             y_zp=np.uint8(128))
+    qconv = ["x", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp"]
+    cases = {
+        "conv1d": ([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1])], TP.FLOAT, [4, 16], dict(w=f32(6, 4, 3))),
+        "shared": ([helper.make_node("Conv", ["x", "w"], ["h"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["h"], ["r"]),
+                    helper.make_node("Conv", ["r", "w"], ["y"], pads=[1, 1, 1, 1])], TP.FLOAT, [4, 8, 8],
+                   dict(w=f32(4, 4, 3, 3))),
+        "qlinearconv_groups": ([helper.make_node("QLinearConv", qconv, ["y"], group=2, pads=[1, 1, 1, 1])], TP.UINT8,
+                               [4, 8, 8], dict(q, w=i8(6, 2, 3, 3), w_zp=np.int8(0))),
+        "qlinearconv_u8": ([helper.make_node("QLinearConv", qconv, ["y"], pads=[0, 1, 0, 1])], TP.UINT8, [4, 8, 8],
+                           dict(q, w=rng.integers(0, 256, (5, 4, 3, 3), dtype=np.uint8), w_zp=np.uint8(128))),
+        "convinteger1d": ([helper.make_node("ConvInteger", ["x", "w", "x_zp"], ["y"], pads=[2, 0])], TP.UINT8, [4, 16],
+                          dict(w=i8(5, 4, 3), x_zp=np.uint8(3))),
+    }
+    models = {}
+    for name, (nodes, x_type, x_shape, inits) in cases.items():
+        graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", x_type, ["N"] + x_shape)],
+                                  [helper.make_empty_tensor_value_info("y")],
+                                  [numpy_helper.from_array(np.asarray(a), k) for k, a in inits.items()])
+        opset = [helper.make_opsetid("", 17)]
+        models[name] = (helper.make_model(graph, opset_imports=opset, ir_version=8), x_type, x_shape)
+    return models
+
+
+@pytest.mark.parametrize("name", list(_weight_layout_models()))
+def test_weights_held_in_the_layers_layout_are_still_the_models(name):
+    """The model's weight becomes a view of the plan's copy in its layer's layout: pickling gives back the
+    initializers as they were, a plan for another shape (lowered from the view) gives the bits of a fresh session's,
+    and the unpickled session those of the original."""
+    model, x_type, x_shape = _weight_layout_models()[name]
+    rng = np.random.default_rng(4)
+
+    def image(n):
+        if x_type == TP.FLOAT:
+            return rng.standard_normal([n] + x_shape).astype(np.float32)
+        return rng.integers(0, 256, [n] + x_shape, dtype=np.uint8)
+
+    s = nnkern.onnx.InferenceSession(model.SerializeToString(), num_threads=1)
+    x2, x3 = image(2), image(3)
+    y2 = s.run(None, {"x": x2})[0]
+    back = onnx.ModelProto()
+    back.ParseFromString(s.__getstate__()["bytes"])
+    for t, want in zip(back.graph.initializer, model.graph.initializer):
+        assert t.name == want.name
+        g, w = numpy_helper.to_array(t), numpy_helper.to_array(want)
+        assert g.dtype == w.dtype and g.shape == w.shape, t.name
+        np.testing.assert_array_equal(g, w, err_msg=t.name)
+    fresh = nnkern.onnx.InferenceSession(model.SerializeToString(), num_threads=1)
+    np.testing.assert_array_equal(s.run(None, {"x": x3})[0], fresh.run(None, {"x": x3})[0])
+    np.testing.assert_array_equal(fresh.run(None, {"x": x2})[0], y2)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(s)).run(None, {"x": x2})[0], y2)
+
+
 @pytest.mark.parametrize("isa", nnkern.supported_isas())
 def test_num_threads_and_max_isa_options(isa):
     base = nnkern.onnx.InferenceSession(conv_net().SerializeToString()).run(None, {"x": image()})[0]

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _C
 from . import _fuse, _layout, _lower, _quant
-from ._graph import DTYPES, Model, Node, constant
+from ._graph import DTYPES, Model, Node, PermutedConstant, constant, cpp_constant
 
 _OPS = frozenset(_C.graph_ops())
 #: Ops never evaluated at compile time even when their inputs are constant (none yet: every op is deterministic).
@@ -73,7 +73,7 @@ class Value:
 
     def spec(self):
         """How _C.graph_infer takes it: the constant itself, or (dtype, shape)."""
-        return self.const if self.const is not None else (self.dtype, list(self.shape))
+        return cpp_constant(self.const) if self.const is not None else (self.dtype, list(self.shape))
 
 
 class Net:
@@ -127,6 +127,22 @@ class Net:
         name = self.fresh(hint)
         self.values[name] = Value(c.dtype, c.shape, c)
         return name
+
+    def hold_once(self, source: str, derived: str, grouped: tuple, perm: tuple) -> None:
+        """The model's constant `source`, whose values the new constant `derived` holds in another layout (the
+        source is derived's reshaped to `grouped`, axes permuted by `perm`, reshaped back), kept from now on as a
+        view of derived (PermutedConstant), for this plan and the session's next ones: its own bytes are freed."""
+        c = self.model.constants.get(source)
+        if c is None or isinstance(c, PermutedConstant) or self.values[source].const is not c:
+            return  # not the model's own, or already a view
+        view = PermutedConstant(self.values[derived].const, grouped, perm, c.shape)
+        assert view.dtype == c.dtype and np.prod(grouped) == np.prod(c.shape)
+        for key, (origin, made) in list(self.model.derived.items()):
+            if origin is c:  # derived entries key on their source's identity, and hold it: now the view's
+                del self.model.derived[key]
+                self.model.derived[(key[0], id(view))] = (view, made)
+        self.model.constants[source] = view
+        self.values[source] = Value(c.dtype, c.shape, view)
 
     def infer(self, node: Node) -> None:
         """Types and shapes of the node's outputs, from the C++ op (which refuses what it cannot run)."""
@@ -198,7 +214,8 @@ class Net:
                 self.infer(n)
                 if all(not o or _nbytes(self.values[o]) <= MAX_FOLDED_BYTES for o in n.outputs):
                     try:
-                        evaluated = _C.graph_evaluate(n.op, n.name, n.attrs, consts, len(n.outputs))
+                        evaluated = _C.graph_evaluate(n.op, n.name, n.attrs, [cpp_constant(c) for c in consts],
+                                                      len(n.outputs))
                     except _C.GraphNeedsConstant as e:
                         raise self.needs_constant(n, e.args[2], e.args[0]) from None
                     for name, c in zip(n.outputs, evaluated):
@@ -319,13 +336,13 @@ def _emit(net: Net, plan, join_in_place: bool = True) -> CompiledPlan:
         ids[name] = plan.add_input(v.dtype, list(v.shape), i, name)
         input_ids.append(ids[name])
         if v.const is not None:  # an input whose value this plan is for: its steps read it as a constant
-            ids[name] = plan.add_constant(v.const, name)
+            ids[name] = plan.add_constant(cpp_constant(v.const), name)
 
     def tensor(name):
         if not name:
             return -1
         if name not in ids:
-            ids[name] = plan.add_constant(net.values[name].const, name)
+            ids[name] = plan.add_constant(cpp_constant(net.values[name].const), name)
         return ids[name]
 
     for n in net.nodes:

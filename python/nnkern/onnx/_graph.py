@@ -36,6 +36,29 @@ def constant(array: np.ndarray) -> _C.GraphConstant:
     return _C.GraphConstant(a if a.flags.c_contiguous else a.copy(order="C"))  # ascontiguousarray makes 0-d 1-d
 
 
+class PermutedConstant:
+    """A model constant whose bytes are another constant's in another layout: its values are base's reshaped to
+    `grouped`, axes permuted by `perm`, reshaped to its own shape (a view where strides allow, else a copy). A
+    weight the plan keeps in its layer's layout is then held once, while pickling and the next plan still read the
+    model's own. An op that reads it gets a copy (cpp())."""
+    __slots__ = ("base", "grouped", "perm", "dtype", "shape")
+
+    def __init__(self, base: _C.GraphConstant, grouped: tuple, perm: tuple, shape: list):
+        self.base, self.grouped, self.perm = base, tuple(grouped), tuple(perm)
+        self.dtype, self.shape = base.dtype, list(shape)
+
+    def numpy(self) -> np.ndarray:
+        return self.base.numpy().reshape(self.grouped).transpose(self.perm).reshape(self.shape)
+
+    def cpp(self) -> _C.GraphConstant:
+        return constant(self.numpy())
+
+
+def cpp_constant(c):
+    """What a C++ op reads for the constant c: c itself, or a PermutedConstant's values as one of their own."""
+    return c.cpp() if isinstance(c, PermutedConstant) else c
+
+
 @dataclasses.dataclass
 class Node:
     op: str

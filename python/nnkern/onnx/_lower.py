@@ -78,17 +78,22 @@ def _lower_conv(net, n: Node) -> list:
                                   f"has rank {w.ndim}")
     if w.dtype != np.float32:
         raise NotImplementedError(f"Conv node {n.name!r}: weights of dtype {w.dtype} (float32 only)")
+    if "kernel_shape" in n.attrs and list(n.attr("kernel_shape")) != list(w.shape[2:]):
+        raise ValueError(f"Conv node {n.name!r}: kernel_shape {n.attr('kernel_shape')} contradicts the weight's "
+                         f"{list(w.shape[2:])}")
     spatial = w.ndim - 2
     strides, dilations, pads = _spatial_attrs(n, spatial, list(w.shape[2:]))
     wk = w if spatial == 2 else w[:, :, None, :]
     w_nhwc = net.add_constant(np.ascontiguousarray(wk.transpose(0, 2, 3, 1)), f"{n.name}::w",
                               key=("conv_w", n.name), source=n.inputs[1])
+    del w, wk
+    # The model's weight is now a view of the plan's: one copy (the inverse transpose; 1-D: no height axis).
+    o, kh, kw, i = net.values[w_nhwc].shape
+    grouped, perm = ((o, kh, kw, i), (0, 3, 1, 2)) if spatial == 2 else ((o, kw, i), (0, 2, 1))
+    net.hold_once(n.inputs[1], w_nhwc, grouped, perm)
     inputs = [w_nhwc, n.inputs[2] if len(n.inputs) > 2 else ""]
     attrs = {"strides": ("ints", strides), "dilations": ("ints", dilations), "pads": ("ints", pads),
              "group": ("i", n.attr("group", 1)), "auto_pad": ("s", n.attr("auto_pad", "NOTSET"))}
-    if "kernel_shape" in n.attrs and list(n.attr("kernel_shape")) != list(w.shape[2:]):
-        raise ValueError(f"Conv node {n.name!r}: kernel_shape {n.attr('kernel_shape')} contradicts the weight's "
-                         f"{list(w.shape[2:])}")
     return _wrap_nhwc(net, n, "nnkern.Conv", inputs, attrs, rank=spatial + 2)
 
 

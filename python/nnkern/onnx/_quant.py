@@ -335,9 +335,18 @@ def lower_qlinear_conv(net, n: Node) -> list:
         raise NotImplementedError(f"{n.op} node {n.name!r}: only 1-D and 2-D convolutions are supported")
     spatial = w.ndim - 2
     strides, dilations, pads = _spatial_attrs(n, spatial, list(w.shape[2:]))
-    weight = n.inputs[w_index]
-    if spatial == 1:
-        weight = net.add_constant(np.ascontiguousarray(w[:, :, None, :]), f"{n.name}::w", key=("qconv1d", n.name), source=weight)
+    group = n.attr("group", 1)
+    if not isinstance(group, int) or group < 1 or w.shape[0] % group:
+        raise ValueError(f"{n.op} node {n.name!r}: group {group} does not divide the weight's {w.shape[0]} output "
+                         f"channels")
+    # The layer's layout (groups, KH, KW, IC / groups, OC / groups); the model's weight a view of it from now on.
+    w4 = w if spatial == 2 else w[:, :, None, :]
+    grouped = (group, w4.shape[2], w4.shape[3], w4.shape[1], w4.shape[0] // group)
+    layer = w4.reshape(group, grouped[4], *w4.shape[1:]).transpose(0, 3, 4, 2, 1)
+    weight = net.add_constant(np.ascontiguousarray(layer), f"{n.name}::w", key=("qconv_w", n.name),
+                              source=n.inputs[w_index])
+    del w4, layer
+    net.hold_once(n.inputs[w_index], weight, grouped, (0, 4, 3, 1, 2))
     attrs = {k: v for k, v in n.attrs.items() if k in ("activation", "clip_min", "clip_max", "output")}
     attrs.update({"strides": ("ints", strides), "dilations": ("ints", dilations), "pads": ("ints", pads),
                   "group": ("i", n.attr("group", 1)), "auto_pad": ("s", n.attr("auto_pad", "NOTSET"))})

@@ -1,6 +1,7 @@
 // nnkern.QConv: an INT8 convolution on NHWC tensors through PackedQConv2d (ops/qconv/layer.h) with the
-// requantization fused. Its inputs are QLinearConv's: X (uint8 / int8), x_scale, x_zero_point, W (constant, ONNX's
-// OIHW layout, int8 or uint8: W - w_zero_point must fit int8, exact), w_scale (per tensor or per output channel),
+// requantization fused. Its inputs are QLinearConv's: X (uint8 / int8), x_scale, x_zero_point, W (constant, int8 or
+// uint8, in the layer's layout (groups, KH, KW, IC / groups, OC / groups), which the Python side makes from ONNX's
+// OIHW: W - w_zero_point must fit int8, exact), w_scale (per tensor or per output channel),
 // w_zero_point, y_scale, y_zero_point, B (int32, scale x_scale * w_scale). The Python side lowers QLinearConv,
 // ConvInteger and the QDQ pattern DequantizeLinear -> Conv -> QuantizeLinear onto it. Attributes: Conv's geometry,
 // activation ("none" / "relu") and output: "" (uint8 / int8 as y_zero_point's type), "int32" (the exact sums,
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "core/checked.h"
 #include "core/workspace.h"
@@ -34,7 +36,9 @@ struct QConvParams {
   QType x_type;
   int32_t x_zero;
   QConvRequant rq;
-  std::vector<int8_t> w;       // groups x kg x ocg: W - w_zero_point, or (general) W as int8 (uint8 shifted by 128)
+  // groups x kg x ocg: W - w_zero_point, or (general) W as int8 (uint8 shifted by 128). The constant itself where
+  // that is W (int8, zero points 0): the weights are then held once, by the plan.
+  std::shared_ptr<const int8_t> w;
   bool general = false;        // W - w_zero_point does not fit int8: im2col + qgemm with per-column zero points
   std::vector<int32_t> w_zero;  // general: per output channel, in the shifted int8 terms
   std::vector<float> factor, offset;
@@ -49,12 +53,13 @@ QConvGeometry geometry(const NodeSpec& n, const TensorDesc& x, const TensorDesc&
   QConvGeometry g;
   const int64_t group = n.attr_int("group", 1);
   if (group < 1) n.invalid("group must be >= 1");
-  g.OC = size_t(w.shape[0]); g.KH = size_t(w.shape[2]); g.KW = size_t(w.shape[3]);
+  if (w.shape[0] != group) n.invalid("weight " + w.str() + " is not laid out for group " + std::to_string(group));
+  g.OC = size_t(w.shape[0] * w.shape[4]); g.KH = size_t(w.shape[1]); g.KW = size_t(w.shape[2]);
   g.IC = size_t(x.shape[3]); g.groups = size_t(group);
   const Window2d win = window_attrs(n, size_t(x.shape[1]), size_t(x.shape[2]), g.KH, g.KW);
   g.sh = win.sh; g.sw = win.sw; g.dh = win.dh; g.dw = win.dw;
   g.pt = win.pt; g.pl = win.pl; g.pb = win.pb; g.pr = win.pr;
-  if (!g.valid() || size_t(w.shape[1]) * g.groups != g.IC)
+  if (!g.valid() || size_t(w.shape[3]) * g.groups != g.IC)
     n.invalid("weight " + w.str() + " does not fit input " + x.str() + " with group " + std::to_string(group));
   return g;
 }
@@ -67,7 +72,8 @@ QConvParams params(const NodeSpec& n, bool full) {
   n.require_types({8}, {DType::i32, DType::f32});
   const TensorDesc& x = n.in(0);
   const Constant& wc = n.need_constant(3, "weight");
-  if (x.rank() != 4 || wc.desc.rank() != 4) n.invalid("expects an NHWC input and OIHW weights of rank 4");
+  if (x.rank() != 4 || wc.desc.rank() != 5)
+    n.invalid("expects an NHWC input and weights (groups, KH, KW, IC / groups, OC / groups) of rank 5");
   QConvParams p;
   p.geo = geometry(n, x, wc.desc);
   const QConvGeometry& g = p.geo;
@@ -101,27 +107,25 @@ QConvParams params(const NodeSpec& n, bool full) {
     const std::vector<int64_t> z = n.need_constant(5, "w_zero_point").ints();
     for (size_t o = 0; o < OC; ++o) wz[o] = z.size() == 1 ? z[0] : z[o];
   }
-  const size_t icg = g.icg(), ocg = g.ocg(), ks = g.ks(), kg = g.kg();
-  for (size_t o = 0; o < OC && !p.general; ++o)
-    for (size_t i = 0; i < icg * ks; ++i) {
-      const int64_t v = wc.int8_at(o * icg * ks + i) - wz[o];
-      if (v < -128 || v > 127) {
-        p.general = true;
-        break;
-      }
-    }
+  const size_t ocg = g.ocg(), kg = g.kg(), size = g.groups * kg * ocg;
+  // Element i of W is output channel (i / (kg * ocg)) * ocg + i % ocg.
+  const auto channel = [&](size_t i) { return i / (kg * ocg) * ocg + i % ocg; };
+  for (size_t i = 0; i < size && !p.general; ++i) {
+    const int64_t v = wc.int8_at(i) - wz[channel(i)];
+    p.general = v < -128 || v > 127;
+  }
   // The general form keeps W as int8 (uint8 weights shifted by 128, their zero points alike) with the zero points
   // per column for qgemm; otherwise the zero points are subtracted here.
   const int64_t shift = p.general && wc.desc.dtype == DType::u8 ? 128 : 0;
   if (p.general)
     for (size_t o = 0; o < OC; ++o) p.w_zero.push_back(int32_t(wz[o] - shift));
-  p.w.resize(g.groups * kg * ocg);
-  for (size_t o = 0; o < OC; ++o) {
-    const size_t grp = o / ocg, oo = o % ocg;
-    for (size_t c = 0; c < icg; ++c)
-      for (size_t t = 0; t < ks; ++t)
-        p.w[(grp * kg + t * icg + c) * ocg + oo] =
-            int8_t(wc.int8_at((o * icg + c) * ks + t) - (p.general ? shift : wz[o]));
+  const bool as_is = wc.desc.dtype == DType::i8 && (p.general || std::all_of(wz.begin(), wz.end(), [](int64_t z) { return z == 0; }));
+  if (as_is) {
+    p.w = std::shared_ptr<const int8_t>(wc.data, wc.as<int8_t>());
+  } else {
+    std::shared_ptr<int8_t[]> w(new int8_t[size]);
+    for (size_t i = 0; i < size; ++i) w[i] = int8_t(wc.int8_at(i) - (p.general ? shift : wz[channel(i)]));
+    p.w = std::shared_ptr<const int8_t>(w, w.get());
   }
   if (p.rq.out == QOut::i32) return p;
   const double sx = n.need_constant(1, "x_scale").reals().at(0);
@@ -189,7 +193,7 @@ void GeneralConv::run(const StepData& d) const {
       QgemmArgs a;
       a.M = M; a.N = ocg; a.K = kg;
       a.a_type = p.x_type; a.a = cols; a.lda = kg; a.a_zero = p.x_zero;
-      a.b_type = QType::s8; a.b = p.w.data() + grp * kg * ocg; a.ldb = ocg; a.b_zero = p.w_zero.data() + grp * ocg;
+      a.b_type = QType::s8; a.b = p.w.get() + grp * kg * ocg; a.ldb = ocg; a.b_zero = p.w_zero.data() + grp * ocg;
       a.c = acc; a.ldc = ocg;
       qgemm(a);
       for (size_t m = 0; m < M; ++m)
@@ -286,10 +290,9 @@ std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out
     return fn_step([conv](const StepData& d) { conv->run(d); }, "im2col qgemm (weights with zero points)");
   }
   auto layer = layers.get<PackedQConv2d>(n, [&] {
-    // The parameters' weights (shared with the plans, read-only) serve as the layer's weights as given: no copy.
-    return std::make_shared<PackedQConv2d>(p->geo, p->w.data(), p->factor.empty() ? nullptr : p->factor.data(),
-                                           p->offset.empty() ? nullptr : p->offset.data(), p->x_zero, p->rq,
-                                           std::shared_ptr<const void>(p, p->w.data()));
+    // The parameters' weights (the plan's constant or their own, read-only) serve as the layer's weights as given.
+    return std::make_shared<PackedQConv2d>(p->geo, p->w.get(), p->factor.empty() ? nullptr : p->factor.data(),
+                                           p->offset.empty() ? nullptr : p->offset.data(), p->x_zero, p->rq, p->w);
   });
   const std::string rule = layer->auto_algorithm(N, H, W);
   const std::string timed = n.attr_int("tune", 0) ? timed_algorithm(*layer, N, H, W, x_type, x, out[0], rule) : "";
