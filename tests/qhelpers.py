@@ -10,7 +10,8 @@ from nnkern import _C
 
 #: kind -> (A element dtype, B element dtype): u8s8 kernels read packed int8 weights and uint8 activations,
 #: s8s8 kernels (SDOT) int8 activations, s16 kernels int16 both.
-KIND_DTYPES = {"u8s8": (np.int8, np.uint8), "s8s8": (np.int8, np.int8), "s16": (np.int16, np.int16)}
+KIND_DTYPES = {"u8s8": (np.int8, np.uint8), "s8s8": (np.int8, np.int8), "s16": (np.int16, np.int16),
+               "s16w8": (np.int8, np.int16)}
 KINDS = tuple(KIND_DTYPES)
 OUT_KINDS = {"i32": 0, "f32": 1, "u8": 2, "s8": 3}
 

@@ -31,7 +31,7 @@ def test_memory_is_stable_over_many_calls():
 def test_a_session_peaks_below_four_times_a_weight(tmp_path, precision):
     """A convolution's weight is held twice once the plan runs: in its layer's layout (for a float convolution the
     OHWI weights as given, for an INT8 one the layer's grouped layout; the model's constant a view of it) and
-    packed (int16 for the INT8 kernels without VNNI, twice the bytes). Loading peaks higher: the parsed model, one tensor read out of it and the constants. Growth of the
+    packed (int16 where the INT8 kernel packs int16 pairs, twice the bytes: AVX-512 without VNNI). Loading peaks higher: the parsed model, one tensor read out of it and the constants. Growth of the
     resident set after loading a weight of 37-85 MB and one run, and of its peak, in a fresh process: a third copy
     kept (the model's constant beside the layer's, the serialized model, a layer's own copy) or a fourth at the
     peak (the parsed model alive while compiling) fails."""
@@ -67,6 +67,6 @@ def test_a_session_peaks_below_four_times_a_weight(tmp_path, precision):
     assert proc.returncode == 0, describe_process(proc)
     *growth, widened = proc.stdout.split()[-3:]
     held, peak = (int(v) / w.nbytes for v in growth)
-    packed = 2 if int(widened) else 1  # the kernels without VNNI multiply int16: their packed weights are twice as large
+    packed = 2 if int(widened) else 1  # an s16 kernel's packed weights are int16: twice as large
     assert held < 1.5 + packed, f"the session holds {held:.2f} times the weight's bytes after its first run"
     assert peak < 2.5 + packed, f"the peak grew by {peak:.2f} times the weight's bytes"

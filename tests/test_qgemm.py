@@ -28,9 +28,9 @@ GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qgemm_g
 
 def expected_kernel(isa):
     """What cpu_info()['kernels']['u8s8_gemm'] must say under the cap isa (a level of the list): its first
-    8-bit kernel, or its s16 kernel on 8-bit data widened."""
+    8-bit kernel, or the kernel it widens 8-bit data to int16 for (its s16w8 one, listed first, else its s16 one)."""
     i8 = first_kernel(isa, ("u8s8", "s8s8"))
-    return i8["name"] if i8 else first_kernel(isa, ("s16",))["name"] + " (int8 widened to int16)"
+    return i8["name"] if i8 else first_kernel(isa, ("s16w8", "s16"))["name"] + " (int8 widened to int16)"
 
 
 @pytest.fixture(params=QGEMM_LEVELS)

@@ -81,6 +81,7 @@ const char* kind_name(QKind kind) {
   switch (kind) {
     case QKind::u8s8: return "u8s8";
     case QKind::s8s8: return "s8s8";
+    case QKind::s16w8: return "s16w8";
     default: return "s16";
   }
 }

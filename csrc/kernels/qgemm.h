@@ -15,6 +15,7 @@
 // s16 x s16: VPDPWSSD / VPMADDWD pairs; G = 8 for USMMLA; G = 1 for the NEON widening kernels; the "cG" of
 // a kernel's name), and A is packed in that interleaved layout, each tap padded to whole groups:
 //   A_t(i, p) = a[(t * kg + p / G) * MR * G + i * G + p % G],   kg = ceil(k / G)   (int8, or int16 for s16)
+//   (s16w8: int8, each vector's worth loaded and sign-extended to the int16 pairs it multiplies)
 // i.e. ks * round_up(k, G) rows of one panel of MR channels, zero-padded to MR channels and, per tap, to a
 // multiple of G in k (so a kernel may always load whole vectors of A, and tap t starts at a whole group).
 // With ks = 1 this is the GEMM panel. Each output channel's G weights of one group are contiguous.
@@ -117,6 +118,8 @@ enum class QKind : int {
   u8s8 = 0,  // uint8 activations x int8 weights (VPDPBUSD, USMMLA, the NEON widening kernel)
   s8s8 = 1,  // int8 x int8 (SDOT): the driver shifts uint8 activations to int8 (x ^ 0x80, zero point - 128)
   s16 = 2,   // int16 x int16 (8-bit data widened by the driver)
+  s16w8 = 3,  // int16 x int16 with the weights packed as int8, widened by the kernel as it loads them (half the
+              // bytes of s16's panels; the driver widens the activations as for s16)
 };
 
 struct QGemmKernel {

@@ -69,12 +69,12 @@ int main() {
     check(isa_supported(from) && isa_within(from, cap), "cap %s dispatched f32_gemm to %s (%s)", isa_name(cap), k.name,
           isa_name(from));
     std::printf("cap %-10s -> %s\n", isa_name(cap), k.name);
-    // The same for the integer GEMM: its 8-bit kernel (or the s16 kernel the 8-bit data is widened for).
+    // The same for the integer GEMM: its 8-bit kernel (or the kernel the 8-bit data is widened to int16 for).
     const QGemmKernel& q = qgemm_kernel(8);
     Isa qfrom = Isa::scalar;
     for (Isa i : isa_levels())
       if (const QGemmKernels* ks = qgemm_kernels_for(i))
-        if (ks->i8 == &q || (!ks->i8 && ks->s16 == &q)) qfrom = i;
+        if (ks->i8 == &q || (!ks->i8 && &ks->widened8() == &q)) qfrom = i;
     check(isa_supported(qfrom) && isa_within(qfrom, cap), "cap %s dispatched the int8 GEMM to %s (%s)", isa_name(cap),
           q.name, isa_name(qfrom));
     std::printf("cap %-10s -> %s\n", isa_name(cap), q.name);

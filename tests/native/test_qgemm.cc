@@ -49,11 +49,13 @@ std::vector<size_t> tile_sizes(size_t R, bool large) {
   return v;
 }
 
-size_t elem_bytes(QKind kind) { return kind == QKind::s16 ? 2 : 1; }
+// Bytes of a packed weight (int16 for s16) and of an activation as the kernel reads it (int16 for s16 and s16w8).
+size_t w_bytes(QKind kind) { return kind == QKind::s16 ? 2 : 1; }
+size_t x_bytes(QKind kind) { return kind == QKind::s16 || kind == QKind::s16w8 ? 2 : 1; }
 
 // W (MR x k, row-major, int64 values) packed for a kernel: a[(p / G) * MR * G + i * G + p % G].
 std::vector<uint8_t> pack(const std::vector<int64_t>& w, size_t MR, size_t k, size_t G, QKind kind) {
-  const size_t groups = (k + G - 1) / G, esz = elem_bytes(kind);
+  const size_t groups = (k + G - 1) / G, esz = w_bytes(kind);
   std::vector<uint8_t> out(std::max<size_t>(groups * MR * G, 1) * esz, 0);
   for (size_t i = 0; i < MR; ++i)
     for (size_t p = 0; p < k; ++p) {
@@ -77,6 +79,7 @@ Data ranges(const QGemmKernel& k) {
   switch (k.kind) {
     case QKind::u8s8: return {-128, 127, 0, 255};
     case QKind::s8s8: return {-128, 127, -128, 127};
+    case QKind::s16w8: return {-128, 127, -32768, 32767};
     default: return {-32768, 32767, -32768, 32767};
   }
 }
@@ -115,7 +118,7 @@ const EpilogueCase kCases[] = {
     {"s8-comp-c_in", QOut::s8, true, false, true, true, true},
 };
 
-// Stores v as element p of an operand row: one byte, or an int16 for kind s16.
+// Stores v as element p of an operand row: one byte, or an int16 (esz 2).
 void put(uint8_t* row, size_t p, int64_t v, size_t esz) {
   if (esz == 1) row[p] = uint8_t(v);
   else {
@@ -196,7 +199,7 @@ void reference_tile(QKind kind, const std::vector<int64_t>& w, size_t m, size_t 
 // One tile with `kernel` and with the reference of its kind; compares every output byte.
 void check_tile(const QGemmKernel& kernel, size_t m, size_t n, size_t k, Fill fill, const EpilogueCase& ec,
                 int32_t x_zero, const std::vector<int32_t>* w_zero, uint32_t seed) {
-  const size_t MR = size_t(kernel.mr), esz = elem_bytes(kernel.kind), ldc = MR + 3;
+  const size_t MR = size_t(kernel.mr), esz = x_bytes(kernel.kind), ldc = MR + 3;
   const Data d = ranges(kernel);
   uint32_t s = seed;
   const std::vector<int64_t> w = make_weights(MR, m, k, fill, d, s);
@@ -287,19 +290,19 @@ void seen(void* ctx, const QTile& t) {
 
 void check_indirect(const QGemmKernel& kernel, size_t m, size_t n, size_t k, size_t ks, uint32_t zero_mask, Fill fill,
                     const EpilogueCase& ec, int32_t x_zero, uint32_t seed) {
-  const size_t MR = size_t(kernel.mr), NR = size_t(kernel.nr), G = size_t(kernel.kgroup), esz = elem_bytes(kernel.kind);
-  const size_t K = ks * k, ldc = MR + 1, kg = (k + G - 1) / G;
+  const size_t MR = size_t(kernel.mr), NR = size_t(kernel.nr), G = size_t(kernel.kgroup), esz = x_bytes(kernel.kind);
+  const size_t wsz = w_bytes(kernel.kind), K = ks * k, ldc = MR + 1, kg = (k + G - 1) / G;
   const Data d = ranges(kernel);
   uint32_t s = seed;
   // Weights: MR x K (rows beyond m zero); the kernel's panel is tap after tap, each padded to whole groups.
   const std::vector<int64_t> w = make_weights(MR, m, K, fill, d, s);
-  std::vector<uint8_t> a(std::max<size_t>(ks * kg * G * MR, 1) * esz, 0);
+  std::vector<uint8_t> a(std::max<size_t>(ks * kg * G * MR, 1) * wsz, 0);
   for (size_t t = 0; t < ks; ++t) {
     std::vector<int64_t> wt(MR * k);
     for (size_t i = 0; i < MR; ++i)
       for (size_t p = 0; p < k; ++p) wt[i * k + p] = w[i * K + t * k + p];
     const std::vector<uint8_t> pt = pack(wt, MR, k, G, kernel.kind);
-    std::memcpy(a.data() + t * kg * G * MR * esz, pt.data(), kg * G * MR * esz);
+    std::memcpy(a.data() + t * kg * G * MR * wsz, pt.data(), kg * G * MR * wsz);
   }
   // The zero row (x_zero for the in-kernel zero points, else a value of the range) and one exact-size row per
   // real tap entry; the kernel sees them as pointer - b_offset.
@@ -379,7 +382,7 @@ void test_indirect(const QGemmKernel& kernel) {
 // qgemm_pack_panel_taps (the convolutions' weight panels) against the layout of kernels/qgemm.h: tap t of
 // channel i, k p at a[(t * kg + p / G) * MR * G + i * G + p % G], zero padding, and the column sums.
 void test_pack_taps(const QGemmKernel& kernel) {
-  const size_t MR = size_t(kernel.mr), G = size_t(kernel.kgroup), esz = elem_bytes(kernel.kind);
+  const size_t MR = size_t(kernel.mr), G = size_t(kernel.kgroup), esz = w_bytes(kernel.kind);
   uint32_t s = 5;
   for (size_t K : {size_t(1), G + 1, 3 * G + 2})
     for (size_t ks : {size_t(1), size_t(4)})

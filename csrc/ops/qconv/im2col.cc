@@ -64,7 +64,7 @@ class Im2col final : public QConvAlgorithm {
     uint8_t* ws = static_cast<uint8_t*>(workspace);
     const QConvInput in = qconv_prepare_input(c, k, ws + lay.input_off);
     const GemmWeights& w = weights(k);
-    const size_t esz = qgemm_a_elem_size(k), K = geo.kg(), ocg = geo.ocg();
+    const size_t esz = qgemm_x_elem_size(k), K = geo.kg(), ocg = geo.ocg();
     const bool pw = geo.pointwise();
     if (!pw) qconv_fill_zero_row(k, in.za, geo.icg(), ws + lay.zero_off);
     const size_t M = c.M(), rows = pw ? M : lay.rows;
@@ -121,7 +121,7 @@ class Im2col final : public QConvAlgorithm {
     size_t rows, input_off, zero_off, cols_off;
     Layout(const QConvCall& c, const QGemmKernel& k) {
       const QConvGeometry& geo = c.L.geometry();
-      const size_t esz = qgemm_a_elem_size(k), row = geo.kg() * esz;
+      const size_t esz = qgemm_x_elem_size(k), row = geo.kg() * esz;
       rows = std::min(c.M(), std::max(kPixelsPerTask, kColsBlockBytes / std::max<size_t>(row, 1)));
       input_off = l.add(qconv_input_bytes(c, k));
       zero_off = l.add(geo.pointwise() ? 0 : geo.icg() * esz);

@@ -75,7 +75,7 @@ class Indirect final : public QConvAlgorithm {
                  const QConvIndirection& ind, QConvStage& out, const QEpilogue& ep0, size_t g, size_t panel,
                  size_t t0, size_t t1, uint8_t* buf) const {
     const QConvGeometry& geo = L.geometry();
-    const size_t MR = size_t(k.mr), NR = size_t(k.nr), esz = qgemm_a_elem_size(k), ks = geo.ks(), M = c.M();
+    const size_t MR = size_t(k.mr), NR = size_t(k.nr), esz = qgemm_x_elem_size(k), ks = geo.ks(), M = c.M();
     const size_t icg = geo.icg(), ocg = geo.ocg(), i = panel * MR, mi = std::min(MR, ocg - i);
     const int32_t* cs = w.colsum.data() + g * w.panels * MR + i;
     alignas(64) int32_t comp[64];  // MR <= 64
@@ -151,7 +151,7 @@ std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeome
   auto e = std::make_shared<QConvIndirection>();
   e->N = N, e->H = H, e->W = W, e->kern = k, e->x_type = x_type;
   // Depthwise (k null): one pixel per "tile", rows of OC uint8 (the input, channels repeated m times).
-  const size_t esz = k ? qgemm_a_elem_size(*k) : 1, NR = k ? size_t(k->nr) : 1, ks = geo.ks();
+  const size_t esz = k ? qgemm_x_elem_size(*k) : 1, NR = k ? size_t(k->nr) : 1, ks = geo.ks();
   const size_t OH = geo.OH(H), OW = geo.OW(W), M = N * OH * OW, tiles = qgemm_ceil_div(M, NR);
   const size_t zero_n = k ? geo.icg() : geo.OC;
   e->zero.resize(std::max<size_t>(zero_n * esz, 1));

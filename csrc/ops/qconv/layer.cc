@@ -12,6 +12,7 @@
 #include "core/workspace.h"
 #include "kernels/qgemm_list.h"
 #include "ops/qgemm/driver.h"
+#include "ops/qgemm/pack.h"
 
 namespace nnkern {
 namespace {
@@ -161,7 +162,7 @@ QConvInput qconv_prepare_input(const QConvCall& c, const QGemmKernel& k, uint8_t
 }
 
 void qconv_fill_zero_row(const QGemmKernel& k, int32_t za_eff, size_t n, uint8_t* dst) {
-  if (k.kind == QKind::s16) {
+  if (qgemm_widens_x(k)) {
     int16_t* d = reinterpret_cast<int16_t*>(dst);
     std::fill(d, d + n, int16_t(za_eff));
   } else {

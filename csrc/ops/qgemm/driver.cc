@@ -77,7 +77,7 @@ TaskScratch task_scratch(const QPlan& P, size_t rows) {
 void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, size_t j1, const TaskScratch& ts,
               void* scratch) {
   const QGemmKernel& k = *P.kern;
-  const size_t MR = size_t(k.mr), NR = size_t(k.nr), G = size_t(k.kgroup), esz = qgemm_a_elem_size(k);
+  const size_t MR = size_t(k.mr), NR = size_t(k.nr), G = size_t(k.kgroup), esz = qgemm_x_elem_size(k);
   const size_t panel_bytes = qgemm_panel_bytes(k, P.K);
   const size_t kc = P.kc < P.K ? P.kc : P.K;
   // Zero points: folded into column/row sums, or (QNNPACK-style kernels) subtracted by the kernel itself.
@@ -159,7 +159,7 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
     e.tile_i = i;
     e.tile_j = j;
     for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = a_rows + (j + jj - a_row0) * a_stride + k0 * esz;
-    const uint8_t* a = panel + (k0 / G) * MR * G * esz;
+    const uint8_t* a = panel + (k0 / G) * MR * G * qgemm_a_elem_size(k);
     if (!last) {
       k.run(mi, nj, kk, 1, a, bptr, nullptr, 0, w, ldw, &e);
       return;
@@ -210,7 +210,7 @@ std::atomic<size_t> g_kc_override{0};
 
 bool qgemm_rows_outer_fits(const QGemmKernel& k, size_t K) {
   const size_t l1 = cpu_features().l1d ? cpu_features().l1d : 32 * 1024;
-  return k.rows_outer && size_t(k.nr) * K * qgemm_a_elem_size(k) <= l1 * 2 / 3;
+  return k.rows_outer && size_t(k.nr) * K * qgemm_x_elem_size(k) <= l1 * 2 / 3;
 }
 
 // The hooks' values are capped: any K block or channel block past 2^32 means "all of it", and a value near
@@ -244,7 +244,7 @@ void qgemm_execute(const QPlan& P) {
   const CpuFeatures& f = cpu_features();
   const size_t l2 = f.l2 ? f.l2 : 256 * 1024;
   // Rows per block: the block of A (rows x K) stays in half of L2 while the panels sweep it.
-  const size_t row_bytes = std::max<size_t>(P.K * qgemm_a_elem_size(k), 1);
+  const size_t row_bytes = std::max<size_t>(P.K * qgemm_x_elem_size(k), 1);
   const size_t rows_max = std::max<size_t>(size_t(k.nr), (l2 / 2) / row_bytes / size_t(k.nr) * size_t(k.nr));
   size_t mc, nc;
   const double ops = 2.0 * double(P.M) * double(P.N) * double(std::max<size_t>(P.K, 1));
@@ -271,7 +271,7 @@ namespace {
 bool shifts(const QGemmKernel& k, QType a_type) {
   return (k.kind == QKind::u8s8 && a_type == QType::s8) || (k.kind == QKind::s8s8 && a_type == QType::u8);
 }
-bool widens(const QGemmKernel& k, QType a_type) { return k.kind == QKind::s16 && a_type != QType::s16; }
+bool widens(const QGemmKernel& k, QType a_type) { return qgemm_widens_x(k) && a_type != QType::s16; }
 }  // namespace
 
 // The row stride of A's copy: aligned rows for a kernel that wants them.

@@ -18,9 +18,19 @@ namespace {
 // The kernel of `level` exactly: its first 8-bit one (u8s8 or s8s8) for any weights, or its s16 one.
 const QGemmKernel* at_level(Isa level, bool s16) {
   const KernelList<QGemmKernel>& l = qgemm_family().list();
-  for (size_t i = 0; i < l.kernels.size(); ++i)
-    if (l.info[i].level == level && (l.kernels[i]->kind == QKind::s16) == s16 && l.kernels[i]->weight_bits == 8)
+  for (size_t i = 0; i < l.kernels.size(); ++i) {
+    const QKind kind = l.kernels[i]->kind;
+    if (l.info[i].level == level && kind != QKind::s16w8 && (kind == QKind::s16) == s16 && l.kernels[i]->weight_bits == 8)
       return l.kernels[i];
+  }
+  return nullptr;
+}
+
+// The level's own kernel of int16 products from int8 weights, if any.
+const QGemmKernel* s16w8_at_level(Isa level) {
+  const KernelList<QGemmKernel>& l = qgemm_family().list();
+  for (size_t i = 0; i < l.kernels.size(); ++i)
+    if (l.info[i].level == level && l.kernels[i]->kind == QKind::s16w8) return l.kernels[i];
   return nullptr;
 }
 
@@ -57,6 +67,7 @@ const QGemmKernels* qgemm_kernels_for(Isa isa) {
       QGemmKernels& e = (*t)[int(level)];
       e.i8 = at_level(level, false);
       e.s16 = at_level(level, true);
+      e.s16w8 = s16w8_at_level(level);
       e.i8_narrow = e.i8 ? nullptr : narrow_at_level(level);
       e.gemv = qgemv_family().list().at(level);
       // None of its own (avx512, avxvnni): the one of the highest level it implies, if any. isa_levels()
@@ -86,7 +97,7 @@ const QGemmKernels& qgemm_kernels() {
 const QGemmKernel& qgemm_kernel(int bits, size_t k, size_t ks, bool narrow_weights) {
   const QGemmKernels& e = qgemm_kernels();
   if (bits == 8 && !e.i8 && narrow_weights && e.i8_narrow) return *e.i8_narrow;
-  if (bits != 8 || !e.i8) return *e.s16;
+  if (bits != 8 || !e.i8) return bits == 8 && e.s16w8 ? *e.s16w8 : *e.s16;
   const bool shallow = k < size_t(e.i8->min_k) || (k < SIZE_MAX && k * ks < size_t(e.i8->min_depth));
   return shallow && e.shallow ? *e.shallow : *e.i8;
 }
@@ -105,10 +116,10 @@ namespace {
 // At static initialization: the ops for cpu_info().
 [[maybe_unused]] const bool registered = (register_dispatched_op("u8s8_gemm", [] {
   const QGemmKernels& ks = qgemm_kernels();
-  return ks.i8 ? std::string(ks.i8->name) : std::string(ks.s16->name) + " (int8 widened to int16)";
+  return ks.i8 ? std::string(ks.i8->name) : std::string(ks.widened8().name) + " (int8 widened to int16)";
 }), register_dispatched_op("u8s8_gemm_7bit_weights", [] {
   const QGemmKernels& ks = qgemm_kernels();
-  const QGemmKernel& k = ks.i8_narrow ? *ks.i8_narrow : ks.i8 ? *ks.i8 : *ks.s16;
+  const QGemmKernel& k = ks.i8_narrow ? *ks.i8_narrow : ks.i8 ? *ks.i8 : ks.widened8();
   return std::string(k.name) + (ks.i8 || ks.i8_narrow ? "" : " (int8 widened to int16)");
 }), register_dispatched_op("s16_gemm", [] { return std::string(qgemm_kernel(16).name); }),
    register_dispatched_op("u8s8_gemv", [] {

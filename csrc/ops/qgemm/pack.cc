@@ -23,8 +23,8 @@ constexpr size_t kPackSliceGroups = 8;
 
 // Groups [g0, g1) of one MR x round_up(K, G) panel of B (channels n0 .. n0 + nn - 1 of a K x N row-major
 // matrix) in the kernel's interleaved layout: dst[(p / G) * MR * G + i * G + p % G] = B[p, n0 + i], zero-padded
-// (channels nn .. MR - 1, rows K .. round_up(K, G) - 1). 8-bit kernels: int8 from int8; s16 kernels: int16
-// from int8 (widened) or from int16. SSE2 transposes for G = 4 and 2, plain loops otherwise.
+// (channels nn .. MR - 1, rows K .. round_up(K, G) - 1). 8-bit and s16w8 kernels: int8 from int8; s16 kernels:
+// int16 from int8 (widened) or from int16. SSE2 transposes for G = 4 and 2, plain loops otherwise.
 template <typename In, typename Out, int G>
 void pack_groups_t(Out* dst, const In* b, size_t ldb, size_t K, size_t n0, size_t nn, size_t MR, size_t g0,
                    size_t g1) {
@@ -58,6 +58,12 @@ void pack_groups_t(Out* dst, const In* b, size_t ldb, size_t K, size_t n0, size_
         _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(lo01, lo23));
         _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(hi01, hi23));
         _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(hi01, hi23));
+      } else if constexpr (sizeof(Out) == 1) {  // 2 rows x 16 channels of int8 -> 16 lanes of 2 int8 (s16w8)
+        const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * c));
+        const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + ldb + 16 * c));
+        __m128i* o = reinterpret_cast<__m128i*>(d + 32 * c);
+        _mm_storeu_si128(o + 0, _mm_unpacklo_epi8(r0, r1));
+        _mm_storeu_si128(o + 1, _mm_unpackhi_epi8(r0, r1));
       } else if constexpr (sizeof(In) == 1) {  // 2 rows x 16 channels of int8 -> 16 lanes of 2 int16
         const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * c));
         const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + ldb + 16 * c));
@@ -98,6 +104,8 @@ template <int G>
 void pack_groups_g(const QGemmKernel& k, QType b_type, void* dst, const void* b, size_t ldb, size_t K, size_t n0,
                    size_t nn, size_t g0, size_t g1) {
   const size_t MR = size_t(k.mr);
+  if (k.kind == QKind::s16w8 && b_type == QType::s16)
+    throw std::invalid_argument(std::string(k.name) + " packs int8 weights, not int16 ones");
   if (k.kind != QKind::s16)
     pack_groups_t<int8_t, int8_t, G>(static_cast<int8_t*>(dst), static_cast<const int8_t*>(b), ldb, K, n0, nn, MR, g0, g1);
   else if (b_type == QType::s16)

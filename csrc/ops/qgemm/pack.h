@@ -13,8 +13,11 @@ namespace nnkern {
 
 inline size_t qgemm_ceil_div(size_t a, size_t b) { return ceil_div(a, b); }
 inline size_t qgemm_round_up(size_t x, size_t m) { return qgemm_ceil_div(x, m) * m; }
-// Bytes of one packed weight: int16 for the s16 kernels, else int8.
+// Bytes of one packed weight: int16 for the s16 kernels, else int8 (s16w8's too).
 inline size_t qgemm_a_elem_size(const QGemmKernel& k) { return k.kind == QKind::s16 ? 2 : 1; }
+// Bytes of one activation as the kernel reads it: int16 for the kernels of int16 products (s16, s16w8).
+inline bool qgemm_widens_x(const QGemmKernel& k) { return k.kind == QKind::s16 || k.kind == QKind::s16w8; }
+inline size_t qgemm_x_elem_size(const QGemmKernel& k) { return qgemm_widens_x(k) ? 2 : 1; }
 // Bytes of one packed panel of ks taps of K (each tap padded to whole groups).
 inline size_t qgemm_panel_bytes(const QGemmKernel& k, size_t K, size_t ks = 1) {
   return size_t(k.mr) * ks * qgemm_round_up(K, size_t(k.kgroup)) * qgemm_a_elem_size(k);

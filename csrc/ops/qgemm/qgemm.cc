@@ -97,7 +97,7 @@ const AlgorithmTable<QgemmCall>& qgemm_algorithms() {
       {"pack_per_panel", [](const QgemmCall&) { return true; },
        [](const QgemmCall& c) {
          const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
-         const size_t a_bytes = c.g.M * c.g.K * qgemm_a_elem_size(c.k);
+         const size_t a_bytes = c.g.M * c.g.K * qgemm_x_elem_size(c.k);
          if (qgemm_rows_outer_fits(c.k, c.g.K) && a_bytes >= l2 / 4) return false;
          return c.g.ldb * c.b_esz() <= 4096 && a_bytes <= l2 / 2;
        },

@@ -28,6 +28,9 @@ struct QGemmKernels {
   const QGemmKernel* i8_narrow = nullptr;  // for weights in [-64, 64] where i8 is null (weight_bits 7), if any
   const QGemvKernel* gemv = nullptr;  // u8 x s8 for M <= gemv->max_m straight from an unpacked B, if any
   const QGemmKernel* shallow = nullptr;  // the best 8-bit kernel below i8's level (i8's min_depth / min_k)
+  const QGemmKernel* s16w8 = nullptr;  // int16 products from int8-packed weights, for 8-bit weights where i8 is null
+  // The kernel that runs 8-bit weights widened to int16 (where i8 is null).
+  const QGemmKernel& widened8() const { return s16w8 ? *s16w8 : *s16; }
 };
 const QGemmKernels* qgemm_kernels_for(Isa isa);  // nullptr if the level has none in this build
 const QGemmKernels& qgemm_kernels();              // dispatched now
