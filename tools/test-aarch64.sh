@@ -21,7 +21,7 @@ BUILD=$ARM_DIR/build
 SITE=$ARM_DIR/site
 CPUS=${NNKERN_ARM_CPUS:-max cortex-a57}
 MIRROR=${NNKERN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-PACKAGES=python3,python3-numpy,python3-pytest,python3-dev,pybind11-dev
+PACKAGES=python3,python3-numpy,python3-pytest,python3-pytest-xdist,python3-dev,pybind11-dev
 
 steps=() pytest_args=()
 while [ $# -gt 0 ]; do
@@ -52,7 +52,8 @@ setup() {
   fi
   # The arm64 Debian tree: python3, numpy, pytest, the Python and pybind11 headers. debootstrap --foreign
   # only downloads and resolves; dpkg -x unpacks on the host (no maintainer scripts, no emulated dpkg).
-  if [ ! -e "$ROOT/.nnkern-ready" ]; then
+  # The stamp holds the package list: a tree made for another list is made again.
+  if [ "$(cat "$ROOT/.nnkern-ready" 2>/dev/null)" != "$PACKAGES" ]; then
     stamp "arm64 Debian tree in $ROOT"
     rm -rf "$ROOT" "$ROOT.tmp"
     mkdir -p "$ARM_DIR"
@@ -72,7 +73,7 @@ setup() {
       host="$qemu -L $ROOT.tmp $ROOT.tmp/usr/bin/$ver"
     fi
     $host -m compileall -q -j0 "$ROOT.tmp/usr/lib/$ver" "$ROOT.tmp/usr/lib/python3/dist-packages" >/dev/null || true
-    touch "$ROOT.tmp/.nnkern-ready"
+    echo "$PACKAGES" >"$ROOT.tmp/.nnkern-ready"
     mv "$ROOT.tmp" "$ROOT"
   fi
 }
@@ -97,11 +98,18 @@ native() {
 }
 
 python_tests() {
-  # The models run side by side (one emulated interpreter each; CI has 2 cores). The first model runs
-  # the whole suite; the others skip the scalar-level tests, whose code does not depend on the CPU
-  # model. NNKERN_TEST_QUICK defaults to 1 here: emulation is ~20x slower than the host.
+  # With pytest-xdist in the arm64 tree, the models run one after the other, each on one emulated worker per
+  # core (the controller starts them as QEMU processes: no binfmt); else side by side, one interpreter each
+  # (CI has 2 cores). The first model runs the whole suite; the others skip the scalar-level tests, whose code
+  # does not depend on the CPU model. NNKERN_TEST_QUICK defaults to 1 here: emulation is ~20x slower than the
+  # host.
   export NNKERN_TEST_QUICK=${NNKERN_TEST_QUICK:-1}
-  local cpu first=1 rc=0 pids=() names=() i
+  local cpu first=1 rc=0 pids=() names=() status=() i workers=()
+  if [ -d "$ROOT/usr/lib/python3/dist-packages/xdist" ]; then
+    local qemu
+    qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64)
+    workers=(--dist load --tx "$(nproc)*popen//python=$qemu -L $ROOT $ROOT/usr/bin/python3")
+  fi
   for cpu in $CPUS; do
     local extra=()
     [ $first = 1 ] || extra=(-k "not scalar")
@@ -110,12 +118,18 @@ python_tests() {
     local targets=(tests)
     [ ${#pytest_args[@]} -eq 0 ] || targets=("${pytest_args[@]}")
     (ulimit -c 0 && exec tools/run-aarch64.sh --cpu "$cpu" python3 -m pytest -q -p no:cacheprovider \
-      ${extra[@]+"${extra[@]}"} "${targets[@]}") >"$ARM_DIR/pytest-$cpu.log" 2>&1 &
+      ${workers[@]+"${workers[@]}"} ${extra[@]+"${extra[@]}"} "${targets[@]}") >"$ARM_DIR/pytest-$cpu.log" 2>&1 &
     pids+=($!) names+=("$cpu")
     first=0
+    if [ ${#workers[@]} -gt 0 ]; then  # one model at a time
+      if wait "${pids[-1]}"; then status+=(0); else status+=(1); fi
+    fi
   done
   for i in "${!pids[@]}"; do
-    if wait "${pids[$i]}"; then
+    if [ ${#workers[@]} -eq 0 ]; then
+      if wait "${pids[$i]}"; then status[$i]=0; else status[$i]=1; fi
+    fi
+    if [ "${status[$i]}" = 0 ]; then
       stamp "-cpu ${names[$i]}: $(tail -n 1 "$ARM_DIR/pytest-${names[$i]}.log")"
     else
       rc=1
