@@ -3,8 +3,9 @@
 # qemu-user. Idempotent: sets up what is missing, builds once, then runs
 #   1. the native C++ tests (tests/native) through ctest, on the QEMU CPU models cortex-a57 (plain NEON),
 #      cortex-a76 (dot product) and max (dot product, i8mm, SVE), with NNKERN_TEST_QUICK=1 by default;
-#   2. the Python test suite with the cross-built extension, under arm64 Debian's python3, once per model
-#      in NNKERN_ARM_CPUS (default "max cortex-a57"), the models in parallel.
+#   2. the Python test suite with the cross-built extension, under arm64 Debian's python3: all of it on the
+#      first model of NNKERN_ARM_CPUS (default "max cortex-a57"), the dispatch tests on the others
+#      (NNKERN_ARM_OTHER_TESTS), on pytest-xdist workers.
 # No chroot and no binfmt: the arm64 tree comes from `debootstrap --foreign` unpacked with `dpkg -x`,
 # and only the test programs run emulated.
 #
@@ -100,9 +101,11 @@ native() {
 python_tests() {
   # With pytest-xdist in the arm64 tree, the models run one after the other, each on one emulated worker per
   # core (the controller starts them as QEMU processes: no binfmt); else side by side, one interpreter each
-  # (CI has 2 cores). The first model runs the whole suite; the others skip the scalar-level tests, whose code
-  # does not depend on the CPU model. NNKERN_TEST_QUICK defaults to 1 here: emulation is ~20x slower than the
-  # host.
+  # (CI has 2 cores). NNKERN_TEST_QUICK defaults to 1 here: emulation is ~20x slower than the
+  # host. The first model runs the whole suite; the others (without dot product, i8mm, bf16) run what depends
+  # on the CPU model, its dispatch (NNKERN_ARM_OTHER_TESTS, default tests/test_dispatch.py): each level's kernels
+  # are compiled for that level's -march (CMakeLists.txt), so what they execute cannot depend on the model, and
+  # the native tests run every kernel on each model.
   export NNKERN_TEST_QUICK=${NNKERN_TEST_QUICK:-1}
   local cpu first=1 rc=0 pids=() names=() status=() i workers=()
   if [ -d "$ROOT/usr/lib/python3/dist-packages/xdist" ]; then
@@ -111,14 +114,13 @@ python_tests() {
     workers=(--dist load --tx "$(nproc)*popen//python=$qemu -L $ROOT $ROOT/usr/bin/python3")
   fi
   for cpu in $CPUS; do
-    local extra=()
-    [ $first = 1 ] || extra=(-k "not scalar")
-    stamp "Python test suite under qemu-aarch64 -cpu $cpu ${extra[*]} (log: $ARM_DIR/pytest-$cpu.log)"
-    # PYTEST-ARGS replace the default target (tests/), so "-- tests/test_qgemm.py" runs just that file.
+    # PYTEST-ARGS replace the default targets, so "-- tests/test_qgemm.py" runs just that file on every model.
     local targets=(tests)
+    [ $first = 1 ] || read -r -a targets <<<"${NNKERN_ARM_OTHER_TESTS:-tests/test_dispatch.py}"
     [ ${#pytest_args[@]} -eq 0 ] || targets=("${pytest_args[@]}")
+    stamp "Python tests under qemu-aarch64 -cpu $cpu: ${targets[*]} (log: $ARM_DIR/pytest-$cpu.log)"
     (ulimit -c 0 && exec tools/run-aarch64.sh --cpu "$cpu" python3 -m pytest -q -p no:cacheprovider \
-      ${workers[@]+"${workers[@]}"} ${extra[@]+"${extra[@]}"} "${targets[@]}") >"$ARM_DIR/pytest-$cpu.log" 2>&1 &
+      ${workers[@]+"${workers[@]}"} "${targets[@]}") >"$ARM_DIR/pytest-$cpu.log" 2>&1 &
     pids+=($!) names+=("$cpu")
     first=0
     if [ ${#workers[@]} -gt 0 ]; then  # one model at a time
