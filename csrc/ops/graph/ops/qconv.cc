@@ -119,7 +119,8 @@ QConvParams params(const NodeSpec& n, bool full) {
   const int64_t shift = p.general && wc.desc.dtype == DType::u8 ? 128 : 0;
   if (p.general)
     for (size_t o = 0; o < OC; ++o) p.w_zero.push_back(int32_t(wz[o] - shift));
-  const bool as_is = wc.desc.dtype == DType::i8 && (p.general || std::all_of(wz.begin(), wz.end(), [](int64_t z) { return z == 0; }));
+  const bool zero_points_0 = std::all_of(wz.begin(), wz.end(), [](int64_t z) { return z == 0; });
+  const bool as_is = wc.desc.dtype == DType::i8 && (p.general || zero_points_0);
   if (as_is) {
     p.w = std::shared_ptr<const int8_t>(wc.data, wc.as<int8_t>());
   } else {
