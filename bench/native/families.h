@@ -47,8 +47,9 @@ struct QGemmFamily {
   static const nnkern::KernelList<Kernel>& list() { return nnkern::qgemm_family().list(); }
   static Layout layout(const Kernel& k) {
     using nnkern::QKind;
+    const bool widened = k.kind == QKind::s16 || k.kind == QKind::s16w8;  // int16 activations (s16w8: int8 panels)
     const Elem a = k.kind == QKind::s16 ? Elem::s16 : Elem::s8;
-    const Elem b = k.kind == QKind::s16 ? Elem::s16 : k.kind == QKind::s8s8 ? Elem::s8 : Elem::u8;
+    const Elem b = widened ? Elem::s16 : k.kind == QKind::s8s8 ? Elem::s8 : Elem::u8;
     return {size_t(k.mr), size_t(k.nr), size_t(k.kgroup), a, b, Elem::s32, false, k.weight_bits == 7 ? 64 : 0};
   }
   // One run() serves both forms: ks = 1 without a zero row is the plain GEMM tile (kernels/qgemm.h).
