@@ -181,6 +181,24 @@ def test_qlinear_conv(c):
     _mostly_equal(run_nnkern(m7, {"x": x7})[0], run_ort(m7, {"x": x7})[0])
 
 
+@pytest.mark.parametrize("op", ["QLinearConv", "ConvInteger"])
+@pytest.mark.parametrize("group, cg, why", [(3, 2, "group 3 does not divide"), (0, 2, "group 0 does not divide"),
+                                            (2, 3, "does not fit input")])
+def test_a_weight_that_does_not_fit_the_group_or_input_raises(op, group, cg, why):
+    """The weight is laid out per group when the plan is made: a group that does not divide its output channels,
+    or input channels that do not match, is a clear error, not a crash or a wrong layout."""
+    x = np.zeros((1, 4, 5, 5), np.uint8)
+    w = np.ones((4, cg, 3, 3), np.int8)
+    if op == "QLinearConv":
+        consts = {"sx": np.float32(0.1), "zx": np.uint8(0), "w": w, "sw": np.float32(0.1), "zw": np.int8(0),
+                  "sy": np.float32(1.0), "zy": np.uint8(0)}
+    else:
+        consts = {"w": w}
+    m = node_model(op, {"x": x}, ["y"], dict(group=group), consts)
+    with pytest.raises(ValueError, match=why):
+        run_nnkern(m, {"x": x})
+
+
 @SETTINGS
 @given(st.sampled_from([np.uint8, np.int8]), st.integers(1, 6), st.integers(1, 50), st.integers(1, 12))
 def test_qlinear_matmul(t, M, K, N):

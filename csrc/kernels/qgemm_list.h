@@ -1,6 +1,7 @@
-// The integer GEMM micro-kernels of this build (core/kernel_list.h), one list for all three kinds: the
+// The integer GEMM micro-kernels of this build (core/kernel_list.h), one list for all four kinds: the
 // prefix of a name is its kind (u8s8: uint8 activations x int8 weights; s8s8: int8 x int8, SDOT; s16: int16
-// x int16; s16w8: int16 x int16 from int8 weights), then MRxNR, then cG, the K-group of its packed layout (XNNPACK's convention, kernels/qgemm.h).
+// x int16; s16w8: int16 x int16 from int8 weights), then MRxNR, then cG, the K-group of its packed layout
+// (XNNPACK's convention, kernels/qgemm.h).
 // From this list: the declarations below, qgemm_kernels_for(Isa) and the "qgemm" registry entry
 // (ops/qgemm/kernels.cc), the Python fixtures (nnkern._C.kernel_list("qgemm")) and the native tests.
 // Order matters once: at a level with several 8-bit kernels the first one is dispatched (scalar: u8s8;

@@ -3,9 +3,9 @@
 // - s16 x s16 with vpmaddwd + vpaddd, for any int8 weights (seed I1): VPMADDUBSW's int16 pair sum saturates for
 //   u8 x s8, so u8/s8 activations are widened to int16 by the driver, weights packed as int16 pairs, and
 //   VPMADDWD + VPADDD accumulate exactly (modulo 2^32). 2 uops per 16 multiply-adds, twice the weight bytes.
-//   s16w8 keeps the weights as int8 pairs and sign-extends each vector as it loads it (VPMOVSXBW, on other
-//   ports than the multiplies): the same products from half the panel bytes, for 8-bit weights; s16 stays
-//   for int16 weights (qgemm's s16 x s16).
+//   s16w8 keeps the weights as int8 pairs and sign-extends each vector as it loads it (VPMOVSXBW, one more
+//   instruction per weight vector): the same products from half the panel bytes, for 8-bit weights; s16
+//   stays for int16 weights (qgemm's s16 x s16).
 // - u8 x s8 with vpmaddubsw + vpmaddwd (by ones) + vpaddd, for weights in [-64, 64] only (weight_bits 7): a pair
 //   sum is then at most 255 * 64 * 2 = 32640 and at least -32640, inside int16, so nothing
 //   saturates. 3 uops per 32 multiply-adds, the activations read as bytes: the models quantized with 7-bit

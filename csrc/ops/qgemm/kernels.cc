@@ -15,31 +15,21 @@
 namespace nnkern {
 namespace {
 
-// The kernel of `level` exactly: its first 8-bit one (u8s8 or s8s8) for any weights, or its s16 one.
+// The first kernel of `level` exactly (list order) that `pick` accepts, or null.
+template <typename Pick>
+const QGemmKernel* first_at_level(Isa level, Pick pick) {
+  const KernelList<QGemmKernel>& l = qgemm_family().list();
+  for (size_t i = 0; i < l.kernels.size(); ++i)
+    if (l.info[i].level == level && pick(*l.kernels[i])) return l.kernels[i];
+  return nullptr;
+}
+
+// The kernel of `level` exactly for any weights: its first 8-bit one (u8s8 or s8s8), or its s16 one.
 const QGemmKernel* at_level(Isa level, bool s16) {
-  const KernelList<QGemmKernel>& l = qgemm_family().list();
-  for (size_t i = 0; i < l.kernels.size(); ++i) {
-    const QKind kind = l.kernels[i]->kind;
-    if (l.info[i].level == level && kind != QKind::s16w8 && (kind == QKind::s16) == s16 && l.kernels[i]->weight_bits == 8)
-      return l.kernels[i];
-  }
-  return nullptr;
-}
-
-// The level's own kernel of int16 products from int8 weights, if any.
-const QGemmKernel* s16w8_at_level(Isa level) {
-  const KernelList<QGemmKernel>& l = qgemm_family().list();
-  for (size_t i = 0; i < l.kernels.size(); ++i)
-    if (l.info[i].level == level && l.kernels[i]->kind == QKind::s16w8) return l.kernels[i];
-  return nullptr;
-}
-
-// The 8-bit kernel of `level` for 7-bit weights only, if any.
-const QGemmKernel* narrow_at_level(Isa level) {
-  const KernelList<QGemmKernel>& l = qgemm_family().list();
-  for (size_t i = 0; i < l.kernels.size(); ++i)
-    if (l.info[i].level == level && l.kernels[i]->weight_bits < 8) return l.kernels[i];
-  return nullptr;
+  return first_at_level(level, [s16](const QGemmKernel& k) {
+    const bool eight_bit = k.kind == QKind::u8s8 || k.kind == QKind::s8s8;
+    return (s16 ? k.kind == QKind::s16 : eight_bit) && k.weight_bits == 8;
+  });
 }
 
 }  // namespace
@@ -67,8 +57,9 @@ const QGemmKernels* qgemm_kernels_for(Isa isa) {
       QGemmKernels& e = (*t)[int(level)];
       e.i8 = at_level(level, false);
       e.s16 = at_level(level, true);
-      e.s16w8 = s16w8_at_level(level);
-      e.i8_narrow = e.i8 ? nullptr : narrow_at_level(level);
+      // The level's own int16-product kernel of int8 panels, and its 8-bit kernel for 7-bit weights only.
+      e.s16w8 = first_at_level(level, [](const QGemmKernel& k) { return k.kind == QKind::s16w8; });
+      e.i8_narrow = e.i8 ? nullptr : first_at_level(level, [](const QGemmKernel& k) { return k.weight_bits < 8; });
       e.gemv = qgemv_family().list().at(level);
       // None of its own (avx512, avxvnni): the one of the highest level it implies, if any. isa_levels()
       // runs lowest first, so the last match is the highest.
