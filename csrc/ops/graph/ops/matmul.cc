@@ -235,7 +235,7 @@ std::unique_ptr<Step> make_gemm(const NodeSpec& n, const std::vector<TensorDesc>
                          N > 1;
   Broadcast cb;
   if (has_c && !c_is_bias) {
-    cb = plan_broadcast({c_desc.shape, {int64_t(M), int64_t(N)}}, {int64_t(M), int64_t(N)});
+    cb = plan_broadcast({c_desc.shape, c_desc.shape}, {int64_t(M), int64_t(N)});  // C as both inputs
     ep.beta = g.beta;
   }
   auto fill_c = [cb, has_c, c_is_bias](const StepData& d) {
