@@ -28,6 +28,34 @@ def pytest_configure(config):
         os.environ["NNKERN_TEST_EXHAUSTIVE"] = "1"
 
 
+def _names_scalar_level(name: str, value) -> bool:
+    """Whether a test parameter is the scalar level: a kernel of a kernel list, a kernel's name, a conv path
+    naming one, or the level itself in a parameter named after it (isa, qisa, level, ...)."""
+    if isinstance(value, dict):
+        return value.get("level") == "scalar"
+    if isinstance(value, (tuple, list)):
+        return any(_names_scalar_level("", v) for v in value)
+    if not isinstance(value, str):
+        return False
+    return value.endswith("__scalar") or (value == "scalar" and (name.endswith("isa") or name == "level"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """NNKERN_TEST_SKIP_PORTABLE=1 (the emulated aarch64 run, tools/test-aarch64.sh) deselects the cases of the
+    portable scalar level: the host's suite runs that same C++ natively, and the native tests run each scalar
+    kernel emulated, while an emulated case costs many times a native one. (The dispatch tests' levels are a
+    `cap`: they keep every level.)"""
+    if os.environ.get("NNKERN_TEST_SKIP_PORTABLE", "") in ("", "0"):
+        return
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        (drop if any(_names_scalar_level(name, v) for name, v in params.items()) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 def exhaustive_only(test):
     """Runs the test only in the exhaustive run (tests/helpers.py EXHAUSTIVE)."""
     from helpers import EXHAUSTIVE

@@ -12,7 +12,8 @@
 #   tools/test-aarch64.sh [--setup] [--build] [--native] [--python] [-- PYTEST-ARGS...]
 # With no step named, all four run. Environment: NNKERN_ARM_DIR (work folder, default .aarch64 in the
 # repository), NNKERN_ARM_CPUS, NNKERN_DEBIAN_MIRROR, NNKERN_TEST_QUICK (default 1 here: shorter
-# sweeps; 0 for the full ones, about 10 minutes per model).
+# sweeps; 0 for the full ones, about 10 minutes per model), NNKERN_TEST_SKIP_PORTABLE (default 1 here: the
+# Python suite leaves the scalar level's cases to the host; 0 runs them too).
 # tools/run-aarch64.sh runs any other command against the same build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -106,7 +107,9 @@ python_tests() {
   # on the CPU model, its dispatch (NNKERN_ARM_OTHER_TESTS, default tests/test_dispatch.py): each level's kernels
   # are compiled for that level's -march (CMakeLists.txt), so what they execute cannot depend on the model, and
   # the native tests run every kernel on each model.
-  export NNKERN_TEST_QUICK=${NNKERN_TEST_QUICK:-1}
+  # NNKERN_TEST_SKIP_PORTABLE defaults to 1: the scalar level's cases are the same C++ the host suite runs
+  # natively (tests/conftest.py), and the native tests above run each scalar kernel emulated.
+  export NNKERN_TEST_QUICK=${NNKERN_TEST_QUICK:-1} NNKERN_TEST_SKIP_PORTABLE=${NNKERN_TEST_SKIP_PORTABLE:-1}
   local cpu first=1 rc=0 pids=() names=() status=() i workers=()
   if [ -d "$ROOT/usr/lib/python3/dist-packages/xdist" ]; then
     local qemu
