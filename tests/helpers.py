@@ -144,10 +144,11 @@ def run_python_isolated(code, args=(), env=None, timeout=300, executable=None, p
 def run_script_isolated(script, *args, timeout=600):
     """Run the check script ``script`` as __main__ with ``args`` in a child process, so a fault fails one test
     instead of killing pytest. The child is a fork of this process where that is possible (no interpreter start-up:
-    the guard-page checks are many and short), a fresh interpreter otherwise (no fork, or emulated). The result is a
+    the guard-page checks are many and short; under qemu-user too, whose fork copies the emulated process), a fresh
+    interpreter otherwise (no fork). The result is a
     subprocess.CompletedProcess (the fork's stderr is in its stdout); subprocess.TimeoutExpired past the timeout."""
     argv = [str(script), *map(str, args)]
-    if EXEC_PREFIX or not hasattr(os, "fork"):
+    if not hasattr(os, "fork"):
         return run_python_isolated(f"import runpy, sys; sys.argv = {argv!r}; "
                                    f"runpy.run_path({argv[0]!r}, run_name='__main__')", timeout=timeout)
     read_end, write_end = os.pipe()
