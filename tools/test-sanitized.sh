@@ -6,24 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=build/asan-site
 rm -rf "$target"
-# Only the x86 kernel levels this CPU can run (a superset of what dispatch asks, from /proc/cpuinfo): the others
-# would never execute under the sanitizers, and instrumenting them is a large part of the build.
-levels=""
-if [ "$(uname -m)" = x86_64 ] && [ -r /proc/cpuinfo ]; then
-  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
-  has() { local f; for f; do [[ $flags == *" $f "* ]] || return 1; done; }
-  if has avx2 fma f16c; then
-    levels="avx2"
-    has avx_vnni && levels+=";avxvnni"
-    if has avx512f avx512bw avx512dq avx512vl; then
-      levels+=";avx512"
-      has avx512_vnni && levels+=";avx512vnni"
-      has avx512_bf16 && levels+=";avx512bf16"
-      has amx_tile && levels+=";amx"
-    fi
-  fi
-  echo "sanitizer build: kernel levels ${levels:-all}"
-fi
+# Only the kernel levels this CPU runs, as the installed nnkern's dispatch sees them (its own CPU and OS checks):
+# the others would never execute under the sanitizers, and instrumenting them is a large part of the build.
+# Every level where no nnkern is installed; a level this tree lacks is left out.
+pick='import nnkern, os, sys; print(";".join(l for l in nnkern.supported_isas()
+                                         if l != "scalar" and os.path.isdir(os.path.join(sys.argv[1], l))))'
+kernels=$PWD/csrc/kernels
+levels=$(cd / && python -c "$pick" "$kernels" 2>/dev/null) || levels=""  # from /: the installed nnkern
+echo "sanitizer build: kernel levels ${levels:-all}"
 NNKERN_ISA_LEVELS=$levels NNKERN_SANITIZE=address,undefined python -m pip install -q --no-deps --target "$target" \
   --config-settings=build-dir=build/asan .
 preload="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)"
