@@ -24,8 +24,11 @@ def test_skip_portable_deselects_the_scalar_level_only():
     # Each dropped case names the scalar level: a kernel "..__scalar" or the level as its ISA parameter.
     assert all("__scalar" in t or "[scalar" in t for t in dropped), sorted(dropped)[:5]
     assert not any("__scalar" in t for t in kept), sorted(t for t in kept if "__scalar" in t)[:5]
-    # A "scalar" that is no ISA (a broadcast pattern; the module needs onnx) and the dispatch tests' caps stay.
+    # The level as a parameter (isa, qisa, level) goes too; a "scalar" that is no ISA (a broadcast pattern; that
+    # module needs onnx) and the dispatch tests' caps stay.
     broadcasts = {t for t in everything if "test_large_broadcasts[" in t and "scalar" in t}
     assert broadcasts <= kept
     assert any("test_dispatch.py::" in t and "scalar" in t for t in kept)
+    scalar_ids = {t for t in kept if "scalar" in t.partition("[")[2].rstrip("]").split("-")}
+    assert scalar_ids <= broadcasts | {t for t in kept if "test_dispatch.py::" in t}, sorted(scalar_ids)[:5]
     assert any("test_sgemm.py::" in t and "[" in t for t in kept)
