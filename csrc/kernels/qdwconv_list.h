@@ -6,7 +6,7 @@
 
 #define NNKERN_QDWCONV_LIST(X)   \
   X(u8s8_dwconv_1c__scalar, scalar) \
-  NNKERN_AVX2(X(u8s8_dwconv_16c__avx2, avx2)) \
+  NNKERN_AVX2(X(u8s8_dwconv_32c__avx2, avx2)) \
   NNKERN_AVX512(X(u8s8_dwconv_64c__avx512, avx512)) \
   NNKERN_AVX512VNNI(X(u8s8_dwconv_64c__avx512vnni, avx512vnni)) \
   NNKERN_NEON(X(u8s8_dwconv_32c__neon, neon))

@@ -1,6 +1,8 @@
 // Depthwise INT8 micro-kernel for AVX2 (kernels/qdwconv.h): 8 channels per ymm, 16 per block (two
-// accumulators), taps in the loop. uint8 inputs zero-extended with vpmovzxbd, int32 weights, vpmulld +
-// vpaddd: exact modulo 2^32 (VPMADDUBSW's saturating pair sum is never used).
+// accumulators), taps in the loop. uint8 inputs zero-extended with vpmovzxbd, int32 weights within int16,
+// vpmaddwd + vpaddd: each int32 lane holds x (high half 0) and w (high half its sign), so the pair sum is
+// x * w + 0 exactly (VPMADDUBSW's saturating pair sum is never used). VPMULLD gave the same bits at twice the
+// cost: two uops and 10 cycles on Intel, half VPMADDWD's throughput on AMD Zen.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -25,13 +27,14 @@ struct DwYmm : YmmOps {
     return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(q));
   }
   static NNK_INLINE V load_w(const int32_t* p) { return load(p); }
-  static NNK_INLINE V madd(V acc, V x, V w) { return add(acc, mullo(x, w)); }  // vpmulld: any int32 w
+  static NNK_INLINE V madd(V acc, V x, V w) { return add(acc, _mm256_madd_epi16(x, w)); }
 };
 
 #include "kernels/inc/qdwconv_tile.inc"
 
 }  // namespace
 
-extern const QDwconvKernel u8s8_dwconv_16c__avx2 = {"u8s8_dwconv_16c__avx2", 16, QDwconvTemplate<DwYmm, 2, 1, 4>::run};
+extern const QDwconvKernel u8s8_dwconv_32c__avx2 = {"u8s8_dwconv_32c__avx2", 32,
+                                                  QDwconvTemplate<DwYmm, 4, 2, 4>::run};
 
 }  // namespace nnkern
