@@ -394,12 +394,15 @@ def test_qlinear_mul_with_a_degenerate_output_scale_is_defined():
 
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
-def test_qlinear_add_and_mul_int8_same_shape(op):
-    """int8 operands of one shape (the quantize kernels' loop): the documented float32 formula bit for bit, the
-    saturation at both ends included, under every ISA cap this CPU runs."""
+@pytest.mark.parametrize("a_shape, b_shape", [((4, 301), (4, 301)), ((301,), (4, 301)), ((2, 3, 40), (3, 40)),
+                                              ((4, 301), (4, 1)), ((5, 15), (15,))])
+def test_qlinear_add_and_mul_int8(op, a_shape, b_shape):
+    """int8 operands of one shape, or broadcast (a row over the rows of a matrix: the quantize kernels' loop per row
+    where rows are long; a value per row or short rows: the op's own loop): the documented float32 formula bit for
+    bit, the saturation at both ends included, under every ISA cap this CPU runs."""
     rng = np.random.default_rng(22)
-    a = rng.integers(-128, 128, (4, 301)).astype(np.int8)
-    b = rng.integers(-128, 128, (4, 301)).astype(np.int8)
+    a = rng.integers(-128, 128, a_shape).astype(np.int8)
+    b = rng.integers(-128, 128, b_shape).astype(np.int8)
     sa, sb, sc = np.float32(0.03), np.float32(0.05), np.float32(0.02 if op == "QLinearAdd" else 0.05)
     za, zb, zc = np.int8(-3), np.int8(7), np.int8(-11)
     node = helper.make_node(op, ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["y"], domain="com.microsoft")

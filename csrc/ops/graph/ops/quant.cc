@@ -179,6 +179,9 @@ std::vector<TensorDesc> infer_qbinary(const NodeSpec& n) {
   return one(n.in(0).dtype, broadcast_shapes(n.in(0).shape, n.in(3).shape));
 }
 
+// The shortest run of a broadcast QLinearAdd / QLinearMul given to the ISA's loop (a call per run).
+constexpr size_t kQBinaryMinRun = 16;
+
 template <typename T, bool Mul>
 std::unique_ptr<Step> qbinary_step(const NodeSpec& n, const TensorDesc& out) {
   const Broadcast bc = plan_broadcast({n.in(0).shape, n.in(3).shape}, out.shape);
@@ -194,15 +197,25 @@ std::unique_ptr<Step> qbinary_step(const NodeSpec& n, const TensorDesc& out) {
         const float zc = has_zc ? float(*d.in<T>(7)) : 0.0f;
         const float lo = std::max(relu ? zc : -INFINITY, float(std::numeric_limits<T>::min()));
         const float hi = float(std::numeric_limits<T>::max());
+        const QBinaryParams p{sa, za, sb, zb, sc, zc, lo, hi, Mul, std::is_signed_v<T>};
+        const QBinaryFn f = quantize_family().dispatched().qbinary;
+        const T *pa = d.in<T>(0), *pb = d.in<T>(3);
+        T* py = d.out<T>(0);
         if (same) {  // the ISA's loop (kernels/qbinary.h): the same operations, vectorized
-          const QBinaryParams p{sa, za, sb, zb, sc, zc, lo, hi, Mul, std::is_signed_v<T>};
-          const QBinaryFn f = quantize_family().dispatched().qbinary;
-          const T *a = d.in<T>(0), *b = d.in<T>(3);
-          T* y = d.out<T>(0);
-          for_ranges(count, [&](size_t i0, size_t i1) { f(a + i0, b + i0, y + i0, i1 - i0, p); });
+          for_ranges(count, [&](size_t i0, size_t i1) { f(pa + i0, pb + i0, py + i0, i1 - i0, p); });
           return;
         }
-        broadcast2(bc, d.in<T>(0), d.in<T>(3), d.out<T>(0), [=](T a, T b) {
+        // Runs that both operands walk (a bias row added to each row of a matrix): the ISA's loop per run, where
+        // the runs are long enough to repay a call each.
+        if (bc.inner_step[0] && bc.inner_step[1] && bc.inner >= kQBinaryMinRun) {
+          for_ranges(count, [&](size_t i0, size_t i1) {
+            for_rows<2>(bc, i0, i1, [&](size_t start, const size_t* off, size_t len) {
+              f(pa + off[0], pb + off[1], py + start, len, p);
+            });
+          });
+          return;
+        }
+        broadcast2(bc, pa, pb, py, [=](T a, T b) {
           const float x = (float(a) - za) * sa, y = (float(b) - zb) * sb;
           const float v = (Mul ? x * y : x + y) / sc + zc;
           // Clamped to the type's range first (a NaN, from a zero or NaN scale, to lo: no undefined conversion).
