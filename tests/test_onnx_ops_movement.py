@@ -656,11 +656,12 @@ _ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.uint8): Tenso
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int64, np.float16])
 def test_channel_shuffle_step(dtype):
     """nnkern.ChannelShuffle (the optimizer's ShuffleNet join): a and b interleaved along the last axis, cut into
-    `splits` equal parts: whole pairs per part or not (odd part widths), every element size, rows enough for the
-    pool; its checks refuse mismatched inputs and splits that do not divide."""
+    `splits` equal parts: whole pairs per part or not (odd part widths), runs of pairs past the byte loop's 8 and 4
+    at a time, every element size, rows enough for the pool; its checks refuse mismatched inputs and splits that
+    do not divide."""
     rng = np.random.default_rng(12)
     for shape, splits in [((2, 3, 5, 24), 2), ((1, 4, 4, 3), 2), ((6, 3), 3), ((7,), 1), ((3, 2, 5), 5),
-                          ((2, 40, 40, 48), 2), ((1, 2, 2, 0), 1)]:
+                          ((2, 40, 40, 48), 2), ((1, 2, 2, 0), 1), ((3, 4, 29), 1), ((2, 5, 30), 2), ((4, 22), 2)]:
         a, b = (values(rng, shape, dtype) for _ in range(2))
         z = np.stack([a, b], axis=-1).reshape(shape[:-1] + (2 * shape[-1],))
         for got, want in zip(_channel_shuffle(a, b, splits), np.split(z, splits, axis=-1)):
