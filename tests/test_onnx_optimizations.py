@@ -177,6 +177,27 @@ def test_quantized_elementwise_op_is_a_table_with_the_same_bits(op, types):
         np.testing.assert_array_equal(got, want, err_msg=f"{op} {types} n={n}")
 
 
+@pytest.mark.parametrize("types", [(np.uint8, np.uint8), (np.int8, np.int8)])
+def test_lookup_kernels_on_every_isa(types):
+    """The table step's kernel of every ISA level this CPU runs (the vector one's 32 bytes at a time and the tail)
+    against the unoptimized ops: every byte value, every length up to 70, a long run."""
+    from nnkern import _C
+    model = _dq_op_q_model("Sigmoid", {}, [], *types).SerializeToString()
+    info = np.iinfo(types[0])
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.permutation(np.arange(info.min, info.max + 1)),
+                        rng.integers(info.min, info.max + 1, 2000)]).astype(types[0])
+    plain = nnkern.onnx.InferenceSession(model, optimize={"quantized_lookup": False})
+    for isa in nnkern.ISA_LEVELS:
+        if isa not in _C.isa_levels():
+            continue
+        with nnkern.max_isa(isa):
+            table = nnkern.onnx.InferenceSession(model)
+            for n in list(range(71)) + [256, 1000, len(x)]:
+                np.testing.assert_array_equal(table.run(None, {"xq": x[:n]})[0], plain.run(None, {"xq": x[:n]})[0],
+                                              err_msg=f"{isa} {types} n={n}")
+
+
 def test_lookup_is_not_used_where_it_would_be_wrong():
     """Per-channel parameters, a non-constant second input, or a float reader of the op's output keep the ops."""
     x = np.arange(12, dtype=np.uint8).reshape(3, 4)

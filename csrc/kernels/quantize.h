@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/lookup.h"
 #include "kernels/qbinary.h"
 
 namespace nnkern {
@@ -31,6 +32,7 @@ struct QuantizeKernel {
   DequantizeFn dequantize;
   MinMaxFn minmax;
   QBinaryFn qbinary;  // QLinearAdd / QLinearMul on contiguous operands (kernels/qbinary.h)
+  LookupFn lookup;    // nnkern.Lookup's byte table (kernels/lookup.h)
 };
 
 extern const QuantizeKernel quantize__scalar;

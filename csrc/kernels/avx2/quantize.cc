@@ -89,6 +89,7 @@ struct Ymm {
 };
 
 #include "kernels/inc/f32_minmax_loop.inc"
+#include "kernels/inc/lookup_ymm.inc"
 
 void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Ymm>(x, n, lo, hi); }
 
@@ -96,6 +97,7 @@ void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Ym
 
 NNK_QBINARY_KERNEL(avx2)
 
-const QuantizeKernel quantize__avx2 = {"quantize__avx2", quantize_run, dequantize_run, minmax_run, qbinary__avx2};
+const QuantizeKernel quantize__avx2 = {"quantize__avx2", quantize_run, dequantize_run, minmax_run, qbinary__avx2,
+                                       lookup_ymm};
 
 }  // namespace nnkern

@@ -40,6 +40,7 @@ void minmax_run(const float* x, size_t n, float* lo, float* hi) {
 
 NNK_QBINARY_KERNEL(scalar)
 
-const QuantizeKernel quantize__scalar = {"quantize__scalar", quantize_run, dequantize_run, minmax_run, qbinary__scalar};
+const QuantizeKernel quantize__scalar = {"quantize__scalar", quantize_run, dequantize_run, minmax_run, qbinary__scalar,
+                                         lookup_loop};
 
 }  // namespace nnkern

@@ -4,8 +4,9 @@
 // give for each of the 256 inputs (computed by the same ops at load): the INT8 graph stays quantized, same bits.
 #include <array>
 #include <cstdint>
-#include <cstring>
 
+#include "core/kernel_family.h"
+#include "kernels/quantize_list.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/elementwise.h"
 
@@ -15,19 +16,6 @@ namespace {
 
 using ByteTypes = TypeList<uint8_t, int8_t>;
 using Table = std::array<uint8_t, 256>;
-
-// Eight entries per 64-bit load and store: the loads of the table then need not wait for the stores before them
-// (a byte store may alias the table for the compiler), and a store per element becomes one per eight.
-void lookup(const Table& t, const uint8_t* x, uint8_t* y, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t v, r = 0;
-    std::memcpy(&v, x + i, 8);
-    for (int k = 0; k < 8; ++k) r |= uint64_t(t[(v >> (8 * k)) & 255]) << (8 * k);
-    std::memcpy(y + i, &r, 8);
-  }
-  for (; i < n; ++i) y[i] = t[x[i]];
-}
 
 std::vector<TensorDesc> infer_lookup(const NodeSpec& n) {
   require_types(n, {0, 1}, ByteTypes{});
@@ -43,12 +31,14 @@ class LookupStep final : public Step {
   void run(const StepData& d) const override {
     const uint8_t* x = d.in<uint8_t>(0);
     uint8_t* y = d.out<uint8_t>(0);
+    const LookupFn lookup = quantize_family().dispatched().lookup;  // the ISA's (kernels/lookup.h)
+    const uint8_t* t = t_.data();
     if (pitch_ == row_) {
-      for_ranges(count_, [&](size_t b, size_t e) { lookup(t_, x + b, y + b, e - b); });
+      for_ranges(count_, [&](size_t b, size_t e) { lookup(t, x + b, y + b, e - b); });
       return;
     }
     const auto rows = [&](size_t b, size_t e) {
-      for (size_t r = b; r < e; ++r) lookup(t_, x + r * row_, y + r * pitch_, row_);
+      for (size_t r = b; r < e; ++r) lookup(t, x + r * row_, y + r * pitch_, row_);
     };
     if (count_ < kElementwiseParallel) rows(0, count_ / row_);
     else parallel_for_ranges(count_ / row_, rows);
