@@ -3,7 +3,8 @@
 // in float32 with exactly the op's operations (a correctly rounded division, no FMA contraction, rint as
 // (v + 1.5 * 2^23) - 1.5 * 2^23 on the clamped |v| < 2^22): the same bits on every ISA as the op's own loop. A
 // plain loop that each ISA's quantize.cc compiles under its flags (without -ftrapping-math: CMakeLists.txt), the
-// compiler's vectors. Baseline header: no intrinsics; static, so each kernel file compiles its own copy.
+// compiler's vectors; AVX2 writes the same operations out (kernels/avx2/quantize.cc). Baseline header: no
+// intrinsics; static, so each kernel file compiles its own copy.
 #pragma once
 #include <cstddef>
 #include <cstdint>
