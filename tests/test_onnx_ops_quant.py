@@ -395,11 +395,13 @@ def test_qlinear_mul_with_a_degenerate_output_scale_is_defined():
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("a_shape, b_shape", [((4, 301), (4, 301)), ((301,), (4, 301)), ((2, 3, 40), (3, 40)),
-                                              ((4, 301), (4, 1)), ((5, 15), (15,))])
+                                              ((4, 301), (4, 1)), ((5, 15), (15,)), ((2, 3, 40), (2, 1, 40)),
+                                              ((3, 2500), (2500,)), ((2, 6, 7), (2, 1, 7))])
 def test_qlinear_add_and_mul_int8(op, a_shape, b_shape):
-    """int8 operands of one shape, or broadcast (a row over the rows of a matrix: the quantize kernels' loop per row
-    where rows are long; a value per row or short rows: the op's own loop): the documented float32 formula bit for
-    bit, the saturation at both ends included, under every ISA cap this CPU runs."""
+    """int8 operands of one shape, or broadcast: one row over every row (the quantize kernels' loop over a buffer of
+    the row repeated, or per row past its size), rows that both walk (the loop per row; short ones and a value per
+    row: the op's own loop): the documented float32 formula bit for bit, the saturation at both ends included,
+    under every ISA cap this CPU runs."""
     rng = np.random.default_rng(22)
     a = rng.integers(-128, 128, a_shape).astype(np.int8)
     b = rng.integers(-128, 128, b_shape).astype(np.int8)

@@ -4,6 +4,7 @@
 // (ops/quant/quantize.h). Scales and zero points are read at run time.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -179,8 +180,25 @@ std::vector<TensorDesc> infer_qbinary(const NodeSpec& n) {
   return one(n.in(0).dtype, broadcast_shapes(n.in(0).shape, n.in(3).shape));
 }
 
-// The shortest run of a broadcast QLinearAdd / QLinearMul given to the ISA's loop (a call per run).
+// The shortest run of a broadcast QLinearAdd / QLinearMul given to the ISA's loop (a call per run), and the bytes
+// of the buffer that repeats a broadcast row for it.
 constexpr size_t kQBinaryMinRun = 16;
+constexpr size_t kQBinaryTile = 4096;
+
+// Which input (0 or 1) is one row (its last axis) repeated at every outer position while the other input has the
+// output's shape, so that a buffer of the row repeated lets the ISA's loop run across many rows per call (a
+// squeeze-and-excite scale of 16 channels over every pixel: a call per 16 bytes otherwise); -1 if none.
+int repeated_row(const Broadcast& bc, const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                 const std::vector<int64_t>& out) {
+  if (bc.inner * 2 > kQBinaryTile || !bc.inner_step[0] || !bc.inner_step[1]) return -1;
+  for (int k = 0; k < 2; ++k) {
+    if ((k == 0 ? b : a) != out) continue;
+    bool repeated = true;
+    for (size_t s : bc.outer_strides[size_t(k)]) repeated = repeated && s == 0;
+    if (repeated) return k;
+  }
+  return -1;
+}
 
 template <typename T, bool Mul>
 std::unique_ptr<Step> qbinary_step(const NodeSpec& n, const TensorDesc& out) {
@@ -189,6 +207,7 @@ std::unique_ptr<Step> qbinary_step(const NodeSpec& n, const TensorDesc& out) {
   const bool has_za = n.has_input(2), has_zb = n.has_input(5), has_zc = n.has_input(7);
   const int over = n.in(0).shape == out.shape ? 0 : n.in(3).shape == out.shape ? 3 : -1;
   const bool same = n.in(0).shape == out.shape && n.in(3).shape == out.shape;
+  const int row_input = same ? -1 : repeated_row(bc, n.in(0).shape, n.in(3).shape, out.shape);
   const size_t count = out.elements();
   return in_place_step(
       [=](const StepData& d) {
@@ -203,6 +222,21 @@ std::unique_ptr<Step> qbinary_step(const NodeSpec& n, const TensorDesc& out) {
         T* py = d.out<T>(0);
         if (same) {  // the ISA's loop (kernels/qbinary.h): the same operations, vectorized
           for_ranges(count, [&](size_t i0, size_t i1) { f(pa + i0, pb + i0, py + i0, i1 - i0, p); });
+          return;
+        }
+        if (row_input >= 0) {  // one row over whole rows: the row repeated (rows + 1 times), many rows per call
+          const size_t c = bc.inner, span = (kQBinaryTile / c - 1) * c;
+          for_ranges(count, [&](size_t i0, size_t i1) {
+            alignas(64) T rows[kQBinaryTile / sizeof(T)];
+            const T* row = row_input == 0 ? pa : pb;
+            for (size_t r = 0; r + c <= kQBinaryTile / sizeof(T); r += c) std::memcpy(rows + r, row, c * sizeof(T));
+            for (size_t i = i0; i < i1;) {
+              const size_t len = std::min(span, i1 - i);
+              const T* rep = rows + i % c;
+              row_input == 0 ? f(rep, pb + i, py + i, len, p) : f(pa + i, rep, py + i, len, p);
+              i += len;
+            }
+          });
           return;
         }
         // Runs that both operands walk (a bias row added to each row of a matrix): the ISA's loop per run, where
