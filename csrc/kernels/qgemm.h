@@ -106,6 +106,11 @@ struct QEpilogue {
   // the next multiple of kstep, readable, and the packed A is readable for MR * kstep bytes past its end (the
   // values there are never used: they meet those zeros). Set only by the GEMM driver, for the plain form.
   bool k_padded = false;
+  // Each tap's k % G tail may be read as a whole group: every B column, and the zero row, is readable for G - 1
+  // elements past its k values, whose products meet the packed A's zero padding of the group. Set by the indirect
+  // convolution where its input allows it (ops/qconv/indirect.cc: 3-channel images otherwise assemble each tap's
+  // last word byte by byte); a kernel may ignore it.
+  bool k_overread = false;
 };
 
 // One signature for the GEMM (ks = 1, zero = null, b_offset = 0) and the indirect (convolution) tile; see

@@ -54,7 +54,8 @@ class Indirect final : public QConvAlgorithm {
     const TapWeights& w = weights(k);
     const std::shared_ptr<const QConvIndirection> ind = L.indirection(c.N, c.H, c.W, &k, c.x_type, in.za);
     const size_t tiles = qgemm_ceil_div(c.M(), size_t(k.nr)), blocks = qgemm_ceil_div(tiles, kTilesPerTask);
-    const QEpilogue ep0 = qconv_epilogue(out);
+    QEpilogue ep0 = qconv_epilogue(out);
+    ep0.k_overread = icg_tail(k);
     if (!out.in_place()) out.begin(c.OH, c.OW, tiles);
     const size_t chunk = panels_per_task(size_t(k.mr), out.tile_elem(), w.panels, geo.groups * blocks);
     // Buffered stages: each task's tiles go through one buffer (slot = tile), allocated once per task.
@@ -69,6 +70,18 @@ class Indirect final : public QConvAlgorithm {
   }
 
  private:
+  // Whether each tap's channels end in a partial group of the kernel (3 of 4: an image's first layer), which the
+  // kernel then reads whole (QEpilogue::k_overread) except where it could pass the input's end.
+  bool icg_tail(const QGemmKernel& k) const { return L.geometry().icg() % size_t(std::max(k.kgroup, 1)) != 0; }
+
+  // The first output pixel whose taps may point at the input's last pixel, past which nothing is readable: the
+  // last image's output rows whose windows reach its last input row. Pixels before it read whole groups.
+  static size_t first_edge_pixel(const QConvGeometry& geo, const QConvCall& c) {
+    const size_t reach = (geo.KH - 1) * geo.dh, limit = c.H - 1 + geo.pt;  // padded row of the last input row
+    const size_t rows = limit > reach ? std::min(c.OH, (limit - reach + geo.sh - 1) / geo.sh) : 0;
+    return (c.N - 1) * c.OH * c.OW + rows * c.OW;
+  }
+
   // One panel (MR output channels) of group g over the pixel tiles [t0, t1); buf: the task's tile buffer
   // (buffered stages).
   void run_panel(const QConvCall& c, const QGemmKernel& k, const QConvInput& in, const TapWeights& w,
@@ -89,11 +102,15 @@ class Indirect final : public QConvAlgorithm {
     ep.bias = L.offset(g) ? L.offset(g) + i : nullptr;
     const uint8_t* a = w.panel.data() + g * w.group_bytes + panel * qgemm_panel_bytes(k, icg, ks);
     const size_t b_offset = reinterpret_cast<size_t>(in.base) + g * icg * esz - kQConvNominalBase;
+    QEpilogue ep_edge = ep;  // the tiles at the input's end: their taps' last words byte by byte
+    ep_edge.k_overread = false;
+    const size_t edge = ep.k_overread ? first_edge_pixel(geo, c) : M;
+    const auto tile_ep = [&](size_t p0, size_t nj) { return p0 + nj > edge ? &ep_edge : &ep; };
     if (out.in_place()) {
       for (size_t tile = t0; tile < t1; ++tile) {
         const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
         k.run(mi, nj, icg, ks, a, ind.ptrs.data() + tile * ks * NR, ind.zero.data(), b_offset,
-              out.at(p0, g * ocg + i), out.ldc(), &ep);
+              out.at(p0, g * ocg + i), out.ldc(), tile_ep(p0, nj));
       }
       return;
     }
@@ -103,7 +120,7 @@ class Indirect final : public QConvAlgorithm {
     for (size_t tile = t0; tile < t1; ++tile) {
       const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
       k.run(mi, nj, icg, ks, a, ind.ptrs.data() + tile * ks * NR, ind.zero.data(), b_offset,
-            buf + (tile - t0) * tile_bytes, MR, &ep);
+            buf + (tile - t0) * tile_bytes, MR, tile_ep(p0, nj));
     }
     for (size_t tile = t0; tile < t1; ++tile) {
       const size_t p0 = tile * NR;
@@ -153,7 +170,8 @@ std::shared_ptr<const QConvIndirection> qconv_build_indirection(const QConvGeome
   // Depthwise (k null): one pixel per "tile", rows of OC uint8 (the input, channels repeated m times).
   const size_t esz = k ? qgemm_x_elem_size(*k) : 1, NR = k ? size_t(k->nr) : 1, ks = geo.ks();
   const size_t OH = geo.OH(H), OW = geo.OW(W), M = N * OH * OW, tiles = qgemm_ceil_div(M, NR);
-  const size_t zero_n = k ? geo.icg() : geo.OC;
+  // The GEMM kernels' zero row: a whole group past the channels (a tap's last group may be read whole).
+  const size_t zero_n = k ? geo.icg() + size_t(std::max(k->kgroup, 1)) : geo.OC;
   e->zero.resize(std::max<size_t>(zero_n * esz, 1));
   if (k) qconv_fill_zero_row(*k, za_eff, zero_n, e->zero.data());
   else std::fill(e->zero.data(), e->zero.data() + zero_n, uint8_t(za_eff));
