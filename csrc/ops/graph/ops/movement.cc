@@ -130,7 +130,7 @@ std::unique_ptr<Step> make_split(const NodeSpec& n, const std::vector<TensorDesc
 
 // y[2q] = a[q], y[2q + 1] = b[q] for q < n. Bytes: 8 and then 4 pairs at a time through generic vectors (SSE2's
 // punpcklbw, NEON's zip1), since a ShuffleNet row of 12 or 24 pairs is too short for the compiler's own vector
-// loop, which left a uint8 shuffle at 10x the float32 one's time per byte. Wider elements: the plain loop.
+// loop over bytes (docs/performance.md: "ONNX: ShuffleNet's split and shuffle"). Wider elements: the plain loop.
 template <typename T>
 inline void interleave(const T* a, const T* b, T* y, size_t n) {
   size_t q = 0;
