@@ -1,4 +1,4 @@
-// Depthwise INT8 micro-kernel for AVX2 (kernels/qdwconv.h): 8 channels per ymm, 16 per block (two
+// Depthwise INT8 micro-kernel for AVX2 (kernels/qdwconv.h): 8 channels per ymm, 32 per block and 2 pixels (eight
 // accumulators), taps in the loop. uint8 inputs zero-extended with vpmovzxbd, int32 weights within int16,
 // vpmaddwd + vpaddd: each int32 lane holds x (high half 0) and w (high half its sign), so the pair sum is
 // x * w + 0 exactly (VPMADDUBSW's saturating pair sum is never used). VPMULLD gave the same bits at twice the
