@@ -190,7 +190,7 @@ constexpr size_t kQBinaryTile = 4096;
 // squeeze-and-excite scale of 16 channels over every pixel: a call per 16 bytes otherwise); -1 if none.
 int repeated_row(const Broadcast& bc, const std::vector<int64_t>& a, const std::vector<int64_t>& b,
                  const std::vector<int64_t>& out) {
-  if (bc.inner * 2 > kQBinaryTile || !bc.inner_step[0] || !bc.inner_step[1]) return -1;
+  if (bc.inner == 0 || bc.inner * 2 > kQBinaryTile || !bc.inner_step[0] || !bc.inner_step[1]) return -1;
   for (int k = 0; k < 2; ++k) {
     if ((k == 0 ? b : a) != out) continue;
     bool repeated = true;
