@@ -27,6 +27,7 @@ QDWCONV_KERNELS = _C.kernel_list("qdwconv")
 QCONV_DIRECT_KERNELS = _C.kernel_list("qconv_direct")
 DIRECT_GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qconv_direct_guard_check.py")
 DW_GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qdwconv_guard_check.py")
+INDIRECT_GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qconv_indirect_guard_check.py")
 KERNEL_SHAPES = [(1, 1), (3, 3), (5, 5), (7, 7), (1, 7), (7, 1)]
 OUT_KIND = {np.dtype(np.float32): "f32", np.dtype(np.uint8): "u8", np.dtype(np.int8): "s8"}
 
@@ -177,6 +178,14 @@ def test_sweep_bit_exact_every_kernel_and_algorithm(qkernel):
             got = layer._run(x, None, alg, qkernel)
             assert got.dtype == want.dtype
             assert np.array_equal(got, want), f"{qkernel} {alg} {desc}"
+
+
+def test_indirect_no_access_past_guard_page(qkernel):
+    """Input channels 1..9 per group (each tail of the K group, read whole away from the input's end), windows,
+    strides, groups and batches with the input and output ending at an unmapped page
+    (tests/qconv_indirect_guard_check.py, in a subprocess: a fault fails this test only)."""
+    proc = run_script_isolated(INDIRECT_GUARD_SCRIPT, qkernel)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 
 @pytest.fixture(params=QDWCONV_KERNELS, ids=[k["name"] for k in QDWCONV_KERNELS])
