@@ -29,19 +29,21 @@ static void qbinary_loop(const T* __restrict a, const T* __restrict b, T* y, siz
   }
 }
 
-// qbinary__<isa>: the kernel an ISA's quantize.cc defines at namespace nnkern scope (y may be a or b: in place).
-#define NNK_QBINARY_KERNEL(isa)                                                                             \
+// qbinary__<isa>: the kernel an ISA's quantize.cc defines at namespace nnkern scope (y may be a or b: in place),
+// over `loop` (qbinary_loop, or an ISA's own template of the same signature).
+#define NNK_QBINARY_KERNEL_WITH(isa, loop)                                                                  \
   void qbinary__##isa(const void* a, const void* b, void* y, size_t n, const QBinaryParams& p) {            \
     if (p.is_signed)                                                                                        \
-      p.mul ? qbinary_loop<int8_t, true>(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b),      \
-                                         static_cast<int8_t*>(y), n, p)                                     \
-            : qbinary_loop<int8_t, false>(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b),     \
-                                          static_cast<int8_t*>(y), n, p);                                   \
+      p.mul ? loop<int8_t, true>(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b),              \
+                                 static_cast<int8_t*>(y), n, p)                                             \
+            : loop<int8_t, false>(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b),             \
+                                  static_cast<int8_t*>(y), n, p);                                           \
     else                                                                                                    \
-      p.mul ? qbinary_loop<uint8_t, true>(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),   \
-                                          static_cast<uint8_t*>(y), n, p)                                   \
-            : qbinary_loop<uint8_t, false>(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),  \
-                                           static_cast<uint8_t*>(y), n, p);                                 \
+      p.mul ? loop<uint8_t, true>(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),           \
+                                  static_cast<uint8_t*>(y), n, p)                                           \
+            : loop<uint8_t, false>(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),          \
+                                   static_cast<uint8_t*>(y), n, p);                                         \
   }
+#define NNK_QBINARY_KERNEL(isa) NNK_QBINARY_KERNEL_WITH(isa, qbinary_loop)
 
 }  // namespace nnkern

@@ -6,11 +6,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/quantize.h"
 
 namespace nnkern {
 namespace {
+
+#define NNK_INLINE inline __attribute__((always_inline))
+#include "kernels/inc/qgemm_ymm.inc"  // YmmOps::store_b8: the low byte of each int32 lane, stored
 
 void quantize_tail(const float* x, uint8_t* q, size_t n, const float* scale, const int32_t* zp, size_t stride,
                    float lo, float hi) {
@@ -29,8 +33,6 @@ void quantize_run(const float* x, uint8_t* q, size_t n, const float* scale, cons
   const float lo_s = is_signed ? -128.0f : 0.0f, hi_s = is_signed ? 127.0f : 255.0f;
   const __m256 lo = _mm256_set1_ps(lo_s), hi = _mm256_set1_ps(hi_s);
   __m256 s = _mm256_set1_ps(scale[0]), z = _mm256_set1_ps(float(zp[0]));
-  const __m256i shuf = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
@@ -41,9 +43,7 @@ void quantize_run(const float* x, uint8_t* q, size_t n, const float* scale, cons
     __m256 t = _mm256_add_ps(_mm256_round_ps(_mm256_div_ps(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
     t = _mm256_min_ps(_mm256_max_ps(t, lo), hi);
     t = _mm256_blendv_ps(t, z, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    const __m256i qi = _mm256_cvtps_epi32(t);
-    const __m256i p = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(qi, shuf), _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm256_castsi256_si128(p));
+    YmmOps::store_b8(q + i, _mm256_cvtps_epi32(t), 8);
   }
   quantize_tail(x + i, q + i, n - i, stride ? scale + i : scale, stride ? zp + i : zp, stride, lo_s, hi_s);
 }
@@ -94,53 +94,40 @@ struct Ymm {
 
 void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Ymm>(x, n, lo, hi); }
 
-// QLinearAdd / QLinearMul (kernels/qbinary.h) 8 bytes at a time, the last n % 8 through a zero-padded copy: the
-// compiler's vectors of qbinary_loop went 32 bytes at a time and left up to 31 to a scalar division each, which
-// made the rows of a broadcast (16 to 240 channels of a squeeze-and-excite scale) slower than the baseline loop.
-// The same float32 operations in the same order: max(v, lo) and min(v, hi) keep the loop's NaN -> lo rule.
-template <bool kSigned, bool kMul>
-void qbinary_ymm(const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, const QBinaryParams& p) {
+// QLinearAdd / QLinearMul (kernels/qbinary.h) 8 bytes at a time, the last n % 8 read through a zero-padded copy:
+// the compiler's vectors of qbinary_loop went 32 bytes at a time and left up to 31 to a scalar division each
+// (docs/performance.md: "ONNX: byte tables and broadcast QLinearAdd / QLinearMul"). The same float32 operations
+// in the same order: max(v, lo) and min(v, hi) keep the loop's NaN -> lo rule.
+template <typename T, bool kMul>
+void qbinary_ymm(const T* a, const T* b, T* y, size_t n, const QBinaryParams& p) {
   const __m256 sa = _mm256_set1_ps(p.sa), za = _mm256_set1_ps(p.za), sb = _mm256_set1_ps(p.sb);
   const __m256 zb = _mm256_set1_ps(p.zb), sc = _mm256_set1_ps(p.sc), zc = _mm256_set1_ps(p.zc);
   const __m256 lo = _mm256_set1_ps(p.lo), hi = _mm256_set1_ps(p.hi), magic = _mm256_set1_ps(12582912.0f);
-  const __m256i bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                         0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1);
-  const auto widen = [](const uint8_t* q) {
+  const auto widen = [](const T* q) {
     const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
-    return _mm256_cvtepi32_ps(kSigned ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v));
+    return _mm256_cvtepi32_ps(std::is_signed_v<T> ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v));
   };
-  const auto eight = [&](const uint8_t* pa, const uint8_t* pb, uint8_t* py) {
+  const auto eight = [&](const T* pa, const T* pb, T* py, int count) {
     const __m256 x = _mm256_mul_ps(_mm256_sub_ps(widen(pa), za), sa);
     const __m256 z = _mm256_mul_ps(_mm256_sub_ps(widen(pb), zb), sb);
     __m256 v = _mm256_add_ps(_mm256_div_ps(kMul ? _mm256_mul_ps(x, z) : _mm256_add_ps(x, z), sc), zc);
     v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
     v = _mm256_sub_ps(_mm256_add_ps(v, magic), magic);
-    const __m256i q = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(_mm256_cvttps_epi32(v), bytes), order);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(py), _mm256_castsi256_si128(q));
+    YmmOps::store_b8(reinterpret_cast<uint8_t*>(py), _mm256_cvttps_epi32(v), count);
   };
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) eight(a + i, b + i, y + i);
+  for (; i + 8 <= n; i += 8) eight(a + i, b + i, y + i, 8);
   if (i < n) {
-    alignas(16) uint8_t ta[8] = {}, tb[8] = {}, ty[8];
+    T ta[8] = {}, tb[8] = {};
     std::memcpy(ta, a + i, n - i);
     std::memcpy(tb, b + i, n - i);
-    eight(ta, tb, ty);
-    std::memcpy(y + i, ty, n - i);
+    eight(ta, tb, y + i, int(n - i));
   }
 }
 
 }  // namespace
 
-void qbinary__avx2(const void* a, const void* b, void* y, size_t n, const QBinaryParams& p) {
-  const auto* pa = static_cast<const uint8_t*>(a);
-  const auto* pb = static_cast<const uint8_t*>(b);
-  auto* py = static_cast<uint8_t*>(y);
-  if (p.is_signed)
-    p.mul ? qbinary_ymm<true, true>(pa, pb, py, n, p) : qbinary_ymm<true, false>(pa, pb, py, n, p);
-  else
-    p.mul ? qbinary_ymm<false, true>(pa, pb, py, n, p) : qbinary_ymm<false, false>(pa, pb, py, n, p);
-}
+NNK_QBINARY_KERNEL_WITH(avx2, qbinary_ymm)
 
 const QuantizeKernel quantize__avx2 = {"quantize__avx2", quantize_run, dequantize_run, minmax_run, qbinary__avx2,
                                        lookup_ymm};
