@@ -1,8 +1,8 @@
 // Depthwise INT8 micro-kernel for AVX2 (kernels/qdwconv.h): 8 channels per ymm, 32 per block and 2 pixels (eight
 // accumulators), taps in the loop. uint8 inputs zero-extended with vpmovzxbd, int32 weights within int16,
 // vpmaddwd + vpaddd: each int32 lane holds x (high half 0) and w (high half its sign), so the pair sum is
-// x * w + 0 exactly (VPMADDUBSW's saturating pair sum is never used). VPMULLD gave the same bits at twice the
-// cost: two uops and 10 cycles on Intel, half VPMADDWD's throughput on AMD Zen.
+// x * w + 0 exactly (VPMADDUBSW's saturating pair sum is never used). It replaced VPMULLD, the same bits through a
+// full 32-bit multiply (docs/performance.md: "QConv2d: depthwise").
 #include <immintrin.h>
 
 #include <cstddef>
