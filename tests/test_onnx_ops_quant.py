@@ -393,6 +393,26 @@ def test_qlinear_mul_with_a_degenerate_output_scale_is_defined():
         np.testing.assert_array_equal(got, np.array(want, np.uint8))
 
 
+def _int8_qbinary(op, a, b):
+    """The one-node int8 model of `op` over graph input a and constant b, and the documented float32 formula."""
+    sa, sb, sc = np.float32(0.03), np.float32(0.05), np.float32(0.02 if op == "QLinearAdd" else 0.05)
+    za, zb, zc = np.int8(-3), np.int8(7), np.int8(-11)
+    node = helper.make_node(op, ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["y"], domain="com.microsoft")
+    consts = {"sa": sa, "za": za, "b": b, "sb": sb, "zb": zb, "sc": sc, "zc": zc}
+    x = (a.astype(np.float32) - np.float32(za)) * sa
+    y = (b.astype(np.float32) - np.float32(zb)) * sb
+    v = (x + y if op == "QLinearAdd" else x * y) / sc + np.float32(zc)
+    return _contrib_model(node, {"a": a}, consts, TP.INT8), np.rint(np.clip(v, -128, 127)).astype(np.int8)
+
+
+def _every_isa(model, a, want):
+    for isa in nnkern.ISA_LEVELS:
+        if isa in _C.isa_levels():
+            with nnkern.max_isa(isa):
+                got = run_nnkern(model, {"a": a})[0]
+            np.testing.assert_array_equal(got, want, err_msg=f"{isa} {a.shape}")
+
+
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
 @pytest.mark.parametrize("a_shape, b_shape", [((4, 301), (4, 301)), ((301,), (4, 301)), ((2, 3, 40), (3, 40)),
                                               ((4, 301), (4, 1)), ((5, 15), (15,)), ((2, 3, 40), (2, 1, 40)),
@@ -406,17 +426,19 @@ def test_qlinear_add_and_mul_int8(op, a_shape, b_shape):
     rng = np.random.default_rng(22)
     a = rng.integers(-128, 128, a_shape).astype(np.int8)
     b = rng.integers(-128, 128, b_shape).astype(np.int8)
-    sa, sb, sc = np.float32(0.03), np.float32(0.05), np.float32(0.02 if op == "QLinearAdd" else 0.05)
-    za, zb, zc = np.int8(-3), np.int8(7), np.int8(-11)
-    node = helper.make_node(op, ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["y"], domain="com.microsoft")
-    consts = {"sa": sa, "za": za, "b": b, "sb": sb, "zb": zb, "sc": sc, "zc": zc}
-    x = (a.astype(np.float32) - np.float32(za)) * sa
-    y = (b.astype(np.float32) - np.float32(zb)) * sb
-    v = (x + y if op == "QLinearAdd" else x * y) / sc + np.float32(zc)
-    want = np.rint(np.clip(v, -128, 127)).astype(np.int8)
+    model, want = _int8_qbinary(op, a, b)
     assert want.size == 0 or ((want == -128).any() and (want == 127).any())
-    for isa in nnkern.ISA_LEVELS:
-        if isa in _C.isa_levels():
-            with nnkern.max_isa(isa):
-                got = run_nnkern(_contrib_model(node, {"a": a}, consts, TP.INT8), {"a": a})[0]
-            np.testing.assert_array_equal(got, want, err_msg=isa)
+    _every_isa(model, a, want)
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_qlinear_add_and_mul_every_length(op):
+    """Operands of one shape, every length 1..40 (each tail of the vector loops, 8 and 32 bytes), and one row of
+    every length 1..40 over three rows, under every ISA cap this CPU runs."""
+    rng = np.random.default_rng(23)
+    for n in range(1, 41):
+        for a_shape, b_shape in [((n,), (n,)), ((3, n), (n,))]:
+            a = rng.integers(-128, 128, a_shape).astype(np.int8)
+            b = rng.integers(-128, 128, b_shape).astype(np.int8)
+            model, want = _int8_qbinary(op, a, b)
+            _every_isa(model, a, want)
