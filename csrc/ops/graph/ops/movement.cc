@@ -1,8 +1,6 @@
 // Joining and cutting along an axis, for every element type: Concat and Split. Both are row copies: the
 // dimensions before the axis are rows, each input (Concat) or output (Split) a run of bytes within each row.
 // Also nnkern.ChannelShuffle, the optimizer's join, shuffle and cut of ShuffleNet's units in one pass.
-#include <cstring>
-
 #include "core/checked.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/elementwise.h"
@@ -126,38 +124,6 @@ std::unique_ptr<Step> make_split(const NodeSpec& n, const std::vector<TensorDesc
       at += out_row[j];
     }
   });
-}
-
-// y[2q] = a[q], y[2q + 1] = b[q] for q < n. Bytes: 8 and then 4 pairs at a time through generic vectors (SSE2's
-// punpcklbw, NEON's zip1), since a ShuffleNet row of 12 or 24 pairs is too short for the compiler's own vector
-// loop over bytes (docs/performance.md: "ONNX: ShuffleNet's split and shuffle"). Wider elements: the plain loop.
-template <typename T>
-inline void interleave(const T* a, const T* b, T* y, size_t n) {
-  size_t q = 0;
-  if constexpr (sizeof(T) == 1) {
-    typedef uint8_t V4 __attribute__((vector_size(4)));
-    typedef uint8_t V8 __attribute__((vector_size(8)));
-    typedef uint8_t V16 __attribute__((vector_size(16)));
-    for (; q + 8 <= n; q += 8) {
-      V8 va, vb;
-      std::memcpy(&va, a + q, 8);
-      std::memcpy(&vb, b + q, 8);
-      const V16 z = __builtin_shufflevector(va, vb, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-      std::memcpy(y + 2 * q, &z, 16);
-    }
-    if (q + 4 <= n) {
-      V4 va, vb;
-      std::memcpy(&va, a + q, 4);
-      std::memcpy(&vb, b + q, 4);
-      const V8 z = __builtin_shufflevector(va, vb, 0, 4, 1, 5, 2, 6, 3, 7);
-      std::memcpy(y + 2 * q, &z, 8);
-      q += 4;
-    }
-  }
-  for (; q < n; ++q) {
-    y[2 * q] = a[q];
-    y[2 * q + 1] = b[q];
-  }
 }
 
 // nnkern.ChannelShuffle(a, b), attribute splits (>= 1, default 1), `splits` outputs: ShuffleNet's Concat of two

@@ -1,6 +1,7 @@
 // Copies of the data-movement ops, by element size (every element type moves as 1-, 2-, 4- or 8-byte words):
 // an output walked in order while the input is read through strides (Slice, Expand, Tile, Transpose,
-// DepthToSpace, SpaceToDepth), and rows copied between two row strides (Concat, Split). Baseline header.
+// DepthToSpace, SpaceToDepth), rows copied between two row strides (Concat, Split), and two rows interleaved
+// (ChannelShuffle, a 2-row Transpose). Baseline header.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -8,6 +9,38 @@
 #include <vector>
 
 namespace nnkern::graph {
+
+// y[2q] = a[q], y[2q + 1] = b[q] for q < n. Bytes: 8 and then 4 pairs at a time through generic vectors (SSE2's
+// punpcklbw, NEON's zip1), since a ShuffleNet row of 12 or 24 pairs is too short for the compiler's own vector
+// loop over bytes (docs/performance.md: "ONNX: ShuffleNet's split and shuffle"). Wider elements: the plain loop.
+template <typename T>
+inline void interleave(const T* a, const T* b, T* y, size_t n) {
+  size_t q = 0;
+  if constexpr (sizeof(T) == 1) {
+    typedef uint8_t V4 __attribute__((vector_size(4)));
+    typedef uint8_t V8 __attribute__((vector_size(8)));
+    typedef uint8_t V16 __attribute__((vector_size(16)));
+    for (; q + 8 <= n; q += 8) {
+      V8 va, vb;
+      std::memcpy(&va, a + q, 8);
+      std::memcpy(&vb, b + q, 8);
+      const V16 z = __builtin_shufflevector(va, vb, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+      std::memcpy(y + 2 * q, &z, 16);
+    }
+    if (q + 4 <= n) {
+      V4 va, vb;
+      std::memcpy(&va, a + q, 4);
+      std::memcpy(&vb, b + q, 4);
+      const V8 z = __builtin_shufflevector(va, vb, 0, 4, 1, 5, 2, 6, 3, 7);
+      std::memcpy(y + 2 * q, &z, 8);
+      q += 4;
+    }
+  }
+  for (; q < n; ++q) {
+    y[2 * q] = a[q];
+    y[2 * q + 1] = b[q];
+  }
+}
 
 // Calls f(T{}) with T the unsigned integer of `esize` bytes (1, 2, 4 or 8): loops over elements of any type.
 template <typename F>

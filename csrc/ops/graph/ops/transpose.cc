@@ -134,7 +134,9 @@ void transpose_narrow(const T* x, T* y, size_t B, size_t R, size_t C) {
       const size_t b = t / L, l0 = t % L, l1 = std::min(L, l0 + (t1 - t));
       const T* s = x + b * R * C;
       T* d = y + b * R * C;
-      if (few_rows) {  // y[l][k] = x[k][l]
+      if (few_rows && K == 2) {  // two rows interleaved (strided.h: byte rows in vector shuffles)
+        interleave(s + l0, s + L + l0, d + 2 * l0, l1 - l0);
+      } else if (few_rows) {  // y[l][k] = x[k][l]
         for (size_t l = l0; l < l1; ++l)
           for (size_t k = 0; k < K; ++k) d[l * K + k] = s[k * L + l];
       } else {  // y[k][l] = x[l][k]
