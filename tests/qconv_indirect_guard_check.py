@@ -20,9 +20,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nnkern  # noqa: E402, F401
-from qhelpers import guarded_array as guarded  # noqa: E402
-from qhelpers import weight_range  # noqa: E402
-from test_qconv2d import make_layer, ref_layer, unfused  # noqa: E402
+from qhelpers import guarded_layer_matches, weight_range  # noqa: E402
+from test_qconv2d import make_layer  # noqa: E402
 
 
 def main(kernel: str) -> int:
@@ -39,15 +38,9 @@ def main(kernel: str) -> int:
             layer = make_layer(rng, OC, k, k, ICg, odt, False, weight_max=wmax, groups=groups,
                                padding=(pad,) * 4, stride=(stride, stride), input_zero_point=int(rng.integers(0, 256)))
             H, W = 7 + i % 3, 9 - i % 2
-            x, xbuf = guarded((N, H, W, groups * ICg), np.uint8)
-            x[...] = rng.integers(0, 256, x.shape, dtype=np.uint8)
-            out, obuf = guarded(layer.output_shape(x.shape), odt)
-            got = layer._run(x, out, "indirect", kernel)
-            want = unfused(layer, ref_layer(layer, x))
-            if not np.array_equal(got, want):
+            if not guarded_layer_matches(layer, (N, H, W, groups * ICg), np.uint8, odt, "indirect", kernel, rng):
                 print(f"{kernel}: IC/group={ICg} {k}x{k}/{stride} pad {pad} groups {groups} N={N}: wrong result")
                 return 1
-            del xbuf, obuf
     print("OK")
     return 0
 

@@ -20,8 +20,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nnkern  # noqa: E402
 from nnkern import _C  # noqa: E402
-from qhelpers import guarded_array as guarded  # noqa: E402
-from test_qconv2d import make_layer, ref_layer, unfused  # noqa: E402
+from qhelpers import guarded_layer_matches  # noqa: E402
+from test_qconv2d import make_layer  # noqa: E402
 
 
 def main(kernel: str) -> int:
@@ -34,15 +34,9 @@ def main(kernel: str) -> int:
         for odt in (np.int32, np.uint8, np.int8, np.float32):
             layer = make_layer(rng, C, 3, 3, 1, odt, bool(C % 2), groups=C, padding=(1, 1, 1, 1), stride=(1, 1),
                                dilation=(1, 1), input_zero_point=int(rng.integers(0, 256)))
-            x, xbuf = guarded((1, 3, 5, C), np.uint8)
-            x[...] = rng.integers(0, 256, x.shape, dtype=np.uint8)
-            out, obuf = guarded(layer.output_shape(x.shape), odt)
-            got = layer._run(x, out, "depthwise", kernel)
-            want = unfused(layer, ref_layer(layer, x))
-            if not np.array_equal(got, want):
+            if not guarded_layer_matches(layer, (1, 3, 5, C), np.uint8, odt, "depthwise", kernel, rng):
                 print(f"{kernel}: C={C} {np.dtype(odt).name}: wrong result")
                 return 1
-            del xbuf, obuf
     print("OK")
     return 0
 

@@ -27,6 +27,20 @@ def guarded_array(shape, dtype):
     return arr, buf
 
 
+def guarded_layer_matches(layer, x_shape, xdt, odt, algorithm, kernel, rng):
+    """The layer run through `algorithm` / `kernel` on a random input of x_shape (xdt) with the input and the output
+    each ending right before an unmapped page; whether it equals the numpy int64 convolution (a fault: a signal)."""
+    from test_qconv2d import ref_layer, unfused
+    info = np.iinfo(xdt)
+    x, xbuf = guarded_array(x_shape, xdt)
+    x[...] = rng.integers(info.min, info.max + 1, x.shape, dtype=xdt)
+    out, obuf = guarded_array(layer.output_shape(x.shape), odt)
+    got = layer._run(x, out, algorithm, kernel)
+    ok = np.array_equal(got, unfused(layer, ref_layer(layer, x)))
+    del xbuf, obuf
+    return ok
+
+
 def ref_qgemm(a, b, za=0, zb=0):
     """sum_k (a - za)(b - zb) in int64 (zb scalar or per column)."""
     return (a.astype(np.int64) - int(za)) @ (b.astype(np.int64) - np.asarray(zb, np.int64))
