@@ -3,10 +3,10 @@
     python guard_check.py ISA ukernel|igemm|sgemm|gemv
 
 ukernel: every (m, n) tile of ISA's f32_gemm micro-kernel and every K remainder of its unroll, with A,
-  B, C and the a_copy panel each placed so that the last element the kernel may touch is the last float
-  before an unmapped page (nnkern._C.GuardedBuffer); results are checked against float64 as well.
+  B, C, the a_copy panel and the residual each placed so that the last element the kernel may touch is the
+  last float before an unmapped page (nnkern._C.GuardedBuffer); results are checked against float64 as well.
 igemm: the indirect form of the same kernel (every tile, K remainder, ks in 1, 2, 9): packed A, the tap
-  columns, the zero row and C each ending at a guard page.
+  columns, the zero row, C and the residual each ending at a guard page.
 sgemm: the full driver under the cap ISA, with a, b and c ending at guard pages, all transpose
   combinations and tail sizes of the kernel's MR x NR.
 gemv: the skinny-GEMM kernels (rows, store, dot) directly, and the GEMV / small-N driver paths and
@@ -56,6 +56,7 @@ def ukernel_guard(isa):
     gC = Guarded(NR * (MR + 3) + MR)
     gCopy = Guarded(MR * (kmax + 1))
     gBias = Guarded(MR)
+    gR = Guarded(NR * (MR + 3) + MR)
     bias_full = rng.uniform(-1, 1, MR).astype(np.float32)
     for a_stride_extra in (0, 5):
         a_stride = MR + a_stride_extra
@@ -97,8 +98,15 @@ def ukernel_guard(isa):
                         bias = gBias.tail(m) if variant == 1 else None
                         if bias is not None:
                             bias[:] = bias_full[:m]
+                        # The residual (variant 1), ldr = ldc + 2, its last element the buffer's last float.
+                        ldr = ldc + 2
+                        r_off = gR.n - ((n - 1) * ldr + m)
+                        R = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+                        for j in range(n):
+                            gR.all[r_off + j * ldr:r_off + j * ldr + m] = R[:, j]
                         _C.f32_gemm_ukernel(isa, m, n, k, gA.all, a_off, a_stride, copy, gB.all, offs, b_stride,
-                                            gC.all, c_off, ldc, 1.25, beta, bias, variant == 1)
+                                            gC.all, c_off, ldc, 1.25, beta, bias, variant == 1,
+                                            residual=gR.all if variant == 1 else None, r_offset=r_off, ldr=ldr)
                         got = np.stack([gC.all[c_off + j * ldc:c_off + j * ldc + m] for j in range(n)], axis=1)
                         c_old = np.stack([c0[j * ldc:j * ldc + m] for j in range(n)], axis=1)
                         A64, B64 = A[:m].astype(np.float64), B[:, :n].astype(np.float64)
@@ -110,6 +118,8 @@ def ukernel_guard(isa):
                             want = want + bias_full[:m, None]
                             bound = bound + 2 ** -24 * np.abs(want)
                         if variant == 1:
+                            want = want + R
+                            bound = bound + 2 ** -24 * np.abs(want)
                             want = np.maximum(want, 0)
                         check_within_bound(got, want, bound, f"{isa} m={m} n={n} k={k} a_stride={a_stride} v{variant}")
                         if copy is not None:
@@ -128,6 +138,7 @@ def igemm_guard(isa):
     gX = Guarded(9 * NR * kmax + 3)  # + the 2 floats the pointers sit early
     gZ = Guarded(kmax + 1)
     gC = Guarded(NR * (MR + 3) + MR)
+    gR = Guarded(NR * (MR + 3) + MR)
     for ks in (1, 2, 9):
         for k in k_values(MR):
             A = rng.uniform(-1, 1, (ks * k, MR)).astype(np.float32)
@@ -156,11 +167,18 @@ def igemm_guard(isa):
                         used_c = (n - 1) * ldc + m
                         c_off = gC.n - used_c
                         gC.all[c_off:] = np.nan  # beta = 0: never read
+                        # With a leading dimension, a residual too (ldr = ldc), ending at the guard page.
+                        R = rng.uniform(-1, 1, (m, n)) if ldc > m else np.zeros((m, n))
+                        r_off = gR.n - used_c
+                        for j in range(n):
+                            gR.all[r_off + j * ldc:r_off + j * ldc + m] = R[:, j]
                         _C.f32_igemm_ukernel(name, m, n, k, ks, gA.all, a_off, gX.all, offs, gZ.all, z_off, 8,
-                                             gC.all, c_off, ldc)
+                                             gC.all, c_off, ldc, residual=gR.all if ldc > m else None,
+                                             r_offset=r_off, ldr=ldc)
                         got = np.stack([gC.all[c_off + j * ldc:c_off + j * ldc + m] for j in range(n)], axis=1)
                         A64 = A[:, :m].T.astype(np.float64)
-                        check_within_bound(got, A64 @ X, gemm_bound(A64, X, ks * k),
+                        want = A64 @ X + R.astype(np.float32)
+                        check_within_bound(got, want, gemm_bound(A64, X, ks * k) + 2 ** -24 * np.abs(want),
                                            f"{name} igemm m={m} n={n} k={k} ks={ks} ldc={ldc}")
 
 

@@ -239,6 +239,43 @@ def test_fused_activation_equals_unfused(rng, algorithm, activation, method, res
     np.testing.assert_array_equal(y, want)
 
 
+# Layers whose residual the GEMM adds in its tiles' epilogue, each reaching another path of the GEMM: (N, H, W, IC,
+# OC, KH, groups). One pixel (the GEMV), 3 outputs over 160 inputs (sgemm's dot path), 600 inputs (K blocks: the
+# residual on the last only), a 24 x 24 x 64 output (the block order), tails of both tile sides, groups.
+RESIDUAL_GEMM_LAYERS = [(1, 1, 1, 20, 37, 1, 1), (1, 5, 7, 160, 3, 1, 1), (1, 9, 9, 600, 40, 1, 1),
+                        (1, 24, 24, 16, 64, 1, 1), (2, 9, 13, 7, 37, 3, 1), (2, 6, 5, 12, 22, 3, 2),
+                        (1, 3, 4, 9, 5, 1, 1)]
+
+
+@pytest.fixture(params=conv_kernel_paths(["im2col", "indirect"]))
+def gemm_path(request):
+    yield from at_kernel_level(request.param)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "relu6"])
+def test_residual_in_the_gemm_epilogue(rng, gemm_path, activation):
+    """The GEMM algorithms add the residual in their tiles' epilogue, the clamp after it: the bits of the layer
+    without activation, then the add, then the clamp (each rounded once), on every path of the GEMM and with the
+    layer packed under another ISA cap than the call's (the packed weights are then unpacked)."""
+    algorithm, kernel = gemm_path
+    clamp = {None: lambda t: t, "relu": lambda t: np.maximum(t, 0), "relu6": lambda t: np.clip(t, 0, 6)}[activation]
+    for N, H, W, IC, OC, KH, groups in RESIDUAL_GEMM_LAYERS:
+        w, b = rand(rng, OC, KH, KH, IC // groups), rand(rng, OC)
+        x = rand(rng, N, H, W, IC)
+        plain = nnkern.Conv2d(w, b, padding=KH // 2, groups=groups)
+        fused = nnkern.Conv2d(w, b, padding=KH // 2, groups=groups, activation=activation)
+        packed_elsewhere = nnkern.Conv2d(w, b, padding=KH // 2, groups=groups, activation=activation)
+        with nnkern.max_isa(nnkern.ISA_LEVELS[-1]):  # packs the GEMM's weights on its first call
+            packed_elsewhere._run(x, None, algorithm, "")
+        t = plain._run(x, None, algorithm, kernel)
+        r = rand(rng, *t.shape) * 4
+        want = clamp(t + r)
+        what = f"{algorithm} {kernel} {activation} {(N, H, W, IC, OC, KH, groups)}"
+        np.testing.assert_array_equal(fused._run(x, None, algorithm, kernel, residual=r), want, err_msg=what)
+        np.testing.assert_array_equal(packed_elsewhere._run(x, None, algorithm, kernel, residual=r), want,
+                                      err_msg=what + " packed at the full ISA")
+
+
 def test_residual_is_checked_and_follows_the_layout(rng):
     """residual=: the output's shape and float32, never sharing memory with out; in the NCHW call, NCHW too; NaN
     and Inf in it pass through the add and the clamp as through the separate ops."""

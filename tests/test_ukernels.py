@@ -175,6 +175,41 @@ def test_no_access_past_guard_page(isa, what):
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), describe_process(proc)
 
 
+@pytest.mark.parametrize("form, beta", [("plain", 0.0), ("plain", 1.0), ("igemm", 0.0)])
+def test_every_tile_residual(isa, rng, form, beta):
+    """The residual R(i, j) = residual[r_offset + j * ldr + i] (a ResNet shortcut) is added after the bias and
+    before the ReLU on every tile and K remainder: the bits of the same tile stored without ReLU, then the add and
+    the ReLU in float32, as the separate ops. beta 1: a K block after the first (C holds the partial sums). Nothing
+    outside the tile is written, and the residual is only read."""
+    name, MR, NR = _C.f32_gemm_tile(isa)
+    ldc, ldr, r_offset = MR + 2, MR + 5, 3
+    f32 = lambda *shape: rng.uniform(-1, 1, shape).astype(np.float32)  # noqa: E731
+    bias = f32(MR)
+    for k in (0, 1, 5, 8, 17):
+        ks = 3 if form == "igemm" else 1
+        A, x, offs, _ = igemm_case(rng, MR, NR, k, ks, "random", 1)  # A: ks * k rows of MR, packed
+        b = f32(NR * (k + 1))  # the plain form's columns, k + 1 apart
+        C0, R = f32(NR, ldc), f32(r_offset + NR * ldr) * 2
+        for m in range(1, MR + 1):
+            for n in range(1, NR + 1):
+                def run(c, **kw):
+                    if form == "igemm":
+                        _C.f32_igemm_ukernel(name, m, n, k, ks, A.ravel(), 0, x, offs, np.zeros(k + 1, np.float32),
+                                             0, 4, c.ravel(), 0, ldc, 1.0, beta, bias, **kw)
+                    else:
+                        _C.f32_gemm_ukernel(name, m, n, k, A.ravel(), 0, MR, None, b, [j * (k + 1) for j in range(n)],
+                                            1, c.ravel(), 0, ldc, 1.0, beta, bias, **kw)
+                plain, fused, r_before = C0.copy(), C0.copy(), R.copy()
+                run(plain, relu=False)
+                run(fused, relu=True, residual=R, r_offset=r_offset, ldr=ldr)
+                tile_r = np.stack([R[r_offset + j * ldr:r_offset + j * ldr + m] for j in range(n)])
+                want = plain.copy()
+                want[:n, :m] = np.maximum(plain[:n, :m] + tile_r, np.float32(0))
+                what = f"{name} {form} beta={beta} k={k} m={m} n={n}"
+                np.testing.assert_array_equal(fused, want, err_msg=what)
+                assert np.array_equal(R, r_before), f"{what}: wrote the residual"
+
+
 # ---- indirect form (igemm) ------------------------------------------------------------------------
 
 IGEMM_K = (0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17) if not QUICK else (0, 1, 5, 8, 9, 17)

@@ -96,7 +96,12 @@ struct TileRecorder {
 };
 
 void extend_epilogue(F32Epilogue& ep, float* c, const py::object& c_rows, std::vector<float*>& rows, size_t n,
-                     bool hook, TileRecorder& rec, size_t tile_i, size_t tile_j) {
+                     bool hook, TileRecorder& rec, size_t tile_i, size_t tile_j, const py::object& residual,
+                     size_t r_offset, size_t ldr) {
+  if (!residual.is_none()) {  // R(i, j) = residual[r_offset + j * ldr + i]
+    ep.residual = cdata<float>(residual.cast<py::array>()) + r_offset;
+    ep.ldr = ldr;
+  }
   if (!c_rows.is_none()) {
     for (size_t off : c_rows.cast<std::vector<size_t>>()) rows.push_back(c + off);
     if (rows.size() != n) throw py::value_error("c_rows needs one offset per column");
@@ -116,7 +121,7 @@ py::object f32_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t
                             size_t a_stride, py::object a_copy, const py::array& b, std::vector<size_t> b_offsets,
                             size_t b_stride, py::array& c, size_t c_offset, size_t ldc, float alpha, float beta,
                             const py::object& bias, bool relu, const py::object& c_rows, bool hook, size_t tile_i,
-                            size_t tile_j) {
+                            size_t tile_j, const py::object& residual, size_t r_offset, size_t ldr) {
   const F32GemmKernel* kernel = &runnable_f32_gemm_kernel(which);
   if (m > size_t(kernel->mr) || n > size_t(kernel->nr) || b_offsets.size() != n)
     throw py::value_error("tile larger than the kernel");
@@ -127,7 +132,7 @@ py::object f32_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t
   F32Epilogue ep = epilogue(alpha, beta, bias, relu);
   std::vector<float*> rows;
   TileRecorder rec;
-  extend_epilogue(ep, mdata<float>(c), c_rows, rows, n, hook, rec, tile_i, tile_j);
+  extend_epilogue(ep, mdata<float>(c), c_rows, rows, n, hook, rec, tile_i, tile_j, residual, r_offset, ldr);
   kernel->run(m, n, k, cdata<float>(a) + a_offset, a_stride, copy, bptr.data(), b_stride, mdata<float>(c) + c_offset,
               ldc, &ep);
   return rec.result(hook);
@@ -140,7 +145,8 @@ py::object f32_igemm_ukernel(const std::string& which, size_t m, size_t n, size_
                              size_t a_offset, const py::array& x, std::vector<long long> b_offsets, const py::array& zero,
                              size_t zero_offset, size_t b_offset_bytes, py::array& c, size_t c_offset, size_t ldc,
                              float alpha, float beta, const py::object& bias, bool relu, const py::object& c_rows,
-                             bool hook, size_t tile_i, size_t tile_j) {
+                             bool hook, size_t tile_i, size_t tile_j, const py::object& residual, size_t r_offset,
+                             size_t ldr) {
   const F32GemmKernel* kernel = &runnable_f32_gemm_kernel(which);
   const size_t nr = size_t(kernel->nr);
   if (m > size_t(kernel->mr) || n > nr || b_offsets.size() != ks * nr)
@@ -151,7 +157,7 @@ py::object f32_igemm_ukernel(const std::string& which, size_t m, size_t n, size_
   F32Epilogue ep = epilogue(alpha, beta, bias, relu);
   std::vector<float*> rows;
   TileRecorder rec;
-  extend_epilogue(ep, mdata<float>(c), c_rows, rows, n, hook, rec, tile_i, tile_j);
+  extend_epilogue(ep, mdata<float>(c), c_rows, rows, n, hook, rec, tile_i, tile_j, residual, r_offset, ldr);
   kernel->igemm(m, n, k, ks, cdata<float>(a) + a_offset, bptr.data(), zp, b_offset_bytes, mdata<float>(c) + c_offset,
                 ldc, &ep);
   return rec.result(hook);
@@ -249,12 +255,14 @@ void bind_f32_gemm(py::module_& m) {
         py::arg("a_offset"), py::arg("a_stride"), py::arg("a_copy"), py::arg("b"), py::arg("b_offsets"),
         py::arg("b_stride"), py::arg("c"), py::arg("c_offset"), py::arg("ldc"), py::arg("alpha"), py::arg("beta"),
         py::arg("bias"), py::arg("relu"), py::arg("c_rows") = py::none(), py::arg("hook") = false,
-        py::arg("tile_i") = 0, py::arg("tile_j") = 0);
+        py::arg("tile_i") = 0, py::arg("tile_j") = 0, py::arg("residual") = py::none(), py::arg("r_offset") = 0,
+        py::arg("ldr") = 0);
   m.def("f32_igemm_ukernel", &f32_igemm_ukernel, py::arg("kernel"), py::arg("m"), py::arg("n"), py::arg("k"),
         py::arg("ks"), py::arg("a"), py::arg("a_offset"), py::arg("x"), py::arg("b_offsets"), py::arg("zero"),
         py::arg("zero_offset"), py::arg("b_offset_bytes"), py::arg("c"), py::arg("c_offset"), py::arg("ldc"),
         py::arg("alpha") = 1.0f, py::arg("beta") = 0.0f, py::arg("bias") = py::none(), py::arg("relu") = false,
-        py::arg("c_rows") = py::none(), py::arg("hook") = false, py::arg("tile_i") = 0, py::arg("tile_j") = 0);
+        py::arg("c_rows") = py::none(), py::arg("hook") = false, py::arg("tile_i") = 0, py::arg("tile_j") = 0,
+        py::arg("residual") = py::none(), py::arg("r_offset") = 0, py::arg("ldr") = 0);
   m.def("f32_gemm_tile", [](const std::string& n) {  // a kernel name or an ISA level
     const F32GemmKernel& k = runnable_f32_gemm_kernel(n);
     return py::make_tuple(std::string(k.name), k.mr, k.nr);

@@ -36,6 +36,9 @@
 //   tile_hook  if not null, called once per tile after it is stored, with the tile's final values and
 //              its position (tile_i, tile_j: whatever coordinates the caller put in the epilogue),
 //              e.g. a fused pooling that folds each tile into its pooled output.
+//   residual   if not null, R(i, j) = residual[j * ldr + i] is added after the bias, before the clamp: a
+//              ResNet shortcut added as the tile is stored (seed I13), the bits of a separate Add and Relu.
+//              The f32_gemm kernels only (gemv, conv and bf16 kernels take none); never overlapping C.
 #pragma once
 #include <cstddef>
 
@@ -49,7 +52,7 @@ struct F32Tile {
   size_t ld;
 };
 
-// Post-ops applied as the tile is stored: C = clamp(alpha * acc + beta * C + bias[i]).
+// Post-ops applied as the tile is stored: C = clamp(alpha * acc + beta * C + bias[i] + R(i, j)).
 // beta == 0 means C is never read (BLAS semantics: NaN in C is ignored). c_rows and the tile hook are
 // for the f32_gemm kernels only (the f32_gemv kernels ignore them).
 struct F32Epilogue {
@@ -63,6 +66,8 @@ struct F32Epilogue {
   void (*tile_hook)(void* ctx, const F32Tile& tile) = nullptr;
   void* tile_ctx = nullptr;
   size_t tile_i = 0, tile_j = 0;  // the tile's position, for the hook only
+  const float* residual = nullptr;  // R(i, j) = residual[j * ldr + i] (see above), or null
+  size_t ldr = 0;
 };
 
 // Where column j of the tile lives.
@@ -71,13 +76,16 @@ static inline float* f32_c_col(float* c, size_t ldc, size_t j, const F32Epilogue
 }
 
 // The epilogue of one element, in every kernel's order: alpha * acc, + beta * C (c is read only if
-// beta != 0), + bias[i], clamp (NaN compares false and passes through). The scalar references use it,
-// and the SIMD kernels for their scalar leftovers. static: each kernel file compiles its own copy with
-// its own flags, so no ISA-flagged copy can be picked for baseline code.
-static inline float f32_epilogue_scalar(float acc, const float* c, size_t i, const F32Epilogue& ep) {
+// beta != 0), + bias[i], + *r (the residual's element, where the kernel takes one), clamp (NaN compares
+// false and passes through). The scalar references use it, and the SIMD kernels for their scalar
+// leftovers. static: each kernel file compiles its own copy with its own flags, so no ISA-flagged copy
+// can be picked for baseline code.
+static inline float f32_epilogue_scalar(float acc, const float* c, size_t i, const F32Epilogue& ep,
+                                        const float* r = nullptr) {
   float v = ep.alpha * acc;
   if (ep.beta != 0.0f) v += ep.beta * *c;
   if (ep.bias) v += ep.bias[i];
+  if (r) v += *r;
   if (ep.clamp) {
     if (v < ep.clamp_min) v = ep.clamp_min;
     if (v > ep.clamp_max) v = ep.clamp_max;

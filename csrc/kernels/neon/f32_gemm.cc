@@ -50,7 +50,7 @@
 //   K: a loop of 4 steps, then 1 step at a time (any k >= 0; the whole K stays in registers).
 //   a_copy (seed O6): the panel rows 0..m-1 are copied first, then the tile reads the copy
 //      (stride 8; lanes m..7 of the copy are never stored and only feed lanes that are not stored).
-// The epilogue (alpha * acc, + beta * C, + bias, clamp) is applied once per tile, at store time, in
+// The epilogue (alpha * acc, + beta * C, + bias, + residual, clamp) is applied once per tile, at store time, in
 // the reference's order. vmaxq/vminq (FMAX/FMIN) propagate NaN, so a NaN result survives ReLU.
 //
 // One-definition rule: this file gets the NEON flags only; every helper is in an anonymous namespace
@@ -171,7 +171,8 @@ __attribute__((noinline, flatten, optimize("no-schedule-insns"))) void tile(size
     }
   }
 
-  // Epilogue in the reference's order: alpha * acc, + beta * C (read only if beta != 0), + bias, clamp.
+  // Epilogue in the reference's order: alpha * acc, + beta * C (read only if beta != 0), + bias, + residual,
+  // clamp.
   // A partial tile (m < 8) goes through an 8-row scratch copy of C (and of the bias), so C and the
   // bias are read and written in rows 0..m-1 only and the vector code below stays full width.
   const bool partial = m < size_t(kMR);
@@ -213,6 +214,18 @@ __attribute__((noinline, flatten, optimize("no-schedule-insns"))) void tile(size
     static_for<0, kN>([&](auto j) {
       acc[j.value][0] = vaddq_f32(acc[j.value][0], bias0);
       acc[j.value][1] = vaddq_f32(acc[j.value][1], bias1);
+    });
+  }
+  if (ep->residual) {  // a partial tile reads rows 0..m-1 of it through a zero-padded copy
+    alignas(16) float r8[kMR];
+    static_for<0, kN>([&](auto j) {
+      const float* r = ep->residual + j.value * ep->ldr;
+      if (partial) {
+        for (size_t i = 0; i < size_t(kMR); ++i) r8[i] = i < m ? r[i] : 0.0f;
+        r = r8;
+      }
+      acc[j.value][0] = vaddq_f32(acc[j.value][0], vld1q_f32(r));
+      acc[j.value][1] = vaddq_f32(acc[j.value][1], vld1q_f32(r + 4));
     });
   }
   if (ep->clamp) {

@@ -20,7 +20,8 @@ void f32_gemm_reference(size_t m, size_t n, size_t k, size_t ks, const float* a,
         if (bj != zero) bj = reinterpret_cast<const float*>(reinterpret_cast<const char*>(bj) + b_offset);
         for (size_t p = 0; p < k; ++p) acc += a[(t * k + p) * a_stride + i] * bj[p * b_stride];
       }
-      cj[i] = f32_epilogue_scalar(acc, cj + i, i, *ep);  // beta == 0: C never read
+      const float* r = ep->residual ? ep->residual + j * ep->ldr + i : nullptr;
+      cj[i] = f32_epilogue_scalar(acc, cj + i, i, *ep, r);  // beta == 0: C never read
       if (ep->tile_hook) values[j * m + i] = cj[i];
     }
   }

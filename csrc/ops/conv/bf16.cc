@@ -11,6 +11,7 @@ namespace {
 struct Bf16Rows {
   using Packed = PackedBf16Gemm;
   static constexpr const char* kName = "bf16";
+  static constexpr bool kAddsResidual = false;  // its kernels take no residual: the post-ops add it
   static bool preferred(const PackedConv2d&, const ConvCall& c) { return c.precision == Float32Precision::medium; }
   static std::unique_ptr<Packed> pack(const float* w, size_t ocg, size_t kg) {
     return std::make_unique<Packed>(Bf16Operand::matrix(w, kg), ocg, kg);

@@ -26,6 +26,7 @@ const F32GemmKernel& gemm_kernel(const ConvCall& c) { return f32_gemm_family().n
 struct F32Rows {
   using Packed = PackedF32Gemm;
   static constexpr const char* kName = "im2col";
+  static constexpr bool kAddsResidual = true;  // its tiles add the epilogue's residual
   static bool preferred(const PackedConv2d& L, const ConvCall&) { return L.geometry().pointwise(); }
   static std::unique_ptr<Packed> pack(const float* w, size_t ocg, size_t kg) {
     return std::make_unique<Packed>(w, ocg, kg, kg);
@@ -48,7 +49,7 @@ class Indirect final : public ConvAlgorithm {
     const size_t MR = size_t(k.mr), NR = size_t(k.nr), ks = geo.ks(), icg = geo.icg(), ocg = geo.ocg();
     const size_t M = c.M(), tiles = (M + NR - 1) / NR, blocks = (tiles + kTilesPerTask - 1) / kTilesPerTask;
     const std::shared_ptr<const ConvIndirection> ind = L.indirection(c.s, NR);
-    const F32Epilogue base_ep = L.epilogue(c);
+    const F32Epilogue base_ep = L.epilogue(c, true);  // the tiles add the residual
     parallel_for_3d(geo.groups, w.panels, blocks, [&](size_t g, size_t panel, size_t block) {
       const size_t i = panel * MR, mi = std::min(MR, ocg - i);
       F32Epilogue ep = base_ep;
@@ -58,11 +59,13 @@ class Indirect final : public ConvAlgorithm {
       const size_t t0 = block * kTilesPerTask, t1 = std::min(tiles, t0 + kTilesPerTask);
       for (size_t tile = t0; tile < t1; ++tile) {
         const size_t p0 = tile * NR, nj = std::min(NR, M - p0);
+        float* y = c.y + p0 * c.ldc + g * ocg + i;
+        ep.residual = L.residual_at(c, y);
         k.igemm(mi, nj, icg, ks, a, reinterpret_cast<const float* const*>(ind->ptrs.data() + tile * ks * NR),
-                ind->zero.data(), b_offset, c.y + p0 * c.ldc + g * ocg + i, c.ldc, &ep);
+                ind->zero.data(), b_offset, y, c.ldc, &ep);
       }
       const size_t p0 = t0 * NR, p1 = std::min(M, t1 * NR);
-      L.post_ops(c, c.y + p0 * c.ldc + g * ocg + i, p1 - p0, mi);
+      L.post_ops(c, c.y + p0 * c.ldc + g * ocg + i, p1 - p0, mi, true);
     });
   }
 

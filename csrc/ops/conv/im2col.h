@@ -4,6 +4,7 @@
 // (ops/conv/bf16.cc). A Gemm policy provides
 //   Gemm::Packed                       the packed weights of one group
 //   Gemm::kName                        the table entry's name
+//   Gemm::kAddsResidual                run adds the epilogue's residual (else the post-ops do)
 //   Gemm::preferred(layer, call)       auto's rule
 //   Gemm::pack(w, ocg, kg)             W[ocg, kg] row-major -> a new Packed
 //   Gemm::run(packed, m, x, ldx, y, ldc, ep)   y = epilogue(x W^T) for m rows of x, ldx floats apart
@@ -42,9 +43,10 @@ class Im2colConv final : public ConvAlgorithm {
     for (size_t r0 = 0; r0 < M; r0 += lay.rows) {
       const size_t m = std::min(lay.rows, M - r0);
       for (size_t g = 0; g < geo.groups; ++g) {
-        F32Epilogue ep = L.epilogue(c);
+        F32Epilogue ep = L.epilogue(c, Gemm::kAddsResidual);
         ep.bias = L.bias() ? L.bias() + g * ocg : nullptr;
         float* y = c.y + r0 * c.ldc + g * ocg;
+        if (Gemm::kAddsResidual) ep.residual = L.residual_at(c, y);
         if (pw) {  // the input rows themselves, at the group's channel offset
           Gemm::run(*w[g], m, c.x + r0 * IC + g * icg, IC, y, c.ldc, ep);
           continue;
@@ -55,7 +57,9 @@ class Im2colConv final : public ConvAlgorithm {
         Gemm::run(*w[g], m, cols, K, y, c.ldc, ep);
       }
       // The post-op over the block's rows, threaded over rows.
-      parallel_for_ranges(m, [&](size_t b, size_t e) { L.post_ops(c, c.y + (r0 + b) * c.ldc, e - b, OC); });
+      parallel_for_ranges(m, [&](size_t b, size_t e) {
+        L.post_ops(c, c.y + (r0 + b) * c.ldc, e - b, OC, Gemm::kAddsResidual);
+      });
     }
   }
 

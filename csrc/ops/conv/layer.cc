@@ -63,9 +63,11 @@ PackedConv2d::PackedConv2d(const ConvGeometry& geo, const float* w, const float*
 
 PackedConv2d::~PackedConv2d() = default;
 
-F32Epilogue PackedConv2d::epilogue(const ConvCall& c) const {
+F32Epilogue PackedConv2d::epilogue(const ConvCall& c, bool kernels_add_residual) const {
   F32Epilogue ep;
-  if (!c.residual && (post_.act == ConvActivation::relu || post_.act == ConvActivation::relu6)) {
+  if (c.residual && kernels_add_residual) ep.ldr = geo_.OC;
+  if ((!c.residual || kernels_add_residual) &&
+      (post_.act == ConvActivation::relu || post_.act == ConvActivation::relu6)) {
     ep.clamp = true;
     ep.clamp_min = 0.0f;
     ep.clamp_max = post_.act == ConvActivation::relu6 ? 6.0f : std::numeric_limits<float>::infinity();
@@ -73,19 +75,22 @@ F32Epilogue PackedConv2d::epilogue(const ConvCall& c) const {
   return ep;
 }
 
-void PackedConv2d::post_ops(const ConvCall& c, float* y, size_t rows, size_t n) const {
+const float* PackedConv2d::residual_at(const ConvCall& c, const float* y) const {
+  if (!c.residual) return nullptr;
+  const size_t at = size_t(y - c.y);  // its pixel and channel are the output's
+  return c.residual + at / c.ldc * geo_.OC + at % c.ldc;
+}
+
+void PackedConv2d::post_ops(const ConvCall& c, float* y, size_t rows, size_t n, bool kernels_added_residual) const {
   const size_t ld = c.ldc;
   // Whole rows (all channels, output and residual alike contiguous) as one: a row of a few channels is too short
   // for the loops and kernel calls.
   if (ld == n && n == geo_.OC) n *= rows, rows = 1;
   const F32ActivationKernels& k = f32_activation_family().dispatched();
-  // One pass of kernels/f32_post_ops.h: the residual (its pixel and channel are the output's), then the relu /
-  // relu6 clamp the epilogue left to it, or a piecewise activation.
-  F32PostOpArgs a{y, nullptr, rows, n, ld, geo_.OC, F32PostAct::none, post_.alpha, post_.beta};
-  if (c.residual) {
-    const size_t at = size_t(y - c.y);
-    a.r = c.residual + at / ld * geo_.OC + at % ld;
-  }
+  // One pass of kernels/f32_post_ops.h: the residual, then the relu / relu6 clamp the epilogue left to it, or a
+  // piecewise activation.
+  F32PostOpArgs a{y, kernels_added_residual ? nullptr : residual_at(c, y), rows, n, ld, geo_.OC, F32PostAct::none,
+                  post_.alpha, post_.beta};
   switch (post_.act) {
     case ConvActivation::relu: a.act = a.r ? F32PostAct::relu : F32PostAct::none; break;
     case ConvActivation::relu6: a.act = a.r ? F32PostAct::relu6 : F32PostAct::none; break;

@@ -105,12 +105,16 @@ class PackedConv2d {
   const float* raw() const { return raw_.get(); }  // the weights as given
   bool finite_weights() const { return finite_; }     // no weight is Inf or NaN
   const float* bias() const { return bias_.size() ? bias_.data() : nullptr; }
-  // The kernels' epilogue for the call: bias (added per group by the caller) and the relu / relu6 clamp, which
-  // waits for the post-ops where the call has a residual.
-  F32Epilogue epilogue(const ConvCall& c) const;
+  // The kernels' epilogue for the call: bias (added per group by the caller) and the relu / relu6 clamp. Where
+  // the call has a residual, the clamp waits for the post-ops, unless the algorithm's kernels add the residual
+  // themselves (kernels_add_residual: the f32_gemm tiles; ep.ldr set, ep.residual = residual_at(c, y) per block).
+  F32Epilogue epilogue(const ConvCall& c, bool kernels_add_residual = false) const;
+  // The residual's element of output element y (c.y + pixel * c.ldc + channel), or null without one.
+  const float* residual_at(const ConvCall& c, const float* y) const;
   // What the epilogue left, on each block of output just stored (`rows` rows of n floats, c.ldc apart, at y): the
-  // residual and the clamp after it, then the other activations (sigmoid, SiLU, HardSwish, HardSigmoid, LeakyRelu).
-  void post_ops(const ConvCall& c, float* y, size_t rows, size_t n) const;
+  // residual (unless the kernels added it) and the clamp after it, then the other activations (sigmoid, SiLU,
+  // HardSwish, HardSigmoid, LeakyRelu).
+  void post_ops(const ConvCall& c, float* y, size_t rows, size_t n, bool kernels_added_residual = false) const;
   std::shared_ptr<const ConvIndirection> indirection(const ConvInputShape& s, size_t NR) const;
 
  private:

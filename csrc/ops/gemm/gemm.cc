@@ -101,8 +101,18 @@ F32Epilogue block_epilogue(const F32Epilogue& ep, bool first, bool last) {
   if (!first) e.beta = 1.0f;  // later K blocks accumulate onto the stored partial sums
   if (!last) {
     e.bias = nullptr;
+    e.residual = nullptr;
     e.clamp = false;
   }
+  return e;
+}
+
+// The epilogue of the tile at row i, column j of C: the kernel indexes the bias by its own tile row and
+// the residual by its own row and column.
+F32Epilogue tile_epilogue(const F32Epilogue& ep, size_t i, size_t j) {
+  F32Epilogue e = ep;
+  if (e.bias) e.bias += i;
+  if (e.residual) e.residual += j * e.ldr + i;
   return e;
 }
 
@@ -130,8 +140,6 @@ void run_panel_order(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep,
   const float* bptr[kMaxNR];
   for (size_t i = i0; i < i1; i += mr) {
     const size_t mi = std::min(mr, P.m - i);
-    F32Epilogue tile_ep = ep;
-    if (tile_ep.bias) tile_ep.bias += i;  // the kernel indexes the bias by its own tile row
     const float* a;
     size_t a_stride = mr;
     bool copy_first = false;
@@ -154,6 +162,7 @@ void run_panel_order(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep,
       const size_t nj = std::min(nr, P.n - j);
       const size_t b_stride = sliver_pointers(P, pc, kb, b_packed, j, nj, bptr);
       float* a_copy = copy_first ? panel : nullptr;
+      const F32Epilogue tile_ep = tile_epilogue(ep, i, j);
       P.kernel->run(mi, nj, kb, a, a_stride, a_copy, bptr, b_stride, P.c + j * P.ldc + i, P.ldc, &tile_ep);
       if (copy_first) {  // later column groups read the packed copy
         a = panel;
@@ -186,8 +195,7 @@ void run_block_order(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep,
       const size_t nj = std::min(nr, P.n - j);
       const size_t b_stride = sliver_pointers(P, pc, kb, b_packed, j, nj, bptr);
       for (size_t i = ib; i < ie; i += mr) {
-        F32Epilogue tile_ep = ep;
-        if (tile_ep.bias) tile_ep.bias += i;  // the kernel indexes the bias by its own tile row
+        const F32Epilogue tile_ep = tile_epilogue(ep, i, j);
         P.kernel->run(std::min(mr, P.m - i), nj, kb, panels + (i - ib) * kb, mr, nullptr, bptr, b_stride,
                       P.c + j * P.ldc + i, P.ldc, &tile_ep);
       }
@@ -341,13 +349,36 @@ const AlgorithmTable<SgemmArgs>& sgemm_algorithms() {
 
 [[maybe_unused]] const bool algorithms_registered = (sgemm_algorithms(), true);
 
+// For the paths whose kernels take no residual (the skinny ones' GEMV and dot kernels): run(ep) stores the
+// epilogue up to the bias, then one pass adds the residual and clamps, the tiles' order, so the same bits.
+template <class Run>
+void residual_after(const F32Epilogue& ep, size_t M, size_t N, float* c, size_t ldc, const Run& run) {
+  if (!ep.residual) return run(ep);
+  F32Epilogue e = ep;
+  e.residual = nullptr;
+  e.clamp = false;
+  run(e);
+  F32Epilogue tail;  // the residual and the clamp alone
+  tail.clamp = ep.clamp;
+  tail.clamp_min = ep.clamp_min;
+  tail.clamp_max = ep.clamp_max;
+  for (size_t r = 0; r < M; ++r)
+    for (size_t n = 0; n < N; ++n)
+      c[r * ldc + n] = f32_epilogue_scalar(c[r * ldc + n], nullptr, n, tail, ep.residual + r * ep.ldr + n);
+}
+
 }  // namespace
 
 void sgemm(const SgemmArgs& g, const std::string& algorithm) {
   const Algorithm<SgemmArgs>& a = sgemm_algorithms().select(g, algorithm);  // errors before any work
   if (g.M == 0 || g.N == 0) return;
   Workspace ws(a.workspace_bytes ? a.workspace_bytes(g) : 0);
-  a.run(g, ws);
+  if (std::string(a.name) == "tiles") return a.run(g, ws);  // the tiles add a residual themselves
+  residual_after(g.ep, g.M, g.N, g.c, g.ldc, [&](const F32Epilogue& ep) {
+    SgemmArgs h = g;
+    h.ep = ep;
+    a.run(h, ws);
+  });
 }
 
 // Output features up to which a packed layer keeps W as it is too, for sgemm's dot path (vectors along K, one
@@ -410,7 +441,9 @@ void PackedF32Gemm::run(size_t M, const float* x, size_t ldx, float* c, size_t l
     return;
   }
   if (M == 1) {  // batch 1: a GEMV streaming the packed panels, each a contiguous mr x kb block
-    gemv_packed_panels(packed_.data(), kernel_->mr, kc_, n_panels_ * kernel_->mr, N_, K_, x, c, ep);
+    residual_after(ep, M, N_, c, ldc, [&](const F32Epilogue& e) {
+      gemv_packed_panels(packed_.data(), kernel_->mr, kc_, n_panels_ * kernel_->mr, N_, K_, x, c, e);
+    });
     return;
   }
   Plan P = base_plan(kernel_, M, N_, K_, x, ldx, false, c, ldc, ep);

@@ -24,7 +24,7 @@ struct SgemmArgs {
   bool trans_b = false;
   float* c = nullptr;
   size_t ldc = 0;
-  F32Epilogue ep;  // alpha, beta, bias[N] and clamp, applied once per element
+  F32Epilogue ep;  // alpha, beta, bias[N], residual R[M, N] (at residual[r * ldr + n]) and clamp, once per element
 };
 
 // Cache blocking. kc is the only block that changes results (the K summation order), so it never
