@@ -571,13 +571,13 @@ def _residual_graph(tail="Relu", swap=False, shortcut_conv=False, extra_reader=F
                                                (dict(extra_reader=True), None)])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_residual_add_runs_in_the_convolution(kwargs, fused_act, threads):
-    """fuse_residual_add (asked for by name: off by default): the shortcut's Add and the activation after it run
-    in the post-ops of the convolution that produces one operand: the same bits as the separate Add and
-    activation; where that output has another reader the Add stays."""
+    """fuse_residual_add (on by default): the shortcut's Add and the activation after it run in the epilogue or
+    post-ops of the convolution that produces one operand: the same bits as the separate Add and activation; where
+    that output has another reader the Add stays."""
     feeds = {"image": np.random.default_rng(8).uniform(-2, 2, (2, 3, 13, 10)).astype(np.float32)}
     model = _residual_graph(**kwargs)
-    fused = nnkern.onnx.InferenceSession(model, num_threads=threads, optimize={"fuse_residual_add": True})
-    plain = nnkern.onnx.InferenceSession(model, num_threads=threads)  # off by default
+    fused = nnkern.onnx.InferenceSession(model, num_threads=threads)
+    plain = nnkern.onnx.InferenceSession(model, num_threads=threads, optimize={"fuse_residual_add": False})
     steps = [line.split()[1] for line in fused.describe(feeds).splitlines()[:-1]]
     if fused_act is None and kwargs.get("extra_reader"):
         assert "Add" in steps

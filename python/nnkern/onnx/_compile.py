@@ -36,7 +36,7 @@ MAX_FOLDED_BYTES = 64 << 20
 #: exported as Div / Erf / Add / Mul / Mul run as one Gelu op; fuse_inverted_residual: MobileNet-v2's blocks
 #: band by band in cache; fuse_channel_shuffle: ShuffleNet's Concat, channel shuffle and halving Slices in NHWC as
 #: one pass (after push_transposes); fuse_residual_add: a shortcut's Add (and the activation after it) in the
-#: post-ops of the convolution producing one operand; fuse_upsampling: a nearest upsampling by integer factors read
+#: epilogue of the convolution producing one operand; fuse_upsampling: a nearest upsampling by integer factors read
 #: by one convolution is never written out: the convolution reads the source pixels through its indirection
 #: buffer; concat_in_place: a Concat input that only the Concat reads written by its producer (a convolution, a
 #: table lookup, a nearest Resize; any step where the input is one contiguous block) straight into its place in
@@ -44,10 +44,9 @@ MAX_FOLDED_BYTES = 64 << 20
 OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations",
                  "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle", "fuse_residual_add",
                  "fuse_upsampling", "concat_in_place")
-#: Off unless asked for by name: fuse_residual_add reads the shortcut in the output's blocks of a few channels
-#: as the kernels store them (same bits), which measured slower than the separate Add on batches whose tensors
-#: leave the cache (bench/decisions.md).
-DEFAULT_OFF = frozenset({"fuse_residual_add"})
+#: Off unless asked for by name (none at present: fuse_residual_add was, until the GEMM tiles added the shortcut
+#: themselves, bench/decisions.md).
+DEFAULT_OFF: frozenset = frozenset()
 
 
 def optimizations(optimize) -> frozenset:

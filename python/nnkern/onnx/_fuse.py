@@ -3,7 +3,7 @@ epilogue (Relu, Clip to [0, 6] or [0, inf), Sigmoid, x * sigmoid(x) as SiLU, Har
 the same formulas as the separate ops, so the same bits); a float32 MatMul's or Gemm's, in the GEMM's epilogue
 (Relu). And GELU as torch exports it (x / sqrt 2 -> Erf -> + 1 -> x * -> * 0.5, five elementwise passes) as one
 Gelu op (float32: the erf kernel on chunks in L1). And MobileNet-v2's inverted residual blocks as one step that
-runs band by band in cache (ops/conv/block.h), and residual Adds (with the activation after them) in the post-ops
+runs band by band in cache (ops/conv/block.h), and residual Adds (with the activation after them) in the epilogue
 of the convolution that produces one operand. And ShuffleNet's Concat / channel shuffle / Slices in NHWC as one
 nnkern.ChannelShuffle pass. And a nearest upsampling read by a convolution through its indirection buffer."""
 from __future__ import annotations
@@ -203,11 +203,10 @@ def fuse_inverted_residual(net) -> None:
 
 def fuse_residual_add(net) -> None:
     """An nnkern.Conv whose output only an Add reads, the Add's other operand of the same shape (a ResNet
-    shortcut), and the activation after the Add: one convolution with the operand as its residual input, added in
-    its post-ops on each block of output just stored, then the activation (seed I13): the same formulas as the
-    Add and activation ops, so the same bits. Off unless asked for by name (_compile.DEFAULT_OFF): the post-ops
-    read the shortcut in the stored blocks' few channels at a time, which measured slower than the separate Add
-    on batches out of cache (bench/decisions.md)."""
+    shortcut), and the activation after the Add: one convolution with the operand as its residual input, added as
+    each tile is stored (the GEMM algorithms' epilogue) or in the post-ops on each block of output just stored
+    (the others), then the activation (seed I13): the same formulas as the Add and activation ops, so the same
+    bits."""
     changed = True
     while changed:
         changed = False
