@@ -56,7 +56,7 @@ def ukernel_guard(isa):
     gC = Guarded(NR * (MR + 3) + MR)
     gCopy = Guarded(MR * (kmax + 1))
     gBias = Guarded(MR)
-    gR = Guarded(NR * (MR + 3) + MR)
+    gR = Guarded(NR * (MR + 5) + MR)  # ldr up to MR + 5
     bias_full = rng.uniform(-1, 1, MR).astype(np.float32)
     for a_stride_extra in (0, 5):
         a_stride = MR + a_stride_extra
