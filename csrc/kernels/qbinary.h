@@ -12,7 +12,7 @@
 namespace nnkern {
 
 struct QBinaryParams {
-  float sa, za, sb, zb, sc, zc, lo, hi;
+  float sa, za, sb, zb, sc, zc, lo, hi;  // za, zb: the 8-bit zero points (whole numbers)
   bool mul, is_signed;
 };
 using QBinaryFn = void (*)(const void* a, const void* b, void* y, size_t n, const QBinaryParams& p);
