@@ -11,7 +11,7 @@
 
 namespace nnkern {
 
-constexpr double kQGemmMinOpsPerThread = 4e6;
+constexpr double kQGemmMinOpsPerThread = 1e6;
 
 struct QPlan {
   const QGemmKernel* kern;

@@ -11,10 +11,14 @@
 
 namespace nnkern {
 
+// A thread per this many operations of a few rows: the tiles' limit (driver.h) was 4e6 when the batch-1 QLinear
+// measurements of docs/performance.md ("qgemm: threads") were taken.
+constexpr double kQGemvMinOpsPerThread = 4e6;
+
 void qgemm_gemv(const QGemvKernel& gemv, const QgemmArgs& g, const QPlan& P) {
   const size_t N = g.N, K = g.K, M = g.M;
   const double ops = 2.0 * double(M) * double(N) * double(std::max<size_t>(K, 1));
-  const size_t threads = std::min(size_t(get_num_threads()), size_t(1) + size_t(ops / kQGemmMinOpsPerThread));
+  const size_t threads = std::min(size_t(get_num_threads()), size_t(1) + size_t(ops / kQGemvMinOpsPerThread));
   const size_t chunk = qgemm_round_up(qgemm_ceil_div(N, std::max<size_t>(threads, 1)), 64);
   const int8_t* b = static_cast<const int8_t*>(g.b);
   const int32_t za = P.za;
