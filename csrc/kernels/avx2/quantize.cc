@@ -28,8 +28,8 @@ void quantize_tail(const float* x, uint8_t* q, size_t n, const float* scale, con
   }
 }
 
-// One scale (stride 0): 32 floats per step, their bytes packed and stored at once (8 per step took 1.4x the time:
-// docs/performance.md, "QuantizeLinear: 32 floats per step"); per-channel scales and the rest 8 at a time.
+// One scale (stride 0): 32 floats per step, their bytes packed and stored at once, which the byte store of every 8
+// bound (docs/performance.md: "QuantizeLinear: 32 floats per step"); per-channel scales and the rest 8 at a time.
 void quantize_run(const float* x, uint8_t* q, size_t n, const float* scale, const int32_t* zp, size_t stride,
                   bool is_signed) {
   const float lo_s = is_signed ? -128.0f : 0.0f, hi_s = is_signed ? 127.0f : 255.0f;

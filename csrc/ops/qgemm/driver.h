@@ -11,7 +11,8 @@
 
 namespace nnkern {
 
-// A thread per this many operations of the tiles, about 10 us of AVX2 work (docs/performance.md: "qgemm: threads").
+// A thread per this many operations of the tiles: below it the wake-up outweighs the half (docs/performance.md:
+// "qgemm: threads").
 constexpr double kQGemmMinOpsPerThread = 1e6;
 
 struct QPlan {
