@@ -8,8 +8,8 @@ end: QEpilogue::k_overread), 1x1 / 3x3 / 7x7 windows with and without padding, s
 batches 1 and 2, uint8 input read in place, with the input and the output each ending right before an unmapped
 page (nnkern._C.GuardedBuffer): no tap may read past the last channel of the last pixel. (The kernels that
 widen the input to int16 read a copy in the call's workspace instead, which the guard does not cover: there the
-same rule keeps the reads inside the copy.) Results are checked against the numpy int64 convolution. Prints "OK" and exits 0 on success; exits 1 on a wrong result; a fault is
-a signal.
+same rule keeps the reads inside the copy.) Results are checked against the numpy int64 convolution. Prints "OK"
+and exits 0 on success; exits 1 on a wrong result; a fault is a signal.
 """
 from __future__ import annotations
 
@@ -20,12 +20,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nnkern  # noqa: E402, F401
-from qhelpers import guarded_layer_matches, weight_range  # noqa: E402
+from qhelpers import guard_cases_exit_code, weight_range  # noqa: E402
 from test_qconv2d import make_layer  # noqa: E402
 
 
-def main(kernel: str) -> int:
-    rng = np.random.default_rng(11)
+def cases(kernel: str, rng):
     wmax = weight_range(kernel, np.int8)[1]
     i = 0
     for ICg in range(1, 10):
@@ -38,11 +37,13 @@ def main(kernel: str) -> int:
             layer = make_layer(rng, OC, k, k, ICg, odt, False, weight_max=wmax, groups=groups,
                                padding=(pad,) * 4, stride=(stride, stride), input_zero_point=int(rng.integers(0, 256)))
             H, W = 7 + i % 3, 9 - i % 2
-            if not guarded_layer_matches(layer, (N, H, W, groups * ICg), np.uint8, odt, "indirect", kernel, rng):
-                print(f"{kernel}: IC/group={ICg} {k}x{k}/{stride} pad {pad} groups {groups} N={N}: wrong result")
-                return 1
-    print("OK")
-    return 0
+            label = f"IC/group={ICg} {k}x{k}/{stride} pad {pad} groups {groups} N={N}"
+            yield layer, (N, H, W, groups * ICg), odt, label
+
+
+def main(kernel: str) -> int:
+    rng = np.random.default_rng(11)
+    return guard_cases_exit_code(cases(kernel, rng), "indirect", kernel, rng)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nnkern  # noqa: E402
 from nnkern import _C  # noqa: E402
-from qhelpers import guarded_layer_matches  # noqa: E402
+from qhelpers import guard_cases_exit_code  # noqa: E402
 from test_qconv2d import make_layer  # noqa: E402
 
 
-def main(kernel: str) -> int:
-    rng = np.random.default_rng(5)
+def cases(kernel: str, rng):
     tile = next(k["mr"] for k in _C.kernel_list("qdwconv") if k["name"] == kernel)
     # every tail of a 16-lane vector, and around the kernel's channel block (64: 4 zmm) and two of them
     around = {tile - 1, tile, tile + 1, tile + 15, tile + 16, tile + 33, 2 * tile + 17}
@@ -34,11 +33,12 @@ def main(kernel: str) -> int:
         for odt in (np.int32, np.uint8, np.int8, np.float32):
             layer = make_layer(rng, C, 3, 3, 1, odt, bool(C % 2), groups=C, padding=(1, 1, 1, 1), stride=(1, 1),
                                dilation=(1, 1), input_zero_point=int(rng.integers(0, 256)))
-            if not guarded_layer_matches(layer, (1, 3, 5, C), np.uint8, odt, "depthwise", kernel, rng):
-                print(f"{kernel}: C={C} {np.dtype(odt).name}: wrong result")
-                return 1
-    print("OK")
-    return 0
+            yield layer, (1, 3, 5, C), odt, f"C={C} {np.dtype(odt).name}"
+
+
+def main(kernel: str) -> int:
+    rng = np.random.default_rng(5)
+    return guard_cases_exit_code(cases(kernel, rng), "depthwise", kernel, rng)
 
 
 if __name__ == "__main__":

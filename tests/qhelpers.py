@@ -41,6 +41,17 @@ def guarded_layer_matches(layer, x_shape, xdt, odt, algorithm, kernel, rng):
     return ok
 
 
+def guard_cases_exit_code(cases, algorithm, kernel, rng):
+    """A guard script's result: guarded_layer_matches on each (layer, x_shape, output dtype, label) of `cases`, uint8
+    input; prints the first wrong one's label and returns 1, else prints OK and returns 0."""
+    for layer, x_shape, odt, label in cases:
+        if not guarded_layer_matches(layer, x_shape, np.uint8, odt, algorithm, kernel, rng):
+            print(f"{kernel}: {label}: wrong result")
+            return 1
+    print("OK")
+    return 0
+
+
 def ref_qgemm(a, b, za=0, zb=0):
     """sum_k (a - za)(b - zb) in int64 (zb scalar or per column)."""
     return (a.astype(np.int64) - int(za)) @ (b.astype(np.int64) - np.asarray(zb, np.int64))
