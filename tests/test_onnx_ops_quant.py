@@ -393,16 +393,20 @@ def test_qlinear_mul_with_a_degenerate_output_scale_is_defined():
         np.testing.assert_array_equal(got, np.array(want, np.uint8))
 
 
-def _int8_qbinary(op, a, b):
-    """The one-node int8 model of `op` over graph input a and constant b, and the documented float32 formula."""
+def _qbinary(op, a, b):
+    """The one-node model of `op` over graph input a and constant b (int8 or uint8, a's type), and the documented
+    float32 formula."""
+    t = a.dtype.type
+    info, shift = np.iinfo(t), 0 if t == np.int8 else 128  # uint8: the int8 zero points moved up with the range
     sa, sb, sc = np.float32(0.03), np.float32(0.05), np.float32(0.02 if op == "QLinearAdd" else 0.05)
-    za, zb, zc = np.int8(-3), np.int8(7), np.int8(-11)
+    za, zb, zc = t(-3 + shift), t(7 + shift), t(-11 + shift)
     node = helper.make_node(op, ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["y"], domain="com.microsoft")
     consts = {"sa": sa, "za": za, "b": b, "sb": sb, "zb": zb, "sc": sc, "zc": zc}
     x = (a.astype(np.float32) - np.float32(za)) * sa
     y = (b.astype(np.float32) - np.float32(zb)) * sb
     v = (x + y if op == "QLinearAdd" else x * y) / sc + np.float32(zc)
-    return _contrib_model(node, {"a": a}, consts, TP.INT8), np.rint(np.clip(v, -128, 127)).astype(np.int8)
+    want = np.rint(np.clip(v, info.min, info.max)).astype(t)
+    return _contrib_model(node, {"a": a}, consts, TP.INT8 if t == np.int8 else TP.UINT8), want
 
 
 def _every_isa(model, a, want):
@@ -426,19 +430,22 @@ def test_qlinear_add_and_mul_int8(op, a_shape, b_shape):
     rng = np.random.default_rng(22)
     a = rng.integers(-128, 128, a_shape).astype(np.int8)
     b = rng.integers(-128, 128, b_shape).astype(np.int8)
-    model, want = _int8_qbinary(op, a, b)
+    model, want = _qbinary(op, a, b)
     assert want.size == 0 or ((want == -128).any() and (want == 127).any())
     _every_isa(model, a, want)
 
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
-def test_qlinear_add_and_mul_every_length(op):
-    """Operands of one shape, every length 1..40 (each tail of the vector loops, 8 and 32 bytes), and one row of
-    every length 1..40 over three rows, under every ISA cap this CPU runs."""
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_qlinear_add_and_mul_every_length(op, dtype):
+    """Operands of one shape, every length 1..40 and past two 32-byte steps (each tail of the vector loops, 8 and 32
+    bytes; the signed and unsigned byte packs), and one row of each length over three rows, under every ISA cap this
+    CPU runs."""
     rng = np.random.default_rng(23)
-    for n in range(1, 41):
+    info = np.iinfo(dtype)
+    for n in list(range(1, 41)) + [63, 64, 65, 71]:
         for a_shape, b_shape in [((n,), (n,)), ((3, n), (n,))]:
-            a = rng.integers(-128, 128, a_shape).astype(np.int8)
-            b = rng.integers(-128, 128, b_shape).astype(np.int8)
-            model, want = _int8_qbinary(op, a, b)
+            a = rng.integers(info.min, info.max + 1, a_shape).astype(dtype)
+            b = rng.integers(info.min, info.max + 1, b_shape).astype(dtype)
+            model, want = _qbinary(op, a, b)
             _every_isa(model, a, want)
