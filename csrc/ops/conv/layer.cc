@@ -86,11 +86,16 @@ void PackedConv2d::post_ops(const ConvCall& c, float* y, size_t rows, size_t n, 
   // Whole rows (all channels, output and residual alike contiguous) as one: a row of a few channels is too short
   // for the loops and kernel calls.
   if (ld == n && n == geo_.OC) n *= rows, rows = 1;
+  const float* r = kernels_added_residual ? nullptr : residual_at(c, y);
+  // Nothing left after the epilogue's bias and clamp: return before the kernel table's lookup (a thread-local
+  // read), which callers that pass a tile's rows one at a time would otherwise pay per row.
+  const bool clamp_only = post_.act == ConvActivation::none || post_.act == ConvActivation::relu ||
+                          post_.act == ConvActivation::relu6;
+  if (!r && clamp_only) return;
   const F32ActivationKernels& k = f32_activation_family().dispatched();
   // One pass of kernels/f32_post_ops.h: the residual, then the relu / relu6 clamp the epilogue left to it, or a
   // piecewise activation.
-  F32PostOpArgs a{y, kernels_added_residual ? nullptr : residual_at(c, y), rows, n, ld, geo_.OC, F32PostAct::none,
-                  post_.alpha, post_.beta};
+  F32PostOpArgs a{y, r, rows, n, ld, geo_.OC, F32PostAct::none, post_.alpha, post_.beta};
   switch (post_.act) {
     case ConvActivation::relu: a.act = a.r ? F32PostAct::relu : F32PostAct::none; break;
     case ConvActivation::relu6: a.act = a.r ? F32PostAct::relu6 : F32PostAct::none; break;
