@@ -71,6 +71,25 @@ def test_quantize_and_dequantize_are_exact(dtype, axis):
     assert_same(d, {"q": y})
 
 
+@pytest.mark.parametrize("axis", [None, 1])
+def test_quantize_and_dequantize_without_a_zero_point(axis):
+    """Written with two inputs, the zero point left out (not an empty name): uint8 with zero point 0, as onnxruntime.
+    The ops once read a third input past the node's two (a crash or a garbage zero point, as memory fell; the
+    sanitizer run reports it every time)."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 3, 50)) * 50).astype(np.float32)
+    scale = rng.uniform(0.1, 1.0, 3 if axis else 1).astype(np.float32)
+    attrs = {"axis": axis} if axis else {}
+    if axis is None:
+        scale = scale.reshape(())
+    for _ in range(3):
+        q = node_model("QuantizeLinear", {"x": x}, ["y"], attrs, {"s": scale}, opset=21)
+        y = assert_same(q, {"x": x})[0]
+        assert y.dtype == np.uint8
+        d = node_model("DequantizeLinear", {"q": y}, ["x"], attrs, {"s": scale}, opset=21)
+        assert_same(d, {"q": y})
+
+
 def test_dynamic_quantize_linear_is_exact():
     rng = np.random.default_rng(2)
     for x in [rng.standard_normal((4, 33)).astype(np.float32), np.zeros((3,), np.float32),

@@ -286,7 +286,7 @@ void Plan::run(const std::vector<const void*>& inputs, const std::vector<void*>&
     for (const Tensor& t : tensors_) descs.push_back(t.desc);
   for (size_t s = 0; s < steps_.size(); ++s) {
     const StepInfo& si = info_[s];
-    const StepData d{ptr.data(), si.in.data(), si.out.data()};
+    const StepData d{ptr.data(), si.in.data(), si.out.data(), si.in.size()};
     const auto t0 = timed ? clock::now() : clock::time_point{};
     steps_[s]->run(d);
     if (!timed) continue;

@@ -18,12 +18,14 @@
 
 namespace nnkern::graph {
 
-// The data of one step's tensors during a run (an optional input left out is null).
+// The data of one step's tensors during a run (an optional input left out is null, as is one past the node's last:
+// a QuantizeLinear written without its zero point has two inputs).
 struct StepData {
   void* const* ptr;  // every tensor of the plan, by id
   const int* in_ids;
   const int* out_ids;
-  const void* in(size_t i) const { return in_ids[i] < 0 ? nullptr : ptr[in_ids[i]]; }
+  size_t n_in;  // the node's inputs
+  const void* in(size_t i) const { return i >= n_in || in_ids[i] < 0 ? nullptr : ptr[in_ids[i]]; }
   template <typename T>
   const T* in(size_t i) const { return static_cast<const T*>(in(i)); }
   void* out(size_t i) const { return ptr[out_ids[i]]; }
