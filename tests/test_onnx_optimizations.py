@@ -803,6 +803,87 @@ def test_dequantize_runs_after_the_moves(per_axis, second_reader):
         np.testing.assert_array_equal(got, want)
 
 
+def _qdq_global_pool_model(shape, x_type, y_type, x_zero, y_zero, sx, sy, per_axis=False, pooled_reader=False):
+    """x (8-bit) -> DequantizeLinear -> GlobalAveragePool -> QuantizeLinear -> y: an INT8 classifier's pooling."""
+    N = helper.make_node
+    C = shape[1]
+    tp = {np.uint8: TP.UINT8, np.int8: TP.INT8}
+    inits = [numpy_helper.from_array(np.full(C, sx, np.float32) if per_axis else np.float32(sx), "sx"),
+             numpy_helper.from_array(np.float32(sy), "sy")]
+    dq_in, q_in = ["x", "sx"], ["p", "sy"]
+    if x_zero is not None:
+        inits.append(numpy_helper.from_array(np.full(C, x_zero, x_type) if per_axis else x_type(x_zero), "zx"))
+        dq_in.append("zx")
+    if y_zero is not None:
+        inits.append(numpy_helper.from_array(y_type(y_zero), "zy"))
+        q_in.append("zy")
+    nodes = [N("DequantizeLinear", dq_in, ["f"], axis=1), N("GlobalAveragePool", ["f"], ["p"]),
+             N("QuantizeLinear", q_in, ["y"])]
+    outputs = [helper.make_tensor_value_info("y", tp[y_type], None)]
+    if pooled_reader:  # the float pooled value is also an output: the pooling stays a float step
+        outputs.append(helper.make_tensor_value_info("p", TP.FLOAT, None))
+    g = helper.make_graph(nodes, "qdq_gap", [helper.make_tensor_value_info("x", tp[x_type], list(shape))], outputs,
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+
+
+def _qdq_global_pool_expected(x, x_zero, y_type, y_zero, sx, sy):
+    """The three steps in float32, each pixel added in order (nnkern's float pooling), then ONNX's quantization."""
+    f = (x.astype(np.float32) - np.float32(x_zero or 0)) * np.float32(sx)
+    f = f.reshape(f.shape[0], f.shape[1], -1)
+    acc = np.zeros(f.shape[:2], np.float32)
+    for p in range(f.shape[2]):
+        acc = acc + f[:, :, p]
+    mean = acc / np.float32(f.shape[2])
+    info = np.iinfo(y_type)
+    v = np.rint(mean / np.float32(sy)) + np.float32(y_zero or 0)
+    return np.clip(v, info.min, info.max).astype(y_type).reshape(f.shape[:2] + (1,) * (x.ndim - 2))
+
+
+@pytest.mark.parametrize("shape, x_type, y_type, x_zero, y_zero, sx, sy", [
+    ((1, 16, 7, 7), np.uint8, np.uint8, 3, 5, 0.05, 0.04),
+    ((3, 130, 5, 3), np.int8, np.int8, -7, 2, 0.1, 0.03),
+    ((2, 40, 2, 2), np.uint8, np.uint8, 128, 128, 0.25, 0.25),  # sums of quarters: ties, rounded to even
+    ((2, 64, 1, 1), np.uint8, np.uint8, None, None, 0.5, 0.5),  # no zero points (uint8 out)
+    ((2, 65, 3, 3), np.uint8, np.int8, 100, -3, 0.3, 0.3),     # uint8 in, int8 out, saturating
+    ((2, 70, 9), np.int8, np.uint8, 0, 0, 0.02, 0.01),         # 1-D: (N, C, L)
+    ((1, 3, 13, 13), np.uint8, np.uint8, 200, 0, 1e-3, 1e-5)])  # saturates at both ends
+@pytest.mark.parametrize("threads", [1, 2])
+def test_quantized_global_average_pool_reads_the_8_bit_tensor(shape, x_type, y_type, x_zero, y_zero, sx, sy, threads):
+    """fuse_qdq: DequantizeLinear -> GlobalAveragePool -> QuantizeLinear (per tensor) is one pooling of the 8-bit
+    tensor, no float copy of it written: the bits of the three steps as written (every ISA cap this CPU runs, the
+    threads' split of the channels included), channel tails past the 64-channel blocks, ties to even."""
+    info = np.iinfo(x_type)
+    x = np.random.default_rng(13).integers(info.min, info.max + 1, shape).astype(x_type)
+    model = _qdq_global_pool_model(shape, x_type, y_type, x_zero, y_zero, sx, sy)
+    want = _qdq_global_pool_expected(x, x_zero, y_type, y_zero, sx, sy)
+    plain = nnkern.onnx.InferenceSession(model, optimize=False, num_threads=threads).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(plain, want)  # the expectation is the unfused plan's
+    for isa in nnkern.ISA_LEVELS:
+        if isa not in nnkern._C.isa_levels():
+            continue
+        with nnkern.max_isa(isa):
+            s = nnkern.onnx.InferenceSession(model, num_threads=threads)
+            steps = [line.split()[1] for line in s.describe({"x": x}).splitlines()[:-1]]
+            assert "nnkern.QGlobalAveragePool" in steps and "DequantizeLinear" not in steps, steps
+            y = s.run(None, {"x": x})[0]
+        assert y.dtype == y_type and y.shape == want.shape
+        np.testing.assert_array_equal(y, want, err_msg=isa)
+
+
+@pytest.mark.parametrize("per_axis, pooled_reader", [(True, False), (False, True)])
+def test_quantized_global_average_pool_only_per_tensor_and_alone(per_axis, pooled_reader):
+    """A per-channel DequantizeLinear, or a pooled float value that something else reads, keeps the float steps."""
+    shape = (2, 12, 4, 4)
+    x = np.random.default_rng(14).integers(0, 256, shape).astype(np.uint8)
+    model = _qdq_global_pool_model(shape, np.uint8, np.uint8, 9, 4, 0.05, 0.04, per_axis, pooled_reader)
+    s = nnkern.onnx.InferenceSession(model)
+    steps = [line.split()[1] for line in s.describe({"x": x}).splitlines()[:-1]]
+    assert "nnkern.QGlobalAveragePool" not in steps and "nnkern.GlobalAveragePool" in steps, steps
+    for got, want in zip(s.run(None, {"x": x}), nnkern.onnx.InferenceSession(model, optimize=False).run(None, {"x": x})):
+        np.testing.assert_array_equal(got, want)
+
+
 def _upsample_conv_graph(scales=(2, 2), modes=("asymmetric", "floor"), mode="nearest", extra_reader=False):
     """image (NHWC) -> Transpose to NCHW -> Resize (scales along H, W) -> Conv 3x3 (8 -> 5): a decoder's step,
     its Resize in NHWC once the layout transposes cancel."""

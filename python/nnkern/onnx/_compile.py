@@ -28,8 +28,8 @@ MAX_FOLDED_BYTES = 64 << 20
 
 #: The plan's optimizations, each switchable (``InferenceSession(model, optimize={"fuse_activations": False})``):
 #: fold_batch_norm: a BatchNormalization after a convolution folded into its weights; fuse_qdq: DequantizeLinear ->
-#: Conv / MatMul / Add (-> QuantizeLinear) as one quantized op, and the ops that commute with quantization run on
-#: the quantized tensor (a DequantizeLinear before a move runs after it); quantized_lookup: the elementwise work
+#: Conv / MatMul / Add / GlobalAveragePool (-> QuantizeLinear) as one quantized op, and the ops that commute with
+#: quantization run on the quantized tensor (a DequantizeLinear before a move runs after it); quantized_lookup: the elementwise work
 #: between a DequantizeLinear and a QuantizeLinear (_tables) as a 256-entry table on the quantized tensor;
 #: push_transposes: the layout transposes around the NHWC ops cancelled between neighbours (and one before a
 #: DepthToSpace / SpaceToDepth read through by it); fuse_activations: an activation after a convolution or GEMM run in its epilogue; fuse_gelu: GELU

@@ -181,7 +181,7 @@ def _lower_global_pool(net, n: Node) -> list:
     rank = len(net.values[n.inputs[0]].shape)
     if rank not in (3, 4):
         raise NotImplementedError(f"{n.op} node {n.name!r}: only 1-D and 2-D inputs (rank 3 or 4) are supported")
-    return _wrap_nhwc(net, n, "nnkern." + n.op, [], {}, rank=rank)
+    return _wrap_nhwc(net, n, "nnkern." + n.op, n.inputs[1:], {}, rank=rank)  # QGlobalAveragePool's parameters
 
 
 def _lower_qconv(net, n: Node) -> list:
@@ -191,4 +191,5 @@ def _lower_qconv(net, n: Node) -> list:
 
 _LOWERINGS = {"Conv": _lower_conv, "ConvTranspose": _lower_conv_transpose, "QLinearConv": _lower_qconv,
               "ConvInteger": _lower_qconv, "MaxPool": _lower_pool, "AveragePool": _lower_pool,
-              "GlobalAveragePool": _lower_global_pool, "GlobalMaxPool": _lower_global_pool}
+              "GlobalAveragePool": _lower_global_pool, "GlobalMaxPool": _lower_global_pool,
+              "QGlobalAveragePool": _lower_global_pool}

@@ -2,10 +2,11 @@
 
 QDQ (QuantizeLinear / DequantizeLinear around float ops): ``fuse_qdq`` turns DequantizeLinear -> Conv / MatMul /
 Gemm (-> Relu / Clip) (-> QuantizeLinear) into one quantized op with the requantization fused (never a float
-convolution between two (de)quantizations), DequantizeLinear x2 -> Add -> QuantizeLinear into QLinearAdd, and
-runs MaxPool, Concat and the shape ops directly on the quantized tensor where the QuantizeLinear after them has the
-same parameters as the DequantizeLinear before (exact: they commute with a monotone affine map). What is left of
-the pattern runs as it is written (DequantizeLinear, the float op, QuantizeLinear).
+convolution between two (de)quantizations), DequantizeLinear x2 -> Add -> QuantizeLinear into QLinearAdd,
+DequantizeLinear -> GlobalAveragePool -> QuantizeLinear into one pooling of the 8-bit tensor, and runs MaxPool,
+Concat and the shape ops directly on the quantized tensor where the QuantizeLinear after them has the same
+parameters as the DequantizeLinear before (exact: they commute with a monotone affine map). What is left of the
+pattern runs as it is written (DequantizeLinear, the float op, QuantizeLinear).
 
 QOperator: QLinearConv and ConvInteger are lowered onto nnkern.QConv (NHWC) like Conv; QLinearMatMul,
 MatMulInteger and QLinearAdd / QLinearMul run as they are; onnxruntime's other com.microsoft QLinear ops become
@@ -127,6 +128,8 @@ def _fuse_one(net, g: _Graph, n: Node) -> bool:
         return _fuse_binary(net, g, n)
     if n.op in PASSTHROUGH:
         return _fuse_passthrough(net, g, n)
+    if n.op == "GlobalAveragePool":
+        return _fuse_global_pool(net, g, n)
     return False
 
 
@@ -282,6 +285,21 @@ def _fuse_binary(net, g: _Graph, n: Node) -> bool:
     fused = Node("QLinearAdd" if n.op == "Add" else "QLinearMul", n.name, inputs, [out], attrs,
                  "+".join([a.node.sources, b.node.sources, n.sources] + [x.sources for x in absorbed]))
     _replace(net, fused, n, absorbed)
+    return True
+
+
+def _fuse_global_pool(net, g: _Graph, n: Node) -> bool:
+    """DequantizeLinear -> GlobalAveragePool -> QuantizeLinear (per tensor) as QGlobalAveragePool: the pooling reads
+    the 8-bit tensor, no float copy of it is written (its C++ op repeats the three steps' float operations)."""
+    x = g.dq(n.inputs[0])
+    found = g.q_after(n.outputs[0])
+    if x is None or not x.per_tensor or found is None:
+        return False
+    q = found[0]
+    inputs = [x.q, x.scale_name, x.zero_name, q.inputs[1], q.inputs[2] if len(q.inputs) > 2 else ""]
+    fused = Node("QGlobalAveragePool", n.name, inputs, [q.outputs[0]], {},
+                 "+".join([x.node.sources, n.sources, q.sources]))
+    _replace(net, fused, n, [q])
     return True
 
 

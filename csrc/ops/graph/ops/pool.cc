@@ -1,6 +1,6 @@
 // Pooling on NHWC tensors, the layout the plan keeps feature maps in (the Python side lowers ONNX's NCHW pooling
 // onto these): nnkern.MaxPool, nnkern.AveragePool (float32; MaxPool also uint8 / int8) and nnkern.GlobalAveragePool,
-// nnkern.GlobalMaxPool (float32). Windows follow ONNX's attributes (kernel_shape, strides, pads as top, left,
+// nnkern.GlobalMaxPool (float32), and nnkern.QGlobalAveragePool (8-bit, fuse_qdq's). Windows follow ONNX's attributes (kernel_shape, strides, pads as top, left,
 // bottom, right, dilations, ceil_mode, auto_pad, count_include_pad); the output size is torch's rule, which ONNX's
 // ceil_mode follows: a last window starting in the trailing padding is dropped. Where nnkern's pool2d kernels take
 // the window (no dilation, padding at most half the window) they run; otherwise a plain loop over the taps.
@@ -13,6 +13,7 @@
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/window.h"
 #include "ops/pool/pool2d.h"
+#include "ops/quant/quantize.h"
 
 namespace nnkern::graph {
 
@@ -158,6 +159,61 @@ std::unique_ptr<Step> make_global(const NodeSpec& n, const std::vector<TensorDes
   });
 }
 
+// nnkern.QGlobalAveragePool, fuse_qdq's DequantizeLinear -> GlobalAveragePool -> QuantizeLinear (per tensor) on the
+// 8-bit NHWC tensor: inputs x (uint8 / int8), x_scale, x_zero_point, y_scale, y_zero_point (its type is the
+// output's; uint8 without one). No float tensor is written: each channel sums (x - x_zero_point) * x_scale in pixel
+// order, divides by the pixel count and quantizes with the QuantizeLinear kernels: the float operations of the
+// three steps in their order, so their bits.
+std::vector<TensorDesc> infer_qglobal(const NodeSpec& n) {
+  n.require_types({0, 2, 4}, {DType::u8, DType::i8});
+  n.require_types({1, 3}, {DType::f32});
+  const TensorDesc& x = n.in(0);
+  if (x.rank() != 4) n.invalid("expects an NHWC input of rank 4");
+  if (!n.has_input(1) || !n.has_input(3)) n.invalid("x_scale and y_scale are required");
+  if (n.has_input(2) && n.in(2).dtype != x.dtype) n.invalid("x_zero_point must have x's type");
+  for (size_t i = 1; i <= 4; ++i)
+    if (n.has_input(i) && n.in(i).elements() != 1) n.unsupported("a scale or zero point per channel");
+  return one(n.has_input(4) ? n.in(4).dtype : DType::u8, {x.shape[0], 1, 1, x.shape[3]});
+}
+
+int32_t zero_point(const StepData& d, size_t input, bool present, bool is_signed) {
+  if (!present) return 0;
+  return is_signed ? int32_t(*d.in<int8_t>(input)) : int32_t(*d.in<uint8_t>(input));
+}
+
+std::unique_ptr<Step> make_qglobal(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
+  const TensorDesc& x = n.in(0);
+  const size_t N = size_t(x.shape[0]), P = size_t(x.shape[1] * x.shape[2]), C = size_t(x.shape[3]);
+  const bool x_signed = x.dtype == DType::i8, y_signed = out[0].dtype == DType::i8;
+  const bool x_zero = n.has_input(2), y_zero = n.has_input(4);
+  return fn_step([=](const StepData& d) {
+    const uint8_t* x = d.in<uint8_t>(0);
+    uint8_t* y = d.out<uint8_t>(0);
+    const float sx = *d.in<float>(1), sy = *d.in<float>(3);
+    const float zx = float(zero_point(d, 2, x_zero, x_signed));  // DequantizeLinear's (float(q) - float(zp)) * s
+    const int32_t zy = zero_point(d, 4, y_zero, y_signed);
+    // Every channel's sum is one task's, in pixel order (as the float op, whose blocks are narrower: the blocks
+    // change which task sums a channel, not how); 256 channels: whole cache lines of bytes per pixel.
+    constexpr size_t kBlock = 256;
+    const size_t blocks = ceil_div(C, kBlock);
+    parallel_for(N * blocks, [&](size_t t) {
+      const size_t n = t / blocks, c0 = t % blocks * kBlock, c1 = std::min(C, c0 + kBlock);
+      float acc[kBlock] = {};
+      const auto sum = [&](auto type) {  // the element type a template parameter: one plain loop to vectorize
+        using T = decltype(type);
+        for (size_t p = 0; p < P; ++p) {
+          const T* px = reinterpret_cast<const T*>(x) + (n * P + p) * C;
+          for (size_t c = c0; c < c1; ++c) acc[c - c0] += (float(px[c]) - zx) * sx;
+        }
+      };
+      if (x_signed) sum(int8_t{});
+      else sum(uint8_t{});
+      for (size_t c = c0; c < c1; ++c) acc[c - c0] = P ? acc[c - c0] / float(P) : NAN;
+      quantize(acc, y + n * C + c0, 1, 1, c1 - c0, &sy, &zy, y_signed);
+    });
+  });
+}
+
 }  // namespace
 
 void register_graph_ops_pool() {
@@ -165,6 +221,7 @@ void register_graph_ops_pool() {
   register_op("nnkern.AveragePool", {infer_avg, make_pool<true>});
   register_op("nnkern.GlobalAveragePool", {infer_global, make_global<true>});
   register_op("nnkern.GlobalMaxPool", {infer_global, make_global<false>});
+  register_op("nnkern.QGlobalAveragePool", {infer_qglobal, make_qglobal});
 }
 
 }  // namespace nnkern::graph
