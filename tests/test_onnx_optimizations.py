@@ -884,6 +884,41 @@ def test_quantized_global_average_pool_only_per_tensor_and_alone(per_axis, poole
         np.testing.assert_array_equal(got, want)
 
 
+def _residual_adds_model():
+    """Two residual adds after INT8 convolutions: a 1x1 convolution as the Add's first operand with a Relu after
+    it, a depthwise one as the second without."""
+    g = _Graph(150)
+    x = g.node("Relu", [g.conv("image", 3, 16, 3)])
+    x = g.node("Relu", [g.node("Add", [g.conv(x, 16, 16, 1), x])])
+    g.node("Add", [x, g.conv(x, 16, 16, 3, group=16)], output="features")
+    return g.model("residual_adds", [_image_input("image", 3)],
+                   [helper.make_tensor_value_info("features", TP.FLOAT, ["N", 16, "H", "W"])])
+
+
+@pytest.mark.parametrize("kind", ["qdq", "qoperator"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_quantized_residual_add_in_the_convolution(kind, threads):
+    """fuse_quantized_residual_add (off by default): the QLinearAdd after an INT8 convolution added to each tile as it
+    is stored: no QLinearAdd step left, the bits of the plan without it, on every ISA cap this CPU runs."""
+    from onnx_models import Feeds
+    feeds_of = Feeds("image", "image", 3, 32, 20)
+    model = quantize(_residual_adds_model(), kind, feeds_of).SerializeToString()
+    feeds = feeds_of(batch=2, seed=5)
+    want = nnkern.onnx.InferenceSession(model, num_threads=threads).run(None, feeds)
+    default = nnkern.onnx.InferenceSession(model, num_threads=threads).describe(feeds)
+    assert default.count(" QLinearAdd ") == 2, default  # off by default
+    for isa in nnkern.ISA_LEVELS:
+        if isa not in nnkern._C.isa_levels():
+            continue
+        with nnkern.max_isa(isa):
+            s = nnkern.onnx.InferenceSession(model, num_threads=threads,
+                                             optimize={"fuse_quantized_residual_add": True})
+            text = s.describe(feeds)
+            assert " QLinearAdd " not in text and text.count("nnkern.QConv") == 3, text
+            for got, w in zip(s.run(None, feeds), want):
+                np.testing.assert_array_equal(got, w, err_msg=isa)
+
+
 def _upsample_conv_graph(scales=(2, 2), modes=("asymmetric", "floor"), mode="nearest", extra_reader=False):
     """image (NHWC) -> Transpose to NCHW -> Resize (scales along H, W) -> Conv 3x3 (8 -> 5): a decoder's step,
     its Resize in NHWC once the layout transposes cancel."""

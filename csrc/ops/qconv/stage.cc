@@ -212,6 +212,32 @@ void QConvResidualStage::commit(size_t, size_t p0, size_t n, size_t c0, size_t m
     residual_typed<uint8_t>(t, ld, r_, c_, lay, p0, n, c0, m, r_zero_, r_factor_, out_);
 }
 
+QConvAddStage::QConvAddStage(const QConvRequant& r, void* y, size_t ldc, size_t OC, const void* residual,
+                             QBinaryFn add, const QBinaryParams& p)
+    : QConvStage(r), y_(static_cast<uint8_t*>(y)), ldc_(ldc), OC_(OC), r_(static_cast<const uint8_t*>(residual)),
+      add_(add), p_(p) {
+  if (r.out != QOut::u8 && r.out != QOut::s8) throw std::invalid_argument("qconv2d: a QLinearAdd needs 8-bit outputs");
+}
+
+void QConvAddStage::commit(size_t, size_t p0, size_t n, size_t c0, size_t m, const void* tile, size_t ld) {
+  const uint8_t* t = static_cast<const uint8_t*>(tile);
+  if (ld == m && m == OC_ && ldc_ == OC_) {  // whole pixels: one run
+    add_(t, r_ + p0 * OC_, y_ + p0 * OC_, n * m, p_);
+    return;
+  }
+  // A tile of a few pixels' channel slices (16 bytes each, say): one call over the tile with the residual's slices
+  // gathered next to each other and the sums scattered, not a kernel call per 16 bytes.
+  constexpr size_t kBytes = 1024;
+  if (ld == m && n * m <= kBytes) {
+    alignas(64) uint8_t r[kBytes], y[kBytes];
+    for (size_t j = 0; j < n; ++j) copy_run(r + j * m, r_ + (p0 + j) * OC_ + c0, m);
+    add_(t, r, y, n * m, p_);
+    for (size_t j = 0; j < n; ++j) copy_run(y_ + (p0 + j) * ldc_ + c0, y + j * m, m);
+    return;
+  }
+  for (size_t j = 0; j < n; ++j) add_(t + j * ld, r_ + (p0 + j) * OC_ + c0, y_ + (p0 + j) * ldc_ + c0, m, p_);
+}
+
 QConvPoolStage::QConvPoolStage(const QConvRequant& r, size_t OC, const QConvPoolParams& p)
     : QConvStage(r), OC_(OC), p_(p) {
   if (p.out == QOut::i32) throw std::invalid_argument("qconv2d: pooled output is float32, uint8 or int8");

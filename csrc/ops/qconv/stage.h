@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/qbinary.h"
 #include "kernels/qgemm.h"
 #include "ops/qgemm/qgemm.h"
 
@@ -118,6 +119,25 @@ class QConvResidualStage final : public QConvStage {
   QType r_type_;
   float r_zero_, r_factor_;
   bool planar_;
+};
+
+// A QLinearAdd of the convolution's 8-bit output and a residual of its shape and type (the ONNX plan's
+// fuse_residual_add on an INT8 graph): the kernels store the layer's requantized output in the tile buffer, and each
+// committed tile is added to the residual there as the QLinearAdd step would (kernels/qbinary.h with its
+// parameters, the tile as operand a: the same operations, so the same bits), the sum stored at y + p * ldc + c.
+// The residual is NHWC with OC channels per pixel.
+class QConvAddStage final : public QConvStage {
+ public:
+  QConvAddStage(const QConvRequant& r, void* y, size_t ldc, size_t OC, const void* residual, QBinaryFn add,
+                const QBinaryParams& p);
+  void commit(size_t slot, size_t p0, size_t n, size_t c0, size_t m, const void* tile, size_t ld) override;
+
+ private:
+  uint8_t* y_;
+  size_t ldc_, OC_;
+  const uint8_t* r_;
+  QBinaryFn add_;
+  QBinaryParams p_;
 };
 
 // Global average pooling (seed I14): each tile's per-channel sums into its slot, the (N, OH, OW, OC) output never

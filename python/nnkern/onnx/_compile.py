@@ -36,17 +36,19 @@ MAX_FOLDED_BYTES = 64 << 20
 #: exported as Div / Erf / Add / Mul / Mul run as one Gelu op; fuse_inverted_residual: MobileNet-v2's blocks
 #: band by band in cache; fuse_channel_shuffle: ShuffleNet's Concat, channel shuffle and halving Slices in NHWC as
 #: one pass (after push_transposes); fuse_residual_add: a shortcut's Add (and the activation after it) in the
-#: epilogue of the convolution producing one operand; fuse_upsampling: a nearest upsampling by integer factors read
+#: epilogue of the convolution producing one operand; fuse_quantized_residual_add: the same for an INT8 convolution and
+#: the QLinearAdd after it, each tile added as it is stored (off by default: slower so far, bench/decisions.md);
+#: fuse_upsampling: a nearest upsampling by integer factors read
 #: by one convolution is never written out: the convolution reads the source pixels through its indirection
 #: buffer; concat_in_place: a Concat input that only the Concat reads written by its producer (a convolution, a
 #: table lookup, a nearest Resize; any step where the input is one contiguous block) straight into its place in
 #: the Concat's output, which then copies nothing for it.
 OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations",
                  "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle", "fuse_residual_add",
-                 "fuse_upsampling", "concat_in_place")
-#: Off unless asked for by name (none at present: fuse_residual_add was, until the GEMM tiles added the shortcut
-#: themselves, bench/decisions.md).
-DEFAULT_OFF: frozenset = frozenset()
+                 "fuse_quantized_residual_add", "fuse_upsampling", "concat_in_place")
+#: Off unless asked for by name: fuse_quantized_residual_add (its tiles go through the buffered output stage, which
+#: costs ResNet-50's convolutions more than the QLinearAdd steps it saves; bench/decisions.md).
+DEFAULT_OFF: frozenset = frozenset({"fuse_quantized_residual_add"})
 
 
 def optimizations(optimize) -> frozenset:
@@ -312,6 +314,8 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         _fuse.fuse_channel_shuffle(net)
     if "fuse_residual_add" in optimize:  # after the blocks, which take their own
         _fuse.fuse_residual_add(net)
+    if "fuse_quantized_residual_add" in optimize:
+        _fuse.fuse_quantized_residual_add(net)
     if "fuse_upsampling" in optimize:  # after the blocks, whose layers read their inputs as they are
         _fuse.fuse_upsampling(net)
     net.drop_dead()

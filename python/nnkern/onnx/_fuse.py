@@ -235,6 +235,34 @@ def fuse_residual_add(net) -> None:
             break
 
 
+def fuse_quantized_residual_add(net) -> None:
+    """The INT8 form of fuse_residual_add: an nnkern.QConv with an 8-bit output that only a QLinearAdd reads
+    (fuse_qdq's Add between quantizations), the other operand of the same shape and type: the convolution adds it to
+    each tile it stores, as the QLinearAdd step would (its parameters, its relu), so the same bits. Inputs 9-15 of
+    nnkern.QConv."""
+    users = net.consumers()
+    for conv in list(net.nodes):
+        if conv.op != "nnkern.QConv" or len(conv.inputs) > 9 or conv.outputs[0] in net.outputs:
+            continue
+        y = conv.outputs[0]
+        add = _only_reader(net, users, y)
+        if add is None or add.op != "QLinearAdd" or len(add.inputs) < 7:
+            continue
+        ins = (list(add.inputs) + [""] * 8)[:8]
+        mine = 0 if ins[0] == y else 3 if ins[3] == y else None
+        if mine is None or ins[0] == ins[3]:
+            continue
+        r = ins[3 - mine]
+        if net.values[r].shape != net.values[y].shape or net.values[r].dtype != net.values[y].dtype:
+            continue
+        conv.inputs = (conv.inputs + [""] * 9)[:9] + [r] + ins[mine + 1:mine + 3] + ins[4 - mine:6 - mine] + ins[6:8]
+        conv.attrs = dict(conv.attrs, add_activation=("s", add.attr("activation", "none")))
+        conv.outputs = list(add.outputs)
+        conv.sources = "+".join([conv.sources, add.sources])
+        _replace_chain(net, conv, [conv, add])
+        users = net.consumers()
+
+
 def fuse_channel_shuffle(net) -> None:
     """ShuffleNet's unit boundary in NHWC (after push_transposes): Concat(a, b) along the last axis, the channel
     shuffle of two groups (Reshape to (..., 2, c), Transpose of the last two axes, Reshape back), and the two Slices

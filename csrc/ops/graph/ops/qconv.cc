@@ -8,6 +8,10 @@
 // ConvInteger), "float32" (dequantized: a QDQ Conv whose output stays float); clip_min / clip_max (real units: a Clip
 // folded in); tune (1: the algorithm is the fastest of the applicable ones timed when the step is made, instead of
 // auto's rule). B may also be float32 in real units (a QDQ Conv whose bias is a float constant).
+// A QLinearAdd after it (fuse_residual_add): inputs 9-15 are the other operand R (NHWC, the output's shape and
+// type), then the add's A_scale, A_zero_point (the convolution's operand), B_scale, B_zero_point (R's), C_scale,
+// C_zero_point, attribute add_activation ("none" / "relu"): the output is QLinearAdd(y, R), each tile added as it
+// is stored (ops/qconv/stage.h QConvAddStage), the bits of the two steps.
 // Rounding: y = rint(clamp(fma(acc, x_scale * w_scale / y_scale, B * factor + y_zero_point))) in float32 (ties to
 // even); onnxruntime adds B to the int32 sum and y_zero_point after rounding, so the two differ by one step where
 // the value lies within float32 rounding of a half.
@@ -19,8 +23,10 @@
 #include <memory>
 
 #include "core/checked.h"
+#include "core/kernel_family.h"
 #include "core/workspace.h"
 #include "ops/conv/geometry.h"
+#include "kernels/quantize_list.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/window.h"
 #include "ops/qgemm/qgemm.h"
@@ -158,6 +164,24 @@ QConvParams params(const NodeSpec& n, bool full) {
   return p;
 }
 
+constexpr size_t kAddInput = 9;  // R, then the QLinearAdd's six scales and zero points
+
+bool has_add(const NodeSpec& n) { return n.has_input(kAddInput); }
+
+// A fused QLinearAdd's parameters as its own step reads them (ops/graph/ops/quant.cc), the convolution operand a.
+QBinaryParams add_params(const StepData& d, bool is_signed, bool relu) {
+  const auto zero = [&](size_t i) {
+    if (!d.in(i)) return 0.0f;
+    return is_signed ? float(*d.in<int8_t>(i)) : float(*d.in<uint8_t>(i));
+  };
+  QBinaryParams p{*d.in<float>(kAddInput + 1), zero(kAddInput + 2), *d.in<float>(kAddInput + 3),
+                  zero(kAddInput + 4), *d.in<float>(kAddInput + 5), zero(kAddInput + 6), 0.0f, 0.0f, false,
+                  is_signed};
+  p.lo = std::max(relu ? p.zc : -INFINITY, is_signed ? -128.0f : 0.0f);
+  p.hi = is_signed ? 127.0f : 255.0f;
+  return p;
+}
+
 std::vector<TensorDesc> infer(const NodeSpec& n) {
   const QConvParams p = params(n, false);
   const TensorDesc& x = n.in(0);
@@ -165,7 +189,24 @@ std::vector<TensorDesc> infer(const NodeSpec& n) {
   if (OH == 0 || OW == 0) n.invalid("the kernel does not fit the padded input " + x.str());
   const DType out = p.rq.out == QOut::i32 ? DType::i32 : p.rq.out == QOut::f32 ? DType::f32
                     : p.rq.out == QOut::s8 ? DType::i8 : DType::u8;
-  return one(out, {x.shape[0], int64_t(OH), int64_t(OW), int64_t(p.geo.OC)});
+  const std::vector<int64_t> shape{x.shape[0], int64_t(OH), int64_t(OW), int64_t(p.geo.OC)};
+  if (has_add(n)) {
+    if (out != DType::u8 && out != DType::i8) n.invalid("a fused QLinearAdd needs an 8-bit output");
+    if (n.in(kAddInput).dtype != out || n.in(kAddInput).shape != shape)
+      n.invalid("the added operand must have the output's shape and type");
+    for (size_t i = kAddInput + 1; i <= kAddInput + 6; ++i) {
+      if (!n.has_input(i)) {
+        if (i % 2 == 1) continue;  // an absent zero point is 0 (scales are inputs 10, 12, 14)
+        n.invalid("a fused QLinearAdd needs its three scales");
+      }
+      if (n.in(i).elements() != 1) n.unsupported("a fused QLinearAdd with per-axis scales or zero points");
+      if (i % 2 == 0 ? n.in(i).dtype != DType::f32 : n.in(i).dtype != out)
+        n.invalid("a fused QLinearAdd's scales are float32, its zero points of the output's type");
+    }
+    const std::string act = n.attr_string("add_activation", "none");
+    if (act != "none" && act != "relu") n.unsupported("add_activation '" + act + "'");
+  }
+  return one(out, shape);
 }
 
 // The general form: per image and group, the windows copied (im2col, padding taps at the input zero point), qgemm
@@ -258,8 +299,19 @@ class QConvStep final : public Step {
       : layer_(std::move(layer)), N_(N), H_(H), W_(W), x_type_(x_type), algorithm_(std::move(algorithm)),
         out_elem_(out_elem), ldc_(layer_->geometry().OC), timed_(timed) {}
   void run(const StepData& d) const override {
-    QConvNhwcStage stage(layer_->requant(), d.out(0), ldc_);
+    if (!add_) {
+      QConvNhwcStage stage(layer_->requant(), d.out(0), ldc_);
+      layer_->run(N_, H_, W_, x_type_, d.in(0), stage, algorithm_);
+      return;
+    }
+    QConvAddStage stage(layer_->requant(), d.out(0), ldc_, layer_->geometry().OC, d.in(kAddInput),
+                        quantize_family().dispatched().qbinary,
+                        add_params(d, layer_->requant().out == QOut::s8, add_relu_));
     layer_->run(N_, H_, W_, x_type_, d.in(0), stage, algorithm_);
+  }
+  void set_add(bool relu) {
+    add_ = true;
+    add_relu_ = relu;
   }
   std::string detail() const override {
     return algorithm_ + (timed_ ? " (timed) " : " ") + layer_->kernel_name();
@@ -278,6 +330,7 @@ class QConvStep final : public Step {
   size_t out_elem_;
   size_t ldc_;  // elements from one output pixel to the next
   bool timed_;  // the algorithm is the fastest timed at plan time, not the rule's
+  bool add_ = false, add_relu_ = false;  // a QLinearAdd fused after it (inputs 9-15)
 };
 
 std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
@@ -288,7 +341,16 @@ std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out
   if (p->general) {
     qgemm_check_exact(n.name.c_str(), p->x_type, p->x_zero, p->geo.kg(), 255);
     auto conv = std::make_shared<GeneralConv>(GeneralConv{*p, N, H, W, size_t(out[0].shape[1]), size_t(out[0].shape[2])});
-    return fn_step([conv](const StepData& d) { conv->run(d); }, "im2col qgemm (weights with zero points)");
+    const bool add = has_add(n), relu = n.attr_string("add_activation", "none") == "relu";
+    const size_t count = out[0].elements();
+    return fn_step(
+        [conv, add, relu, count](const StepData& d) {
+          conv->run(d);
+          if (add)  // the fused QLinearAdd over the whole output, in place
+            quantize_family().dispatched().qbinary(d.out(0), d.in(kAddInput), d.out(0), count,
+                                                  add_params(d, conv->p.rq.out == QOut::s8, relu));
+        },
+        "im2col qgemm (weights with zero points)");
   }
   auto layer = layers.get<PackedQConv2d>(n, [&] {
     // The parameters' weights (the plan's constant or their own, read-only) serve as the layer's weights as given.
@@ -297,8 +359,10 @@ std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out
   });
   const std::string rule = layer->auto_algorithm(N, H, W);
   const std::string timed = n.attr_int("tune", 0) ? timed_algorithm(*layer, N, H, W, x_type, x, out[0], rule) : "";
-  return std::make_unique<QConvStep>(layer, N, H, W, x_type, timed.empty() ? rule : timed, dtype_size(out[0].dtype),
-                                     !timed.empty());
+  auto step = std::make_unique<QConvStep>(layer, N, H, W, x_type, timed.empty() ? rule : timed,
+                                          dtype_size(out[0].dtype), !timed.empty());
+  if (has_add(n)) step->set_add(n.attr_string("add_activation", "none") == "relu");
+  return step;
 }
 
 }  // namespace
