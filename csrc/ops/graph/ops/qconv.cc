@@ -314,7 +314,7 @@ class QConvStep final : public Step {
     add_relu_ = relu;
   }
   std::string detail() const override {
-    return algorithm_ + (timed_ ? " (timed) " : " ") + layer_->kernel_name();
+    return algorithm_ + (add_ ? " + residual" : "") + (timed_ ? " (timed) " : " ") + layer_->kernel_name();
   }
   bool write_rows(size_t out, size_t row_bytes, size_t pitch) override {
     if (out != 0 || row_bytes != layer_->geometry().OC * out_elem_ || pitch % out_elem_) return false;
