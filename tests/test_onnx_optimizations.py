@@ -919,6 +919,35 @@ def test_quantized_residual_add_in_the_convolution(kind, threads):
                 np.testing.assert_array_equal(got, w, err_msg=isa)
 
 
+def test_quantized_residual_add_after_a_convolution_with_weight_zero_points():
+    """The convolution whose uint8 weights minus their zero point do not fit int8 (im2col and a GEMM with the zero
+    points) adds the fused QLinearAdd over its whole output: the bits of the two steps."""
+    N = helper.make_node
+    rng = np.random.default_rng(16)
+    w = rng.integers(0, 256, (8, 4, 3, 3)).astype(np.uint8)  # zero point 0: values up to 255
+    c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)  # noqa: E731
+    inits = [c("w", w), c("sw", np.float32(0.002)), c("zw", np.uint8(0)), c("sx", np.float32(0.05)),
+             c("zx", np.uint8(10)), c("sy", np.float32(0.1)), c("zy", np.uint8(20)), c("sr", np.float32(0.07)),
+             c("zr", np.uint8(5)), c("so", np.float32(0.12)), c("zo", np.uint8(30))]
+    nodes = [N("DequantizeLinear", ["x", "sx", "zx"], ["xf"]), N("DequantizeLinear", ["w", "sw", "zw"], ["wf"]),
+             N("Conv", ["xf", "wf"], ["yf"], pads=[1, 1, 1, 1]), N("QuantizeLinear", ["yf", "sy", "zy"], ["yq"]),
+             N("DequantizeLinear", ["yq", "sy", "zy"], ["yd"]), N("Transpose", ["r"], ["rt"], perm=[0, 3, 1, 2]),
+             N("DequantizeLinear", ["rt", "sr", "zr"], ["rd"]),
+             N("Add", ["yd", "rd"], ["s"]), N("Relu", ["s"], ["sr_"]), N("QuantizeLinear", ["sr_", "so", "zo"], ["y"])]
+    g = helper.make_graph(nodes, "general_add", [helper.make_tensor_value_info("x", TP.UINT8, [2, 4, 6, 5]),
+                                                  helper.make_tensor_value_info("r", TP.UINT8, [2, 6, 5, 8])],
+                          [helper.make_tensor_value_info("y", TP.UINT8, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+    feeds = {"x": rng.integers(0, 256, (2, 4, 6, 5)).astype(np.uint8),
+             "r": rng.integers(0, 256, (2, 6, 5, 8)).astype(np.uint8)}  # NHWC, as a feature map in the plan
+    s = nnkern.onnx.InferenceSession(model, optimize={"fuse_quantized_residual_add": True})
+    text = s.describe(feeds)
+    assert "weights with zero points) + residual" in text and " QLinearAdd " not in text, text
+    want = nnkern.onnx.InferenceSession(model).run(None, feeds)[0]
+    np.testing.assert_array_equal(s.run(None, feeds)[0], want)
+    assert len(np.unique(want)) > 20  # not saturated
+
+
 def _upsample_conv_graph(scales=(2, 2), modes=("asymmetric", "floor"), mode="nearest", extra_reader=False):
     """image (NHWC) -> Transpose to NCHW -> Resize (scales along H, W) -> Conv 3x3 (8 -> 5): a decoder's step,
     its Resize in NHWC once the layout transposes cancel."""

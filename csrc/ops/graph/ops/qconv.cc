@@ -8,7 +8,7 @@
 // ConvInteger), "float32" (dequantized: a QDQ Conv whose output stays float); clip_min / clip_max (real units: a Clip
 // folded in); tune (1: the algorithm is the fastest of the applicable ones timed when the step is made, instead of
 // auto's rule). B may also be float32 in real units (a QDQ Conv whose bias is a float constant).
-// A QLinearAdd after it (fuse_residual_add): inputs 9-15 are the other operand R (NHWC, the output's shape and
+// A QLinearAdd after it (fuse_quantized_residual_add): inputs 9-15 are the other operand R (NHWC, the output's shape and
 // type), then the add's A_scale, A_zero_point (the convolution's operand), B_scale, B_zero_point (R's), C_scale,
 // C_zero_point, attribute add_activation ("none" / "relu"): the output is QLinearAdd(y, R), each tile added as it
 // is stored (ops/qconv/stage.h QConvAddStage), the bits of the two steps.
@@ -350,7 +350,7 @@ std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out
             quantize_family().dispatched().qbinary(d.out(0), d.in(kAddInput), d.out(0), count,
                                                   add_params(d, conv->p.rq.out == QOut::s8, relu));
         },
-        "im2col qgemm (weights with zero points)");
+        std::string("im2col qgemm (weights with zero points)") + (add ? " + residual" : ""));
   }
   auto layer = layers.get<PackedQConv2d>(n, [&] {
     // The parameters' weights (the plan's constant or their own, read-only) serve as the layer's weights as given.
