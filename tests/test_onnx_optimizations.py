@@ -871,6 +871,15 @@ def test_quantized_global_average_pool_reads_the_8_bit_tensor(shape, x_type, y_t
         np.testing.assert_array_equal(y, want, err_msg=isa)
 
 
+def test_quantized_global_average_pool_of_3_d_maps_is_refused_by_the_op_written():
+    """A 3-D pooling (rank 5) is not supported: the error names GlobalAveragePool, fused or not."""
+    shape = (1, 4, 3, 3, 3)
+    model = _qdq_global_pool_model(shape, np.uint8, np.uint8, 3, 5, 0.05, 0.04)
+    for optimize in (True, False):
+        with pytest.raises(NotImplementedError, match="^GlobalAveragePool node .*rank 3 or 4"):
+            nnkern.onnx.InferenceSession(model, optimize=optimize).run(None, {"x": np.zeros(shape, np.uint8)})
+
+
 @pytest.mark.parametrize("per_axis, pooled_reader", [(True, False), (False, True)])
 def test_quantized_global_average_pool_only_per_tensor_and_alone(per_axis, pooled_reader):
     """A per-channel DequantizeLinear, or a pooled float value that something else reads, keeps the float steps."""

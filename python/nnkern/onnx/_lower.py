@@ -180,7 +180,8 @@ def _lower_pool(net, n: Node) -> list:
 def _lower_global_pool(net, n: Node) -> list:
     rank = len(net.values[n.inputs[0]].shape)
     if rank not in (3, 4):
-        raise NotImplementedError(f"{n.op} node {n.name!r}: only 1-D and 2-D inputs (rank 3 or 4) are supported")
+        written = "GlobalAveragePool" if n.op == "QGlobalAveragePool" else n.op  # the op of the user's model
+        raise NotImplementedError(f"{written} node {n.name!r}: only 1-D and 2-D inputs (rank 3 or 4) are supported")
     return _wrap_nhwc(net, n, "nnkern." + n.op, n.inputs[1:], {}, rank=rank)  # QGlobalAveragePool's parameters
 
 
