@@ -916,6 +916,7 @@ def test_quantized_residual_add_in_the_convolution(kind, threads):
     want = nnkern.onnx.InferenceSession(model, num_threads=threads).run(None, feeds)
     default = nnkern.onnx.InferenceSession(model, num_threads=threads).describe(feeds)
     assert default.count(" QLinearAdd ") == 2, default  # off by default
+    assert "fuse_quantized_residual_add" in nnkern.onnx.DEFAULT_OFF <= set(nnkern.onnx.OPTIMIZATIONS)
     for isa in nnkern.ISA_LEVELS:
         if isa not in nnkern._C.isa_levels():
             continue

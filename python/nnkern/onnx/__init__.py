@@ -17,10 +17,10 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError('nnkern.onnx needs the onnx package: pip install "nnkern[onnx]"') from e
 
 from .. import _C
-from ._compile import OPTIMIZATIONS
+from ._compile import DEFAULT_OFF, OPTIMIZATIONS
 from ._session import InferenceSession, NodeArg, Profile
 
-__all__ = ["OPTIMIZATIONS", "InferenceSession", "NodeArg", "Profile", "supported_ops"]
+__all__ = ["DEFAULT_OFF", "OPTIMIZATIONS", "InferenceSession", "NodeArg", "Profile", "supported_ops"]
 
 
 def supported_ops() -> list:
