@@ -1,5 +1,6 @@
 // What the graph op files share: a step from a lambda, and small shape helpers. Baseline header.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,6 +39,12 @@ std::unique_ptr<Step> in_place_step(Fn fn, int in_place, std::string detail = ""
 }
 // A view: output 0 is input 0's bytes.
 std::unique_ptr<Step> view_step(size_t bytes);
+
+// A scalar 8-bit zero point (int8 where is_signed, else uint8) read at run time; 0 where the input is left out.
+inline int32_t zero_point8(const StepData& d, size_t input, bool is_signed) {
+  if (!d.in(input)) return 0;
+  return is_signed ? int32_t(*d.in<int8_t>(input)) : int32_t(*d.in<uint8_t>(input));
+}
 
 inline std::vector<TensorDesc> one(DType t, std::vector<int64_t> shape) { return {TensorDesc{t, std::move(shape)}}; }
 

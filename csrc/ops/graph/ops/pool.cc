@@ -1,9 +1,10 @@
 // Pooling on NHWC tensors, the layout the plan keeps feature maps in (the Python side lowers ONNX's NCHW pooling
 // onto these): nnkern.MaxPool, nnkern.AveragePool (float32; MaxPool also uint8 / int8) and nnkern.GlobalAveragePool,
-// nnkern.GlobalMaxPool (float32), and nnkern.QGlobalAveragePool (8-bit, fuse_qdq's). Windows follow ONNX's attributes (kernel_shape, strides, pads as top, left,
-// bottom, right, dilations, ceil_mode, auto_pad, count_include_pad); the output size is torch's rule, which ONNX's
-// ceil_mode follows: a last window starting in the trailing padding is dropped. Where nnkern's pool2d kernels take
-// the window (no dilation, padding at most half the window) they run; otherwise a plain loop over the taps.
+// nnkern.GlobalMaxPool (float32), and nnkern.QGlobalAveragePool (8-bit, fuse_qdq's). Windows follow ONNX's
+// attributes (kernel_shape, strides, pads as top, left, bottom, right, dilations, ceil_mode, auto_pad,
+// count_include_pad); the output size is torch's rule, which ONNX's ceil_mode follows: a last window starting in the
+// trailing padding is dropped. Where nnkern's pool2d kernels take the window (no dilation, padding at most half the
+// window) they run; otherwise a plain loop over the taps.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -176,22 +177,16 @@ std::vector<TensorDesc> infer_qglobal(const NodeSpec& n) {
   return one(n.has_input(4) ? n.in(4).dtype : DType::u8, {x.shape[0], 1, 1, x.shape[3]});
 }
 
-int32_t zero_point(const StepData& d, size_t input, bool present, bool is_signed) {
-  if (!present) return 0;
-  return is_signed ? int32_t(*d.in<int8_t>(input)) : int32_t(*d.in<uint8_t>(input));
-}
-
 std::unique_ptr<Step> make_qglobal(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
   const TensorDesc& x = n.in(0);
   const size_t N = size_t(x.shape[0]), P = size_t(x.shape[1] * x.shape[2]), C = size_t(x.shape[3]);
   const bool x_signed = x.dtype == DType::i8, y_signed = out[0].dtype == DType::i8;
-  const bool x_zero = n.has_input(2), y_zero = n.has_input(4);
   return fn_step([=](const StepData& d) {
     const uint8_t* x = d.in<uint8_t>(0);
     uint8_t* y = d.out<uint8_t>(0);
     const float sx = *d.in<float>(1), sy = *d.in<float>(3);
-    const float zx = float(zero_point(d, 2, x_zero, x_signed));  // DequantizeLinear's (float(q) - float(zp)) * s
-    const int32_t zy = zero_point(d, 4, y_zero, y_signed);
+    const float zx = float(zero_point8(d, 2, x_signed));  // DequantizeLinear's (float(q) - float(zp)) * s
+    const int32_t zy = zero_point8(d, 4, y_signed);
     // Every channel's sum is one task's, in pixel order (as the float op, whose blocks are narrower: the blocks
     // change which task sums a channel, not how); 256 channels: whole cache lines of bytes per pixel.
     constexpr size_t kBlock = 256;

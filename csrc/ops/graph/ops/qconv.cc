@@ -170,10 +170,7 @@ bool has_add(const NodeSpec& n) { return n.has_input(kAddInput); }
 
 // A fused QLinearAdd's parameters as its own step reads them (ops/graph/ops/quant.cc), the convolution operand a.
 QBinaryParams add_params(const StepData& d, bool is_signed, bool relu) {
-  const auto zero = [&](size_t i) {
-    if (!d.in(i)) return 0.0f;
-    return is_signed ? float(*d.in<int8_t>(i)) : float(*d.in<uint8_t>(i));
-  };
+  const auto zero = [&](size_t i) { return float(zero_point8(d, i, is_signed)); };
   QBinaryParams p{*d.in<float>(kAddInput + 1), zero(kAddInput + 2), *d.in<float>(kAddInput + 3),
                   zero(kAddInput + 4), *d.in<float>(kAddInput + 5), zero(kAddInput + 6), 0.0f, 0.0f, false,
                   is_signed};
