@@ -893,25 +893,28 @@ def test_quantized_global_average_pool_only_per_tensor_and_alone(per_axis, poole
         np.testing.assert_array_equal(got, want)
 
 
-def _residual_adds_model():
-    """Two residual adds after INT8 convolutions: a 1x1 convolution as the Add's first operand with a Relu after
-    it, a depthwise one as the second without."""
+def _residual_adds_model(c):
+    """Two residual adds after INT8 convolutions of c channels: a 1x1 convolution as the Add's first operand with a
+    Relu after it, a depthwise one as the second without."""
     g = _Graph(150)
-    x = g.node("Relu", [g.conv("image", 3, 16, 3)])
-    x = g.node("Relu", [g.node("Add", [g.conv(x, 16, 16, 1), x])])
-    g.node("Add", [x, g.conv(x, 16, 16, 3, group=16)], output="features")
+    x = g.node("Relu", [g.conv("image", 3, c, 3)])
+    x = g.node("Relu", [g.node("Add", [g.conv(x, c, c, 1), x])])
+    g.node("Add", [x, g.conv(x, c, c, 3, group=c)], output="features")
     return g.model("residual_adds", [_image_input("image", 3)],
-                   [helper.make_tensor_value_info("features", TP.FLOAT, ["N", 16, "H", "W"])])
+                   [helper.make_tensor_value_info("features", TP.FLOAT, ["N", c, "H", "W"])])
 
 
+# Channels 16: tiles of whole pixels (one call per tile); 40: 16-channel slices of a pixel (gathered, one call);
+# 20: the last panel's 4 channels in a 16-wide tile buffer (a call per pixel).
+@pytest.mark.parametrize("channels", [16, 40, 20])
 @pytest.mark.parametrize("kind", ["qdq", "qoperator"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_quantized_residual_add_in_the_convolution(kind, threads):
+def test_quantized_residual_add_in_the_convolution(channels, kind, threads):
     """fuse_quantized_residual_add (off by default): the QLinearAdd after an INT8 convolution added to each tile as it
     is stored: no QLinearAdd step left, the bits of the plan without it, on every ISA cap this CPU runs."""
     from onnx_models import Feeds
     feeds_of = Feeds("image", "image", 3, 32, 20)
-    model = quantize(_residual_adds_model(), kind, feeds_of).SerializeToString()
+    model = quantize(_residual_adds_model(channels), kind, feeds_of).SerializeToString()
     feeds = feeds_of(batch=2, seed=5)
     want = nnkern.onnx.InferenceSession(model, num_threads=threads).run(None, feeds)
     default = nnkern.onnx.InferenceSession(model, num_threads=threads).describe(feeds)
