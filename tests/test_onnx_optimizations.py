@@ -880,6 +880,20 @@ def test_quantized_global_average_pool_of_3_d_maps_is_refused_by_the_op_written(
             nnkern.onnx.InferenceSession(model, optimize=optimize).run(None, {"x": np.zeros(shape, np.uint8)})
 
 
+def test_the_fused_pooling_is_no_operator_of_models():
+    """QGlobalAveragePool is written by fuse_qdq alone: a model that names it is refused as an unknown operator,
+    and supported_ops() does not list it."""
+    from onnx import TensorProto as TP, helper
+    node = helper.make_node("QGlobalAveragePool", ["x", "s", "z", "s", "z"], ["y"])
+    inits = [helper.make_tensor("s", TP.FLOAT, [], [0.1]), helper.make_tensor("z", TP.UINT8, [], [3])]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.UINT8, [1, 4, 3, 3])],
+                              [helper.make_tensor_value_info("y", TP.UINT8, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(NotImplementedError, match="QGlobalAveragePool is not supported"):
+        nnkern.onnx.InferenceSession(model.SerializeToString())
+    assert "QGlobalAveragePool" not in nnkern.onnx.supported_ops()
+
+
 @pytest.mark.parametrize("per_axis, pooled_reader", [(True, False), (False, True)])
 def test_quantized_global_average_pool_only_per_tensor_and_alone(per_axis, pooled_reader):
     """A per-channel DequantizeLinear, or a pooled float value that something else reads, keeps the float steps."""

@@ -194,3 +194,6 @@ _LOWERINGS = {"Conv": _lower_conv, "ConvTranspose": _lower_conv_transpose, "QLin
               "ConvInteger": _lower_qconv, "MaxPool": _lower_pool, "AveragePool": _lower_pool,
               "GlobalAveragePool": _lower_global_pool, "GlobalMaxPool": _lower_global_pool,
               "QGlobalAveragePool": _lower_global_pool}
+#: Lowered ops that only the session's fusions write (fuse_qdq's pooling on 8-bit values): not operators of ONNX,
+#: so a model that names one is refused like any unknown operator.
+INTERNAL = frozenset({"QGlobalAveragePool"})

@@ -374,7 +374,7 @@ def _mib(n: int) -> str:
 
 #: Operators the compiler rewrites into nnkern's own ops or newer ones (no C++ op of that name): Upsample is read
 #: as a Resize (_graph).
-_LOWERED = set(_lower._LOWERINGS) | set(_quant.EXPANSIONS) | {"Constant", "Upsample"}
+_LOWERED = (set(_lower._LOWERINGS) - _lower.INTERNAL) | set(_quant.EXPANSIONS) | {"Constant", "Upsample"}
 #: Operators folded into their neighbours where they can be (a BatchNormalization after a Conv).
 _FOLDED = {"BatchNormalization"}
 
