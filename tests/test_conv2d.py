@@ -256,7 +256,8 @@ def gemm_path(request):
 def test_residual_in_the_gemm_epilogue(rng, gemm_path, activation):
     """The GEMM algorithms add the residual in their tiles' epilogue, the clamp after it: the bits of the layer
     without activation, then the add, then the clamp (each rounded once), on every path of the GEMM and with the
-    layer packed under another ISA cap than the call's (the packed weights are then unpacked)."""
+    layer packed under another ISA cap than the call's, above or below (the weights are then packed again for the
+    call's kernel: the bits of a layer packed under its cap)."""
     algorithm, kernel = gemm_path
     clamp = {None: lambda t: t, "relu": lambda t: np.maximum(t, 0), "relu6": lambda t: np.clip(t, 0, 6)}[activation]
     for N, H, W, IC, OC, KH, groups in RESIDUAL_GEMM_LAYERS:
@@ -264,16 +265,19 @@ def test_residual_in_the_gemm_epilogue(rng, gemm_path, activation):
         x = rand(rng, N, H, W, IC)
         plain = nnkern.Conv2d(w, b, padding=KH // 2, groups=groups)
         fused = nnkern.Conv2d(w, b, padding=KH // 2, groups=groups, activation=activation)
-        packed_elsewhere = nnkern.Conv2d(w, b, padding=KH // 2, groups=groups, activation=activation)
-        with nnkern.max_isa(nnkern.ISA_LEVELS[-1]):  # packs the GEMM's weights on its first call
-            packed_elsewhere._run(x, None, algorithm, "")
+        packed_elsewhere = {}
+        for cap in (nnkern.ISA_LEVELS[-1], "scalar"):
+            packed_elsewhere[cap] = nnkern.Conv2d(w, b, padding=KH // 2, groups=groups, activation=activation)
+            with nnkern.max_isa(cap):  # packs the GEMM's weights on its first call
+                packed_elsewhere[cap]._run(x, None, algorithm, "")
         t = plain._run(x, None, algorithm, kernel)
         r = rand(rng, *t.shape) * 4
         want = clamp(t + r)
         what = f"{algorithm} {kernel} {activation} {(N, H, W, IC, OC, KH, groups)}"
         np.testing.assert_array_equal(fused._run(x, None, algorithm, kernel, residual=r), want, err_msg=what)
-        np.testing.assert_array_equal(packed_elsewhere._run(x, None, algorithm, kernel, residual=r), want,
-                                      err_msg=what + " packed at the full ISA")
+        for cap, layer in packed_elsewhere.items():
+            np.testing.assert_array_equal(layer._run(x, None, algorithm, kernel, residual=r), want,
+                                          err_msg=f"{what} packed under the cap {cap}")
 
 
 def test_residual_is_checked_and_follows_the_layout(rng):

@@ -429,15 +429,11 @@ void PackedF32Gemm::run(size_t M, const float* x, size_t ldx, float* c, size_t l
     }
   }
   if (&f32_gemm_family().dispatched() != kernel_) {
-    // The cap changed since packing: the packed layout belongs to another kernel.
+    // The cap changed since packing: the packed layout belongs to another kernel. Packed again for this one, the
+    // call takes the path (and its K blocks, so its bits) of weights packed under this cap.
     AlignedBuffer<float> w(std::max<size_t>(N_ * K_, 1));
     unpack(w.data());
-    SgemmArgs g;
-    g.M = M; g.N = N_; g.K = K_;
-    g.a = x; g.lda = ldx;
-    g.b = w.data(); g.ldb = K_; g.trans_b = true;
-    g.c = c; g.ldc = ldc; g.ep = ep;
-    sgemm(g);
+    PackedF32Gemm(w.data(), N_, K_, K_).run(M, x, ldx, c, ldc, ep);
     return;
   }
   if (M == 1) {  // batch 1: a GEMV streaming the packed panels, each a contiguous mr x kb block
