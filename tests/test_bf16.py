@@ -411,10 +411,17 @@ def test_linear_medium_follows_the_setting_cap_and_pickle(rng):
     fixed = nnkern.Linear(w, precision="medium")
     np.testing.assert_array_equal(fixed(x), medium)
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(fixed))(x), medium)
-    # packed under one cap, called under another: repacked for that cap's kernel, the same bits on x86
+    # packed under one cap, called under another: repacked for that cap's kernel, the same bits on x86 (but from
+    # the AMX tiles, which sum in their own order: the fallback is then within the bound)
     if "avx2" in nnkern.supported_isas():
+        exact_here = dispatched_exact()
         with nnkern.max_isa("scalar"):
-            np.testing.assert_array_equal(fixed(x), medium)
+            if exact_here:
+                np.testing.assert_array_equal(fixed(x), medium)
+            else:
+                _, exact, bound = medium_reference(x, w.T)
+                check_within_bound(fixed(x), exact, bound, "scalar cap")
+                check_within_bound(medium, exact, bound, "full cap")
     out = np.empty((6, 33), BF16)
     assert fixed(nnkern.to_bf16(x), out) is out
     np.testing.assert_array_equal(out.view(np.uint16), round_bits(medium))
