@@ -42,3 +42,21 @@ def test_slow_anchor_left_out(monkeypatch, capsys):
     assert "slowlib left out of this shape" in capsys.readouterr().out
     monkeypatch.setattr(anchors, "MAX_CALL_SECONDS", 10.0)
     assert anchors._try_make(lambda: (lambda: None), "fast") is not None
+
+
+def test_bf16_bench_has_a_column_per_bf16_kernel(monkeypatch, capsys):
+    """--op bf16 measures each distinct bf16 kernel (vdpbf16ps and the AMX tiles are levels of their own, which
+    the FP32 GEMM's list would leave out), in the order of the ISA levels."""
+    from nnkern.__main__ import main
+    asked, ran = [], []
+    real_run = harness.run
+    monkeypatch.setattr(harness, "bench_isas", lambda key="f32_gemm": asked.append(key) or ["scalar"])
+
+    def run(op, shapes, threads, *, isas=None, **kw):
+        ran.append(isas)
+        return real_run(op, shapes, threads, isas=isas, **kw)
+    monkeypatch.setattr(harness, "run", run)
+    assert main(["bench", "--op", "bf16", "--shapes", "8,8,8", "--threads", "1", "--repeats", "1",
+                 "--libraries", "none"]) == 0
+    assert "bf16_gemm" in asked and ran == [["scalar"]]
+    assert "| 8,8,8 | " in capsys.readouterr().out

@@ -314,7 +314,8 @@ def bench(args) -> int:
         shapes = [harness.parse_shape(s) for s in args.shapes]
     else:
         shapes = harness.SGEMM_QUICK if args.quick else harness.SGEMM_SHAPES
-    isas = args.isa.split(",") if args.isa else None
+    # bf16: a column per distinct bf16 kernel (the fallbacks, vdpbf16ps, the AMX tiles), not per FP32 GEMM kernel
+    isas = args.isa.split(",") if args.isa else harness.bench_isas("bf16_gemm") if args.op == "bf16" else None
     print_info()
     print(ops.openblas_note())
     print(harness.peaks_line("f32", "GFLOP/s"))

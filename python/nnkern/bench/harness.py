@@ -379,8 +379,9 @@ def markdown_table(results: List[Result], threads: int, op: Optional[str] = None
         return ""
     unit = rs[0].unit
     cols: List[str] = []
+    import nnkern
     for r in sorted(rs, key=lambda r: (r.library != "nnkern", r.library == "nnkern" and
-                                       bench_isas().index(r.isa) if r.isa in bench_isas() else 0)):
+                                       nnkern.ISA_LEVELS.index(r.isa) if r.isa in nnkern.ISA_LEVELS else 0)):
         if r.label not in cols:
             cols.append(r.label)
     shapes: List[Shape] = []
