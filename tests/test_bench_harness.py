@@ -60,3 +60,25 @@ def test_bf16_bench_has_a_column_per_bf16_kernel(monkeypatch, capsys):
                  "--libraries", "none"]) == 0
     assert "bf16_gemm" in asked and ran == [["scalar"]]
     assert "| 8,8,8 | " in capsys.readouterr().out
+
+
+def test_top_of_kernel_group(monkeypatch):
+    """The highest level whose FP32 kernel is still the given level's: where the bf16 convolution runs in the conv
+    benchmark (a CPU with AMX: avx512's FP32 kernels, the AMX-BF16 tiles)."""
+    import contextlib
+    levels = ["scalar", "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16", "amx"]
+    kernel = {"scalar": "s", "avx2": "a", "avxvnni": "a", "avx512": "z", "avx512vnni": "z", "avx512bf16": "z",
+              "amx": "z"}
+    cap = ["amx"]
+
+    @contextlib.contextmanager
+    def max_isa(level):
+        old, cap[0] = cap[0], level
+        yield
+        cap[0] = old
+    monkeypatch.setattr(nnkern, "supported_isas", lambda: levels)
+    monkeypatch.setattr(nnkern, "max_isa", max_isa)
+    monkeypatch.setattr(nnkern, "cpu_info", lambda: {"kernels": {"f32_gemm": kernel[cap[0]]}})
+    assert [harness.top_of_kernel_group(level) for level in levels] == [
+        "scalar", "avxvnni", "avxvnni", "amx", "amx", "amx", "amx"]
+    assert harness.top_of_kernel_group("neon") == "neon"  # not this CPU's: as given

@@ -321,8 +321,12 @@ def measure_layer(layer: Layer, threads: int, *, isa: str, repeats: int = 7,
     kind = kind or QCONV
     d = kind.make_data(layer)
     ctx = harness.nnkern_context(isa, threads)
-    with ctx():
-        nn = {alg: kind.nnkern_call(layer, d, alg) for alg in kind.algorithms(layer)}
+    top = harness.nnkern_context(harness.top_of_kernel_group(isa, kind.kernel_key), threads)
+    alg_ctx = {alg: top if alg in kind.top_of_group else ctx for alg in kind.algorithms(layer)}
+    nn = {}
+    for alg, c in alg_ctx.items():
+        with c():  # packs under the cap the calls run at
+            nn[alg] = kind.nnkern_call(layer, d, alg)
     libs, why = library_calls(layer, d, threads, libraries, kind)
     if notes is not None:
         for name, msg in why.items():
@@ -335,7 +339,7 @@ def measure_layer(layer: Layer, threads: int, *, isa: str, repeats: int = 7,
             checked[layer.name] = diffs
     fns = {f"nnkern/{alg}": f for alg, f in nn.items()}
     fns.update(libs)
-    ctxs = {k: ctx for k in fns if k.startswith("nnkern/")}
+    ctxs = {f"nnkern/{alg}": c for alg, c in alg_ctx.items()}
     timings = harness.interleaved(fns, repeats=repeats, min_time=min_time, contexts=ctxs,
                                   pause_after=_ops._pauses(threads))
     _anchors.set_threads(1)
@@ -526,6 +530,9 @@ class Kind:
     # nnkern's algorithms of a lower float32 precision (Winograd's): left out of "nnkern best" and of auto's check
     # (auto at the default precision never picks them), each with a column of its own against nnkern's best
     reduced_precision: Tuple[str, ...] = ()
+    # nnkern's algorithms whose kernels come from another family (bf16's): run at the highest ISA level with the
+    # same kernel_key kernel as the benchmark's level, where vdpbf16ps and the AMX tiles are (harness.top_of_kernel_group)
+    top_of_group: Tuple[str, ...] = ()
 
     def default_isa(self) -> str:
         return harness.bench_isas(self.kernel_key)[-1]

@@ -219,11 +219,12 @@ NOTES = ("Notes: batch 1, float32; nnkern on NHWC (weights packed once), torch_c
          "graph on NCHW (its own layout choices inside), intra_op_num_threads = the thread count; the same data for "
          "all, no activation. MFLOP = 2 * N * OH * OW * OC * KH * KW * IC / groups. ws: nnkern's workspace bytes "
          "per call (Conv2d.workspace_bytes). max diff: max |library - nnkern auto| / max |nnkern auto|, once per "
-         "layer; nnkern algs: the largest of nnkern's algorithms against auto. The host is shared: only ratios "
-         "within one run mean anything.")
+         "layer; nnkern algs: the largest of nnkern's algorithms against auto. nnkern bf16 (float32 precision "
+         "'medium') runs at the highest ISA level with the column's FP32 kernels (avx512's reach avx512bf16 and amx, "
+         "where vdpbf16ps and the AMX tiles are). The host is shared: only ratios within one run mean anything.")
 
 
 #: The FP32 convolution benchmark, for conv.select / measure_layer / run / markdown_table (kind=CONV).
 CONV = _conv.Kind("conv", "GFLOP/s", "MFLOP", "f32", "f32_gemm", tuple(SUITE), tuple(QUICK), algorithms, make_data,
                   nnkern_call, LIBRARIES, check, NOTES, ratio_of="auto",
-                  reduced_precision=("winograd", "winograd_2x2"))
+                  reduced_precision=("winograd", "winograd_2x2"), top_of_group=("bf16",))

@@ -255,6 +255,24 @@ def _distinct_isas(kernel_key: str) -> Tuple[str, ...]:
     return tuple(out)
 
 
+def top_of_kernel_group(isa: str, kernel_key: str = "f32_gemm") -> str:
+    """The highest level this CPU runs from ``isa`` up whose ``kernel_key`` kernel is still ``isa``'s: the levels
+    bench_isas folds into ``isa`` (avx512's FP32 GEMM also runs at avx512bf16 and amx, where the bf16 kernels are)."""
+    import nnkern
+    levels = nnkern.supported_isas()
+    if isa not in levels:
+        return isa
+    with nnkern.max_isa(isa):
+        kernel = nnkern.cpu_info().get("kernels", {}).get(kernel_key)
+    top = isa
+    for level in levels[levels.index(isa) + 1:]:
+        with nnkern.max_isa(level):
+            if nnkern.cpu_info().get("kernels", {}).get(kernel_key) != kernel:
+                break
+        top = level
+    return top
+
+
 def bench_isas(kernel_key: str = "f32_gemm") -> List[str]:
     """The ISA levels this CPU can run (scalar included), lowest first, keeping only the first level
     of each distinct kernel of ``kernel_key`` (e.g. avx512vnni runs the same f32 GEMM as avx512)."""
