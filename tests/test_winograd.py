@@ -91,6 +91,17 @@ def test_deep_and_wide_layer(path, rng):
     check(layer, x, w, b, (1, 1, 1, 1), 1, algorithm, kernel, f"{algorithm} {kernel} deep")
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_weights_past_a_third_of_l3(rng, algorithm):
+    """420 -> 420 channels: transformed weights of 11 MiB (F(2x2)) and 25 MiB (F(4x4)), past a third of a 32 MiB
+    L3, take the blocks of many tiles that read them less often: under the bound, the same bits on any thread
+    count, alone and in a batch."""
+    x, w, b, layer = make(rng, 2, 7, 9, 420, 420, (1, 1, 1, 1))
+    whole = same_for_thread_counts(lambda: layer._run(x, None, algorithm, ""))
+    check_within_bound(whole, *winograd_ref(x, w, b, (1, 1, 1, 1), 1, ALGORITHMS[algorithm]), algorithm)
+    np.testing.assert_array_equal(layer._run(np.ascontiguousarray(x[1:]), None, algorithm, ""), whole[1:])
+
+
 def test_no_access_past_guard_page(path):
     """Input, weights and output ending at an unmapped page (tests/conv_guard_check.py, isolated)."""
     algorithm, kernel = path

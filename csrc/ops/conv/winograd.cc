@@ -138,12 +138,13 @@ class Winograd final : public ConvAlgorithm {
       tw = ceil_div(c.OW, a.m_);
       tiles = checked_mul(c.s.N, th, tw);
       // Blocks small enough that the whole block's V and M stay in L2 while the weights come from L3 (read
-      // once per block); weights too large for L3 come from memory, so then larger blocks that reuse them more
-      // (each position's slices of V and M still in L2): docs/performance.md, "Conv2d: Winograd blocks".
+      // once per block); weights of a third of L3 or more are mostly read from memory, so then larger blocks that
+      // reuse them more (each position's slices of V and M still in L2): docs/performance.md, "Conv2d: Winograd
+      // blocks".
       const size_t l2 = l2_bytes(), l3 = l3_bytes();
       const size_t per_tile = checked_mul(P, g.IC + g.OC, sizeof(float));
       T = std::max<size_t>(1, l2 / 2 / per_tile);
-      if (checked_mul(P, g.icg(), g.OC, sizeof(float)) > l3 / 2)
+      if (checked_mul(P, g.icg(), g.OC, sizeof(float)) > l3 / 3)
         T = std::max(T, l2 / checked_mul(g.IC + g.OC, sizeof(float)));
       T = std::min(T, kMaxTilesPerBlock);
       T = std::max(NR, T / NR * NR);  // whole kernel tiles, at least one
