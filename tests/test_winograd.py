@@ -189,12 +189,20 @@ def test_auto_picks_winograd_only_below_highest(rng):
             assert layer.algorithm_for(big) == "winograd"
             assert layer.algorithm_for(small) == "winograd_2x2"  # F(4x4)'s 8x8 of tiles: as many products
             assert layer.algorithm_for((8, 7, 7, 64)) == "winograd"  # 4 tiles of 36 against 16 of 16
-            # 512 channels: F(4x4)'s 38 MB of weights for 4 tiles are a stream from memory, F(2x2)'s less than half
+            # 512 channels: F(4x4)'s 38 MB of weights for 4 or 16 tiles are a stream from L3 or memory, F(2x2)'s
+            # less than half; 256 channels (9.4 MB) too where that is more than 8x L2; 128 channels (2.4 MB) not
             deep = nnkern.Conv2d(np.zeros((512, 3, 3, 512), np.float32), padding=1)
-            l3 = nnkern.cpu_info()["caches"]["l3"] or 16 << 20
-            if 36 * 512 * 512 * 4 > l3 / 2:
-                assert deep.algorithm_for((1, 7, 7, 512)) == "winograd_2x2"
-            assert deep.algorithm_for((8, 7, 7, 512)) == "winograd"
+            l2 = nnkern.cpu_info()["caches"]["l2"] or 512 << 10  # the rule's default where the CPU says none
+            streamed = 36 * 512 * 512 * 4 > 8 * l2  # every CPU seen: L2 of 2 MiB or less
+            for hw in (7, 14):
+                assert deep.algorithm_for((1, hw, hw, 512)) == ("winograd_2x2" if streamed else "winograd")
+            assert deep.algorithm_for((8, 7, 7, 512)) == "winograd"  # 32 tiles
+            mid = nnkern.Conv2d(np.zeros((256, 3, 3, 256), np.float32), padding=1)
+            assert mid.algorithm_for((1, 14, 14, 256)) == ("winograd_2x2" if 36 * 256 * 256 * 4 > 8 * l2 else
+                                                           "winograd")
+            if 36 * 128 * 128 * 4 <= 8 * l2:
+                assert nnkern.Conv2d(np.zeros((128, 3, 3, 128), np.float32), padding=1).algorithm_for(
+                    (1, 14, 14, 128)) == "winograd"
             assert not layer.algorithm_for((1, 3, 3, 64)).startswith("winograd")  # mostly edge
             # few channels, stride 2, 1x1: never
             assert not nnkern.Conv2d(rand(rng, 8, 3, 3, 8), padding=1).algorithm_for((1, 28, 28, 8)).startswith("w")

@@ -88,14 +88,14 @@ class Winograd final : public ConvAlgorithm {
   // auto's rule, at precision "high" or below only: channels enough for the GEMMs to reach their speed, an
   // output of at least 4x4, and F(4x4) where its products over the tiles that cover the output (the edge tiles'
   // wasted part included) are at most 0.8x F(2x2)'s, which is tighter: 7x7 and 14x14 outputs F(4x4), 5x5 and 6x6
-  // F(2x2); except where its weights (2.25x F(2x2)'s) come from memory for fewer than 16 tiles, a call bound by
-  // their traffic (docs/performance.md, "Conv2d: Winograd's auto rule").
+  // F(2x2); except where its weights (2.25x F(2x2)'s) are many times L2 for at most 16 tiles: a call bound by
+  // reading them from L3 or memory (docs/performance.md, "Conv2d: Winograd's auto rule").
   bool preferred(const ConvCall& c) const override {
     if (c.precision == Float32Precision::highest) return false;
     const ConvGeometry& g = L.geometry();
     if (g.icg() < 16 || g.ocg() < 16 || c.OH < 4 || c.OW < 4) return false;
     const auto tiles = [&](size_t m) { return c.s.N * ceil_div(c.OH, m) * ceil_div(c.OW, m); };
-    const bool streamed = 36 * g.icg() * g.OC * sizeof(float) > l3_bytes() / 2 && tiles(4) < 16;
+    const bool streamed = 36 * g.icg() * g.OC * sizeof(float) > 8 * l2_bytes() && tiles(4) <= 16;
     const bool f4_ahead = 10 * tiles(4) * 36 <= 8 * tiles(2) * 16 && !streamed;
     return m_ == 4 ? f4_ahead : !f4_ahead;
   }
