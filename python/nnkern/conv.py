@@ -111,8 +111,8 @@ class Conv2d(_convgeom.ConvGeometryProperties):
       which apply. The Winograd algorithms come first in auto's order but only at ``precision`` "high" or
       "medium": where a group has at least 16 input and 16 output channels and the output is at least 4x4,
       "winograd" where the tiles covering the output take at most 0.8x the products of "winograd_2x2"'s (7x7 and
-      larger outputs) unless its weights, larger than half the L3 cache, would serve fewer than 16 tiles (a call
-      bound by reading them: 7x7 at 512 channels, batch 1), "winograd_2x2" for the rest (5x5, 6x6).
+      larger outputs) unless its weights, more than 8 times the L2 cache, would serve at most 16 tiles (a call
+      bound by reading them: 7x7 and 14x14 at 512 channels, batch 1), "winograd_2x2" for the rest (5x5, 6x6).
       "bf16": the windows as rows (as "im2col") and the weights rounded to bf16, their products summed in float32
       on the bf16 GEMM kernels (:mod:`nnkern.bf16`); auto takes it at ``precision`` "medium" for every layer but
       the depthwise ones, ahead of Winograd.
