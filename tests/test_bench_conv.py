@@ -1,6 +1,7 @@
 """``python -m nnkern bench --op conv`` (nnkern.bench.fconv): the layer suites, that the algorithms come from the
 conv2d table, that every library computes the same convolution as a float64 reference, and that the tables and the CLI have their columns (tiny layers, one repetition, no
 timing asserted). The tests that run torch or onnxruntime skip, naming it, where it is missing."""
+import dataclasses
 import json
 
 import numpy as np
@@ -176,3 +177,29 @@ def test_cli_quick_table(tmp_path, capsys):
     assert all(f"nnkern {a}" in text for a in algs)
     assert all(r["rate"] > 0 and r["op"] == "conv" for r in recs)
     assert all(r["max_diff"] < (fconv.BF16_TOLERANCE if r["algorithm"] == "bf16" else 1e-5) for r in recs)
+
+
+def test_bf16_column_packs_checks_and_runs_at_the_top_of_its_group(monkeypatch):
+    """The bf16 convolution is packed, checked and timed under the cap of harness.top_of_kernel_group (on an AMX
+    CPU: amx, where the tiles are; made "scalar" here so this CPU shows it), the other algorithms under the
+    benchmark's level."""
+    caps = {}
+    real_call = fconv.CONV.nnkern_call
+
+    def recording_call(layer, d, algorithm):
+        caps.setdefault(algorithm, set()).add(nnkern.get_max_isa())
+        f = real_call(layer, d, algorithm)
+
+        def call():
+            caps[algorithm].add(nnkern.get_max_isa())
+            f()
+        call.__dict__.update(f.__dict__)
+        return call
+    kind = dataclasses.replace(fconv.CONV, nnkern_call=recording_call)
+    monkeypatch.setattr(harness, "top_of_kernel_group", lambda isa, key="f32_gemm": "scalar")
+    layer = next(l for l in fconv.SUITE if l.name == "lowoc.3x3.128x64.oc3")
+    level = harness.bench_isas()[-1]
+    res = conv.measure_layer(layer, 1, isa=level, repeats=1, libraries=[], min_time=0.0, kind=kind)
+    assert caps["bf16"] == {"scalar"}
+    assert all(c == {level} for alg, c in caps.items() if alg != "bf16") and len(caps) > 2
+    assert {r.algorithm for r in res} == set(caps)
