@@ -8,10 +8,10 @@
 // ConvInteger), "float32" (dequantized: a QDQ Conv whose output stays float); clip_min / clip_max (real units: a Clip
 // folded in); tune (1: the algorithm is the fastest of the applicable ones timed when the step is made, instead of
 // auto's rule). B may also be float32 in real units (a QDQ Conv whose bias is a float constant).
-// A QLinearAdd after it (fuse_quantized_residual_add): inputs 9-15 are the other operand R (NHWC, the output's shape and
-// type), then the add's A_scale, A_zero_point (the convolution's operand), B_scale, B_zero_point (R's), C_scale,
-// C_zero_point, attribute add_activation ("none" / "relu"): the output is QLinearAdd(y, R), each tile added as it
-// is stored (ops/qconv/stage.h QConvAddStage), the bits of the two steps.
+// A QLinearAdd after it (fuse_quantized_residual_add): inputs 9-15 are the other operand R (NHWC, the output's
+// shape and type), then the add's A_scale, A_zero_point (the convolution's operand), B_scale, B_zero_point (R's),
+// C_scale, C_zero_point, attribute add_activation ("none" / "relu"): the output is QLinearAdd(y, R), each tile
+// added as it is stored (ops/qconv/stage.h QConvAddStage), the bits of the two steps.
 // Rounding: y = rint(clamp(fma(acc, x_scale * w_scale / y_scale, B * factor + y_zero_point))) in float32 (ties to
 // even); onnxruntime adds B to the int32 sum and y_zero_point after rounding, so the two differ by one step where
 // the value lies within float32 rounding of a half.
@@ -28,6 +28,7 @@
 #include "ops/conv/geometry.h"
 #include "kernels/quantize_list.h"
 #include "ops/graph/ops/common.h"
+#include "ops/graph/ops/qbinary_params.h"
 #include "ops/graph/ops/window.h"
 #include "ops/qgemm/qgemm.h"
 #include "ops/qconv/layer.h"
@@ -168,15 +169,10 @@ constexpr size_t kAddInput = 9;  // R, then the QLinearAdd's six scales and zero
 
 bool has_add(const NodeSpec& n) { return n.has_input(kAddInput); }
 
-// A fused QLinearAdd's parameters as its own step reads them (ops/graph/ops/quant.cc), the convolution operand a.
+// A fused QLinearAdd's parameters as its own step reads them, the convolution's output as operand a.
 QBinaryParams add_params(const StepData& d, bool is_signed, bool relu) {
-  const auto zero = [&](size_t i) { return float(zero_point8(d, i, is_signed)); };
-  QBinaryParams p{*d.in<float>(kAddInput + 1), zero(kAddInput + 2), *d.in<float>(kAddInput + 3),
-                  zero(kAddInput + 4), *d.in<float>(kAddInput + 5), zero(kAddInput + 6), 0.0f, 0.0f, false,
-                  is_signed};
-  p.lo = std::max(relu ? p.zc : -INFINITY, is_signed ? -128.0f : 0.0f);
-  p.hi = is_signed ? 127.0f : 255.0f;
-  return p;
+  constexpr size_t k = kAddInput;
+  return qbinary_params(d, {k + 1, k + 2, k + 3, k + 4, k + 5, k + 6}, is_signed, false, relu);
 }
 
 std::vector<TensorDesc> infer(const NodeSpec& n) {

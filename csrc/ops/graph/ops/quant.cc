@@ -12,6 +12,7 @@
 #include "kernels/quantize_list.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/elementwise.h"
+#include "ops/graph/ops/qbinary_params.h"
 #include "ops/quant/quantize.h"
 
 namespace nnkern::graph {
@@ -204,19 +205,13 @@ template <typename T, bool Mul>
 std::unique_ptr<Step> qbinary_step(const NodeSpec& n, const TensorDesc& out) {
   const Broadcast bc = plan_broadcast({n.in(0).shape, n.in(3).shape}, out.shape);
   const bool relu = n.attr_string("activation", "none") == "relu";
-  const bool has_za = n.has_input(2), has_zb = n.has_input(5), has_zc = n.has_input(7);
   const int over = n.in(0).shape == out.shape ? 0 : n.in(3).shape == out.shape ? 3 : -1;
   const bool same = n.in(0).shape == out.shape && n.in(3).shape == out.shape;
   const int row_input = same ? -1 : repeated_row(bc, n.in(0).shape, n.in(3).shape, out.shape);
   const size_t count = out.elements();
   return in_place_step(
       [=](const StepData& d) {
-        const float sa = *d.in<float>(1), sb = *d.in<float>(4), sc = *d.in<float>(6);
-        const float za = has_za ? float(*d.in<T>(2)) : 0.0f, zb = has_zb ? float(*d.in<T>(5)) : 0.0f;
-        const float zc = has_zc ? float(*d.in<T>(7)) : 0.0f;
-        const float lo = std::max(relu ? zc : -INFINITY, float(std::numeric_limits<T>::min()));
-        const float hi = float(std::numeric_limits<T>::max());
-        const QBinaryParams p{sa, za, sb, zb, sc, zc, lo, hi, Mul, std::is_signed_v<T>};
+        const QBinaryParams p = qbinary_params(d, {1, 2, 4, 5, 6, 7}, std::is_signed_v<T>, Mul, relu);
         const QBinaryFn f = quantize_family().dispatched().qbinary;
         const T *pa = d.in<T>(0), *pb = d.in<T>(3);
         T* py = d.out<T>(0);
@@ -250,10 +245,10 @@ std::unique_ptr<Step> qbinary_step(const NodeSpec& n, const TensorDesc& out) {
           return;
         }
         broadcast2(bc, pa, pb, py, [=](T a, T b) {
-          const float x = (float(a) - za) * sa, y = (float(b) - zb) * sb;
-          const float v = (Mul ? x * y : x + y) / sc + zc;
+          const float x = (float(a) - p.za) * p.sa, y = (float(b) - p.zb) * p.sb;
+          const float v = (Mul ? x * y : x + y) / p.sc + p.zc;
           // Clamped to the type's range first (a NaN, from a zero or NaN scale, to lo: no undefined conversion).
-          return T(rint_small(std::min(std::max(lo, v), hi)));
+          return T(rint_small(std::min(std::max(p.lo, v), p.hi)));
         });
       },
       over);
