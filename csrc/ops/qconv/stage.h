@@ -122,9 +122,10 @@ class QConvResidualStage final : public QConvStage {
 };
 
 // A QLinearAdd of the convolution's 8-bit output and a residual of its shape and type (the ONNX plan's
-// fuse_residual_add on an INT8 graph): the kernels store the layer's requantized output in the tile buffer, and each
-// committed tile is added to the residual there as the QLinearAdd step would (kernels/qbinary.h with its
-// parameters, the tile as operand a: the same operations, so the same bits), the sum stored at y + p * ldc + c.
+// fuse_quantized_residual_add on an INT8 graph): the kernels store the layer's requantized output in the tile
+// buffer, and each committed tile is added to the residual there as the QLinearAdd step would (kernels/qbinary.h
+// with its parameters, the tile as operand a: the same operations, so the same bits), the sum stored at
+// y + p * ldc + c.
 // The residual is NHWC with OC channels per pixel.
 class QConvAddStage final : public QConvStage {
  public:

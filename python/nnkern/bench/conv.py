@@ -540,7 +540,8 @@ class Kind:
     # (auto at the default precision never picks them), each with a column of its own against nnkern's best
     reduced_precision: Tuple[str, ...] = ()
     # nnkern's algorithms whose kernels come from another family (bf16's): run at the highest ISA level with the
-    # same kernel_key kernel as the benchmark's level, where vdpbf16ps and the AMX tiles are (harness.top_of_kernel_group)
+    # same kernel_key kernel as the benchmark's level, where vdpbf16ps and the AMX tiles are
+    # (harness.top_of_kernel_group)
     top_of_group: Tuple[str, ...] = ()
 
     def default_isa(self) -> str:

@@ -36,11 +36,10 @@ MAX_FOLDED_BYTES = 64 << 20
 #: exported as Div / Erf / Add / Mul / Mul run as one Gelu op; fuse_inverted_residual: MobileNet-v2's blocks
 #: band by band in cache; fuse_channel_shuffle: ShuffleNet's Concat, channel shuffle and halving Slices in NHWC as
 #: one pass (after push_transposes); fuse_residual_add: a shortcut's Add (and the activation after it) in the
-#: epilogue of the convolution producing one operand; fuse_quantized_residual_add: the same for an INT8 convolution and
-#: the QLinearAdd after it, each tile added as it is stored (off by default: slower so far, bench/decisions.md);
-#: fuse_upsampling: a nearest upsampling by integer factors read
-#: by one convolution is never written out: the convolution reads the source pixels through its indirection
-#: buffer; concat_in_place: a Concat input that only the Concat reads written by its producer (a convolution, a
+#: epilogue of the convolution producing one operand; fuse_quantized_residual_add: the same for an INT8
+#: convolution and the QLinearAdd after it, each tile added as it is stored (off by default: slower so far,
+#: bench/decisions.md); fuse_upsampling: a nearest upsampling by integer factors read by one convolution is never
+#: written out: the convolution reads the source pixels through its indirection buffer; concat_in_place: a Concat input that only the Concat reads written by its producer (a convolution, a
 #: table lookup, a nearest Resize; any step where the input is one contiguous block) straight into its place in
 #: the Concat's output, which then copies nothing for it.
 OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations",

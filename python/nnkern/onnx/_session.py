@@ -69,9 +69,9 @@ class InferenceSession:
     session's runs (default: the pool's, ``nnkern.get_num_threads()``). max_isa: an instruction-set cap of the
     session's own (as ``nnkern.max_isa``; the process's cap still applies). optimize: True (the optimizations of
     ``nnkern.onnx.OPTIMIZATIONS`` but those of ``nnkern.onnx.DEFAULT_OFF``, which run only where named), False (none:
-    each node as written) or a dict turning some on or off, e.g. ``{"fuse_activations": False}``; float results stay within
-    the float bound either way, and integer ones keep their bits (fuse_qdq off runs an INT8 model's float
-    emulation instead). mode: "latency" (each run's steps use
+    each node as written) or a dict turning some on or off, e.g. ``{"fuse_activations": False}``; float results
+    stay within the float bound either way, and integer ones keep their bits (fuse_qdq off runs an INT8 model's
+    float emulation instead). mode: "latency" (each run's steps use
     the threads together) or "throughput" (a batch is split into one contiguous part per thread, each part run
     whole on its thread through a one-thread plan, the weights shared: no synchronization between the threads
     inside a network; for models whose inputs share one symbolic first dimension, the batch, whose outputs start
