@@ -151,6 +151,24 @@ def test_every_channel_count(level, dtype):
                                   ref_avg(x, k, s, pads, cm, False))
 
 
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.float32])
+def test_whole_windows(level, dtype):
+    """The 3x3 and 2x2 max pools' unrolled path for windows inside the image, next to the clipped ones at its
+    edges: C = 1..70, strides 1 and 2, float32 NaNs in interior windows (the same NaN wins as in the tap loop)."""
+    rng = np.random.default_rng(9)
+    for c in range(1, 71):
+        if dtype == np.float32:
+            x = rng.standard_normal((1, 7, 8, c), dtype=F32)
+            flat = x.reshape(-1)
+            flat[rng.integers(0, flat.size, 4)] = np.array([np.nan, -np.nan, np.inf, -np.inf], F32)
+            payloads = np.frombuffer(np.array([0x7FC01234, 0xFFC0ABCD, 0x7FC00042, 0xFFC00777], np.uint32), F32)
+            x[0, 2:4, 3:5] = payloads.reshape(2, 2, 1)  # windows holding several NaNs: the last one in tap order
+        else:
+            x = rng.integers(*RANGE[np.dtype(dtype)], (1, 7, 8, c), endpoint=True).astype(dtype)
+        for k, s, p in [(3, 2, 1), (3, 1, 1), (3, 1, 0), (2, 2, 0), (2, 1, 0), (2, 2, 1)]:
+            got, want = nnkern.max_pool2d(x, k, s, p), ref_max(x, (k, k), (s, s), (p,) * 4, False)
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), f"C={c} k={k} s={s} p={p}"
 def test_extreme_values(level):
     """All 0, all 255 and a 0/255 checkerboard, with zero points at both ends and requantization."""
     rng = np.random.default_rng(3)
