@@ -1021,3 +1021,25 @@ def test_upsampling_is_read_through_the_indirection_buffer(kwargs, fused, thread
         b = numpy_helper.to_array(next(i for i in g.inits if i.name.startswith("b_")))
         want = nnkern.Conv2d(np.ascontiguousarray(w.transpose(0, 2, 3, 1)), b, padding=1, algorithm="indirect")(up)
         np.testing.assert_array_equal(y, want.transpose(0, 3, 1, 2))
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4, 5])
+def test_the_input_is_quantized_into_nhwc_in_one_step(channels):
+    """quantize_to_nhwc: an INT8 network's input QuantizeLinear and its layout Transpose as one
+    nnkern.QuantizeToNhwc step for 1-4 channels (5 keep both steps), with the bytes of the two steps."""
+    from onnx import TensorProto as TP, helper
+    from onnx_models import Feeds
+    g = _Graph(41)
+    g.node("Relu", [g.conv(g.conv("image", channels, 8, 3), 8, 4, 1)], output="y")
+    model = g.model("input_quantization", [_image_input("image", channels)],
+                    [helper.make_tensor_value_info("y", TP.FLOAT, ["N", 4, "H", "W"])])
+    feeds = Feeds("image", "image", channels, 13)
+    q = quantize(model, "qdq", feeds).SerializeToString()
+    x = feeds(batch=2, seed=3)
+    x["image"].reshape(-1)[:4] = [np.nan, np.inf, -np.inf, 0.5]  # NaN -> the zero point, saturation, a tie
+    fused = nnkern.onnx.InferenceSession(q, num_threads=1)
+    plain = nnkern.onnx.InferenceSession(q, num_threads=1, optimize={"quantize_to_nhwc": False})
+    steps = [line.split()[1] for line in fused.describe(x).splitlines()[:-1]]
+    assert ("nnkern.QuantizeToNhwc" in steps) == (channels <= 4), steps
+    assert "nnkern.QuantizeToNhwc" not in [line.split()[1] for line in plain.describe(x).splitlines()[:-1]]
+    np.testing.assert_array_equal(fused.run(None, x)[0], plain.run(None, x)[0])

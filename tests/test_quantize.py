@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import nnkern
+from nnkern import _C
 from conftest import kernel_params, require_level
 
 @pytest.fixture(params=kernel_params("quantize"))
@@ -68,6 +69,35 @@ def test_nan_inf_saturation(zisa):
     q = nnkern.quantize(x, 1.0, -3, np.int8)
     assert q[:10].tolist() == [-3, 127, -128, 127, -128, 127, -3, -3, 127, 127]
     assert np.array_equal(q, np_quantize(x, 1.0, -3, np.int8))
+
+
+@pytest.mark.parametrize("dtype,zp", [(np.uint8, 0), (np.uint8, 131), (np.int8, 0), (np.int8, -7)])
+def test_planes_to_nhwc_bit_exact(zisa, rng, dtype, zp):
+    """quantize_planes (a network input's QuantizeLinear and NCHW -> NHWC transpose in one pass): 1-4 planes, every
+    pixel tail of the 8-pixel steps, two images, NaN / Inf / ties among them, against numpy's quantize transposed."""
+    special = np.array([np.nan, np.inf, -np.inf, 2.5, -2.5, 0.5, 1e30, -0.0], np.float32)
+    for K in (1, 2, 3, 4):
+        for hw in list(range(0, 42)) + [1031]:
+            x = (rng.standard_normal((2, K, 1, hw)) * 60).astype(np.float32)
+            flat = x.reshape(-1)
+            if flat.size:
+                flat[rng.integers(0, flat.size, 6)] = rng.choice(special, 6)
+            q = np.empty((2, 1, hw, K), np.uint8)
+            _C.quantize_to_nhwc(x, q, 0.37, zp, dtype == np.int8)
+            want = np_quantize(x, 0.37, zp, dtype).transpose(0, 2, 3, 1)
+            assert np.array_equal(q.view(dtype), want), f"{zisa} K={K} hw={hw}"
+    x = rng.standard_normal((3, 3, 61, 67)).astype(np.float32)  # several tasks per image
+    q = np.empty((3, 61, 67, 3), np.uint8)
+    _C.quantize_to_nhwc(x, q, 0.05, 128, False)
+    assert np.array_equal(q, np_quantize(x, 0.05, 128, np.uint8).transpose(0, 2, 3, 1))
+
+
+def test_planes_to_nhwc_checks_its_arrays():
+    x = np.zeros((1, 5, 2, 2), np.float32)
+    with pytest.raises(ValueError, match="1 to 4 channels"):
+        _C.quantize_to_nhwc(x, np.zeros((1, 2, 2, 5), np.uint8), 1.0, 0, False)
+    with pytest.raises(ValueError):
+        _C.quantize_to_nhwc(x[:, :3], np.zeros((1, 2, 2, 4), np.uint8), 1.0, 0, False)
 
 
 @pytest.mark.parametrize("shape,axis", [((5, 7), 0), ((5, 7), 1), ((3, 4, 33), 1), ((3, 4, 33), -1), ((2, 1, 9), 2),

@@ -8,6 +8,10 @@
 // operations (a correctly rounded division, no fused operations), so results are bit-identical to the
 // numpy formulation np.clip(np.rint(x / scale) + zp, lo, hi).
 //
+//   quantize_planes: q[i * K + k] = quantize(planes[k][i]) for i < n, k < K (1 <= K <= 4), one scale and zero
+//               point: K channel planes quantized and interleaved in one pass (an NCHW network input of a few
+//               channels into the NHWC bytes its first convolution reads).
+//
 //   minmax:     *lo = min(x[i]), *hi = max(x[i]) over the non-NaN x[i] (+inf / -inf when there are none):
 //               the range dynamic quantization (onnxruntime's DynamicQuantizeLinear) derives its scale from.
 #pragma once
@@ -24,6 +28,10 @@ using QuantizeFn = void (*)(const float* x, uint8_t* q, size_t n, const float* s
 using DequantizeFn = void (*)(const uint8_t* q, float* x, size_t n, const float* scale, const int32_t* zp,
                               size_t stride, bool is_signed);
 
+using QuantizePlanesFn = void (*)(const float* const* planes, size_t K, size_t n, float scale, int32_t zp,
+                                  bool is_signed, uint8_t* q);
+constexpr size_t kQuantizeMaxPlanes = 4;
+
 using MinMaxFn = void (*)(const float* x, size_t n, float* lo, float* hi);
 
 struct QuantizeKernel {
@@ -33,6 +41,7 @@ struct QuantizeKernel {
   MinMaxFn minmax;
   QBinaryFn qbinary;  // QLinearAdd / QLinearMul on contiguous operands (kernels/qbinary.h)
   LookupFn lookup;    // nnkern.Lookup's byte table (kernels/lookup.h)
+  QuantizePlanesFn quantize_planes;
 };
 
 extern const QuantizeKernel quantize__scalar;

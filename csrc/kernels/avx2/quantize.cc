@@ -103,6 +103,7 @@ struct Ymm {
 
 #include "kernels/inc/f32_minmax_loop.inc"
 #include "kernels/inc/lookup_ymm.inc"
+#include "kernels/inc/quantize_planes_ymm.inc"
 
 void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Ymm>(x, n, lo, hi); }
 
@@ -152,6 +153,6 @@ void qbinary_ymm(const T* a, const T* b, T* y, size_t n, const QBinaryParams& p)
 NNK_QBINARY_KERNEL_WITH(avx2, qbinary_ymm)
 
 const QuantizeKernel quantize__avx2 = {"quantize__avx2", quantize_run, dequantize_run, minmax_run, qbinary__avx2,
-                                       lookup_ymm};
+                                       lookup_ymm, quantize_planes_ymm};
 
 }  // namespace nnkern

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,19 @@ void quantize(const float* x, uint8_t* q, size_t outer, size_t C, size_t inner, 
   const QuantizeKernel& k = quantize_family().dispatched();
   for_runs(outer, C, inner, scale, zp, [&](size_t off, size_t n, const float* s, const int32_t* z, size_t stride) {
     k.quantize(x + off, q + off, n, s, z, stride, is_signed);
+  });
+}
+
+void quantize_to_nhwc(const float* x, uint8_t* q, size_t N, size_t K, size_t HW, float scale, int32_t zp,
+                      bool is_signed) {
+  if (K < 1 || K > kQuantizeMaxPlanes) throw std::invalid_argument("quantize_to_nhwc: 1 to 4 planes");
+  const QuantizeKernel& k = quantize_family().dispatched();
+  const size_t run = std::max<size_t>(8, kChunk / K / 8 * 8), runs = (HW + run - 1) / run;  // pixels per task
+  parallel_for(N * runs, [&](size_t t) {
+    const size_t n = t / runs, p0 = t % runs * run, len = std::min(run, HW - p0);
+    const float* planes[kQuantizeMaxPlanes];
+    for (size_t c = 0; c < K; ++c) planes[c] = x + (n * K + c) * HW + p0;
+    k.quantize_planes(planes, K, len, scale, zp, is_signed, q + (n * HW + p0) * K);
   });
 }
 

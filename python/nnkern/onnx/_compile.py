@@ -27,24 +27,26 @@ SHAPE_ONLY = frozenset({"Shape", "Size"})
 MAX_FOLDED_BYTES = 64 << 20
 
 #: The plan's optimizations, each switchable (``InferenceSession(model, optimize={"fuse_activations": False})``):
-#: fold_batch_norm: a BatchNormalization after a convolution folded into its weights; fuse_qdq: DequantizeLinear ->
-#: Conv / MatMul / Add / GlobalAveragePool (-> QuantizeLinear) as one quantized op, and the ops that commute with
-#: quantization run on the quantized tensor (a DequantizeLinear before a move runs after it); quantized_lookup: the elementwise work
-#: between a DequantizeLinear and a QuantizeLinear (_tables) as a 256-entry table on the quantized tensor;
-#: push_transposes: the layout transposes around the NHWC ops cancelled between neighbours (and one before a
-#: DepthToSpace / SpaceToDepth read through by it); fuse_activations: an activation after a convolution or GEMM run in its epilogue; fuse_gelu: GELU
-#: exported as Div / Erf / Add / Mul / Mul run as one Gelu op; fuse_inverted_residual: MobileNet-v2's blocks
-#: band by band in cache; fuse_channel_shuffle: ShuffleNet's Concat, channel shuffle and halving Slices in NHWC as
-#: one pass (after push_transposes); fuse_residual_add: a shortcut's Add (and the activation after it) in the
-#: epilogue of the convolution producing one operand; fuse_quantized_residual_add: the same for an INT8
-#: convolution and the QLinearAdd after it, each tile added as it is stored (off by default: slower so far,
-#: bench/decisions.md); fuse_upsampling: a nearest upsampling by integer factors read by one convolution is never
-#: written out: the convolution reads the source pixels through its indirection buffer; concat_in_place: a Concat input that only the Concat reads written by its producer (a convolution, a
-#: table lookup, a nearest Resize; any step where the input is one contiguous block) straight into its place in
-#: the Concat's output, which then copies nothing for it.
-OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "fuse_activations",
-                 "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle", "fuse_residual_add",
-                 "fuse_quantized_residual_add", "fuse_upsampling", "concat_in_place")
+#: fold_batch_norm: a BatchNormalization after a convolution folded into its weights; fuse_qdq: DequantizeLinear -> Conv
+#: / MatMul / Add / GlobalAveragePool (-> QuantizeLinear) as one quantized op, and the ops that commute with
+#: quantization run on the quantized tensor (a DequantizeLinear before a move runs after it); quantized_lookup: the
+#: elementwise work between a DequantizeLinear and a QuantizeLinear (_tables) as a 256-entry table on the quantized
+#: tensor; push_transposes: the layout transposes around the NHWC ops cancelled between neighbours (and one before a
+#: DepthToSpace / SpaceToDepth read through by it); quantize_to_nhwc: an INT8 network input's QuantizeLinear and the
+#: layout Transpose after it as one pass that writes the NHWC bytes; fuse_activations: an activation after a convolution
+#: or GEMM run in its epilogue; fuse_gelu: GELU exported as Div / Erf / Add / Mul / Mul run as one Gelu op;
+#: fuse_inverted_residual: MobileNet-v2's blocks band by band in cache; fuse_channel_shuffle: ShuffleNet's Concat,
+#: channel shuffle and halving Slices in NHWC as one pass (after push_transposes); fuse_residual_add: a shortcut's Add
+#: (and the activation after it) in the epilogue of the convolution producing one operand; fuse_quantized_residual_add:
+#: the same for an INT8 convolution and the QLinearAdd after it, each tile added as it is stored (off by default: slower
+#: so far, bench/decisions.md); fuse_upsampling: a nearest upsampling by integer factors read by one convolution is
+#: never written out: the convolution reads the source pixels through its indirection buffer; concat_in_place: a Concat
+#: input that only the Concat reads written by its producer (a convolution, a table lookup, a nearest Resize; any step
+#: where the input is one contiguous block) straight into its place in the Concat's output, which then copies nothing
+#: for it.
+OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "quantize_to_nhwc",
+                 "fuse_activations", "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle",
+                 "fuse_residual_add", "fuse_quantized_residual_add", "fuse_upsampling", "concat_in_place")
 #: Off unless asked for by name: fuse_quantized_residual_add (its tiles go through the buffered output stage, which
 #: costs ResNet-50's convolutions more than the QLinearAdd steps it saves; bench/decisions.md).
 DEFAULT_OFF: frozenset = frozenset({"fuse_quantized_residual_add"})
@@ -303,6 +305,8 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         net.drop_dead()  # the transposes left behind would count as readers
     if "fuse_qdq" in optimize:
         _quant.sink_dequantize(net)
+    if "quantize_to_nhwc" in optimize:
+        _layout.quantize_to_nhwc(net)
     if "fuse_activations" in optimize:
         _fuse.fuse_activations(net)
     if "fuse_gelu" in optimize:

@@ -67,6 +67,30 @@ def _fold_into_moves(net) -> None:
         net.infer(u)
 
 
+def quantize_to_nhwc(net) -> None:
+    """A QuantizeLinear (one scale, 8-bit) of an NCHW float32 tensor of 1-4 channels whose one reader is the layout
+    Transpose to NHWC (an INT8 network's input before its first convolution): one nnkern.QuantizeToNhwc step, which
+    quantizes the channel planes and interleaves their bytes in one pass, the same bytes as the two steps."""
+    users = net.consumers()
+    producer = {o: n for n in net.nodes for o in n.outputs if o}
+    for t in list(net.nodes):
+        if t.op != "Transpose" or list(t.attr("perm") or []) != [0, 2, 3, 1]:
+            continue
+        q = producer.get(t.inputs[0])
+        if q is None or q.op != "QuantizeLinear" or q.outputs[0] in net.outputs or len(users[q.outputs[0]]) != 1:
+            continue
+        x, y = net.values[q.inputs[0]], net.values[q.outputs[0]]
+        scale = net.const(q.inputs[1])
+        if x.dtype != 1 or len(x.shape) != 4 or not 1 <= x.shape[1] <= 4 or y.dtype not in (2, 3):
+            continue  # float32 in, uint8 / int8 out
+        if scale is None or scale.size != 1:
+            continue
+        fused = Node("nnkern.QuantizeToNhwc", q.name, list(q.inputs), [t.outputs[0]], dict(q.attrs),
+                     "+".join([q.sources, t.sources]))
+        net.nodes = [fused if n is t else n for n in net.nodes if n is not q]
+        net.infer(fused)
+
+
 def _push_once(net) -> bool:
     users = net.consumers()
     producer = {o: n for n in net.nodes for o in n.outputs if o}

@@ -109,6 +109,31 @@ std::unique_ptr<Step> make_quantize(const NodeSpec& n, const std::vector<TensorD
   });
 }
 
+// nnkern.QuantizeToNhwc: QuantizeLinear of an NCHW float32 tensor of 1-4 channels, one scale, 8-bit, written in
+// NHWC order: the plan's fusion of a network input's QuantizeLinear and the layout Transpose after it
+// (quantize_to_nhwc: one pass, no byte transpose).
+std::vector<TensorDesc> infer_quantize_nhwc(const NodeSpec& n) {
+  const std::vector<TensorDesc> q = infer_quantize(n);
+  const TensorDesc& x = n.in(0);
+  if (x.rank() != 4 || x.shape[1] < 1 || size_t(x.shape[1]) > kQuantizeMaxPlanes)
+    n.invalid("the input must be NCHW with 1 to 4 channels");
+  if (n.in(1).elements() != 1) n.invalid("the scale must be one value");
+  if (q[0].dtype != DType::u8 && q[0].dtype != DType::i8) n.unsupported("a 16-bit output");
+  return one(q[0].dtype, {x.shape[0], x.shape[2], x.shape[3], x.shape[1]});
+}
+
+std::unique_ptr<Step> make_quantize_nhwc(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
+  const TensorDesc& x = n.in(0);
+  const size_t N = size_t(x.shape[0]), C = size_t(x.shape[1]), HW = size_t(x.shape[2] * x.shape[3]);
+  const bool is_signed = out[0].dtype == DType::i8;
+  const DType zt = n.has_input(2) ? n.in(2).dtype : out[0].dtype;
+  return fn_step([N, C, HW, is_signed, zt](const StepData& d) {
+    int32_t zp = 0;
+    zero_points(d, 2, zt, 1, &zp);
+    quantize_to_nhwc(d.in<float>(0), d.out<uint8_t>(0), N, C, HW, d.in<float>(1)[0], zp, is_signed);
+  });
+}
+
 std::vector<TensorDesc> infer_dequantize(const NodeSpec& n) {
   n.require_types({0}, {DType::u8, DType::i8, DType::u16, DType::i16, DType::i32});
   n.require_types({1}, {DType::f32});
@@ -265,6 +290,7 @@ void register_graph_ops_quant() {
   register_op("QLinearAdd", {infer_qbinary, make_qbinary<false>});
   register_op("QLinearMul", {infer_qbinary, make_qbinary<true>});
   register_op("QuantizeLinear", {infer_quantize, make_quantize});
+  register_op("nnkern.QuantizeToNhwc", {infer_quantize_nhwc, make_quantize_nhwc});
   register_op("DequantizeLinear", {infer_dequantize, make_dequantize});
   register_op("DynamicQuantizeLinear", {infer_dynamic, make_dynamic});
 }
