@@ -1043,3 +1043,65 @@ def test_the_input_is_quantized_into_nhwc_in_one_step(channels):
     assert ("nnkern.QuantizeToNhwc" in steps) == (channels <= 4), steps
     assert "nnkern.QuantizeToNhwc" not in [line.split()[1] for line in plain.describe(x).splitlines()[:-1]]
     np.testing.assert_array_equal(fused.run(None, x)[0], plain.run(None, x)[0])
+
+
+def _embedding_lstm_model(*, transpose=True, layout=0, direction="forward", lengths=False, qdq=False, clip=None):
+    """tokens (int64) -> Gather(table) [-> QuantizeLinear -> DequantizeLinear] [-> Transpose(1, 0, 2)] -> LSTM."""
+    from onnx import TensorProto as TP, helper, numpy_helper
+    rng = np.random.default_rng(17)
+    V, E, H, D = 11, 6, 5, 2 if direction == "bidirectional" else 1
+    inits = [numpy_helper.from_array(rng.standard_normal((V, E)).astype(np.float32), "table"),
+             numpy_helper.from_array((rng.standard_normal((D, 4 * H, E)) * 0.5).astype(np.float32), "W"),
+             numpy_helper.from_array((rng.standard_normal((D, 4 * H, H)) * 0.5).astype(np.float32), "R"),
+             numpy_helper.from_array((rng.standard_normal((D, 8 * H)) * 0.1).astype(np.float32), "B"),
+             numpy_helper.from_array(np.array(0.02, np.float32), "s"), numpy_helper.from_array(np.array(128, np.uint8), "z")]
+    nodes = [helper.make_node("Gather", ["table", "tokens"], ["e"])]
+    x = "e"
+    if qdq:
+        nodes += [helper.make_node("QuantizeLinear", ["e", "s", "z"], ["eq"]),
+                  helper.make_node("DequantizeLinear", ["eq", "s", "z"], ["ed"])]
+        x = "ed"
+    if transpose:
+        nodes.append(helper.make_node("Transpose", [x], ["x"], perm=[1, 0, 2]))
+        x = "x"
+    attrs = dict(hidden_size=H, direction=direction, layout=layout)
+    if clip is not None:
+        attrs["clip"] = clip
+    nodes.append(helper.make_node("LSTM", [x, "W", "R", "B", "lens" if lengths else ""], ["Y", "Y_h"], **attrs))
+    inputs = [helper.make_tensor_value_info("tokens", TP.INT64, ["A", "C"])]
+    if lengths:
+        inputs.append(helper.make_tensor_value_info("lens", TP.INT32, ["N"]))
+    graph = helper.make_graph(nodes, "embedding_lstm", inputs, [helper.make_tensor_value_info("Y", TP.FLOAT, None),
+                                                                helper.make_tensor_value_info("Y_h", TP.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.mark.parametrize("transpose, layout, direction, lengths, qdq", [
+    (True, 0, "forward", False, False), (False, 0, "reverse", True, False), (False, 1, "bidirectional", False, False),
+    (True, 1, "forward", True, False), (True, 0, "bidirectional", True, True), (False, 0, "forward", False, True)])
+def test_an_embedding_read_by_an_lstm_is_projected_once(transpose, layout, direction, lengths, qdq):
+    """fuse_embedding_lstm: Gather (-> Q / DQ) (-> Transpose) -> LSTM as one nnkern.EmbeddingLSTM, with the bits of
+    the steps as written: both layouts, directions, sequence lengths, negative ids (from the end, as Gather)."""
+    model = _embedding_lstm_model(transpose=transpose, layout=layout, direction=direction, lengths=lengths, qdq=qdq)
+    batch_major = (layout == 1) != transpose  # the ids' (batch, seq) order, seq 7, batch 3
+    ids = np.random.default_rng(5).integers(-11, 11, (3, 7) if batch_major else (7, 3))
+    feeds = {"tokens": ids}
+    if lengths:
+        feeds["lens"] = np.array([7, 0, 4], np.int32)
+    fused = nnkern.onnx.InferenceSession(model, num_threads=1)
+    plain = nnkern.onnx.InferenceSession(model, num_threads=1, optimize={"fuse_embedding_lstm": False})
+    steps = [line.split()[1] for line in fused.describe(feeds).splitlines()[:-1]]
+    assert steps[0] == "nnkern.EmbeddingLSTM" and "Gather" not in steps, steps
+    for a, b in zip(fused.run(None, feeds), plain.run(None, feeds)):
+        np.testing.assert_array_equal(a, b)
+    bad = dict(feeds, tokens=np.where(ids == ids.flat[0], 11, ids))  # one id past the table
+    with pytest.raises(ValueError, match="token id 11 is outside"):
+        fused.run(None, bad)
+
+
+def test_an_lstm_with_its_own_cell_keeps_the_gather():
+    model = _embedding_lstm_model(clip=3.0)
+    steps = [line.split()[1] for line in nnkern.onnx.InferenceSession(model).describe(
+        {"tokens": np.zeros((3, 2), np.int64)}).splitlines()[:-1]]
+    assert "nnkern.EmbeddingLSTM" not in steps and "Gather" in steps, steps

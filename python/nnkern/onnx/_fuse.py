@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._graph import Node
+from .. import _C
+from ._graph import Node, constant, cpp_constant
 from ._layout import dims, slice_params
 
 #: The activations each op's epilogue runs.
@@ -354,3 +355,71 @@ def fuse_upsampling(net) -> None:
         net.nodes = [n for n in net.nodes if n is not r]
         net.infer(conv)
         users = net.consumers()
+
+
+#: An LSTM's default activations (ONNX's names, compared without case).
+_LSTM_DEFAULT_ACTS = ("sigmoid", "tanh", "tanh")
+
+
+def _default_lstm(net, n) -> bool:
+    """An LSTM that runs on nnkern's F32Lstm: the default activations, no clip, peepholes or input_forget, and
+    W, R, B constants."""
+    acts = n.attr("activations")
+    if acts is not None and [a.lower() for a in acts] != list(_LSTM_DEFAULT_ACTS) * (len(acts) // 3 or 1):
+        return False
+    if n.attr("clip") is not None or n.attr("input_forget", 0) or (len(n.inputs) > 7 and n.inputs[7]):
+        return False
+    return all(net.const(i) is not None for i in n.inputs[1:4] if i)
+
+
+#: Per-tensor ops between an embedding's Gather and the LSTM that commute with the Gather: applied to the table.
+_ROWWISE = ("QuantizeLinear", "DequantizeLinear")
+
+
+def fuse_embedding_lstm(net) -> None:
+    """Gather of a constant float32 table's rows by int64 token ids whose one reader is an LSTM's X (through the
+    Transpose swapping batch and sequence that torch's batch_first export writes, and the QuantizeLinear /
+    DequantizeLinear pair of a QDQ model, per tensor: those run on the table instead), the LSTM on the default
+    cell: one nnkern.EmbeddingLSTM step, which projects every row of the table once, at load, and copies a token's
+    projected row per step instead of the input projection's GEMM (seed I17; the same bits: F32Lstm::project is
+    the projection run() computes, and each element of the table goes through the same Q / DQ)."""
+    users = net.consumers()
+    producer = {o: n for n in net.nodes for o in n.outputs if o}
+    for lstm in list(net.nodes):
+        if lstm.op != "LSTM" or not lstm.inputs or not lstm.inputs[0] or not _default_lstm(net, lstm):
+            continue
+        chain, v, transposed = [lstm], lstm.inputs[0], False
+        while True:  # back from X through the single-reader moves and per-tensor Q / DQ
+            p = producer.get(v)
+            if p is None or _only_reader(net, users, v) is not chain[0]:
+                p = None
+                break
+            if p.op == "Transpose" and list(p.attr("perm") or []) == [1, 0, 2] and not transposed:
+                transposed = True
+            elif not (p.op in _ROWWISE and all(i == "" or (net.const(i) is not None and net.const(i).size == 1)
+                                                for i in p.inputs[1:])):
+                break
+            chain.insert(0, p)
+            v = p.inputs[0]
+        if p is None or p.op != "Gather" or p.attr("axis", 0) != 0:
+            continue
+        g = p
+        table, ids = net.const(g.inputs[0]), net.values[g.inputs[1]]
+        if table is None or table.ndim != 2 or table.dtype != np.float32 or ids.dtype != 7 or len(ids.shape) != 2:
+            continue  # float32 rows, int64 (batch, seq) or (seq, batch) ids
+        for n in chain[:-1]:  # the table through the Q / DQ steps, in order
+            if n.op in _ROWWISE:
+                consts = [constant(table)] + [cpp_constant(net.values[i].const) if i else None for i in n.inputs[1:]]
+                table = _C.graph_evaluate(n.op, n.name, n.attrs, consts, 1)[0].numpy()
+        if table.dtype != np.float32:
+            continue
+        rowwise = any(n.op in _ROWWISE for n in chain)
+        name = net.add_constant(table, f"{g.inputs[0]}::rows") if rowwise else g.inputs[0]
+        inputs = list(lstm.inputs[1:]) + [""] * (8 - len(lstm.inputs))
+        ids_batch_first = bool(lstm.attr("layout", 0)) != transposed
+        fused = Node("nnkern.EmbeddingLSTM", lstm.name, [g.inputs[1]] + inputs + [name], list(lstm.outputs),
+                     dict(lstm.attrs, ids_batch_first=("i", int(ids_batch_first))),
+                     "+".join(n.sources for n in [g] + chain))
+        _replace_chain(net, fused, [g] + chain)
+        users = net.consumers()
+        producer = {o: n for n in net.nodes for o in n.outputs if o}

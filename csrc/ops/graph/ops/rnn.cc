@@ -2,6 +2,10 @@
 // (and initial_c, P for LSTM); attributes direction, hidden_size, activations, activation_alpha / _beta, clip,
 // layout, input_forget (LSTM), linear_before_reset (GRU). W, R and B must be constants: they are packed once per
 // session (rnn_run.h); sequence_lens, initial states and peepholes are read at each run.
+// nnkern.EmbeddingLSTM: an LSTM (the default cell) whose X is the rows of a constant embedding table picked by
+// token ids, the plan's fusion of Gather (-> Transpose) -> LSTM: input 0 the int64 ids ((seq, batch), or (batch,
+// seq) with ids_batch_first = 1), input 8 the table (vocab, input_size); the LSTM's other inputs and attributes.
+// The table's rows are projected once, as the weights are packed, and a step copies its rows (seed I17).
 #include <cctype>
 
 #include "core/precision.h"
@@ -12,7 +16,7 @@ namespace nnkern::graph {
 
 namespace {
 
-const char* const kInputNames[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+const char* const kInputNames[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P", "table"};
 
 struct GateFnInfo {
   const char* name;  // lower case
@@ -82,17 +86,18 @@ void check_shape(const NodeSpec& n, size_t i, const std::vector<int64_t>& want) 
   }
 }
 
-RnnSpec rnn_spec(const NodeSpec& n, RnnKind kind) {
+RnnSpec rnn_spec(const NodeSpec& n, RnnKind kind, bool embedding = false) {
   RnnSpec s;
   s.kind = kind;
   s.gates = kind == RnnKind::lstm ? 4 : kind == RnnKind::gru ? 3 : 1;
   s.acts_per_direction = kind == RnnKind::lstm ? 3 : kind == RnnKind::gru ? 2 : 1;
-  const size_t max_inputs = kind == RnnKind::lstm ? 8 : 6;
+  const size_t max_inputs = embedding ? 9 : kind == RnnKind::lstm ? 8 : 6;
   if (n.inputs.size() > max_inputs) n.invalid("takes at most " + std::to_string(max_inputs) + " inputs");
   for (size_t i = 0; i < 3; ++i)
     if (!n.has_input(i)) n.invalid(std::string("needs input ") + kInputNames[i]);
+  if (embedding && !n.has_input(8)) n.invalid("needs input table");
   for (size_t i = 0; i < n.inputs.size(); ++i) {
-    if (i == 4 || !n.has_input(i)) continue;
+    if (i == 4 || !n.has_input(i) || (embedding && i == 0)) continue;
     const DType t = n.in(i).dtype;
     if (t == DType::f64 || t == DType::f16)
       n.unsupported(std::string("input ") + kInputNames[i] + " is " + dtype_name(t) + ": only float32 is supported");
@@ -111,11 +116,23 @@ RnnSpec rnn_spec(const NodeSpec& n, RnnKind kind) {
   if (layout != 0 && layout != 1) n.invalid("layout must be 0 or 1, is " + std::to_string(layout));
   s.batch_first = layout == 1;
 
-  const TensorDesc& x = n.in(0);
-  if (x.rank() != 3) n.invalid("input X must have rank 3, has " + x.str());
-  s.seq = size_t(x.shape[s.batch_first ? 1 : 0]);
-  s.batch = size_t(x.shape[s.batch_first ? 0 : 1]);
-  s.input = size_t(x.shape[2]);
+  if (embedding) {
+    const TensorDesc& ids = n.in(0);
+    const TensorDesc& table = n.need_constant(8, "the embedding table").desc;
+    if (ids.dtype != DType::i64 || ids.rank() != 2) n.invalid("the token ids must be 2-D int64, are " + ids.str());
+    if (table.rank() != 2 || table.shape[0] < 1) n.invalid("the embedding table must be 2-D, is " + table.str());
+    s.ids_batch_first = n.attr_int("ids_batch_first", 0) != 0;
+    s.seq = size_t(ids.shape[s.ids_batch_first ? 1 : 0]);
+    s.batch = size_t(ids.shape[s.ids_batch_first ? 0 : 1]);
+    s.vocab = size_t(table.shape[0]);
+    s.input = size_t(table.shape[1]);
+  } else {
+    const TensorDesc& x = n.in(0);
+    if (x.rank() != 3) n.invalid("input X must have rank 3, has " + x.str());
+    s.seq = size_t(x.shape[s.batch_first ? 1 : 0]);
+    s.batch = size_t(x.shape[s.batch_first ? 0 : 1]);
+    s.input = size_t(x.shape[2]);
+  }
   const TensorDesc& r = n.need_constant(2, "R (recurrence weights)").desc;
   n.need_constant(1, "W (input weights)");
   if (r.rank() != 3) n.invalid("input R must have rank 3, has " + r.str());
@@ -157,12 +174,13 @@ RnnSpec rnn_spec(const NodeSpec& n, RnnKind kind) {
   }
   if (kind == RnnKind::lstm) s.input_forget = n.attr_int("input_forget", 0) != 0;
   if (kind == RnnKind::gru) s.linear_before_reset = n.attr_int("linear_before_reset", 0) != 0;
+  if (embedding && !rnn_uses_f32_lstm(s)) n.invalid("the embedding form needs the default LSTM cell");
   return s;
 }
 
-template <RnnKind K>
+template <RnnKind K, bool Embedding = false>
 std::vector<TensorDesc> infer_rnn(const NodeSpec& n) {
-  const RnnSpec s = rnn_spec(n, K);
+  const RnnSpec s = rnn_spec(n, K, Embedding);
   const int64_t S = int64_t(s.seq), B = int64_t(s.batch), D = int64_t(s.directions), H = int64_t(s.hidden);
   const TensorDesc y{DType::f32, s.batch_first ? std::vector<int64_t>{B, S, D, H} : std::vector<int64_t>{S, D, B, H}};
   const TensorDesc state{DType::f32, s.batch_first ? std::vector<int64_t>{B, D, H} : std::vector<int64_t>{D, B, H}};
@@ -178,16 +196,17 @@ std::shared_ptr<const RnnWeights> weights_of(const NodeSpec& n, const RnnSpec& s
   return std::make_shared<const RnnWeights>(n, s);
 }
 
-template <RnnKind K>
+template <RnnKind K, bool Embedding = false>
 std::unique_ptr<Step> make_rnn(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
-  const RnnSpec s = rnn_spec(n, K);
+  const RnnSpec s = rnn_spec(n, K, Embedding);
   std::shared_ptr<const RnnWeights> w = weights_of(n, s, layers);
   const size_t outputs = out.size();
   std::string detail = w->detail(), where = n.where();
   return fn_step(
       [s, w, outputs, where](const StepData& d) {
         RnnIo io;
-        io.x = d.in<float>(0);
+        io.x = Embedding ? nullptr : d.in<float>(0);
+        io.ids = Embedding ? d.in<int64_t>(0) : nullptr;
         io.lengths = s.has_lengths ? d.in<int32_t>(4) : nullptr;
         io.h0 = s.has_h0 ? d.in<float>(5) : nullptr;
         io.c0 = s.has_c0 ? d.in<float>(6) : nullptr;
@@ -204,6 +223,7 @@ std::unique_ptr<Step> make_rnn(const NodeSpec& n, const std::vector<TensorDesc>&
 
 void register_graph_ops_rnn() {
   register_op("LSTM", {infer_rnn<RnnKind::lstm>, make_rnn<RnnKind::lstm>});
+  register_op("nnkern.EmbeddingLSTM", {infer_rnn<RnnKind::lstm, true>, make_rnn<RnnKind::lstm, true>});
   register_op("GRU", {infer_rnn<RnnKind::gru>, make_rnn<RnnKind::gru>});
   register_op("RNN", {infer_rnn<RnnKind::rnn>, make_rnn<RnnKind::rnn>});
 }

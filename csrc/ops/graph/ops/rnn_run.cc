@@ -61,15 +61,20 @@ bool rnn_uses_f32_lstm(const RnnSpec& s) {
 }
 
 RnnWeights::RnnWeights(const NodeSpec& n, const RnnSpec& s) {
-  for (size_t i = 1; i <= 3; ++i) sources_.push_back(n.has_input(i) ? n.constants[i] : nullptr);
+  for (size_t i : {1, 2, 3, 8}) sources_.push_back(n.has_input(i) ? n.constants[i] : nullptr);
   const float* W = n.constant(1)->as<float>();
   const float* R = n.constant(2)->as<float>();
   const float* B = s.has_bias ? n.constant(3)->as<float>() : nullptr;
   const size_t H = s.hidden, I = s.input, GH = s.gate_width(), D = s.directions;
   dir.resize(D);
   if (rnn_uses_f32_lstm(s)) {
-    for (size_t d = 0; d < D; ++d)
+    for (size_t d = 0; d < D; ++d) {
       dir[d].lstm = pack_f32_lstm(s, W + d * GH * I, R + d * GH * H, B ? B + d * 2 * GH : nullptr);
+      if (s.vocab) {  // every row of the embedding table through the input projection, once
+        dir[d].table.resize(s.vocab * GH);
+        dir[d].lstm->project(s.vocab, n.constant(8)->as<float>(), I, dir[d].table.data());
+      }
+    }
     return;
   }
   if (I > 0) w = std::make_unique<PackedF32Gemm>(W, D * GH, I, I);
@@ -100,8 +105,9 @@ RnnWeights::RnnWeights(const NodeSpec& n, const RnnSpec& s) {
 }
 
 bool RnnWeights::packed_from(const NodeSpec& n) const {
-  for (size_t i = 1; i <= 3; ++i)
-    if (!same_constant(sources_[i - 1].get(), n.has_input(i) ? n.constant(i) : nullptr)) return false;
+  size_t k = 0;
+  for (size_t i : {1, 2, 3, 8})
+    if (!same_constant(sources_[k++].get(), n.has_input(i) ? n.constant(i) : nullptr)) return false;
   return true;
 }
 
@@ -243,14 +249,17 @@ void run_general(const RnnSpec& s, const RnnWeights& w, const RnnIo& io, const S
 
 // One direction on F32Lstm. A reverse direction runs on a copy of X with each sequence reversed within its
 // length, into a scratch Y that is reversed back.
-void run_f32_lstm(const RnnSpec& s, const F32Lstm& lstm, const RnnIo& io, const Schedule& q, size_t d) {
+void run_f32_lstm(const RnnSpec& s, const F32Lstm& lstm, const float* table, const RnnIo& io, const Schedule& q,
+                  size_t d) {
   const size_t H = s.hidden, I = s.input, B = s.batch, S = s.seq;
   const bool rev = s.reversed(d);
+  const bool ids = s.vocab > 0;
   // State rows of this direction are H apart in initial_h / Y_h unless batch-first with two directions.
   const bool states_contiguous = !s.batch_first || s.directions == 1;
   const bool own_y = rev || !io.y;
   WorkspaceLayout l;
-  const size_t o_x = l.add(rev ? S * B * I * sizeof(float) : 0);
+  const size_t o_x = l.add(rev && !ids ? S * B * I * sizeof(float) : 0);
+  const size_t o_ids = l.add(ids ? S * B * sizeof(int64_t) : 0);
   const size_t o_y = l.add(own_y ? S * B * H * sizeof(float) : 0);
   const size_t o_h0 = l.add(io.h0 && !states_contiguous ? B * H * sizeof(float) : 0);
   const size_t o_c0 = l.add(io.c0 && !states_contiguous ? B * H * sizeof(float) : 0);
@@ -263,7 +272,19 @@ void run_f32_lstm(const RnnSpec& s, const F32Lstm& lstm, const RnnIo& io, const 
   call.seq = S;
   call.batch = B;
   call.lengths = lengths.data();
-  if (rev) {
+  if (ids) {  // (t, b) order, reversed within each length for a reverse direction, negative ids wrapped
+    int64_t* idr = ws.as<int64_t>(o_ids);
+    for (size_t b = 0; b < B; ++b)
+      for (size_t t = 0; t < q.length[b]; ++t) {
+        const size_t u = rev ? q.length[b] - 1 - t : t;
+        const int64_t id = io.ids[s.ids_batch_first ? b * S + u : u * B + b];
+        idr[t * B + b] = id < 0 ? id + int64_t(s.vocab) : id;
+      }
+    call.table = table;
+    call.ids = idr;
+    call.id_ts = B;
+    call.id_bs = 1;
+  } else if (rev) {
     float* xr = ws.as<float>(o_x);
     for (size_t b = 0; b < B; ++b)
       for (size_t t = 0; t < q.length[b]; ++t)
@@ -323,15 +344,23 @@ void run_rnn(const RnnSpec& s, const RnnWeights& w, const RnnIo& io, const std::
         throw std::invalid_argument(where + ": sequence_lens[" + std::to_string(b) + "] = " +
                                     std::to_string(io.lengths[b]) + " is outside [0, " + std::to_string(s.seq) + "]");
   const Schedule q = schedule(s, io.lengths);
+  if (s.vocab)  // every id a sequence reads, before anything is written
+    for (size_t b = 0; b < s.batch; ++b)
+      for (size_t t = 0; t < q.length[b]; ++t) {
+        const int64_t id = io.ids[s.ids_batch_first ? b * s.seq + t : t * s.batch + b];
+        if (id < -int64_t(s.vocab) || id >= int64_t(s.vocab))
+          throw std::invalid_argument(where + ": token id " + std::to_string(id) + " is outside [-" +
+                                      std::to_string(s.vocab) + ", " + std::to_string(s.vocab) + ")");
+      }
   if (w.dir[0].lstm) {
     // Two directions on two threads: one direction per thread, each a whole sequence on its own core (its
     // weights in its own L2, no sync per step), where each would otherwise split every step across both.
     // With more threads each direction keeps the pool. The bits are the same either way.
     if (s.directions == 2 && get_num_threads() == 2) {
-      parallel_for(2, [&](size_t d) { run_f32_lstm(s, *w.dir[d].lstm, io, q, d); });
+      parallel_for(2, [&](size_t d) { run_f32_lstm(s, *w.dir[d].lstm, w.dir[d].table.data(), io, q, d); });
       return;
     }
-    for (size_t d = 0; d < s.directions; ++d) run_f32_lstm(s, *w.dir[d].lstm, io, q, d);
+    for (size_t d = 0; d < s.directions; ++d) run_f32_lstm(s, *w.dir[d].lstm, w.dir[d].table.data(), io, q, d);
     return;
   }
   run_general(s, w, io, q);

@@ -51,6 +51,10 @@ struct RnnSpec {
   bool linear_before_reset = false;  // GRU
   bool has_bias = false, has_lengths = false, has_h0 = false, has_c0 = false, has_peepholes = false;
   bool bf16_input = false;  // the session's precision "medium": F32Lstm's input projection in bf16
+  // nnkern.EmbeddingLSTM: X's rows are rows of a constant table (vocab x input) picked by int64 token ids, (seq,
+  // batch) or, with ids_batch_first, (batch, seq); the table is projected once (seed I17). vocab 0: X is given.
+  size_t vocab = 0;
+  bool ids_batch_first = false;
 
   bool reversed(size_t d) const { return reverse || d == 1; }
   const GateAct& act(size_t d, size_t k) const { return acts[d * acts_per_direction + k]; }
@@ -82,6 +86,7 @@ class RnnWeights {
     std::unique_ptr<PackedF32Gemm> r;    // R's rows (GRU with linear_before_reset = 0: z and r only)
     std::unique_ptr<PackedF32Gemm> r_h;  // GRU with linear_before_reset = 0: R's h rows
     std::vector<float> r_bias;           // GRU with linear_before_reset = 1 and B: (0, 0, Rb_h), else empty
+    std::vector<float> table;            // nnkern.EmbeddingLSTM: the table's rows projected (F32Lstm::project)
   };
   std::unique_ptr<PackedF32Gemm> w;  // every direction's W as one (directions * gates * H, input) matrix
   std::vector<float> w_bias;         // the biases folded into the input projection (empty without B)
@@ -95,6 +100,7 @@ class RnnWeights {
 // output.
 struct RnnIo {
   const float* x = nullptr;
+  const int64_t* ids = nullptr;  // nnkern.EmbeddingLSTM: the token ids in place of x
   const int32_t* lengths = nullptr;
   const float* h0 = nullptr;
   const float* c0 = nullptr;
@@ -105,6 +111,7 @@ struct RnnIo {
 };
 
 // std::invalid_argument naming `where` if a sequence length is outside [0, seq]; nothing is written then.
+// Also when a token id is outside [-vocab, vocab) (negative ids count from the end, as Gather's).
 void run_rnn(const RnnSpec& s, const RnnWeights& w, const RnnIo& io, const std::string& where);
 
 }  // namespace nnkern::graph
