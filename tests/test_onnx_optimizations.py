@@ -1100,8 +1100,15 @@ def test_an_embedding_read_by_an_lstm_is_projected_once(transpose, layout, direc
         fused.run(None, bad)
 
 
-def test_an_lstm_with_its_own_cell_keeps_the_gather():
-    model = _embedding_lstm_model(clip=3.0)
+@pytest.mark.parametrize("why", ["clip", "table too large"])
+def test_an_lstm_with_its_own_cell_or_a_large_vocabulary_keeps_the_gather(monkeypatch, why):
+    if why == "table too large":  # 11 rows x 20 gate values x 4 bytes = 880 bytes projected
+        monkeypatch.setattr(nnkern.onnx._fuse, "MAX_PROJECTED_TABLE_BYTES", 879)
+    model = _embedding_lstm_model(clip=3.0 if why == "clip" else None)
     steps = [line.split()[1] for line in nnkern.onnx.InferenceSession(model).describe(
         {"tokens": np.zeros((3, 2), np.int64)}).splitlines()[:-1]]
     assert "nnkern.EmbeddingLSTM" not in steps and "Gather" in steps, steps
+    monkeypatch.setattr(nnkern.onnx._fuse, "MAX_PROJECTED_TABLE_BYTES", 880)
+    steps = [line.split()[1] for line in nnkern.onnx.InferenceSession(_embedding_lstm_model()).describe(
+        {"tokens": np.zeros((3, 2), np.int64)}).splitlines()[:-1]]
+    assert "nnkern.EmbeddingLSTM" in steps, steps

@@ -374,6 +374,9 @@ def _default_lstm(net, n) -> bool:
 
 #: Per-tensor ops between an embedding's Gather and the LSTM that commute with the Gather: applied to the table.
 _ROWWISE = ("QuantizeLinear", "DequantizeLinear")
+#: The largest projected table (vocabulary x 4 hidden x directions floats) fuse_embedding_lstm builds: a larger
+#: vocabulary keeps the Gather and the per-call projection rather than hold that much memory.
+MAX_PROJECTED_TABLE_BYTES = 64 << 20
 
 
 def fuse_embedding_lstm(net) -> None:
@@ -407,6 +410,9 @@ def fuse_embedding_lstm(net) -> None:
         table, ids = net.const(g.inputs[0]), net.values[g.inputs[1]]
         if table is None or table.ndim != 2 or table.dtype != np.float32 or ids.dtype != 7 or len(ids.shape) != 2:
             continue  # float32 rows, int64 (batch, seq) or (seq, batch) ids
+        directions, gates = net.values[lstm.inputs[2]].shape[:2]  # R: (directions, 4 hidden, hidden)
+        if table.shape[0] * gates * directions * 4 > MAX_PROJECTED_TABLE_BYTES:
+            continue
         for n in chain[:-1]:  # the table through the Q / DQ steps, in order
             if n.op in _ROWWISE:
                 consts = [constant(table)] + [cpp_constant(net.values[i].const) if i else None for i in n.inputs[1:]]
