@@ -131,7 +131,8 @@ def render_table(op, threads, shapes):
                   key=lambda i: [r.get("isa", "") for rows in shapes.values() for r in rows].index(i))
     others = sorted({r["library"] for rows in shapes.values() for r in rows if r["library"] != "nnkern"})
     cpu = rows0[0].get("cpu", "CPU not recorded")
-    date = rows0[0].get("date", "")
+    dates = sorted({r["date"] for rows in shapes.values() for r in rows if r.get("date")})
+    date = " and ".join(dates)  # rows re-measured later carry their own date
     levels = [lv for lv in LEVELS if any(i.endswith(lv) for i in isas)]
     lines = [f"\n### {op}, {threads} thread{'s' if threads > 1 else ''}\n",
              f"{cpu}{', ' + date if date else ''}; {unit}.\n",
