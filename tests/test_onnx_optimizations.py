@@ -1054,7 +1054,8 @@ def _embedding_lstm_model(*, transpose=True, layout=0, direction="forward", leng
              numpy_helper.from_array((rng.standard_normal((D, 4 * H, E)) * 0.5).astype(np.float32), "W"),
              numpy_helper.from_array((rng.standard_normal((D, 4 * H, H)) * 0.5).astype(np.float32), "R"),
              numpy_helper.from_array((rng.standard_normal((D, 8 * H)) * 0.1).astype(np.float32), "B"),
-             numpy_helper.from_array(np.array(0.02, np.float32), "s"), numpy_helper.from_array(np.array(128, np.uint8), "z")]
+             numpy_helper.from_array(np.array(0.02, np.float32), "s"),
+             numpy_helper.from_array(np.array(128, np.uint8), "z")]
     nodes = [helper.make_node("Gather", ["table", "tokens"], ["e"])]
     x = "e"
     if qdq:
