@@ -15,17 +15,11 @@ namespace {
 
 #define NNK_INLINE inline __attribute__((always_inline))
 #include "kernels/inc/qgemm_ymm.inc"  // YmmOps::store_b8: the low byte of each int32 lane, stored
+#include "kernels/inc/quantize_ymm.inc"
 
 void quantize_tail(const float* x, uint8_t* q, size_t n, const float* scale, const int32_t* zp, size_t stride,
                    float lo, float hi) {
-  for (size_t i = 0; i < n; ++i) {
-    const __m128 s = _mm_set_ss(scale[i * stride]), z = _mm_set_ss(float(zp[i * stride]));
-    const __m128 v = _mm_set_ss(x[i]);
-    __m128 t = _mm_add_ss(_mm_round_ss(v, _mm_div_ss(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
-    t = _mm_min_ss(_mm_max_ss(t, _mm_set_ss(lo)), _mm_set_ss(hi));
-    if (x[i] != x[i]) t = z;
-    q[i] = uint8_t(_mm_cvtss_si32(t));
-  }
+  for (size_t i = 0; i < n; ++i) q[i] = quantize1(x[i], scale[i * stride], float(zp[i * stride]), lo, hi);
 }
 
 // One scale (stride 0): 32 floats per step, their bytes packed and stored at once, which the byte store of every 8
@@ -35,13 +29,7 @@ void quantize_run(const float* x, uint8_t* q, size_t n, const float* scale, cons
   const float lo_s = is_signed ? -128.0f : 0.0f, hi_s = is_signed ? 127.0f : 255.0f;
   const __m256 lo = _mm256_set1_ps(lo_s), hi = _mm256_set1_ps(hi_s);
   __m256 s = _mm256_set1_ps(scale[0]), z = _mm256_set1_ps(float(zp[0]));
-  const auto eight = [&](const float* p) {  // 8 results as int32 lanes, within the byte range
-    const __m256 v = _mm256_loadu_ps(p);
-    __m256 t = _mm256_add_ps(_mm256_round_ps(_mm256_div_ps(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
-    t = _mm256_min_ps(_mm256_max_ps(t, lo), hi);
-    t = _mm256_blendv_ps(t, z, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    return _mm256_cvtps_epi32(t);
-  };
+  const auto eight = [&](const float* p) { return quantize8(_mm256_loadu_ps(p), s, z, lo, hi); };
   size_t i = 0;
   for (; !stride && i + 32 <= n; i += 32) {
     const __m256i w01 = _mm256_packs_epi32(eight(x + i), eight(x + i + 8));

@@ -69,6 +69,7 @@ struct Zmm {
 void minmax_run(const float* x, size_t n, float* lo, float* hi) { minmax_loop<Zmm>(x, n, lo, hi); }
 
 #include "kernels/inc/lookup_ymm.inc"  // VBMI's vpermi2b would need a level of its own
+#include "kernels/inc/quantize_ymm.inc"
 #include "kernels/inc/quantize_planes_ymm.inc"  // 8 pixels of up to 4 planes fill a 256-bit store
 
 }  // namespace

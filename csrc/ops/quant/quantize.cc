@@ -64,7 +64,7 @@ void quantize(const float* x, uint8_t* q, size_t outer, size_t C, size_t inner, 
 
 void quantize_to_nhwc(const float* x, uint8_t* q, size_t N, size_t K, size_t HW, float scale, int32_t zp,
                       bool is_signed) {
-  if (K < 1 || K > kQuantizeMaxPlanes) throw std::invalid_argument("quantize_to_nhwc: 1 to 4 planes");
+  if (K < 1 || K > kQuantizeMaxPlanes) throw std::invalid_argument("quantize_to_nhwc: x must have 1 to 4 channels");
   const QuantizeKernel& k = quantize_family().dispatched();
   const size_t run = std::max<size_t>(8, kChunk / K / 8 * 8), runs = (HW + run - 1) / run;  // pixels per task
   parallel_for(N * runs, [&](size_t t) {
