@@ -277,7 +277,7 @@ void run_f32_lstm(const RnnSpec& s, const F32Lstm& lstm, const float* table, con
     for (size_t b = 0; b < B; ++b)
       for (size_t t = 0; t < q.length[b]; ++t) {
         const size_t u = rev ? q.length[b] - 1 - t : t;
-        const int64_t id = io.ids[s.ids_batch_first ? b * S + u : u * B + b];
+        const int64_t id = io.ids[s.id_index(u, b)];
         idr[t * B + b] = id < 0 ? id + int64_t(s.vocab) : id;
       }
     call.table = table;
@@ -347,7 +347,7 @@ void run_rnn(const RnnSpec& s, const RnnWeights& w, const RnnIo& io, const std::
   if (s.vocab)  // every id a sequence reads, before anything is written
     for (size_t b = 0; b < s.batch; ++b)
       for (size_t t = 0; t < q.length[b]; ++t) {
-        const int64_t id = io.ids[s.ids_batch_first ? b * s.seq + t : t * s.batch + b];
+        const int64_t id = io.ids[s.id_index(t, b)];
         if (id < -int64_t(s.vocab) || id >= int64_t(s.vocab))
           throw std::invalid_argument(where + ": token id " + std::to_string(id) + " is outside [-" +
                                       std::to_string(s.vocab) + ", " + std::to_string(s.vocab) + ")");

@@ -52,7 +52,8 @@ struct RnnSpec {
   bool has_bias = false, has_lengths = false, has_h0 = false, has_c0 = false, has_peepholes = false;
   bool bf16_input = false;  // the session's precision "medium": F32Lstm's input projection in bf16
   // nnkern.EmbeddingLSTM: X's rows are rows of a constant table (vocab x input) picked by int64 token ids, (seq,
-  // batch) or, with ids_batch_first, (batch, seq); the table is projected once (seed I17). vocab 0: X is given.
+  // batch) or, with ids_batch_first, (batch, seq); the table is projected once (seed I17), in float32 also at
+  // precision "medium" (as LSTM.precompute_embeddings' table). vocab 0: X is given.
   size_t vocab = 0;
   bool ids_batch_first = false;
 
@@ -60,8 +61,9 @@ struct RnnSpec {
   const GateAct& act(size_t d, size_t k) const { return acts[d * acts_per_direction + k]; }
   size_t gate_width() const { return gates * hidden; }
   // Element offsets of row (t, b) of X (times input), of Y's row (t, d, b), and of a state row (d, b) in
-  // initial_h, initial_c, Y_h, Y_c.
+  // initial_h, initial_c, Y_h, Y_c; the index of (t, b)'s token id.
   size_t x_row(size_t t, size_t b) const { return batch_first ? b * seq + t : t * batch + b; }
+  size_t id_index(size_t t, size_t b) const { return ids_batch_first ? b * seq + t : t * batch + b; }
   size_t y_offset(size_t t, size_t d, size_t b) const {
     return (batch_first ? (b * seq + t) * directions + d : (t * directions + d) * batch + b) * hidden;
   }
