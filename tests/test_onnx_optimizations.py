@@ -1045,7 +1045,8 @@ def test_the_input_is_quantized_into_nhwc_in_one_step(channels):
     np.testing.assert_array_equal(fused.run(None, x)[0], plain.run(None, x)[0])
 
 
-def _embedding_lstm_model(*, transpose=True, layout=0, direction="forward", lengths=False, qdq=False, clip=None):
+def _embedding_lstm_model(*, transpose=True, layout=0, direction="forward", lengths=False, qdq=False, clip=None,
+                          activations=None):
     """tokens (int64) -> Gather(table) [-> QuantizeLinear -> DequantizeLinear] [-> Transpose(1, 0, 2)] -> LSTM."""
     from onnx import TensorProto as TP, helper, numpy_helper
     rng = np.random.default_rng(17)
@@ -1068,6 +1069,8 @@ def _embedding_lstm_model(*, transpose=True, layout=0, direction="forward", leng
     attrs = dict(hidden_size=H, direction=direction, layout=layout)
     if clip is not None:
         attrs["clip"] = clip
+    if activations is not None:
+        attrs["activations"] = activations
     nodes.append(helper.make_node("LSTM", [x, "W", "R", "B", "lens" if lengths else ""], ["Y", "Y_h"], **attrs))
     inputs = [helper.make_tensor_value_info("tokens", TP.INT64, ["A", "C"])]
     if lengths:
@@ -1101,15 +1104,17 @@ def test_an_embedding_read_by_an_lstm_is_projected_once(transpose, layout, direc
         fused.run(None, bad)
 
 
-@pytest.mark.parametrize("why", ["clip", "table too large"])
+@pytest.mark.parametrize("why", ["clip", "activations", "table too large"])
 def test_an_lstm_with_its_own_cell_or_a_large_vocabulary_keeps_the_gather(monkeypatch, why):
     if why == "table too large":  # 11 rows x 20 gate values x 4 bytes = 880 bytes projected
         monkeypatch.setattr(nnkern.onnx._fuse, "MAX_PROJECTED_TABLE_BYTES", 879)
-    model = _embedding_lstm_model(clip=3.0 if why == "clip" else None)
+    model = _embedding_lstm_model(clip=3.0 if why == "clip" else None,
+                                  activations=["Sigmoid", "Tanh", "Relu"] if why == "activations" else None)
     steps = [line.split()[1] for line in nnkern.onnx.InferenceSession(model).describe(
         {"tokens": np.zeros((3, 2), np.int64)}).splitlines()[:-1]]
     assert "nnkern.EmbeddingLSTM" not in steps and "Gather" in steps, steps
     monkeypatch.setattr(nnkern.onnx._fuse, "MAX_PROJECTED_TABLE_BYTES", 880)
-    steps = [line.split()[1] for line in nnkern.onnx.InferenceSession(_embedding_lstm_model()).describe(
+    model = _embedding_lstm_model(activations=["sigmoid", "TANH", "Tanh"])  # the defaults, named: fused
+    steps = [line.split()[1] for line in nnkern.onnx.InferenceSession(model).describe(
         {"tokens": np.zeros((3, 2), np.int64)}).splitlines()[:-1]]
     assert "nnkern.EmbeddingLSTM" in steps, steps
