@@ -92,8 +92,13 @@ def weight_range(name, dtype):
 def kernel_traits(name):
     """(kind, k step of the kernel's inner loop: the tests sweep k past it, True for the QNNPACK-style kernels
     that subtract x_zero / w_zero themselves)."""
-    kind, kstep, zp = _C.qgemm_kernel_traits(name)
+    kind, kstep, zp, _ = _C.qgemm_kernel_traits(name)
     return kind, int(kstep), bool(zp)
+
+
+def has_panels(name):
+    """Whether the kernel has the whole-panel form (QGemmKernel::run_panels: several panels in one call)."""
+    return bool(_C.qgemm_kernel_traits(name)[3])
 
 
 def why_cannot_run(kernel):

@@ -21,7 +21,7 @@ import nnkern
 from nnkern import _C
 from helpers import QUICK, describe_process, run_script_isolated
 from qhelpers import (KIND_DTYPES, LARGE_TILE, OUT_KINDS, QGEMM_KERNELS, QGEMM_LEVELS, epilogue_ref, first_kernel,
-                      kernel_traits, pack_a, pack_taps, ref_qgemm, runnable, tile_grid, weight_range)
+                      has_panels, kernel_traits, pack_a, pack_taps, ref_qgemm, runnable, tile_grid, weight_range)
 
 GUARD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qgemm_guard_check.py")
 
@@ -210,11 +210,12 @@ def test_epilogue_ties_round_half_to_even(qkernel):
 # --- the indirect form (kernels/qgemm.h): ks taps, zero row, b_offset ---------------------------------
 
 def run_indirect(qkernel, rng, m, n, k, ks, zero_mask, out, *, fill=None, b_offset=0, c_rows=False, hook=False,
-                 **kw):
+                 panels=0, **kw):
     """One indirect tile against int64 numpy: weights (m x ks*k) packed tap by tap, column j's tap t the row
     X[t, j] or, where zero_mask[t, j], the shared zero row (the zero point zval: x_zero for the kernels that
     subtract it, else any value, which the kernel must use as is). Real rows live at scattered places of one
-    buffer, the zero row in another; the kernel gets every real entry minus b_offset. Returns the hook calls."""
+    buffer, the zero row in another; the kernel gets every real entry minus b_offset. Returns the hook calls.
+    panels > 0: m = panels * MR channels as that many packed panels, in one call of the whole-panel form."""
     name, MR, NR, G, kind, _, zp = qkernel
     adt, bdt = KIND_DTYPES[kind]
     ai, bi = np.iinfo(adt), np.iinfo(bdt)
@@ -243,8 +244,9 @@ def run_indirect(qkernel, rng, m, n, k, ks, zero_mask, out, *, fill=None, b_offs
     Xeff = np.where(zero_mask[:, :, None], np.asarray(zval, np.int64), X.astype(np.int64))  # ks x n x k
     flat = Xeff.transpose(1, 0, 2).reshape(n, ks * k)  # column j: its taps one after the other
     acc = W.astype(np.int64) @ (flat - xz).T  # m x n
-    a = pack_taps(W, MR, G, ks)
-    ldc = MR + 2
+    parts = [pack_taps(W[p * MR:(p + 1) * MR], MR, G, ks) for p in range(max(panels, 1))]
+    a = np.concatenate(parts)
+    ldc = m + 2
     odt = {"i32": np.int32, "f32": np.float32, "u8": np.uint8, "s8": np.int8}[out]
     c = np.full(n * ldc + 3, odt(77), odt)
     rows = None
@@ -255,9 +257,11 @@ def run_indirect(qkernel, rng, m, n, k, ks, zero_mask, out, *, fill=None, b_offs
     calls = _C.qgemm_ukernel(name, m, n, k, a, 0, buf, offsets, c, 0, ldc, OUT_KINDS[out], args["col_comp"],
                              args["b_zero"], args["row_sum"], args["scale"], args["bias"], args["relu"], args["lo"],
                              args["hi"], None, xz, None, ks=ks, zero=zero, zero_offset_bytes=item, b_offset=b_offset,
-                             c_rows=rows, hook=hook, tile_i=3 * m, tile_j=5 * n)
+                             c_rows=rows, hook=hook, tile_i=3 * m, tile_j=5 * n, panels=panels,
+                             a_panel_bytes=parts[0].nbytes)
     want = epilogue_ref(acc, out, **args)
-    what = f"{name} m={m} n={n} k={k} ks={ks} out={out} zeros={zero_mask.astype(int).tolist()} b_offset={b_offset}"
+    what = (f"{name} m={m} n={n} k={k} ks={ks} panels={panels} out={out} zeros={zero_mask.astype(int).tolist()} "
+            f"b_offset={b_offset}")
     if c_rows:
         check_stored_tile(c, ldc, want[:, ::-1], odt(77), what + " c_rows")
     else:
@@ -265,8 +269,8 @@ def run_indirect(qkernel, rng, m, n, k, ks, zero_mask, out, *, fill=None, b_offs
     return calls, want
 
 
-def epilogue_cases(rng, MR, NR):
-    pad = -(-MR // 64) * 64
+def epilogue_cases(rng, MR, NR, rows=None):
+    pad = -(-(rows or MR) // 64) * 64
     comp = rng.integers(-1000, 1000, pad).astype(np.int32)
     zb = rng.integers(-128, 128, pad).astype(np.int32)
     rsum = rng.integers(-5000, 5000, NR).astype(np.int32)
@@ -309,6 +313,33 @@ def test_indirect_taps_and_zero_rows(qkernel, rng, ks):
             k = 3 * S + 1 + mi
             out, kw = cases[(mi + m) % len(cases)]
             run_indirect(qkernel, rng, m, n, k, ks, mask, out, b_offset=12 + ks * 2, **kw)
+
+
+# The kernels of QGemmTemplate (kernels/inc/qgemm_tile.inc) have the whole-panel form (QGemmKernel::run_panels);
+# the drivers run the others one panel per call.
+PANEL_FORM_LEVELS = ("avx2", "avxvnni", "avx512", "avx512vnni")
+
+
+def test_whole_panels_in_one_call(qkernel, rng):
+    """The whole-panel form: 1-3 panels of MR channels in one call, each the tile the reference gives for its
+    channels (its per-row arrays, its columns of C), for every n, k over the inner step and past it, ks 1 and 3
+    with zero rows, every epilogue, the per-row output pointers; a kernel without the form refuses the call."""
+    name, MR, NR, G, kind, S, zp = qkernel
+    level = next(k["level"] for k in QGEMM_KERNELS if k["name"] == name)
+    assert has_panels(name) == (level in PANEL_FORM_LEVELS), f"{name}: whole-panel form {has_panels(name)}"
+    if not has_panels(name):
+        with pytest.raises(ValueError, match="whole-panel"):
+            run_indirect(qkernel, rng, MR, 1, 1, 1, np.zeros((1, 1), bool), "i32", panels=1)
+        return
+    for panels in (1, 2, 3):
+        cases = epilogue_cases(rng, MR, NR, rows=panels * MR)
+        for n in range(1, NR + 1):
+            for k in (1, G, S + 1, 2 * S + 3):
+                for ks in (1, 3):
+                    mask = rng.random((ks, n)) < (0.0 if ks == 1 else 0.4)
+                    out, kw = cases[(n + k + ks + panels) % len(cases)]
+                    run_indirect(qkernel, rng, panels * MR, n, k, ks, mask, out, panels=panels,
+                                 c_rows=bool((n + k) % 2), b_offset=[0, 4096][k % 2], **kw)
 
 
 def test_indirect_extremes(qkernel, rng):

@@ -150,10 +150,12 @@ py::list qgemm_ukernel(const std::string& name, size_t m, size_t n, size_t k, co
                        float hi, const py::object& c_in, int x_zero, const py::object& w_zero, size_t ks,
                        const py::object& zero, size_t zero_offset_bytes, size_t b_offset,
                        const std::optional<std::vector<ptrdiff_t>>& c_rows_offsets, bool hook, size_t tile_i,
-                       size_t tile_j) {
+                       size_t tile_j, size_t panels, size_t a_panel_bytes) {
   const QGemmKernel* kern = &runnable_qgemm_kernel(name);
-  const size_t NR = size_t(kern->nr);
-  if (m > size_t(kern->mr) || n > NR || ks == 0 || b_offsets_bytes.size() != ks * n)
+  const size_t NR = size_t(kern->nr), MR = size_t(kern->mr);
+  if (panels > 0 && (!kern->run_panels || hook || m != panels * MR))
+    throw py::value_error("the whole-panel form: a kernel that has one, m = panels * MR, no hook");
+  if ((panels == 0 && m > MR) || n > NR || ks == 0 || b_offsets_bytes.size() != ks * n)
     throw py::value_error("tile larger than the kernel, or not ks * n column offsets");
   const uint8_t* zp = zero.is_none() ? nullptr : static_cast<const uint8_t*>(zero.cast<py::array>().data()) + zero_offset_bytes;
   const uintptr_t base = reinterpret_cast<uintptr_t>(b.data());
@@ -193,8 +195,11 @@ py::list qgemm_ukernel(const std::string& name, size_t m, size_t n, size_t k, co
   if (hook) ep.hook = record_tile, ep.hook_ctx = &log;
   ep.tile_i = tile_i;
   ep.tile_j = tile_j;
-  kern->run(m, n, k, ks, static_cast<const uint8_t*>(a.data()) + a_offset_bytes, bptr.data(), zp, b_offset,
-            cp + c_offset_bytes, ldc, &ep);
+  const uint8_t* ap = static_cast<const uint8_t*>(a.data()) + a_offset_bytes;
+  if (panels > 0)
+    kern->run_panels(panels, n, k, ks, ap, a_panel_bytes, bptr.data(), zp, b_offset, cp + c_offset_bytes, ldc, &ep);
+  else
+    kern->run(m, n, k, ks, ap, bptr.data(), zp, b_offset, cp + c_offset_bytes, ldc, &ep);
   if (kern->finish) kern->finish();
   return log.calls;
 }
@@ -314,12 +319,16 @@ void bind_qgemm(py::module_& m) {
         py::arg("bias"), py::arg("relu"), py::arg("lo"), py::arg("hi"), py::arg("c_in") = py::none(),
         py::arg("x_zero") = 0, py::arg("w_zero") = py::none(), py::arg("ks") = 1, py::arg("zero") = py::none(),
         py::arg("zero_offset_bytes") = 0, py::arg("b_offset") = 0, py::arg("c_rows") = py::none(),
-        py::arg("hook") = false, py::arg("tile_i") = 0, py::arg("tile_j") = 0,
-        "One micro-kernel tile, direct or indirect (kernels/qgemm.h), for the tests; returns the tile hook's calls.");
+        py::arg("hook") = false, py::arg("tile_i") = 0, py::arg("tile_j") = 0, py::arg("panels") = 0,
+        py::arg("a_panel_bytes") = 0,
+        "One micro-kernel tile, direct or indirect (kernels/qgemm.h), for the tests; returns the tile hook's calls. "
+        "panels > 0: that many whole panels (m = panels * MR, each a_panel_bytes of a) in one run_panels call.");
   m.def("qgemm_kernel_traits", [](const std::string& name) {
     const QGemmKernel& k = kernel_named(name);
-    return py::make_tuple(kind_name(k.kind), std::max(k.kstep, k.kgroup), k.zero_points_in_kernel);
-  }, "(kind, k step of the inner loop, zero points subtracted in the kernel) of a qgemm kernel.");
+    return py::make_tuple(kind_name(k.kind), std::max(k.kstep, k.kgroup), k.zero_points_in_kernel,
+                          k.run_panels != nullptr);
+  }, "(kind, k step of the inner loop, zero points subtracted in the kernel, has the whole-panel form) of a qgemm "
+     "kernel.");
   m.def("qgemm_kernel_for", [](size_t k, size_t ks) { return std::string(qgemm_kernel(8, k, ks).name); },
         py::arg("k"), py::arg("ks") = 1,
         "The 8-bit kernel the dispatch runs now for a reduction of ks taps of k (below the level kernel's "

@@ -118,6 +118,25 @@ struct QEpilogue {
 using QGemmUkernel = void (*)(size_t m, size_t n, size_t k, size_t ks, const void* a, const void* const* b,
                               const void* zero, size_t b_offset, void* c, size_t ldc, const QEpilogue* ep);
 
+// The epilogue of a tile whose channels start i rows into ep's: the per-row arrays advanced by i.
+inline QEpilogue qepilogue_at(QEpilogue ep, size_t i) {
+  if (ep.col_comp) ep.col_comp += i;
+  if (ep.b_zero) ep.b_zero += i;
+  if (ep.w_zero) ep.w_zero += i;
+  if (ep.scale) ep.scale += i;
+  if (ep.bias) ep.bias += i;
+  return ep;
+}
+
+// `panels` whole panels of MR channels over the same n columns in one call: panel p (its packed A at
+// a + p * a_panel_bytes) is the tile run(MR, n, k, ks, ...) would compute for channels p * MR .. p * MR + MR - 1,
+// read from the epilogue's per-row arrays and written to C (c + p * MR elements along each column, or c_rows[j]
+// + p * MR) at those channels. The layer's short reductions (MobileNet's expand layers: k = 16-32) spent as much
+// time in each tile's call and set-up as in its products. Takes no tile hook (ep->hook null).
+using QGemmPanelsUkernel = void (*)(size_t panels, size_t n, size_t k, size_t ks, const void* a, size_t a_panel_bytes,
+                                    const void* const* b, const void* zero, size_t b_offset, void* c, size_t ldc,
+                                    const QEpilogue* ep);
+
 // Element types of a kernel's operands: activations (B) x weights (A).
 enum class QKind : int {
   u8s8 = 0,  // uint8 activations x int8 weights (VPDPBUSD, USMMLA, the NEON widening kernel)
@@ -165,7 +184,15 @@ struct QGemmKernel {
   // saturation, which such weights never reach); dispatched only for layers whose weights all are. 8: any int8.
   // (Last: the kernels' positional initializers end before it.)
   int weight_bits = 8;
+  // The whole-panel form (QGemmPanelsUkernel), or null: the drivers then call run once per panel.
+  QGemmPanelsUkernel run_panels = nullptr;
 };
+
+// A kernel with its whole-panel form (constexpr: constant-initialized, before any list reads it).
+constexpr QGemmKernel qgemm_with_panels(QGemmKernel k, QGemmPanelsUkernel run_panels) {
+  k.run_panels = run_panels;
+  return k;
+}
 
 // Small-M u8 x s8 product straight from a row-major B, without packing (the GEMV path of qgemm, where
 // packing B would cost as much as the product): for m < M <= max_m and n < nn,

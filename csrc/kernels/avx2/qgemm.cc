@@ -51,10 +51,13 @@ constexpr QGemmKernel narrow_weights(QGemmKernel k) {  // constexpr: constant-in
 
 }  // namespace
 
-extern const QGemmKernel s16w8_gemm_16x6c2__avx2 = {"s16w8_gemm_16x6c2__avx2", 16, 6, 2,
-                                                   QGemmTemplate<S16W8, 16, 6>::run, QKind::s16w8};
-extern const QGemmKernel s16_gemm_16x6c2__avx2 = {"s16_gemm_16x6c2__avx2", 16, 6, 2, QGemmTemplate<S16, 16, 6>::run, QKind::s16};
-extern const QGemmKernel u8s8_gemm_16x6c4__avx2 =
-    narrow_weights({"u8s8_gemm_16x6c4__avx2", 16, 6, 4, QGemmTemplate<U8S8Narrow, 16, 6>::run});
+extern const QGemmKernel s16w8_gemm_16x6c2__avx2 = qgemm_with_panels(
+    {"s16w8_gemm_16x6c2__avx2", 16, 6, 2, QGemmTemplate<S16W8, 16, 6>::run, QKind::s16w8},
+    QGemmTemplate<S16W8, 16, 6>::run_panels);
+extern const QGemmKernel s16_gemm_16x6c2__avx2 = qgemm_with_panels(
+    {"s16_gemm_16x6c2__avx2", 16, 6, 2, QGemmTemplate<S16, 16, 6>::run, QKind::s16}, QGemmTemplate<S16, 16, 6>::run_panels);
+extern const QGemmKernel u8s8_gemm_16x6c4__avx2 = qgemm_with_panels(
+    narrow_weights({"u8s8_gemm_16x6c4__avx2", 16, 6, 4, QGemmTemplate<U8S8Narrow, 16, 6>::run}),
+    QGemmTemplate<U8S8Narrow, 16, 6>::run_panels);
 
 }  // namespace nnkern

@@ -31,6 +31,7 @@ struct S16 : ZmmOps {
 
 }  // namespace
 
-extern const QGemmKernel s16_gemm_64x6c2__avx512 = {"s16_gemm_64x6c2__avx512", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run, QKind::s16};
+extern const QGemmKernel s16_gemm_64x6c2__avx512 = qgemm_with_panels(
+    {"s16_gemm_64x6c2__avx512", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run, QKind::s16}, QGemmTemplate<S16, 64, 6>::run_panels);
 
 }  // namespace nnkern

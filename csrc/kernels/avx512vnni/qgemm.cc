@@ -36,9 +36,12 @@ struct S16 : ZmmOps {
 
 }  // namespace
 
-extern const QGemmKernel u8s8_gemm_64x6c4__avx512vnni = {"u8s8_gemm_64x6c4__avx512vnni", 64, 6, 4, QGemmTemplate<U8S8, 64, 6>::run,
-                                                          QKind::u8s8, false, 0, nullptr, 0, 0, panel_sums_c4<64>};
-extern const QGemmKernel s16_gemm_64x6c2__avx512vnni = {"s16_gemm_64x6c2__avx512vnni", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run, QKind::s16};
+extern const QGemmKernel u8s8_gemm_64x6c4__avx512vnni = qgemm_with_panels(
+    {"u8s8_gemm_64x6c4__avx512vnni", 64, 6, 4, QGemmTemplate<U8S8, 64, 6>::run, QKind::u8s8, false, 0, nullptr, 0, 0,
+     panel_sums_c4<64>},
+    QGemmTemplate<U8S8, 64, 6>::run_panels);
+extern const QGemmKernel s16_gemm_64x6c2__avx512vnni = qgemm_with_panels(
+    {"s16_gemm_64x6c2__avx512vnni", 64, 6, 2, QGemmTemplate<S16, 64, 6>::run, QKind::s16}, QGemmTemplate<S16, 64, 6>::run_panels);
 
 }  // namespace nnkern
 

@@ -30,7 +30,9 @@ struct S16 : YmmOps {
 
 }  // namespace
 
-extern const QGemmKernel u8s8_gemm_16x6c4__avxvnni = {"u8s8_gemm_16x6c4__avxvnni", 16, 6, 4, QGemmTemplate<U8S8, 16, 6>::run};
-extern const QGemmKernel s16_gemm_16x6c2__avxvnni = {"s16_gemm_16x6c2__avxvnni", 16, 6, 2, QGemmTemplate<S16, 16, 6>::run, QKind::s16};
+extern const QGemmKernel u8s8_gemm_16x6c4__avxvnni = qgemm_with_panels(
+    {"u8s8_gemm_16x6c4__avxvnni", 16, 6, 4, QGemmTemplate<U8S8, 16, 6>::run}, QGemmTemplate<U8S8, 16, 6>::run_panels);
+extern const QGemmKernel s16_gemm_16x6c2__avxvnni = qgemm_with_panels(
+    {"s16_gemm_16x6c2__avxvnni", 16, 6, 2, QGemmTemplate<S16, 16, 6>::run, QKind::s16}, QGemmTemplate<S16, 16, 6>::run_panels);
 
 }  // namespace nnkern
