@@ -19,7 +19,7 @@ import pytest
 import nnkern
 from nnkern import _C
 from helpers import QUICK, describe_process, run_concurrently, run_script_isolated
-from qhelpers import QGEMM_KERNELS, epilogue_ref, runnable, weight_range
+from qhelpers import QGEMM_KERNELS, epilogue_ref, has_panels, runnable, weight_range
 from test_qgemm import qisa  # noqa: F401  (the per-ISA fixture of the dispatched path)
 
 ALGORITHMS = _C.algorithms("qconv2d")
@@ -451,12 +451,19 @@ def test_auto_rule_and_algorithm_argument(rng):
         assert dw._run(rand_x(rng, np.uint8, (1, 9, 9, 8)), None, "auto", "").shape[-1] == 16
     with pytest.raises(ValueError, match="does not apply"):  # groups < in_channels: no depthwise
         make_layer(rng, 8, 3, 3, 2, groups=4)._run(rand_x(rng, np.uint8, (1, 4, 4, 8)), None, "depthwise", "")
-    # pointwise: im2col from 32 input channels per group, indirect below (few channels: the GEMM driver's blocks
-    # cost more than the indirection)
+    # pointwise: im2col from 32 input channels per group; below, im2col where the kernel runs whole panels in one
+    # call (QGemmKernel::run_panels), else indirect (the GEMM driver's per-panel calls cost more than the
+    # indirection), under every cap
     assert make_layer(rng, 8, 1, 1, 32)._packed.auto_algorithm(1, 4, 4) == "im2col"
     assert make_layer(rng, 8, 1, 1, 64, groups=2)._packed.auto_algorithm(1, 4, 4) == "im2col"
-    assert make_layer(rng, 8, 1, 1, 8)._packed.auto_algorithm(1, 4, 4) == "indirect"
-    assert make_layer(rng, 8, 1, 1, 31)._packed.auto_algorithm(1, 4, 4) == "indirect"
+    few_channels = {}
+    for isa in nnkern.supported_isas():
+        with nnkern.max_isa(isa):
+            want = "im2col" if has_panels(_C.qgemm_kernel_for(8)) else "indirect"
+            few_channels[isa] = want
+            assert make_layer(rng, 8, 1, 1, 8)._packed.auto_algorithm(1, 4, 4) == want, isa
+            assert make_layer(rng, 8, 1, 1, 31)._packed.auto_algorithm(1, 4, 4) == want, isa
+    assert few_channels["scalar"] == "indirect" and few_channels.get("avx2", "im2col") == "im2col", few_channels
     for kw in (dict(stride=2), dict(padding=1)):
         assert make_layer(rng, 8, 1, 1, 8, **kw)._packed.auto_algorithm(1, 4, 4) == "indirect"
     assert make_layer(rng, 8, 3, 3, 8)._packed.auto_algorithm(1, 4, 4) == "indirect"

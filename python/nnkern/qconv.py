@@ -64,9 +64,11 @@ class QConv2d(_convgeom.ConvGeometryProperties):
       layers of more than one group (a single input channel runs as a plain convolution), else "low_ofm" for
       groups == 1 and out_channels <= 4 where a SIMD low_ofm kernel runs, except where the GEMM runs on AMX and
       the layer has more than 256 input channels, or a stride > 1 with 16 or more and a window under 25 taps,
-      else "im2col" for the 1x1 stride-1 unpadded case, else "direct" for windows of >= 25 taps (5x5 and up)
-      over 1-3 input channels where a VNNI direct kernel runs (the 7x7 stems, a super-resolution network's 5x5
-      input layer), else "indirect" (the measurements: docs/performance.md, "QConv2d: auto's rule").
+      else "im2col" for the 1x1 stride-1 unpadded case (below 32 input channels per group only where the GEMM
+      kernel runs whole panels in one call, the x86 SIMD ones; the others take "indirect" there), else "direct"
+      for windows of >= 25 taps (5x5 and up) over 1-3 input channels where a VNNI direct kernel runs (the 7x7
+      stems, a super-resolution network's 5x5 input layer), else "indirect" (the measurements: docs/performance.md,
+      "QConv2d: auto's rule").
       ``_packed.applicable_algorithms(n, h, w)`` says which apply to a shape. Every algorithm gives bit-identical
       results on every ISA and thread count.
 

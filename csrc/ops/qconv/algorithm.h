@@ -22,8 +22,10 @@
 
 namespace nnkern {
 
-// Pointwise layers of fewer input channels per group run "indirect", the others "im2col": at K = 16-24 the GEMM
-// driver's blocks cost more than the indirection (bench/decisions.md "QConv2d: pointwise layers of few channels").
+// Pointwise layers run "im2col" (the GEMM on the input rows), but those of fewer input channels per group run
+// "indirect" with a kernel that has no whole-panel form (QGemmKernel::run_panels): at K = 16-24 the GEMM driver's
+// per-panel calls cost more than the indirection (bench/decisions.md "QConv2d: pointwise layers of few channels",
+// "INT8 GEMM: whole panels in one call").
 constexpr size_t kQConvPointwiseIndirectBelow = 32;
 
 class PackedQConv2d;

@@ -2,7 +2,8 @@
 // for padding taps) are copied side by side into a workspace matrix of M x kg, which the packed INT8 GEMM driver
 // (ops/qgemm/driver.h) multiplies by the group's prepacked weights. A pointwise convolution (1x1, stride 1, no
 // padding) skips the copy: the driver reads the input rows in place. auto takes it for pointwise layers (of
-// kQConvPointwiseIndirectBelow input channels per group or more: ops/qconv/algorithm.h), and for
+// kQConvPointwiseIndirectBelow input channels per group or more, or any with a whole-panel kernel:
+// ops/qconv/algorithm.h), and for
 // windows of 25 taps or more over 1-3 channels (stems) where direct has no SIMD kernel: the indirect form pads
 // each tap's channels to the kernel's group of 4 and pays a pointer per tap, one copy of the window does neither
 // (bench/decisions.md "QConv2d: auto's rule").
@@ -51,9 +52,10 @@ class Im2col final : public QConvAlgorithm {
   explicit Im2col(const PackedQConv2d& layer) : QConvAlgorithm("im2col", layer) {}
 
   bool applicable(const QConvCall&) const override { return true; }
-  bool preferred(const QConvCall&) const override {
+  bool preferred(const QConvCall& c) const override {
     const QConvGeometry& g = L.geometry();
-    return (g.pointwise() && g.icg() >= kQConvPointwiseIndirectBelow) || (g.icg() <= 3 && g.ks() >= 25);
+    return (g.pointwise() && (g.icg() >= kQConvPointwiseIndirectBelow || kernel(c).run_panels)) ||
+           (g.icg() <= 3 && g.ks() >= 25);
   }
   size_t workspace_bytes(const QConvCall& c) const override { return Layout(c, kernel(c)).l.bytes; }
 

@@ -38,8 +38,11 @@ std::atomic<size_t> g_rows_outer_block{0};
 // NR rows of A within two thirds of L1d): each NR rows stay in L1 while the panels of a channel block that
 // fits half of L2 stream past them. With K blocks instead, rows outer lost (docs/performance.md: "qgemm: loop
 // order and K blocks").
+// Rows outer with the whole-panel form (one_call): each NR rows over a block of panels in one kernel call, where the
+// per-tile call and set-up cost as much as a short reduction's products (K = 16-64: MobileNet's pointwise layers).
 struct Order {
   bool rows_outer = false;
+  bool one_call = false;
   size_t block = 0;  // rows outer: channels per block
 };
 
@@ -49,6 +52,12 @@ Order choose_order(const QPlan& P) {
   const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024, MR = size_t(k.mr);
   Order o;
   if (!P.packed || P.hook || P.kc < P.K || ov == 0) return o;
+  const size_t per_call = qgemm_panels_per_call(k, qgemm_panel_bytes(k, P.K));
+  if (ov < 0 && per_call > 1) {
+    o.rows_outer = o.one_call = true;
+    o.block = std::min(per_call, ceil_div(P.N, MR)) * MR;
+    return o;
+  }
   if (ov < 0 && !qgemm_rows_outer_fits(k, P.K)) return o;
   o.rows_outer = true;
   o.block = g_rows_outer_block.load() ? round_up(g_rows_outer_block.load(), MR)
@@ -59,19 +68,20 @@ Order choose_order(const QPlan& P) {
 // Per-task scratch: the partial sums of the K blocks (rows x MR int32), the panel packed on first use, the
 // hook's tiles and the task's rows of A on aligned rows.
 struct TaskScratch {
-  size_t work_off, panel_off, tile_off, a_off, bytes;
+  size_t work_off, panel_off, tile_off, a_off, comp_off, bytes;
 };
 
-TaskScratch task_scratch(const QPlan& P, size_t rows) {
+TaskScratch task_scratch(const QPlan& P, const Order& o, size_t rows) {
   const QGemmKernel& k = *P.kern;
   WorkspaceLayout l;
+  const size_t comp_off = l.add(o.one_call ? o.block * sizeof(int32_t) : 0);
   const size_t kc = P.kc < P.K ? P.kc : P.K;
   const size_t work_off = l.add(kc < P.K ? size_t(k.mr) * rows * sizeof(int32_t) : 0);
   const size_t panel_off = l.add(P.packed ? 0 : qgemm_panel_bytes(k, P.K) + qgemm_panel_slack(k));
   // The task's final tiles (rows x MR) when they go to the hook, + 64 bytes of slack for its reads.
   const size_t tile_off = l.add(P.hook ? round_up(rows, size_t(k.nr)) * size_t(k.mr) * P.c_elem + 64 : 0);
   const size_t a_off = l.add(rows * P.a_copy_row_bytes);
-  return {work_off, panel_off, tile_off, a_off, l.bytes};
+  return {work_off, panel_off, tile_off, a_off, comp_off, l.bytes};
 }
 
 void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, size_t j1, const TaskScratch& ts,
@@ -99,7 +109,9 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
     a_stride = P.a_copy_row_bytes;
     a_row0 = j0;
   }
-  alignas(64) int32_t comp[64];
+  alignas(64) int32_t comp_panel[64];
+  // The zero-point terms of one panel, or of a one-call block's panels (Order::one_call).
+  int32_t* comp = o.one_call ? reinterpret_cast<int32_t*>(static_cast<char*>(scratch) + ts.comp_off) : comp_panel;
   const void* bptr[kMaxNR];
   alignas(64) uint32_t cs_local[64];
   const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024;
@@ -107,7 +119,8 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
   // The tail step read whole: A's rows padded with zeros to the kernel's step, the panels readable past it.
   const size_t slack = qgemm_panel_slack(k);
   const bool k_padded = P.a_rows_padded && slack > 0 && k.row_align >= k.kstep && (!P.packed || P.packed_slack >= slack);
-  // Panel i (channels i .. i + mi): its weights (packed now if B is not prepacked) and final epilogue.
+  // Panel i (channels i .. i + mi; one_call: the panels from i / MR on): its weights (packed now if B is not
+  // prepacked) and final epilogue.
   const auto setup_panel = [&](size_t i, size_t mi, QEpilogue* ep) -> const uint8_t* {
     const uint8_t* panel;
     const int32_t* cs = P.colsum ? P.colsum + i : nullptr;
@@ -123,7 +136,7 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
     }
     if (compensate) {
       const uint32_t kza = uint32_t(P.K) * uint32_t(P.za);
-      for (size_t ii = 0; ii < MR; ++ii) {
+      for (size_t ii = 0; ii < round_up(mi, MR); ++ii) {
         const uint32_t zb = P.b_zero && ii < mi ? uint32_t(P.b_zero[i + ii]) : 0u;
         comp[ii] = ii < mi ? int32_t(kza * zb - uint32_t(P.za) * uint32_t(cs[ii])) : 0;
       }
@@ -170,7 +183,26 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
     else
       k.run(mi, nj, kk, 1, a, bptr, nullptr, 0, static_cast<uint8_t*>(P.c) + (j * P.ldc + i) * P.c_elem, P.ldc, &e);
   };
-  if (o.rows_outer) {
+  if (o.one_call) {  // whole K, prepacked, no hook
+    for (size_t b0 = i0; b0 < i1; b0 += o.block) {
+      const size_t mb = std::min(i1, b0 + o.block) - b0, whole = mb / MR, rest = mb % MR;
+      QEpilogue ep;
+      const uint8_t* panel = setup_panel(b0, mb, &ep);
+      const size_t r0 = whole * MR;
+      QEpilogue ep_rest = qepilogue_at(ep, r0);  // the block's last, partial panel
+      ep_rest.tile_i = b0 + r0;
+      ep.tile_i = b0;
+      for (size_t j = j0; j < j1; j += NR) {
+        const size_t nj = std::min(NR, j1 - j);
+        for (size_t jj = 0; jj < nj; ++jj) bptr[jj] = a_rows + (j + jj - a_row0) * a_stride;
+        ep.row_sum = ep_rest.row_sum = P.row_sum ? P.row_sum + j : nullptr;
+        ep.tile_j = ep_rest.tile_j = j;
+        uint8_t* c = static_cast<uint8_t*>(P.c) + (j * P.ldc + b0) * P.c_elem;
+        if (whole) k.run_panels(whole, nj, P.K, 1, panel, panel_bytes, bptr, nullptr, 0, c, P.ldc, &ep);
+        if (rest) k.run(rest, nj, P.K, 1, panel + whole * panel_bytes, bptr, nullptr, 0, c + r0 * P.c_elem, P.ldc, &ep_rest);
+      }
+    }
+  } else if (o.rows_outer) {
     // Packed panels are contiguous and stream from L2 at full speed; NR rows of A are NR streams that do not.
     for (size_t b0 = i0; b0 < i1; b0 += o.block) {
       const size_t b1 = std::min(i1, b0 + o.block);
@@ -207,6 +239,10 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
 std::atomic<size_t> g_kc_override{0};
 
 }  // namespace
+
+size_t qgemm_panels_per_call(const QGemmKernel& k, size_t panel_bytes) {
+  return k.run_panels ? std::min<size_t>(64, kQGemmPanelsCallBytes / std::max<size_t>(panel_bytes, 1)) : 1;
+}
 
 bool qgemm_rows_outer_fits(const QGemmKernel& k, size_t K) {
   const size_t l1 = cpu_features().l1d ? cpu_features().l1d : 32 * 1024;
@@ -260,7 +296,7 @@ void qgemm_execute(const QPlan& P) {
   split_gemm_tasks(P.N, P.M, size_t(k.mr), size_t(k.nr), P.N, rows_max, ops, min_ops, &mc, &nc);
   const size_t tm = ceil_div(P.N, mc), tn = ceil_div(P.M, nc);
   const Order o = choose_order(P);
-  const TaskScratch ts = task_scratch(P, std::min(nc, P.M));
+  const TaskScratch ts = task_scratch(P, o, std::min(nc, P.M));
   parallel_for_scratch(tm * tn, ts.bytes, [&](size_t t, void* scratch) {
     const size_t bi = t % tm, bj = t / tm;
     run_task(P, o, bi * mc, std::min(P.N, (bi + 1) * mc), bj * nc, std::min(P.M, (bj + 1) * nc), ts, scratch);
