@@ -24,13 +24,10 @@ constexpr size_t kTilesPerTask = 16;
 // which tasks of single panels left to four tasks, on any threads.
 constexpr size_t kLineBytes = 64;
 
-// Panels per task: enough for a cache line of each pixel's output (or, with the kernel's whole-panel form, as many
-// as keep their weights in L1: one call per tile instead of one per panel), fewer where the tasks would not feed
-// every thread several times.
-size_t panels_per_task(const QGemmKernel& k, size_t elem, size_t panels, size_t other_tasks, size_t panel_bytes,
-                       bool one_call) {
-  size_t chunk = std::max<size_t>(1, kLineBytes / (size_t(k.mr) * elem));
-  if (one_call) chunk = std::max(chunk, qgemm_panels_per_call(k, panel_bytes));
+// Panels per task: enough for a cache line of each pixel's output, and at least per_call (the panels the kernel's
+// whole-panel form runs in one call per tile), fewer where the tasks would not feed every thread several times.
+size_t panels_per_task(const QGemmKernel& k, size_t elem, size_t panels, size_t other_tasks, size_t per_call) {
+  size_t chunk = std::max({size_t(1), kLineBytes / (size_t(k.mr) * elem), per_call});
   const size_t want = 4 * size_t(std::max(1, get_num_threads()));
   while (chunk > 1 && qgemm_ceil_div(panels, chunk) * other_tasks < want) chunk /= 2;
   return std::min(chunk, std::max<size_t>(panels, 1));
@@ -61,16 +58,17 @@ class Indirect final : public QConvAlgorithm {
     QEpilogue ep0 = qconv_epilogue(out);
     ep0.k_overread = icg_tail(k);
     if (!out.in_place()) out.begin(c.OH, c.OW, tiles);
-    const bool one_call = out.in_place() && k.run_panels;
-    const size_t chunk = panels_per_task(k, out.tile_elem(), w.panels, geo.groups * blocks,
-                                         qgemm_panel_bytes(k, geo.icg(), geo.ks()), one_call);
+    const size_t per_call = qgemm_panels_per_call(k, qgemm_panel_bytes(k, geo.icg(), geo.ks()));
+    const bool one_call = out.in_place() && per_call > 1;
+    const size_t chunk = panels_per_task(k, out.tile_elem(), w.panels, geo.groups * blocks, one_call ? per_call : 1);
     // Buffered stages: each task's tiles go through one buffer (slot = tile), allocated once per task.
     const size_t buf_bytes = out.in_place() ? 0 : size_t(k.mr) * size_t(k.nr) * out.tile_elem() * kTilesPerTask;
     parallel_for_3d(geo.groups, qgemm_ceil_div(w.panels, chunk), blocks, [&](size_t g, size_t ch, size_t block) {
       const size_t p0 = ch * chunk, p1 = std::min(w.panels, (ch + 1) * chunk);
       const size_t t0 = block * kTilesPerTask, t1 = std::min(tiles, (block + 1) * kTilesPerTask);
       if (one_call) {
-        run_panels(c, k, in, w, *ind, out, ep0, g, p0, p1, t0, t1);
+        for (size_t q = p0; q < p1; q += per_call)
+          run_panels(c, k, in, w, *ind, out, ep0, g, q, std::min(p1, q + per_call), t0, t1);
       } else {
         AlignedBuffer<uint8_t> buf(buf_bytes ? buf_bytes + kQConvTileSlack : 0);
         for (size_t panel = p0; panel < p1; ++panel) run_panel(c, k, in, w, *ind, out, ep0, g, panel, t0, t1, buf.data());
@@ -109,8 +107,8 @@ class Indirect final : public QConvAlgorithm {
     return ep;
   }
 
-  // Panels [p0, p1) of group g over the pixel tiles [t0, t1), in place, one kernel call per tile for the whole
-  // panels (run_panels) and one more for a last, partial one.
+  // Panels [p0, p1) of group g (weights within L1: qgemm_panels_per_call) over the pixel tiles [t0, t1), in place,
+  // one kernel call per tile for the whole panels (run_panels) and one more for a last, partial one.
   void run_panels(const QConvCall& c, const QGemmKernel& k, const QConvInput& in, const TapWeights& w,
                   const QConvIndirection& ind, QConvStage& out, const QEpilogue& ep0, size_t g, size_t p0, size_t p1,
                   size_t t0, size_t t1) const {
