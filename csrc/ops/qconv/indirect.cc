@@ -4,7 +4,9 @@
 // prepared input (from a nominal base), the kernel adds the call's base (b_offset): the same buffer serves every
 // input address, and every group (the group's channel offset goes into b_offset too). The last entry of the table:
 // it applies to every layer and auto takes it where nothing before prefers the call, and for pointwise layers of
-// fewer than kQConvPointwiseIndirectBelow input channels per group on kernels without a whole-panel form.
+// fewer than kQConvPointwiseIndirectBelow input channels per group on kernels without a whole-panel form. Its
+// tiles run one panel per call: several taps already repay a call, and the whole-panel form's loop made the 3x3
+// layers 1-11% slower (bench/decisions.md "INT8 GEMM: whole panels in one call").
 #include <algorithm>
 #include <mutex>
 #include <vector>
@@ -12,7 +14,6 @@
 #include "core/checked.h"
 #include "core/threadpool.h"
 #include "ops/qconv/layer.h"
-#include "ops/qgemm/driver.h"
 #include "ops/qgemm/pack.h"
 
 namespace nnkern {
@@ -24,10 +25,10 @@ constexpr size_t kTilesPerTask = 16;
 // which tasks of single panels left to four tasks, on any threads.
 constexpr size_t kLineBytes = 64;
 
-// Panels per task: enough for a cache line of each pixel's output, and at least per_call (the panels the kernel's
-// whole-panel form runs in one call per tile), fewer where the tasks would not feed every thread several times.
-size_t panels_per_task(const QGemmKernel& k, size_t elem, size_t panels, size_t other_tasks, size_t per_call) {
-  size_t chunk = std::max({size_t(1), kLineBytes / (size_t(k.mr) * elem), per_call});
+// Panels per task: enough for a cache line of each pixel's output, fewer where the tasks would not feed every
+// thread several times.
+size_t panels_per_task(size_t MR, size_t elem, size_t panels, size_t other_tasks) {
+  size_t chunk = std::max<size_t>(1, kLineBytes / (MR * elem));
   const size_t want = 4 * size_t(std::max(1, get_num_threads()));
   while (chunk > 1 && qgemm_ceil_div(panels, chunk) * other_tasks < want) chunk /= 2;
   return std::min(chunk, std::max<size_t>(panels, 1));
@@ -58,21 +59,14 @@ class Indirect final : public QConvAlgorithm {
     QEpilogue ep0 = qconv_epilogue(out);
     ep0.k_overread = icg_tail(k);
     if (!out.in_place()) out.begin(c.OH, c.OW, tiles);
-    const size_t per_call = qgemm_panels_per_call(k, qgemm_panel_bytes(k, geo.icg(), geo.ks()));
-    const bool one_call = out.in_place() && per_call > 1;
-    const size_t chunk = panels_per_task(k, out.tile_elem(), w.panels, geo.groups * blocks, one_call ? per_call : 1);
+    const size_t chunk = panels_per_task(size_t(k.mr), out.tile_elem(), w.panels, geo.groups * blocks);
     // Buffered stages: each task's tiles go through one buffer (slot = tile), allocated once per task.
     const size_t buf_bytes = out.in_place() ? 0 : size_t(k.mr) * size_t(k.nr) * out.tile_elem() * kTilesPerTask;
     parallel_for_3d(geo.groups, qgemm_ceil_div(w.panels, chunk), blocks, [&](size_t g, size_t ch, size_t block) {
-      const size_t p0 = ch * chunk, p1 = std::min(w.panels, (ch + 1) * chunk);
-      const size_t t0 = block * kTilesPerTask, t1 = std::min(tiles, (block + 1) * kTilesPerTask);
-      if (one_call) {
-        for (size_t q = p0; q < p1; q += per_call)
-          run_panels(c, k, in, w, *ind, out, ep0, g, q, std::min(p1, q + per_call), t0, t1);
-      } else {
-        AlignedBuffer<uint8_t> buf(buf_bytes ? buf_bytes + kQConvTileSlack : 0);
-        for (size_t panel = p0; panel < p1; ++panel) run_panel(c, k, in, w, *ind, out, ep0, g, panel, t0, t1, buf.data());
-      }
+      AlignedBuffer<uint8_t> buf(buf_bytes ? buf_bytes + kQConvTileSlack : 0);
+      for (size_t panel = ch * chunk; panel < std::min(w.panels, (ch + 1) * chunk); ++panel)
+        run_panel(c, k, in, w, *ind, out, ep0, g, panel, block * kTilesPerTask,
+                  std::min(tiles, (block + 1) * kTilesPerTask), buf.data());
       if (k.finish) k.finish();
     });
   }
@@ -90,54 +84,6 @@ class Indirect final : public QConvAlgorithm {
     return (c.N - 1) * c.OH * c.OW + rows * c.OW;
   }
 
-  // The epilogue of group g's channels from panel i / MR on (the first mi of them real): scale and bias from there,
-  // the zero-point term into comp (mi entries padded to whole panels with zeros).
-  QEpilogue panel_epilogue(const QGemmKernel& k, const QConvInput& in, const TapWeights& w, const QEpilogue& ep0,
-                           size_t g, size_t i, size_t mi, int32_t* comp) const {
-    const size_t MR = size_t(k.mr), padded = qgemm_ceil_div(mi, MR) * MR;
-    QEpilogue ep = ep0;
-    if (in.za != 0 && !k.zero_points_in_kernel) {  // sum (x - za) w = sum x w - za colsum (weights symmetric)
-      const int32_t* cs = w.colsum.data() + g * w.panels * MR + i;
-      for (size_t ii = 0; ii < padded; ++ii) comp[ii] = ii < mi ? int32_t(0u - uint32_t(in.za) * uint32_t(cs[ii])) : 0;
-      ep.col_comp = comp;
-    }
-    if (k.zero_points_in_kernel) ep.x_zero = in.za;
-    ep.scale = L.factor(g) ? L.factor(g) + i : nullptr;
-    ep.bias = L.offset(g) ? L.offset(g) + i : nullptr;
-    return ep;
-  }
-
-  // Panels [p0, p1) of group g (weights within L1: qgemm_panels_per_call) over the pixel tiles [t0, t1), in place,
-  // one kernel call per tile for the whole panels (run_panels) and one more for a last, partial one.
-  void run_panels(const QConvCall& c, const QGemmKernel& k, const QConvInput& in, const TapWeights& w,
-                  const QConvIndirection& ind, QConvStage& out, const QEpilogue& ep0, size_t g, size_t p0, size_t p1,
-                  size_t t0, size_t t1) const {
-    const QConvGeometry& geo = L.geometry();
-    const size_t MR = size_t(k.mr), NR = size_t(k.nr), ks = geo.ks(), M = c.M(), icg = geo.icg(), ocg = geo.ocg();
-    const size_t i = p0 * MR, mi = std::min((p1 - p0) * MR, ocg - i), whole = mi / MR, rest = mi % MR;
-    const size_t panel_bytes = qgemm_panel_bytes(k, icg, ks);
-    AlignedBuffer<int32_t> comp(qgemm_ceil_div(mi, MR) * MR);
-    const QEpilogue ep = panel_epilogue(k, in, w, ep0, g, i, mi, comp.data());
-    const uint8_t* a = w.panel.data() + g * w.group_bytes + p0 * panel_bytes;
-    const size_t b_offset = reinterpret_cast<size_t>(in.base) + g * icg * qgemm_x_elem_size(k) - kQConvNominalBase;
-    QEpilogue ep_edge = ep;  // the tiles at the input's end: their taps' last words byte by byte
-    ep_edge.k_overread = false;
-    const size_t edge = ep.k_overread ? first_edge_pixel(geo, c) : M;
-    // The partial panel's.
-    const QEpilogue ep_rest = qepilogue_at(ep, whole * MR), ep_rest_edge = qepilogue_at(ep_edge, whole * MR);
-    for (size_t tile = t0; tile < t1; ++tile) {
-      const size_t q0 = tile * NR, nj = std::min(NR, M - q0);
-      const bool at_edge = q0 + nj > edge;
-      const void* const* ptrs = ind.ptrs.data() + tile * ks * NR;
-      if (whole)
-        k.run_panels(whole, nj, icg, ks, a, panel_bytes, ptrs, ind.zero.data(), b_offset, out.at(q0, g * ocg + i),
-                     out.ldc(), at_edge ? &ep_edge : &ep);
-      if (rest)
-        k.run(rest, nj, icg, ks, a + whole * panel_bytes, ptrs, ind.zero.data(), b_offset,
-              out.at(q0, g * ocg + i + whole * MR), out.ldc(), at_edge ? &ep_rest_edge : &ep_rest);
-    }
-  }
-
   // One panel (MR output channels) of group g over the pixel tiles [t0, t1); buf: the task's tile buffer
   // (buffered stages).
   void run_panel(const QConvCall& c, const QGemmKernel& k, const QConvInput& in, const TapWeights& w,
@@ -146,8 +92,16 @@ class Indirect final : public QConvAlgorithm {
     const QConvGeometry& geo = L.geometry();
     const size_t MR = size_t(k.mr), NR = size_t(k.nr), esz = qgemm_x_elem_size(k), ks = geo.ks(), M = c.M();
     const size_t icg = geo.icg(), ocg = geo.ocg(), i = panel * MR, mi = std::min(MR, ocg - i);
+    const int32_t* cs = w.colsum.data() + g * w.panels * MR + i;
     alignas(64) int32_t comp[64];  // MR <= 64
-    const QEpilogue ep = panel_epilogue(k, in, w, ep0, g, i, mi, comp);
+    QEpilogue ep = ep0;
+    if (in.za != 0 && !k.zero_points_in_kernel) {  // sum (x - za) w = sum x w - za colsum (weights symmetric)
+      for (size_t ii = 0; ii < MR; ++ii) comp[ii] = ii < mi ? int32_t(0u - uint32_t(in.za) * uint32_t(cs[ii])) : 0;
+      ep.col_comp = comp;
+    }
+    if (k.zero_points_in_kernel) ep.x_zero = in.za;
+    ep.scale = L.factor(g) ? L.factor(g) + i : nullptr;
+    ep.bias = L.offset(g) ? L.offset(g) + i : nullptr;
     const uint8_t* a = w.panel.data() + g * w.group_bytes + panel * qgemm_panel_bytes(k, icg, ks);
     const size_t b_offset = reinterpret_cast<size_t>(in.base) + g * icg * esz - kQConvNominalBase;
     QEpilogue ep_edge = ep;  // the tiles at the input's end: their taps' last words byte by byte
