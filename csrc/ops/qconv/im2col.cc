@@ -3,10 +3,9 @@
 // (ops/qgemm/driver.h) multiplies by the group's prepacked weights. A pointwise convolution (1x1, stride 1, no
 // padding) skips the copy: the driver reads the input rows in place. auto takes it for pointwise layers (of
 // kQConvPointwiseIndirectBelow input channels per group or more, or any with a whole-panel kernel:
-// ops/qconv/algorithm.h), and for
-// windows of 25 taps or more over 1-3 channels (stems) where direct has no SIMD kernel: the indirect form pads
-// each tap's channels to the kernel's group of 4 and pays a pointer per tap, one copy of the window does neither
-// (bench/decisions.md "QConv2d: auto's rule").
+// ops/qconv/algorithm.h), and for windows of 25 taps or more over 1-3 channels (stems) where direct has no SIMD
+// kernel: the indirect form pads each tap's channels to the kernel's group of 4 and pays a pointer per tap, one
+// copy of the window does neither (bench/decisions.md "QConv2d: auto's rule").
 #include <algorithm>
 #include <mutex>
 #include <vector>

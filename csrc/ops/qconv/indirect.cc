@@ -5,8 +5,8 @@
 // input address, and every group (the group's channel offset goes into b_offset too). The last entry of the table:
 // it applies to every layer and auto takes it where nothing before prefers the call, and for pointwise layers of
 // fewer than kQConvPointwiseIndirectBelow input channels per group on kernels without a whole-panel form. Its
-// tiles run one panel per call: several taps already repay a call, and the whole-panel form's loop made the 3x3
-// layers 1-11% slower (bench/decisions.md "INT8 GEMM: whole panels in one call").
+// tiles run one panel per call: several taps already repay a call, and the whole-panel form's loop around the tap
+// loop made the 3x3 layers slower (bench/decisions.md "INT8 GEMM: whole panels in one call").
 #include <algorithm>
 #include <mutex>
 #include <vector>

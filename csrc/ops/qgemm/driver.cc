@@ -30,6 +30,15 @@ constexpr size_t kStreamRows = 16;  // up to this many rows of A, a GEMM streams
 
 size_t round_up(size_t x, size_t m) { return qgemm_round_up(x, m); }
 
+// The packed weights of the panels a kernel's whole-panel form (QGemmKernel::run_panels) runs in one call: all of
+// them are read for every NR rows, so they must stay in L1.
+constexpr size_t kPanelsCallBytes = 16 << 10;
+
+// Panels per call of the whole-panel form (at most 64), or 1 without it.
+size_t panels_per_call(const QGemmKernel& k, size_t panel_bytes) {
+  return k.run_panels ? std::min<size_t>(64, kPanelsCallBytes / std::max<size_t>(panel_bytes, 1)) : 1;
+}
+
 std::atomic<int> g_rows_outer_override{-1};
 std::atomic<size_t> g_rows_outer_block{0};
 
@@ -52,7 +61,7 @@ Order choose_order(const QPlan& P) {
   const size_t l2 = cpu_features().l2 ? cpu_features().l2 : 256 * 1024, MR = size_t(k.mr);
   Order o;
   if (!P.packed || P.hook || P.kc < P.K || ov == 0) return o;
-  const size_t per_call = qgemm_panels_per_call(k, qgemm_panel_bytes(k, P.K));
+  const size_t per_call = panels_per_call(k, qgemm_panel_bytes(k, P.K));
   if (ov < 0 && per_call > 1) {
     o.rows_outer = o.one_call = true;
     o.block = std::min(per_call, ceil_div(P.N, MR)) * MR;
@@ -239,10 +248,6 @@ void run_task(const QPlan& P, const Order& o, size_t i0, size_t i1, size_t j0, s
 std::atomic<size_t> g_kc_override{0};
 
 }  // namespace
-
-size_t qgemm_panels_per_call(const QGemmKernel& k, size_t panel_bytes) {
-  return k.run_panels ? std::min<size_t>(64, kQGemmPanelsCallBytes / std::max<size_t>(panel_bytes, 1)) : 1;
-}
 
 bool qgemm_rows_outer_fits(const QGemmKernel& k, size_t K) {
   const size_t l1 = cpu_features().l1d ? cpu_features().l1d : 32 * 1024;

@@ -14,10 +14,6 @@ namespace nnkern {
 // A thread per this many operations of the tiles: below it the wake-up outweighs the half (docs/performance.md:
 // "qgemm: threads").
 constexpr double kQGemmMinOpsPerThread = 1e6;
-// The packed weights of the panels a kernel's whole-panel form (QGemmKernel::run_panels) runs in one call: all of
-// them are read for every NR rows, so they must stay in L1. Fewer than two panels' worth: one panel per call.
-constexpr size_t kQGemmPanelsCallBytes = 16 << 10;
-size_t qgemm_panels_per_call(const QGemmKernel& k, size_t panel_bytes);  // at most 64; 1 without run_panels
 
 struct QPlan {
   const QGemmKernel* kern;
