@@ -322,19 +322,29 @@ PANEL_FORM_LEVELS = ("avx2", "avxvnni", "avx512", "avx512vnni")
 
 def test_whole_panels_in_one_call(qkernel, rng):
     """The whole-panel form: 1-3 panels of MR channels in one call, each the tile the reference gives for its
-    channels (its per-row arrays, its columns of C), for every n, k over the inner step and past it, ks 1 and 3
-    with zero rows, every epilogue, the per-row output pointers; a kernel without the form refuses the call."""
+    channels (its per-row arrays, its columns of C), for every n, every k up to two inner steps and one past
+    (every remainder of the group and the step), ks 1 and 3 with zero rows, every epilogue, the per-row output
+    pointers; a kernel without the form, a hook, m other than panels * MR and a short panel buffer are refused."""
     name, MR, NR, G, kind, S, zp = qkernel
     level = next(k["level"] for k in QGEMM_KERNELS if k["name"] == name)
     assert has_panels(name) == (level in PANEL_FORM_LEVELS), f"{name}: whole-panel form {has_panels(name)}"
+    no_zeros = np.zeros((1, 1), bool)
     if not has_panels(name):
         with pytest.raises(ValueError, match="whole-panel"):
-            run_indirect(qkernel, rng, MR, 1, 1, 1, np.zeros((1, 1), bool), "i32", panels=1)
+            run_indirect(qkernel, rng, MR, 1, 1, 1, no_zeros, "i32", panels=1)
         return
+    for bad in (dict(hook=True), dict(m=MR + 1)):
+        with pytest.raises(ValueError, match="whole-panel"):
+            run_indirect(qkernel, rng, bad.pop("m", MR), 1, 1, 1, no_zeros, "i32", panels=1, **bad)
+    with pytest.raises(ValueError, match="fewer bytes"):  # two panels claimed, one packed
+        _C.qgemm_ukernel(name, 2 * MR, 1, G, pack_a(np.zeros((MR, G), KIND_DTYPES[kind][0]), MR, G), 0,
+                         np.zeros(G, KIND_DTYPES[kind][1]), [0], np.zeros(2 * MR, np.int32), 0, 2 * MR, 0, None, None,
+                         None, None, None, False, 0.0, 0.0, panels=2, a_panel_bytes=MR * G * np.dtype(
+                             KIND_DTYPES[kind][0]).itemsize)
     for panels in (1, 2, 3):
         cases = epilogue_cases(rng, MR, NR, rows=panels * MR)
         for n in range(1, NR + 1):
-            for k in (1, G, S + 1, 2 * S + 3):
+            for k in range(1, 2 * S + 2):
                 for ks in (1, 3):
                     mask = rng.random((ks, n)) < (0.0 if ks == 1 else 0.4)
                     out, kw = cases[(n + k + ks + panels) % len(cases)]

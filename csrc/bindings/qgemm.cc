@@ -7,6 +7,7 @@
 #include "bindings/common.h"
 #include "kernels/qgemm_list.h"
 #include "ops/peak/peak.h"
+#include "ops/qgemm/pack.h"
 #include "ops/qgemm/qgemm.h"
 #include "core/kernel_family.h"
 
@@ -153,10 +154,16 @@ py::list qgemm_ukernel(const std::string& name, size_t m, size_t n, size_t k, co
                        size_t tile_j, size_t panels, size_t a_panel_bytes) {
   const QGemmKernel* kern = &runnable_qgemm_kernel(name);
   const size_t NR = size_t(kern->nr), MR = size_t(kern->mr);
-  if (panels > 0 && (!kern->run_panels || hook || m != panels * MR))
+  if (panels > 0 && (!kern->run_panels || hook || panels > m || m != panels * MR))
     throw py::value_error("the whole-panel form: a kernel that has one, m = panels * MR, no hook");
   if ((panels == 0 && m > MR) || n > NR || ks == 0 || b_offsets_bytes.size() != ks * n)
     throw py::value_error("tile larger than the kernel, or not ks * n column offsets");
+  // The packed panels the kernel reads: one, or `panels` of them a_panel_bytes apart.
+  const size_t panel = qgemm_panel_bytes(*kern, k, ks), a_bytes = size_t(a.nbytes());
+  const size_t avail = a_offset_bytes <= a_bytes ? a_bytes - a_offset_bytes : 0;
+  if (panels > 0 && a_panel_bytes < panel) throw py::value_error("a_panel_bytes is less than one packed panel");
+  if (avail < panel || (panels > 1 && (avail - panel) / a_panel_bytes < panels - 1))
+    throw py::value_error("a holds fewer bytes than the packed panels the kernel reads");
   const uint8_t* zp = zero.is_none() ? nullptr : static_cast<const uint8_t*>(zero.cast<py::array>().data()) + zero_offset_bytes;
   const uintptr_t base = reinterpret_cast<uintptr_t>(b.data());
   std::vector<const void*> bptr(ks * NR, reinterpret_cast<const void*>(uintptr_t(8)));  // poison: j >= n
