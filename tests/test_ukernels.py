@@ -213,6 +213,68 @@ def test_every_tile_residual(isa, rng, form, beta):
                 assert np.array_equal(R, r_before), f"{what}: wrote the residual"
 
 
+# Levels whose f32_gemm kernel has the whole-panel form (the x86 tile template); the others must refuse it.
+PANEL_FORM_LEVELS = {"avx2", "avx512"}
+
+
+def test_whole_panels_in_one_call(isa, rng):
+    """The whole-panel form: 1-3 full panels of MR rows in one call, each panel's tile bit for bit the plain
+    kernel's on that panel with its rows of C, bias and residual (every n, k over the 8-step loop's remainders,
+    every epilogue, c_rows, panels further apart than packed); nothing else in C is written. A kernel without the
+    form, a hook, m other than panels * MR, an a_copy and a short panel buffer are refused."""
+    name, MR, NR = _C.f32_gemm_tile(isa)
+    level = next(k["level"] for k in _C.kernel_list("f32_gemm") if k["name"] == name)
+    assert _C.f32_gemm_has_panels(name) == (level in PANEL_FORM_LEVELS), f"{name}: whole-panel form"
+    buf = np.zeros(4 * MR * 4, np.float32)
+    if not _C.f32_gemm_has_panels(name):
+        with pytest.raises(ValueError, match="whole-panel"):
+            _C.f32_gemm_ukernel(name, MR, 1, 1, buf, 0, MR, None, buf, [0], 1, buf, 0, MR, 1.0, 0.0, None, False,
+                                panels=1, a_panel_stride=MR)
+        return
+    for bad in (dict(hook=True), dict(m=MR + 1), dict(a_copy=np.zeros(2 * MR, np.float32)), dict(a_stride=MR + 1)):
+        args = dict(m=MR, a_stride=MR, a_copy=None)
+        args.update(bad)
+        with pytest.raises(ValueError, match="whole-panel"):
+            _C.f32_gemm_ukernel(name, args.pop("m"), 1, 1, buf, 0, args.pop("a_stride"), args.pop("a_copy"), buf,
+                                [0], 1, buf, 0, MR, 1.0, 0.0, None, False, panels=1, a_panel_stride=MR, **args)
+    with pytest.raises(ValueError, match="fewer floats"):  # two panels of k = 2 claimed, one and a half held
+        _C.f32_gemm_ukernel(name, 2 * MR, 1, 2, np.zeros(3 * MR, np.float32), 0, MR, None, buf, [0], 1, buf, 0, MR,
+                            1.0, 0.0, None, False, panels=2, a_panel_stride=2 * MR)
+    f32 = lambda *shape: rng.uniform(-1, 1, shape).astype(np.float32)  # noqa: E731
+    cases = [dict(alpha=1.0, beta=0.0, bias=False, relu=False), dict(alpha=0.5, beta=0.0, bias=True, relu=True),
+             dict(alpha=1.0, beta=1.0, bias=True, relu=False), dict(alpha=1.0, beta=0.0, bias=True, relu=True,
+                                                                      residual=True)]
+    for panels in (1, 2, 3):
+        rows = panels * MR
+        for k in (0, 1, 3, 4, 7, 8, 9, 13, 16, 17):
+            stride = MR * k + (MR + 3) * (panels % 2)  # packed, or panels further apart
+            a = f32(max(1, stride * (panels - 1) + MR * k))
+            b = f32(NR * (k + 1))
+            offs = [j * (k + 1) for j in range(NR)]
+            bias_all, R = f32(rows), f32(NR * (rows + 4) + 2)
+            for n in range(1, NR + 1):
+                case = cases[(n + k + panels) % len(cases)]
+                ldc = rows + 2
+                c0 = f32(NR * ldc + 7)
+                c_rows = [(n - 1 - j) * ldc + 3 for j in range(n)] if (n + k) % 2 else None
+                ep = dict(relu=case["relu"])
+                if case.get("residual"):
+                    ep.update(residual=R, r_offset=2, ldr=rows + 4)
+                bias = bias_all if case["bias"] else None
+                got = c0.copy()
+                _C.f32_gemm_ukernel(name, rows, n, k, a, 0, MR, None, b, offs[:n], 1, got, 0, ldc, case["alpha"],
+                                    case["beta"], bias, c_rows=c_rows, panels=panels, a_panel_stride=stride, **ep)
+                want = c0.copy()
+                for q in range(panels):
+                    pep = dict(ep)
+                    if case.get("residual"):
+                        pep["r_offset"] = 2 + q * MR
+                    _C.f32_gemm_ukernel(name, MR, n, k, a, q * stride, MR, None, b, offs[:n], 1, want, q * MR, ldc,
+                                        case["alpha"], case["beta"], None if bias is None else bias[q * MR:],
+                                        c_rows=None if c_rows is None else [r + q * MR for r in c_rows], **pep)
+                assert np.array_equal(got, want, equal_nan=True), f"{name} panels={panels} k={k} n={n} {case}"
+
+
 # ---- indirect form (igemm) ------------------------------------------------------------------------
 
 IGEMM_K = (0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17) if not QUICK else (0, 1, 5, 8, 9, 17)

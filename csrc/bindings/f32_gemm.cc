@@ -121,10 +121,21 @@ py::object f32_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t
                             size_t a_stride, py::object a_copy, const py::array& b, std::vector<size_t> b_offsets,
                             size_t b_stride, py::array& c, size_t c_offset, size_t ldc, float alpha, float beta,
                             const py::object& bias, bool relu, const py::object& c_rows, bool hook, size_t tile_i,
-                            size_t tile_j, const py::object& residual, size_t r_offset, size_t ldr) {
+                            size_t tile_j, const py::object& residual, size_t r_offset, size_t ldr, size_t panels,
+                            size_t a_panel_stride) {
   const F32GemmKernel* kernel = &runnable_f32_gemm_kernel(which);
-  if (m > size_t(kernel->mr) || n > size_t(kernel->nr) || b_offsets.size() != n)
+  const size_t mr = size_t(kernel->mr);
+  if (panels > 0) {
+    if (!kernel->run_panels || hook || !a_copy.is_none() || m != panels * mr || a_stride != mr)
+      throw py::value_error("the whole-panel form: a kernel that has one, m = panels * MR, packed panels "
+                            "(a_stride = MR), no a_copy, no hook");
+    // The packed panels the kernel reads: panel q at a_offset + q * a_panel_stride, MR * k floats each.
+    if (a_panel_stride < mr * k || a_offset + (panels - 1) * a_panel_stride + mr * k > size_t(a.size()))
+      throw py::value_error("a holds fewer floats than the packed panels the kernel reads");
+  } else if (m > mr) {
     throw py::value_error("tile larger than the kernel");
+  }
+  if (n > size_t(kernel->nr) || b_offsets.size() != n) throw py::value_error("tile larger than the kernel");
   std::vector<const float*> bptr;
   for (size_t off : b_offsets) bptr.push_back(cdata<float>(b) + off);
   py::array copy_arr = a_copy.is_none() ? py::array() : a_copy.cast<py::array>();
@@ -133,8 +144,12 @@ py::object f32_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t
   std::vector<float*> rows;
   TileRecorder rec;
   extend_epilogue(ep, mdata<float>(c), c_rows, rows, n, hook, rec, tile_i, tile_j, residual, r_offset, ldr);
-  kernel->run(m, n, k, cdata<float>(a) + a_offset, a_stride, copy, bptr.data(), b_stride, mdata<float>(c) + c_offset,
-              ldc, &ep);
+  if (panels > 0)
+    kernel->run_panels(panels, n, k, cdata<float>(a) + a_offset, a_panel_stride, bptr.data(), b_stride,
+                       mdata<float>(c) + c_offset, ldc, &ep);
+  else
+    kernel->run(m, n, k, cdata<float>(a) + a_offset, a_stride, copy, bptr.data(), b_stride, mdata<float>(c) + c_offset,
+                ldc, &ep);
   return rec.result(hook);
 }
 
@@ -256,7 +271,11 @@ void bind_f32_gemm(py::module_& m) {
         py::arg("b_stride"), py::arg("c"), py::arg("c_offset"), py::arg("ldc"), py::arg("alpha"), py::arg("beta"),
         py::arg("bias"), py::arg("relu"), py::arg("c_rows") = py::none(), py::arg("hook") = false,
         py::arg("tile_i") = 0, py::arg("tile_j") = 0, py::arg("residual") = py::none(), py::arg("r_offset") = 0,
-        py::arg("ldr") = 0);
+        py::arg("ldr") = 0, py::arg("panels") = 0, py::arg("a_panel_stride") = 0,
+        "panels > 0: that many whole panels (m = panels * MR, packed, each a_panel_stride floats of a) in one "
+        "run_panels call.");
+  m.def("f32_gemm_has_panels", [](const std::string& n) { return runnable_f32_gemm_kernel(n).run_panels != nullptr; },
+        py::arg("kernel"), "Whether a kernel (a name or an ISA level) has the whole-panel form.");
   m.def("f32_igemm_ukernel", &f32_igemm_ukernel, py::arg("kernel"), py::arg("m"), py::arg("n"), py::arg("k"),
         py::arg("ks"), py::arg("a"), py::arg("a_offset"), py::arg("x"), py::arg("b_offsets"), py::arg("zero"),
         py::arg("zero_offset"), py::arg("b_offset_bytes"), py::arg("c"), py::arg("c_offset"), py::arg("ldc"),

@@ -100,11 +100,21 @@ using F32GemmUkernel = void (*)(size_t m, size_t n, size_t k, const float* a, si
 using F32IgemmUkernel = void (*)(size_t m, size_t n, size_t k, size_t ks, const float* a, const float* const* b,
                                  const float* zero, size_t b_offset, float* c, size_t ldc, const F32Epilogue* ep);
 
+// Whole panels (optional): `panels` full panels of a packed A, panel q at a + q * a_panel_stride (A(i, p) =
+// panel[p * MR + i], i < MR), against the same n <= NR columns of B. Panel q's tile is exactly run(MR, n, k, panel
+// q, MR, nullptr, b, b_stride, c + q * MR, ldc, ep) with the epilogue's bias and residual q * MR rows further (and
+// c_rows[j] + q * MR where given): one call where a driver would make `panels`, for the short reductions whose
+// call set-up is a large part of a tile. ep->tile_hook must be null (those tiles run one call each).
+using F32GemmPanelsUkernel = void (*)(size_t panels, size_t n, size_t k, const float* a, size_t a_panel_stride,
+                                      const float* const* b, size_t b_stride, float* c, size_t ldc,
+                                      const F32Epilogue* ep);
+
 struct F32GemmKernel {
   const char* name;
   int mr, nr;
   F32GemmUkernel run;      // plain form
   F32IgemmUkernel igemm;   // indirect form (ks taps, zero row, offset)
+  F32GemmPanelsUkernel run_panels = nullptr;  // whole panels of the plain form, or null
 };
 
 // The oracle (kernels/ref/f32_gemm.cc, baseline code) for any tile size: the indirect form with explicit

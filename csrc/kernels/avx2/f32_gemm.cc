@@ -40,6 +40,7 @@ using Kernel = F32GemmTemplate<Avx2F32, 16, 6>;
 
 }  // namespace
 
-const F32GemmKernel f32_gemm_16x6__avx2 = {"f32_gemm_16x6__avx2", 16, 6, Kernel::run, Kernel::igemm};
+const F32GemmKernel f32_gemm_16x6__avx2 = {"f32_gemm_16x6__avx2", 16, 6, Kernel::run, Kernel::igemm,
+                                          Kernel::run_panels};
 
 }  // namespace nnkern

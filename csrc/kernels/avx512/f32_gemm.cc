@@ -42,6 +42,7 @@ using Kernel = F32GemmTemplate<Avx512F32, 48, 8>;
 
 }  // namespace
 
-const F32GemmKernel f32_gemm_48x8__avx512 = {"f32_gemm_48x8__avx512", 48, 8, Kernel::run, Kernel::igemm};
+const F32GemmKernel f32_gemm_48x8__avx512 = {"f32_gemm_48x8__avx512", 48, 8, Kernel::run, Kernel::igemm,
+                                            Kernel::run_panels};
 
 }  // namespace nnkern

@@ -191,10 +191,19 @@ void run_block_order(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep,
           pack_panel_rows(block + (i - ib) * kb, P.a, P.lda, i, std::min(mr, P.m - i), pc, kb, mr);
       }
     }
+    // The block's full panels in one call where the kernel has the form (and no tile hook wants each tile):
+    // a short reduction's tile spends as long in its call's set-up as in its FMAs.
+    const size_t whole = P.kernel->run_panels && !ep.tile_hook ? (ie - ib) / mr : 0;
     for (size_t j = j0; j < j1; j += nr) {
       const size_t nj = std::min(nr, P.n - j);
       const size_t b_stride = sliver_pointers(P, pc, kb, b_packed, j, nj, bptr);
-      for (size_t i = ib; i < ie; i += mr) {
+      size_t i = ib;
+      if (whole > 1) {
+        const F32Epilogue tile_ep = tile_epilogue(ep, ib, j);
+        P.kernel->run_panels(whole, nj, kb, panels, mr * kb, bptr, b_stride, P.c + j * P.ldc + ib, P.ldc, &tile_ep);
+        i += whole * mr;
+      }
+      for (; i < ie; i += mr) {
         const F32Epilogue tile_ep = tile_epilogue(ep, i, j);
         P.kernel->run(std::min(mr, P.m - i), nj, kb, panels + (i - ib) * kb, mr, nullptr, bptr, b_stride,
                       P.c + j * P.ldc + i, P.ldc, &tile_ep);
