@@ -693,10 +693,14 @@ def test_linear_bias_within_one_panel(isa, rng, relu):
 
 def test_linear_few_output_features_run_the_dot_path(isa, rng):
     """A layer with up to 16 output features keeps W's rows too: where sgemm's auto would take the dot path
-    (N <= the level's dot width, or a single row) and K >= 128 the layer runs it on them, elsewhere its packed
-    panels; both within the bound, with bias and ReLU, for single rows and batches (one with strided rows)."""
-    _, dot_mr, dot_nr = _C.f32_gemv_info(nnkern.cpu_info()["kernels"]["f32_gemv"].split("__")[1])
-    for out_f in (1, 3, dot_nr, dot_nr + 1, 16):
+    (N <= the level's limit for it, its dot width or more, or a single row) and K >= 128 the layer runs it on
+    them, elsewhere its packed panels; both within the bound, with bias and ReLU, for single rows and batches
+    (one with strided rows)."""
+    level = nnkern.cpu_info()["kernels"]["f32_gemv"].split("__")[1]
+    _, dot_mr, dot_nr = _C.f32_gemv_info(level)
+    auto_n = _C.f32_gemv_dot_auto_n(level)
+    assert auto_n >= dot_nr
+    for out_f in sorted({1, 3, dot_nr, dot_nr + 1, auto_n, auto_n + 1, 16}):
         for in_f in (64, 127, 128, 300):
             w, bias = rand(rng, out_f, in_f), rand(rng, out_f)
             layer = nnkern.Linear(w, bias, activation="relu")
@@ -705,7 +709,7 @@ def test_linear_few_output_features_run_the_dot_path(isa, rng):
                 nnkern.sgemm(np.ones((1, 1), np.float32), np.ones((1, 1), np.float32), algorithm="tiles")  # reset
                 y = layer(x)
                 ran_dot = _C.last_algorithm("sgemm") == "dot"
-                assert ran_dot == ((out_f <= dot_nr or batch == 1) and in_f >= 128), (out_f, in_f, batch)
+                assert ran_dot == ((out_f <= auto_n or batch == 1) and in_f >= 128), (out_f, in_f, batch)
                 check_within_bound(y, *linear_ref(x, w, bias, True), what=f"Linear {in_f}->{out_f} x{batch}")
 
 

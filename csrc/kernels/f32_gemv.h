@@ -55,6 +55,8 @@ struct F32GemvKernel {
   // it, and with 0, only for up to 8 rows against a B larger than L2.
   int rows_m_auto = 0;
   F32GemvRowsPanelsFn rows_panels = nullptr;  // or null: the driver runs rows once per panel
+  // Up to this many outputs (C's columns) auto takes the dot path, a measured limit (ops/gemm/gemv.cc); 0: dot_nr.
+  int dot_auto_n = 0;
 };
 
 extern const F32GemvKernel f32_gemv__scalar;      // scalar reference: the oracle and the fallback

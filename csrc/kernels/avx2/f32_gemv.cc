@@ -28,6 +28,6 @@ using GemvTraits = Avx2F32;
 }  // namespace
 
 const F32GemvKernel f32_gemv_3x4__avx2 = {"f32_gemv_3x4__avx2", gemv_rows, gemv_store, kDotMR, kDotNR,
-                                    dot_tiles, rows_m<Avx2F32>, 16, 8, gemv_rows_panels};
+                                    dot_tiles, rows_m<Avx2F32>, 16, 8, gemv_rows_panels, 8};
 
 }  // namespace nnkern

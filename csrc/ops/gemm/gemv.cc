@@ -1,7 +1,7 @@
 // FP32 skinny-GEMM driver (see ops/gemm/gemv.h and kernels/f32_gemv.h).
 //
 // Routing (row-major C[M, N] = op(A) op(B)), decided by the shape only, never by the thread count:
-//   dot  path: N <= dot_threshold and K >= kDotMinK, with A rows contiguous (trans_a == false, or M == 1,
+//   dot  path: N <= dot_threshold (the kernel's dot_auto_n) and K >= kDotMinK, with A rows contiguous (trans_a == false, or M == 1,
 //              where the strided x is copied); B^T is packed once per call (N x K, tiny) unless trans_b
 //              already stores it so.   Also M == 1 with trans_b, any N (y[j] = x . B^T[j]).
 //   rows path: M <= 3 (<= rows_mr with a rows_m kernel), trans_b == false, any other N (y = x B streaming
@@ -49,7 +49,9 @@ size_t useful_threads(double flops) {
   return std::max<size_t>(1, std::min(size_t(get_num_threads()), size_t(1) + size_t(flops / kMinFlopsPerThread)));
 }
 
-size_t dot_threshold(const F32GemvKernel& k) { return size_t(k.dot_nr); }
+// AVX2's 16-lane tile keeps 5-8 outputs in mostly empty lanes: the dot path (two passes of its 4-wide tile) ran
+// 1.1-2x faster there (docs/performance.md: "sgemm: a few outputs").
+size_t dot_threshold(const F32GemvKernel& k) { return size_t(k.dot_auto_n ? k.dot_auto_n : k.dot_nr); }
 
 F32Epilogue offset_bias(const F32Epilogue& ep, size_t j0) {
   F32Epilogue e = ep;
