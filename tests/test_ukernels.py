@@ -219,7 +219,7 @@ PANEL_FORM_LEVELS = {"avx2", "avx512"}
 
 def test_whole_panels_in_one_call(isa, rng):
     """The whole-panel form: 1-3 full panels of MR rows in one call, each panel's tile bit for bit the plain
-    kernel's on that panel with its rows of C, bias and residual (every n, k over the 8-step loop's remainders,
+    kernel's on that panel with its rows of C, bias and residual (every n, every k over two 8-step loops and one past,
     every epilogue, c_rows, panels further apart than packed); nothing else in C is written. A kernel without the
     form, a hook, m other than panels * MR, an a_copy and a short panel buffer are refused."""
     name, MR, NR = _C.f32_gemm_tile(isa)
@@ -237,16 +237,18 @@ def test_whole_panels_in_one_call(isa, rng):
         with pytest.raises(ValueError, match="whole-panel"):
             _C.f32_gemm_ukernel(name, args.pop("m"), 1, 1, buf, 0, args.pop("a_stride"), args.pop("a_copy"), buf,
                                 [0], 1, buf, 0, MR, 1.0, 0.0, None, False, panels=1, a_panel_stride=MR, **args)
-    with pytest.raises(ValueError, match="fewer floats"):  # two panels of k = 2 claimed, one and a half held
-        _C.f32_gemm_ukernel(name, 2 * MR, 1, 2, np.zeros(3 * MR, np.float32), 0, MR, None, buf, [0], 1, buf, 0, MR,
-                            1.0, 0.0, None, False, panels=2, a_panel_stride=2 * MR)
+    for stride, match in ((2 * MR, "fewer floats"), (2 ** 62, "fewer floats"), (MR, "less than one")):
+        # two panels of k = 2 claimed, one and a half held; a stride past any buffer; panels overlapping
+        with pytest.raises(ValueError, match=match):
+            _C.f32_gemm_ukernel(name, 2 * MR, 1, 2, np.zeros(3 * MR, np.float32), 0, MR, None, buf, [0], 1, buf, 0,
+                                MR, 1.0, 0.0, None, False, panels=2, a_panel_stride=stride)
     f32 = lambda *shape: rng.uniform(-1, 1, shape).astype(np.float32)  # noqa: E731
     cases = [dict(alpha=1.0, beta=0.0, bias=False, relu=False), dict(alpha=0.5, beta=0.0, bias=True, relu=True),
              dict(alpha=1.0, beta=1.0, bias=True, relu=False), dict(alpha=1.0, beta=0.0, bias=True, relu=True,
                                                                       residual=True)]
     for panels in (1, 2, 3):
         rows = panels * MR
-        for k in (0, 1, 3, 4, 7, 8, 9, 13, 16, 17):
+        for k in range(0, 2 * 8 + 2):  # every remainder of the 8-step loop, and past it
             stride = MR * k + (MR + 3) * (panels % 2)  # packed, or panels further apart
             a = f32(max(1, stride * (panels - 1) + MR * k))
             b = f32(NR * (k + 1))

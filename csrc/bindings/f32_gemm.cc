@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bindings/common.h"
+#include "core/checked.h"
 #include "ops/gemm/gemm.h"
 #include "core/kernel_family.h"
 #include "kernels/f32_gemm_list.h"
@@ -130,7 +131,10 @@ py::object f32_gemm_ukernel(const std::string& which, size_t m, size_t n, size_t
       throw py::value_error("the whole-panel form: a kernel that has one, m = panels * MR, packed panels "
                             "(a_stride = MR), no a_copy, no hook");
     // The packed panels the kernel reads: panel q at a_offset + q * a_panel_stride, MR * k floats each.
-    if (a_panel_stride < mr * k || a_offset + (panels - 1) * a_panel_stride + mr * k > size_t(a.size()))
+    const size_t panel = checked_mul(mr, k), size = size_t(a.size());
+    const size_t avail = a_offset <= size ? size - a_offset : 0;
+    if (a_panel_stride < panel) throw py::value_error("a_panel_stride is less than one packed panel");
+    if (avail < panel || (panels > 1 && (avail - panel) / std::max<size_t>(a_panel_stride, 1) < panels - 1))
       throw py::value_error("a holds fewer floats than the packed panels the kernel reads");
   } else if (m > mr) {
     throw py::value_error("tile larger than the kernel");

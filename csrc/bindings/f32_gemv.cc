@@ -30,7 +30,7 @@ void bind_f32_gemv(py::module_& m) {
   m.def("f32_gemv_dot_auto_n", [](const std::string& n) {
     const F32GemvKernel* k = f32_gemv_family().at(isa_arg(n));
     if (!k) throw py::value_error("no f32_gemv kernel for " + n);
-    return k->dot_auto_n ? k->dot_auto_n : k->dot_nr;
+    return dot_threshold(*k);
   }, py::arg("isa"), "Up to how many outputs sgemm's auto takes the dot path on that level's kernel.");
   // acc[acc_off + j] += sum_p x[x_off + p * incx] * b[b_off + p * ldb + j]
   m.def("f32_gemv_rows", [](const std::string& isa, size_t n, size_t k, const py::array& x, size_t x_off, size_t incx,

@@ -147,7 +147,8 @@ void run_panel_order(const Plan& P, size_t pc, size_t kb, const F32Epilogue& ep,
   const size_t mr = P.kernel->mr, nr = P.kernel->nr;
   const float* bptr[kMaxNR];
   // A read in place takes the first column group's time from memory (a row of the caller's matrix per k), the
-  // group's FMAs hidden under it: that group stays NR wide (7 columns as 6 + 1 ran 1.3x faster than 4 + 3).
+  // group's FMAs hidden under it: that group stays NR wide (docs/performance.md: "Linear: column groups of
+  // balanced widths").
   const bool in_place = !a_block && P.a_kind == PanelKind::col_major;
   const size_t width = in_place ? nr : column_width(j0, j1, nr);
   for (size_t i = i0; i < i1; i += mr) {

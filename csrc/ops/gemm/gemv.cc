@@ -49,10 +49,6 @@ size_t useful_threads(double flops) {
   return std::max<size_t>(1, std::min(size_t(get_num_threads()), size_t(1) + size_t(flops / kMinFlopsPerThread)));
 }
 
-// AVX2's 16-lane tile keeps 5-8 outputs in mostly empty lanes: the dot path (two passes of its 4-wide tile) ran
-// 1.1-2x faster there (docs/performance.md: "sgemm: a few outputs").
-size_t dot_threshold(const F32GemvKernel& k) { return size_t(k.dot_auto_n ? k.dot_auto_n : k.dot_nr); }
-
 F32Epilogue offset_bias(const F32Epilogue& ep, size_t j0) {
   F32Epilogue e = ep;
   if (e.bias) e.bias += j0;
@@ -109,6 +105,10 @@ const KernelFamily<F32GemvKernel>& f32_gemv_family() {
   return family;
 }
 NNKERN_REGISTER_FAMILY(f32_gemv_family)
+
+// A kernel may set dot_auto_n past its dot width where the register tile keeps that few outputs in mostly empty
+// lanes (AVX2's 16-lane tile at 5-8: docs/performance.md, "sgemm: a few outputs").
+size_t dot_threshold(const F32GemvKernel& k) { return size_t(k.dot_auto_n ? k.dot_auto_n : k.dot_nr); }
 
 bool sgemm_dot_applies(const SgemmArgs& g) { return !g.trans_a || g.M == 1; }
 

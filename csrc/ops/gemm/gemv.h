@@ -14,6 +14,8 @@ namespace nnkern {
 // The skinny paths of sgemm, entries of its algorithm table (ops/gemm/gemm.cc; routing in f32_gemv.cc):
 // "dot" (C = A Bt^T with B^T packed once; A rows contiguous) and "rows" (M <= 3, each row y = x B streaming
 // B; auto's choice for M == 1, and for M <= 3 where B's rows are a page or more apart).
+// Up to how many outputs (C's columns) auto takes the dot path on kernel k: its dot_auto_n, or its dot width.
+size_t dot_threshold(const F32GemvKernel& k);
 bool sgemm_dot_applies(const SgemmArgs& g);
 bool sgemm_dot_preferred(const SgemmArgs& g);
 size_t sgemm_dot_workspace_bytes(const SgemmArgs& g);
