@@ -21,7 +21,7 @@
 
 #define NNKERN_F32_DWCONV_LIST(X)                       \
   X(f32_dwconv_8x4__scalar, scalar)                     \
-  NNKERN_AVX2(X(f32_dwconv_16x4__avx2, avx2))           \
+  NNKERN_AVX2(X(f32_dwconv_32x3__avx2, avx2))           \
   NNKERN_AVX512(X(f32_dwconv_64x5__avx512, avx512))     \
   NNKERN_NEON(X(f32_dwconv_16x5__neon, neon))
 

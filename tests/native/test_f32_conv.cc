@@ -6,8 +6,9 @@
 // and clamp. The input, the output, the bias and the dot kernels' weights (the layer's own rows) each end right
 // before an unmapped page (testing/guard.h), every input and weight float outside the formula's reads is NaN
 // (channels past ic, past m for depthwise, the gaps between pixels and taps), and the output outside the m x n
-// tile must keep its sentinel. Each pixel's bits must not depend on the tile: a pixel run alone, and run_any on
-// run's arguments (x_pix == x_kw), give the same bits (ops/conv/block.cc relies on it).
+// tile must keep its sentinel. run takes the next pixel one kernel column on (x_pix == x_kw) and, where wf = 1,
+// also two (stride 2). Each pixel's bits must not depend on the tile: a pixel run alone, and run_any on run's
+// arguments, give the same bits (ops/conv/block.cc relies on it).
 // Built for the host and cross-built for aarch64 (ctest runs it under qemu-user per CPU model).
 #include <algorithm>
 #include <cmath>
@@ -53,14 +54,16 @@ void run_pieces(F32ConvUkernel f, F32ConvArgs a, size_t nr) {
 }
 
 // One call: kernel k (run, or run_any with pixels that are not adjacent) on m channels x n pixels.
-void check_call(const F32ConvKernel& k, bool any, size_t m, size_t n, const Shape& sh, int variant, uint32_t seed) {
+void check_call(const F32ConvKernel& k, bool any, size_t stride, size_t m, size_t n, const Shape& sh, int variant,
+                uint32_t seed) {
   const bool dw = k.depthwise, dot = k.dot;
   const size_t MR = size_t(k.mr), ic = dw ? 1 : sh.ic, kh_n = sh.kh_n, kw_n = sh.kw_n;
   // Input: pixels of C floats (channels past ic, or past m for depthwise, are NaN), a kernel column d pixels on;
-  // run: the next output pixel d pixels on too (x_pix == x_kw, which mGEMM needs); run_any: any x_pix.
+  // run: the next output pixel d pixels on too (x_pix == x_kw, which mGEMM needs) or, for stride 2, 2 d pixels on
+  // (x_pix == 2 x_kw: the depthwise tiles' shared columns); run_any: any x_pix.
   const size_t used = dw ? m : ic, C = used + 3, d = 1 + size_t(variant % 2);
-  const size_t x_kw = d * C, row = ((n - 1) * d + (kw_n ? kw_n - 1 : 0) * d + 1) * C + 5 * C;
-  const size_t x_kh = row, x_pix = any ? 2 * row + 3 * C : x_kw;
+  const size_t x_kw = d * C, row = ((n - 1) * d * stride + (kw_n ? kw_n - 1 : 0) * d + 1) * C + 5 * C;
+  const size_t x_kh = row, x_pix = any ? 2 * row + 3 * C : stride * x_kw;
   const size_t last = (n - 1) * x_pix + (kh_n ? kh_n - 1 : 0) * x_kh + (kw_n ? kw_n - 1 : 0) * x_kw + used;
   Guarded xg(last + 7);
   float* xbuf = xg.data();
@@ -133,8 +136,8 @@ void check_call(const F32ConvKernel& k, bool any, size_t m, size_t n, const Shap
   }
 
   char what[200];
-  std::snprintf(what, sizeof what, "%s %s m=%zu n=%zu kh=%zu kw=%zu ic=%zu d=%zu bias=%d clamp=%d", k.name,
-                any ? "run_any" : "run", m, n, kh_n, kw_n, ic, d, int(ep.bias != nullptr), int(ep.clamp));
+  std::snprintf(what, sizeof what, "%s %s m=%zu n=%zu kh=%zu kw=%zu ic=%zu d=%zu stride=%zu bias=%d clamp=%d", k.name,
+                any ? "run_any" : "run", m, n, kh_n, kw_n, ic, d, stride, int(ep.bias != nullptr), int(ep.clamp));
   for (size_t i = 0; i < y_len; ++i) {
     const size_t j = i / y_pix, o = i % y_pix;
     const float got = yg.data()[i];
@@ -166,14 +169,17 @@ void check_kernel(const F32ConvKernel& k) {
   const Shape shapes[] = {{1, 1, 1}, {3, 3, 4}, {2, 3, 5}, {1, 4, 3}, {3, 5, 8}, {2, 7, 9}, {1, 2, 2},
                           {3, 6, 7}, {1, 3, 11}, {0, 3, 4}, {2, 0, 5}, {2, 3, 16}};
   uint32_t seed = 1;
+  // run at stride 2 too where the kernel allows it (wf = 1; mGEMM's run needs x_pix == x_kw).
+  const size_t strides = k.wf == 1 ? 2 : 1;
   for (int any = 0; any < 2; ++any)
-    for (size_t m = 1; m <= size_t(k.mr); ++m) {
-      const size_t nr = size_t(any ? k.nr_any_for(m) : k.nr_for(m));
-      check(nr >= 1, "%s: nr(%zu) = 0", k.name, m);
-      for (size_t n = 1; n <= nr; ++n)
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si)
-          check_call(k, any, m, n, shapes[si], int(m + n + si + any) % 8, ++seed);
-    }
+    for (size_t stride = 1; stride <= (any ? 1 : strides); ++stride)
+      for (size_t m = 1; m <= size_t(k.mr); ++m) {
+        const size_t nr = size_t(any ? k.nr_any_for(m) : k.nr_for(m));
+        check(nr >= 1, "%s: nr(%zu) = 0", k.name, m);
+        for (size_t n = 1; n <= nr; ++n)
+          for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si)
+            check_call(k, any, stride, m, n, shapes[si], int(m + n + si + any) % 8, ++seed);
+      }
 }
 
 }  // namespace

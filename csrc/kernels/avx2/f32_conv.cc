@@ -5,7 +5,10 @@
 //     16x6 budget; no spills per tools/x86-loop-stats.py).
 //   mGEMM 16 x {5, 2} with wf = 3: v x nr accumulators + nr + 2 held inputs + v weight vectors: 5 + 7 + 1 and
 //     4 + 4 + 2 (6 + 8 + 1 and 6 + 5 + 2 spill).
-//   depthwise 16 x {12, 4}: v nr accumulators + v weights + v inputs <= 15 (12 + 2, 8 + 4).
+//   depthwise 32 x {12, 6, 4, 3}: v nr = 12 accumulators + 3 weights + 1 input where the tile shares columns
+//     (3x3 at stride 1 or 2), + v weights (inputs as memory operands) in the plain tile. 32 channels rather than 16:
+//     fewer pixels a tile, which keeps a batch streamed from memory nearer the memory's speed (bench/decisions.md
+//     "Conv2d: depthwise tiles share columns").
 //   dot 4 x {7, 4, 3, 3}: m nr accumulators + nr inputs + 1 weight vector <= 15: 7 + 7 + 1 .. 12 + 3 + 1.
 // One-definition rule: compiled with -mavx2 -mfma; template and traits have internal linkage.
 #include <immintrin.h>
@@ -29,13 +32,13 @@ using Direct = F32ConvTemplate<Avx2F32, 16, 1, 12, 6, 0, 0>;
 using MGemm = F32ConvTemplate<Avx2F32, 16, 3, 5, 2, 0, 0>;
 using MGemmTwin = F32ConvTemplate<Avx2F32, 16, 3, 12, 6, 0, 0, false>;  // its run_any: mgemm's order, direct's budget
 
-using Dwconv = F32DwconvTemplate<Avx2F32, 16, 12, 4, 0, 0>;
+using Dwconv = F32DwconvTemplate<Avx2F32, 32, 12, 6, 4, 3, true>;
 using DotConv = F32DotConvTemplate<Avx2F32, 4, 7, 4, 3, 3>;
 
 }  // namespace
 
 const F32ConvKernel f32_conv_dot_4x3__avx2 = DotConv::kernel("f32_conv_dot_4x3__avx2");
-const F32ConvKernel f32_dwconv_16x4__avx2 = Dwconv::kernel("f32_dwconv_16x4__avx2");
+const F32ConvKernel f32_dwconv_32x3__avx2 = Dwconv::kernel("f32_dwconv_32x3__avx2");
 // Not auto's choice: on AVX2 the indirect GEMM kernel (16x6, K unrolled by 4) is ahead of both, as the loads/MAC
 // model predicts for mGEMM with 16 registers (docs/performance.md: "Conv2d: AVX2 direct and mGEMM"). Both stay
 // selectable and tested.

@@ -33,7 +33,7 @@ using Direct = F32ConvTemplate<Avx512F32, 64, 1, 24, 12, 8, 6>;
 using MGemm = F32ConvTemplate<Avx512F32, 32, 3, 14, 8, 0, 0>;
 using MGemmTwin = F32ConvTemplate<Avx512F32, 32, 3, 24, 12, 0, 0, false>;  // its run_any: mgemm's order, direct's budget
 
-using Dwconv = F32DwconvTemplate<Avx512F32, 64, 24, 12, 8, 5>;
+using Dwconv = F32DwconvTemplate<Avx512F32, 64, 24, 12, 8, 5, false>;  // column sharing unmeasured on AVX-512
 using DotConv = F32DotConvTemplate<Avx512F32, 4, 12, 10, 7, 6>;
 
 }  // namespace
