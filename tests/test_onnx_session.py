@@ -342,10 +342,44 @@ def test_bad_inputs_are_clear_errors():
         s.run(["z"], {"x": image()})
     with pytest.raises(TypeError):
         s.run(None, [image()])
+    with pytest.raises(TypeError, match="float32"):  # the same values in the other byte order
+        s.run(None, {"x": image().astype(">f4")})
     # a size the convolutions cannot take: a clear error, no crash
     small = nnkern.onnx.InferenceSession(conv_net(size="S").SerializeToString())
     with pytest.raises(ValueError):
         small.run(None, {"x": np.zeros((1, 3, 0, 16), np.float32)})
+
+
+def test_symbolic_dimensions_tie_inputs_and_unnamed_ones_do_not():
+    def concat(dim):
+        v = [helper.make_tensor_value_info(n, TP.FLOAT, [dim, 4]) for n in ("x", "y")]
+        g = helper.make_graph([helper.make_node("Concat", ["x", "y"], ["z"], axis=0)], "g", v,
+                              [helper.make_tensor_value_info("z", TP.FLOAT, None)])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    x, y = np.ones((2, 4), np.float32), np.zeros((3, 4), np.float32)
+    named = nnkern.onnx.InferenceSession(concat("N"))
+    with pytest.raises(ValueError, match="dimension 0 \\('N'\\) is 3, but 'N' is 2"):
+        named.run(None, {"x": x, "y": y})
+    np.testing.assert_array_equal(named.run(None, {"x": x, "y": x})[0], np.ones((4, 4), np.float32))
+    unnamed = nnkern.onnx.InferenceSession(concat(None))  # unknown, not one symbol
+    np.testing.assert_array_equal(unnamed.run(None, {"x": x, "y": y})[0], np.concatenate([x, y]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.uint8, np.int8, np.uint16, np.int16,
+                                   np.uint32, np.int32, np.uint64, np.int64, np.bool_])
+def test_graph_tensors_keep_their_numpy_dtype(dtype):
+    """The binding maps NumPy dtypes to graph dtypes by kind and size, and back: every supported one round-trips."""
+    x = (np.arange(12) % 3).astype(dtype).reshape(3, 4)
+    got = nnkern._C.GraphConstant(x).numpy()
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got, x)
+
+
+@pytest.mark.parametrize("dtype", [">f4", ">i8", np.complex64, np.longdouble, "U3", object, "M8[s]",
+                                   [("a", np.float32)]])
+def test_other_numpy_dtypes_are_not_graph_tensors(dtype):
+    with pytest.raises(TypeError, match="cannot be graph tensors"):
+        nnkern._C.GraphConstant(np.zeros((2,), dtype))
 
 
 def test_sizes_that_overflow_are_refused():

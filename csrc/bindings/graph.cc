@@ -12,18 +12,47 @@ using graph::Constant;
 using graph::DType;
 using graph::TensorDesc;
 
+// The NumPy dtype of a graph dtype and back, by type and by kind and size: never through str(dtype), which NumPy
+// builds in Python (microseconds on every run of a small plan).
 py::dtype numpy_dtype(DType t) {
-  if (t == DType::boolean) return py::dtype("bool");
-  return py::dtype(graph::dtype_name(t));
+  switch (t) {
+    case DType::f32: return py::dtype::of<float>();
+    case DType::f64: return py::dtype::of<double>();
+    case DType::u8: return py::dtype::of<uint8_t>();
+    case DType::i8: return py::dtype::of<int8_t>();
+    case DType::u16: return py::dtype::of<uint16_t>();
+    case DType::i16: return py::dtype::of<int16_t>();
+    case DType::u32: return py::dtype::of<uint32_t>();
+    case DType::i32: return py::dtype::of<int32_t>();
+    case DType::u64: return py::dtype::of<uint64_t>();
+    case DType::i64: return py::dtype::of<int64_t>();
+    case DType::boolean: return py::dtype::of<bool>();
+    default: return py::dtype(graph::dtype_name(t));  // float16: no C++ type
+  }
 }
 
 DType dtype_of(const py::array& a) {
-  const std::string name = py::str(a.dtype());
-  for (int code : {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13}) {
-    const DType t = DType(code);
-    if (name == graph::dtype_name(t) || (t == DType::boolean && name == "bool")) return t;
+  const py::dtype dt = a.dtype();
+  const ssize_t size = dt.itemsize();
+  if (dt.byteorder() != '>') {  // '=' / '<' native little-endian, '|' single bytes
+    switch (dt.kind()) {
+      case 'f':
+        if (size == 2 || size == 4 || size == 8) return size == 2 ? DType::f16 : size == 4 ? DType::f32 : DType::f64;
+        break;
+      case 'u':
+        if (size == 1 || size == 2 || size == 4 || size == 8)
+          return size == 1 ? DType::u8 : size == 2 ? DType::u16 : size == 4 ? DType::u32 : DType::u64;
+        break;
+      case 'i':
+        if (size == 1 || size == 2 || size == 4 || size == 8)
+          return size == 1 ? DType::i8 : size == 2 ? DType::i16 : size == 4 ? DType::i32 : DType::i64;
+        break;
+      case 'b':
+        if (size == 1) return DType::boolean;
+        break;
+    }
   }
-  throw py::type_error("arrays of dtype " + name + " cannot be graph tensors");
+  throw py::type_error("arrays of dtype " + std::string(py::str(dt)) + " cannot be graph tensors");
 }
 
 std::vector<int64_t> shape_of(const py::array& a) { return std::vector<int64_t>(a.shape(), a.shape() + a.ndim()); }

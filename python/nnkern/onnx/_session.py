@@ -122,6 +122,9 @@ class InferenceSession:
         self._inputs = [NodeArg(i.name, i.dims, i.type) for i in self._model.inputs]
         self._outputs = [NodeArg(o.name, o.dims, o.type) for o in self._model.outputs]
         self._input_index = {i.name: k for k, i in enumerate(self._model.inputs)}
+        # Per input, what each run checks: name, dtype, the declared dims (None: any shape) and their ONNX type.
+        self._input_checks = [(i.name, np.dtype(DTYPES[i.dtype]), None if i.dims is None else tuple(i.dims), i.type)
+                              for i in self._model.inputs]
         self._output_index = {o.name: k for k, o in enumerate(self._model.outputs)}
         self._specialized: set = set()  # inputs whose values the plans depend on (shapes, axes, sizes fed as inputs)
         self._workers = None  # throughput mode's (count, ThreadPoolExecutor), started on first use
@@ -270,29 +273,29 @@ class InferenceSession:
             raise ValueError(f"unknown input {unknown[0]!r}; the model's inputs: "
                              f"{[i.name for i in self._inputs]}")
         arrays, shapes, symbols = [], [], {}
-        for info in self._model.inputs:
-            if info.name not in input_feed:
-                raise ValueError(f"input {info.name!r} is missing")
-            a = as_array(input_feed[info.name], info.name)
-            want = np.dtype(DTYPES[info.dtype])
+        for name, want, dims, onnx_type in self._input_checks:
+            if name not in input_feed:
+                raise ValueError(f"input {name!r} is missing")
+            a = as_array(input_feed[name], name)
             if a.dtype != want:
-                raise TypeError(f"input {info.name!r} must have dtype {want} ({info.type}), got {a.dtype}")
-            if info.dims is not None:
-                if a.ndim != len(info.dims):
-                    raise ValueError(f"input {info.name!r} must have rank {len(info.dims)} (shape {info.dims}), "
-                                     f"got shape {a.shape}")
-                for k, (d, n) in enumerate(zip(info.dims, a.shape)):
-                    if isinstance(d, int) and d > 0 and d != n:
-                        raise ValueError(f"input {info.name!r}: dimension {k} must be {d}, got {n} "
-                                         f"(shape {a.shape}, the model declares {info.dims})")
-                    if isinstance(d, str):
-                        if symbols.setdefault(d, n) != n:
-                            raise ValueError(f"input {info.name!r}: dimension {k} ({d!r}) is {n}, but {d!r} is "
-                                             f"{symbols[d]} in another input")
+                raise TypeError(f"input {name!r} must have dtype {want} ({onnx_type}), got {a.dtype}")
+            shape = a.shape
+            if dims is not None:
+                if len(shape) != len(dims):
+                    raise ValueError(f"input {name!r} must have rank {len(dims)} (shape {list(dims)}), "
+                                     f"got shape {shape}")
+                for k, (d, n) in enumerate(zip(dims, shape)):
+                    if isinstance(d, int):
+                        if d > 0 and d != n:
+                            raise ValueError(f"input {name!r}: dimension {k} must be {d}, got {n} "
+                                             f"(shape {shape}, the model declares {list(dims)})")
+                    elif isinstance(d, str) and symbols.setdefault(d, n) != n:
+                        raise ValueError(f"input {name!r}: dimension {k} ({d!r}) is {n}, but {d!r} is "
+                                         f"{symbols[d]} in another input")
             if a.nbytes > MAX_TENSOR_BYTES:
-                raise ValueError(f"input {info.name!r} is larger than {MAX_TENSOR_BYTES} bytes")
+                raise ValueError(f"input {name!r} is larger than {MAX_TENSOR_BYTES} bytes")
             arrays.append(c_aligned(a))  # (np.ascontiguousarray keeps a misaligned array as it is)
-            shapes.append(tuple(int(d) for d in a.shape))
+            shapes.append(shape)
         return arrays, tuple(shapes)
 
     def _plan(self, shapes: tuple, arrays, threads: int | None = None):
@@ -300,12 +303,11 @@ class InferenceSession:
         An input that turns out to feed a shape, axes or a size (GraphNeedsConstant) joins those inputs."""
         with self._lock:
             while True:
-                names = sorted(self._specialized)
+                names = sorted(self._specialized) if self._specialized else ()
                 if arrays is None and names:
                     raise _C.GraphNeedsConstant("the plan depends on input values", "", 0)
-                index = {n: k for k, n in enumerate(self._input_index)}
-                values = {n: arrays[index[n]] for n in names}
-                key = (shapes, tuple((n, values[n].tobytes()) for n in names), threads)
+                values = {n: arrays[self._input_index[n]] for n in names} if names else {}
+                key = (shapes, tuple((n, values[n].tobytes()) for n in names) if names else (), threads)
                 compiled = self._plans.get(key)
                 if compiled is not None:
                     self._plans.move_to_end(key)
