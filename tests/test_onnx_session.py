@@ -365,23 +365,6 @@ def test_symbolic_dimensions_tie_inputs_and_unnamed_ones_do_not():
     np.testing.assert_array_equal(unnamed.run(None, {"x": x, "y": y})[0], np.concatenate([x, y]))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.uint8, np.int8, np.uint16, np.int16,
-                                   np.uint32, np.int32, np.uint64, np.int64, np.bool_])
-def test_graph_tensors_keep_their_numpy_dtype(dtype):
-    """The binding maps NumPy dtypes to graph dtypes by kind and size, and back: every supported one round-trips."""
-    x = (np.arange(12) % 3).astype(dtype).reshape(3, 4)
-    got = nnkern._C.GraphConstant(x).numpy()
-    assert got.dtype == x.dtype
-    np.testing.assert_array_equal(got, x)
-
-
-@pytest.mark.parametrize("dtype", [">f4", ">i8", np.complex64, np.longdouble, "U3", object, "M8[s]",
-                                   [("a", np.float32)]])
-def test_other_numpy_dtypes_are_not_graph_tensors(dtype):
-    with pytest.raises(TypeError, match="cannot be graph tensors"):
-        nnkern._C.GraphConstant(np.zeros((2,), dtype))
-
-
 def test_sizes_that_overflow_are_refused():
     shape = numpy_helper.from_array(np.array([2 ** 40, 2 ** 40], np.int64), "shape")
     y = helper.make_tensor_value_info("y", TP.FLOAT, None)

@@ -52,7 +52,7 @@ DType dtype_of(const py::array& a) {
         break;
     }
   }
-  throw py::type_error("arrays of dtype " + std::string(py::str(dt)) + " cannot be graph tensors");
+  throw py::type_error("arrays of dtype " + std::string(py::str(py::handle(dt))) + " cannot be graph tensors");
 }
 
 std::vector<int64_t> shape_of(const py::array& a) { return std::vector<int64_t>(a.shape(), a.shape() + a.ndim()); }
