@@ -34,7 +34,10 @@ py::dtype numpy_dtype(DType t) {
 DType dtype_of(const py::array& a) {
   const py::dtype dt = a.dtype();
   const ssize_t size = dt.itemsize();
-  if (dt.byteorder() != '>') {  // '=' / '<' native little-endian, '|' single bytes
+  // NumPy's own types only (numbers below NPY_USERDEF): a registered type such as ml_dtypes' float8 may share a
+  // kind and size with an IEEE one. '=' / '<': native little-endian, '|': single bytes.
+  constexpr int kNpyUserDef = 256;
+  if (dt.num() < kNpyUserDef && dt.byteorder() != '>') {
     switch (dt.kind()) {
       case 'f':
         if (size == 2 || size == 4 || size == 8) return size == 2 ? DType::f16 : size == 4 ? DType::f32 : DType::f64;

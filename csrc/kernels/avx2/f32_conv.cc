@@ -7,8 +7,8 @@
 //     4 + 4 + 2 (6 + 8 + 1 and 6 + 5 + 2 spill).
 //   depthwise 32 x {12, 6, 4, 3}: v nr = 12 accumulators + 3 weights + 1 input where the tile shares columns
 //     (3x3 at stride 1 or 2), + v weights (inputs as memory operands) in the plain tile. 32 channels rather than 16:
-//     fewer pixels a tile, which keeps a batch streamed from memory nearer the memory's speed (bench/decisions.md
-//     "Conv2d: depthwise tiles share columns").
+//     fewer pixels a tile, which a batch read from memory runs faster with (bench/decisions.md "Conv2d: depthwise
+//     tiles share columns").
 //   dot 4 x {7, 4, 3, 3}: m nr accumulators + nr inputs + 1 weight vector <= 15: 7 + 7 + 1 .. 12 + 3 + 1.
 // One-definition rule: compiled with -mavx2 -mfma; template and traits have internal linkage.
 #include <immintrin.h>
