@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -137,10 +138,18 @@ class Pool {
   // With the call lock held and workers running: the caller and the workers claim the tasks.
   void dispatch(size_t n_tasks, const std::function<void(size_t)>& fn) {
     fn_ = &fn;
-    n_tasks_ = n_tasks;
     job_threads_.store(threads(), std::memory_order_relaxed);  // workers with id + 1 < this join
     job_isa_cap_ = thread_isa_cap();
-    next_.store(0, std::memory_order_relaxed);
+    shares_count_ = std::min(n_tasks, size_t(threads()));
+    if (shares_capacity_ < shares_count_) {  // no worker is inside a job here
+      shares_.reset(new Share[shares_count_]);
+      shares_capacity_ = shares_count_;
+    }
+    for (size_t p = 0; p < shares_count_; ++p) {
+      const Range r = split_range(n_tasks, shares_count_, p);
+      shares_[p].next.store(r.begin, std::memory_order_relaxed);
+      shares_[p].end = r.end;
+    }
     error_ = nullptr;
     // Open the next job with nobody inside; release: the fields above are seen by whoever joins.
     state_.store((seq_of(state_.load(std::memory_order_relaxed)) + 1) << kSeqShift, std::memory_order_release);
@@ -155,14 +164,23 @@ class Pool {
     if (std::exception_ptr e = std::exchange(error_, nullptr)) std::rethrow_exception(e);
   }
 
+  // Each participant first claims the tasks of its own share, in order, then those left in the others'
+  // shares. Consecutive steps of a network cut their tasks alike, so a thread mostly reads the rows it wrote
+  // in its own cache, where one shared counter would deal the tasks out at random; and claims of different
+  // threads touch different cache lines.
   void work() {
-    for (size_t t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < n_tasks_;) {
-      try {
-        (*fn_)(t);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!error_) error_ = std::current_exception();  // the first one wins
-        next_.store(n_tasks_, std::memory_order_relaxed);  // the call failed: skip what has not started
+    const size_t parts = shares_count_, self = size_t(t_slot) % parts;
+    for (size_t i = 0; i < parts; ++i) {
+      Share& share = shares_[(self + i) % parts];
+      for (size_t t; (t = share.next.fetch_add(1, std::memory_order_relaxed)) < share.end;) {
+        try {
+          (*fn_)(t);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (!error_) error_ = std::current_exception();  // the first one wins
+          for (size_t j = 0; j < parts; ++j)  // the call failed: skip what has not started
+            shares_[j].next.store(shares_[j].end, std::memory_order_relaxed);
+        }
       }
     }
   }
@@ -275,10 +293,15 @@ class Pool {
 
   std::atomic<uint64_t> state_{kClosed};  // job 0, closed: nothing to join before the first call
   const std::function<void(size_t)>* fn_ = nullptr;
-  size_t n_tasks_ = 0;
   std::atomic<int> job_threads_{0};  // the threads the current job may use, the caller's included
   int job_isa_cap_ = -1;              // the caller's thread ISA cap
-  std::atomic<size_t> next_{0};
+  // The participants' shares of the current job's tasks (shares_count_ of them): each on its own cache line.
+  struct alignas(64) Share {
+    std::atomic<size_t> next{0};
+    size_t end = 0;
+  };
+  std::unique_ptr<Share[]> shares_;
+  size_t shares_capacity_ = 0, shares_count_ = 0;
 
   std::mutex mutex_;  // for sleeping and waking, and error_
   std::condition_variable wake_, done_;

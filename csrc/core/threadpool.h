@@ -20,7 +20,9 @@ constexpr int kSpinMicros = 300;
 // set_num_threads rejects more than this: far above any core count, so a bigger value is a mistake.
 constexpr int kMaxThreads = 4096;
 
-// Runs fn(task) for task in [0, n_tasks); tasks are claimed one at a time, so uneven tasks balance.
+// Runs fn(task) for task in [0, n_tasks). Each thread taking part gets a contiguous share of the tasks (as
+// split_range cuts them) and claims them one at a time in order; a thread done with its share claims the tasks
+// left in the others', so uneven tasks balance.
 void parallel_for(size_t n_tasks, const std::function<void(size_t task)>& fn);
 
 // parallel_for with `scratch_bytes` (64-byte aligned) of scratch per thread that takes part: fn(task,

@@ -94,6 +94,56 @@ void test_every_task_once(int threads) {
   }
 }
 
+// Each thread claims its own share of the tasks first and in order, then what is left of the other shares, in
+// turn. The first task a thread runs waits until every thread has one, so each starts on its own share: the
+// threads' first tasks are the shares' first ones, and each thread's tasks are ascending runs within shares,
+// the shares visited from its own onwards.
+void test_shares(int threads) {
+  set_num_threads(threads);
+  const size_t n = 240;
+  std::mutex mu;
+  std::vector<std::vector<size_t>> ran;  // per thread, the tasks in the order it ran them
+  std::vector<std::thread::id> ids;
+  std::atomic<int> started{0};
+  parallel_for(n, [&](size_t t) {
+    bool first;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      const size_t at = size_t(std::find(ids.begin(), ids.end(), std::this_thread::get_id()) - ids.begin());
+      first = at == ids.size();
+      if (first) ids.push_back(std::this_thread::get_id()), ran.emplace_back();
+      ran[at].push_back(t);
+    }
+    if (first) {
+      started++;
+      while (started.load() < threads) std::this_thread::yield();
+    }
+  });
+  const auto share_of = [&](size_t t) {
+    for (size_t p = 0;; ++p)
+      if (t < split_range(n, size_t(threads), p).end) return p;
+  };
+  bool ok = int(ran.size()) == threads;
+  std::vector<size_t> firsts;
+  size_t total = 0;
+  for (const std::vector<size_t>& r : ran) {
+    total += r.size();
+    const size_t own = share_of(r.front());
+    firsts.push_back(r.front());
+    ok &= r.front() == split_range(n, size_t(threads), own).begin;
+    size_t visited = 0;  // how far past its own share (cyclically) the thread has gone
+    for (size_t j = 1; j < r.size(); ++j) {
+      const size_t s = share_of(r[j]), d = (s + size_t(threads) - own) % size_t(threads);
+      ok &= s == share_of(r[j - 1]) ? r[j] > r[j - 1] : d > visited;
+      visited = d;
+    }
+  }
+  std::sort(firsts.begin(), firsts.end());
+  ok &= std::unique(firsts.begin(), firsts.end()) == firsts.end();
+  check(ok && total == n, "parallel_for threads=%d: each thread starts on its own share, runs it in order, then "
+        "the others' in turn", threads);
+}
+
 void test_grid_overflow() {
   bool threw = false;
   try {
@@ -299,6 +349,7 @@ int main() {
   test_split_range();
   for (int threads : {1, 2, 3}) test_scratch(threads);
   for (int threads : {1, 2, 3, 5}) test_every_task_once(threads);
+  for (int threads : {2, 3}) test_shares(threads);
   test_grid_overflow();
   test_nested();
   test_exceptions();
