@@ -624,10 +624,10 @@ def test_transpose_nchw_nhwc(shape, dtype):
     np.testing.assert_array_equal(back, x)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.float16, np.int64])
 def test_transpose_of_matrices_with_few_rows_or_columns(dtype):
     """Batches of 2-4 x C matrices and back, C around the narrow loop's and the tiles' limits (ShuffleNet's channel
-    shuffle in NHWC is a batch of 2 x C/2 transposes)."""
+    shuffle in NHWC is a batch of 2 x C/2 transposes; 3 rows interleave 4 words at a time, each word size)."""
     for short in (2, 3, 4):
         for long_side in (1, 2, 3, 5, 15, 16, 17, 24, 48, 63, 64, 65, 96):
             x = values(np.random.default_rng(short * 100 + long_side), (7, short, long_side), dtype)

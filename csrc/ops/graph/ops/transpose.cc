@@ -136,6 +136,10 @@ void transpose_narrow(const T* x, T* y, size_t B, size_t R, size_t C) {
       T* d = y + b * R * C;
       if (few_rows && K == 2) {  // two rows interleaved (strided.h: byte rows in vector shuffles)
         interleave(s + l0, s + L + l0, d + 2 * l0, l1 - l0);
+      } else if (few_rows && K == 3) {  // three rows interleaved, and back (strided.h: vector shuffles)
+        interleave3(s + l0, s + L + l0, s + 2 * L + l0, d + 3 * l0, l1 - l0);
+      } else if (K == 3) {
+        deinterleave3(s + 3 * l0, d + l0, d + L + l0, d + 2 * L + l0, l1 - l0);
       } else if (few_rows) {  // y[l][k] = x[k][l]
         for (size_t l = l0; l < l1; ++l)
           for (size_t k = 0; k < K; ++k) d[l * K + k] = s[k * L + l];
