@@ -13,7 +13,7 @@ namespace nnkern {
 
 // A thread per this many operations of the tiles: below it the wake-up outweighs the half (docs/performance.md:
 // "qgemm: threads").
-constexpr double kQGemmMinOpsPerThread = 1e6;
+constexpr double kQGemmMinOpsPerThread = 4e5;
 
 struct QPlan {
   const QGemmKernel* kern;
