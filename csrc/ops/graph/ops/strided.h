@@ -44,8 +44,8 @@ inline void interleave(const T* a, const T* b, T* y, size_t n) {
 
 // Three rows of n words into n triples and back: y[3q + k] = row k's [q] (an image's 3 channel planes into NHWC
 // pixels), and rows[k][q] = x[3q + k]. Four triples at a time through generic vectors of 4 words (SSE2's and NEON's
-// shuffles; each direction in the form the compilers turned into the fewer moves): the compiler leaves the plain
-// loops with a stride of 3 scalar.
+// shuffles): the compiler leaves the plain loops with a stride of 3 scalar. Each direction is written in the form
+// of the two tried that ran faster (bench/decisions.md "ONNX: an image's channel planes into pixels").
 template <typename T>
 inline void interleave3(const T* a, const T* b, const T* c, T* y, size_t n) {
   typedef T V4 __attribute__((vector_size(4 * sizeof(T))));
