@@ -49,6 +49,13 @@ struct F32ActivationKernels {
   // e^x for x <= 0 (Softmax's exps): kernels/f32_exp.h's formula in a plain loop under the ISA's flags, as erf.
   F32UnaryUkernel exp_nonpos;
   const char* exp_nonpos_name;
+  // GELU's exact form (the ONNX plan's Gelu): kernels/f32_erf.h's erf in the same loop, as erf.
+  F32UnaryUkernel gelu;
+  const char* gelu_name;
+  // One contiguous row's softmax (the ONNX plan's Softmax along the last axis): kernels/f32_softmax.h's maximum,
+  // exps, fixed-order sum and scaling in plain loops under the ISA's flags; the same bits on every ISA.
+  F32UnaryUkernel softmax;
+  const char* softmax_name;
   // The convolutions' post-op pass (kernels/f32_post_ops.h): residual add and piecewise activations over rows.
   F32PostOpsUkernel post_ops;
   const char* post_ops_name;
@@ -64,6 +71,8 @@ void f32_tanh__scalar_scalef(size_t n, const float* x, float* y);
 void f32_tanh__scalar_accurate(size_t n, const float* x, float* y);
 void f32_erf__scalar(size_t n, const float* x, float* y);
 void f32_exp_nonpos__scalar(size_t n, const float* x, float* y);
+void f32_gelu__scalar(size_t n, const float* x, float* y);
+void f32_softmax__scalar(size_t n, const float* x, float* y);
 void f32_post_ops__scalar(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__scalar;
 
@@ -77,6 +86,8 @@ void f32_tanh__avx2_scalef(size_t n, const float* x, float* y);
 void f32_tanh__avx2_accurate(size_t n, const float* x, float* y);
 void f32_erf__avx2(size_t n, const float* x, float* y);
 void f32_exp_nonpos__avx2(size_t n, const float* x, float* y);
+void f32_gelu__avx2(size_t n, const float* x, float* y);
+void f32_softmax__avx2(size_t n, const float* x, float* y);
 void f32_post_ops__avx2(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__avx2;
 
@@ -89,6 +100,8 @@ void f32_tanh__avx512_scalef(size_t n, const float* x, float* y);
 void f32_tanh__avx512_accurate(size_t n, const float* x, float* y);
 void f32_erf__avx512(size_t n, const float* x, float* y);
 void f32_exp_nonpos__avx512(size_t n, const float* x, float* y);
+void f32_gelu__avx512(size_t n, const float* x, float* y);
+void f32_softmax__avx512(size_t n, const float* x, float* y);
 void f32_post_ops__avx512(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__avx512;
 
@@ -102,6 +115,8 @@ void f32_tanh__neon_scalef(size_t n, const float* x, float* y);
 void f32_tanh__neon_accurate(size_t n, const float* x, float* y);
 void f32_erf__neon(size_t n, const float* x, float* y);
 void f32_exp_nonpos__neon(size_t n, const float* x, float* y);
+void f32_gelu__neon(size_t n, const float* x, float* y);
+void f32_softmax__neon(size_t n, const float* x, float* y);
 void f32_post_ops__neon(const F32PostOpArgs& a);
 extern const F32ActivationKernels f32_activation__neon;
 

@@ -8,7 +8,8 @@
 // exact erf; erf(+-0) = +-0, erf(+-inf) = +-1, NaN -> the same NaN, odd by construction.
 //   |x| < 1:  x P(x^2), P of degree 6;
 //   |x| >= 1: 1 - e^(-a^2) Q(a) with a = min(|x|, 4) (erf(4) rounds to 1), Q ~ erfc(a) e^(a^2) of degree 11 in
-//            a - 2.5, e^y = 2^n e^r (n = round(y / ln 2), r by a two-part ln 2, e^r of degree 7), sign of x.
+//            a - 2.5, e^y = 2^n e^r (n = round(y / ln 2), r by a two-part ln 2, e^r of degree 7), sign of x;
+//            Q and e^r by Estrin's scheme (erf_estrin below).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +24,27 @@ static constexpr float kErfLarge[] = {
     0.210806355f, -0.0743473619f, 0.0249381736f, -0.00800147466f,
     0.00246609282f, -0.000733712979f, 0.000212832048f, -5.89427073e-05f,
     1.44257774e-05f, -4.00934323e-06f, 1.65884182e-06f, -3.83579874e-07f};
+
+// e^r's Taylor coefficients 1 / k!.
+static constexpr float kErfExp[] = {1.0f, 1.0f, 0.5f, 1.0f / 6.0f, 1.0f / 24.0f, 1.0f / 120.0f, 1.0f / 720.0f,
+                                    1.0f / 5040.0f};
+
+// c[0] + c[1] t + ... + c[N-1] t^(N-1) by Estrin's scheme: pairs c[2i] + c[2i+1] t, then pairs of those in t^2,
+// in t^4, ... (an odd count's last term carried up). Its chain of dependent operations is about 2 log2 N long
+// where Horner's is 2 N, so a vector loop keeps more iterations in flight. The large arm's two polynomials take
+// it; the small arm keeps Horner's, which rounds better there.
+template <int N>
+static inline __attribute__((always_inline)) float erf_estrin(const float (&c)[N], float t) {
+  if constexpr (N == 1) {
+    return c[0];
+  } else {
+    constexpr int kHalf = (N + 1) / 2;
+    float pairs[kHalf];
+    for (int i = 0; i < N / 2; ++i) pairs[i] = c[2 * i] + c[2 * i + 1] * t;
+    if constexpr (N % 2 == 1) pairs[kHalf - 1] = c[N - 1];
+    return erf_estrin(pairs, t * t);
+  }
+}
 
 static inline uint32_t erf_bits(float v) {
   uint32_t b;
@@ -45,21 +67,12 @@ static inline __attribute__((always_inline)) float erf_f32(float x) {
   const float small = a * p;
   // large: 1 - e^(-b^2) Q(b), b = min(a, 4) (NaN and Inf: 4, so the conversion to an integer below is defined)
   const float b = erf_float(ab < 0x40800000u ? ab : 0x40800000u);  // 4.0f
-  const float t = b - 2.5f;
-  float q = kErfLarge[11];
-  for (int k = 10; k >= 0; --k) q = q * t + kErfLarge[k];
+  const float q = erf_estrin(kErfLarge, b - 2.5f);
   const float y = -(b * b);  // in [-16, 0]: 2^n stays normal
   const float shifted = y * 1.44269504f + 12582912.0f;  // 1.5 * 2^23: rounds y / ln 2 to an integer n
   const float n = shifted - 12582912.0f;
   const float r = (y - n * 0.693145751953125f) - n * 1.42860677e-06f;
-  float e = 1.0f / 5040.0f;
-  e = e * r + 1.0f / 720.0f;
-  e = e * r + 1.0f / 120.0f;
-  e = e * r + 1.0f / 24.0f;
-  e = e * r + 1.0f / 6.0f;
-  e = e * r + 0.5f;
-  e = e * r + 1.0f;
-  e = e * r + 1.0f;
+  const float e = erf_estrin(kErfExp, r);
   const float scale = erf_float(uint32_t(static_cast<int32_t>(n) + 127) << 23);
   const float large = 1.0f - e * scale * q;  // in [erf(1), 1]: positive
   // Blends by masks: both sides are used whatever |x|, so GCC cannot sink either into a branch.
@@ -73,6 +86,16 @@ static inline __attribute__((always_inline)) float erf_f32(float x) {
 #define NNK_F32_ERF_KERNEL(isa)                                   \
   void f32_erf__##isa(size_t n, const float* x, float* y) {       \
     for (size_t i = 0; i < n; ++i) y[i] = erf_f32(x[i]);          \
+  }
+
+// Defines f32_gelu__<isa>: GELU's exact form 0.5 x (1 + erf(x / sqrt 2)) in one loop (the ONNX plan's Gelu and the
+// Div-Erf-Add-Mul pattern torch exports), y = x allowed. At namespace nnkern scope.
+#define NNK_F32_GELU_KERNEL(isa)                                                      \
+  void f32_gelu__##isa(size_t n, const float* x, float* y) {                          \
+    for (size_t i = 0; i < n; ++i) {                                                  \
+      const float v = x[i];                                                           \
+      y[i] = 0.5f * v * (1.0f + erf_f32(v * 0.707106781186547524f));                  \
+    }                                                                                 \
   }
 
 }  // namespace nnkern

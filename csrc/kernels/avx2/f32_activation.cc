@@ -15,6 +15,7 @@
 #include "kernels/f32_activation_coeffs.h"
 #include "kernels/f32_erf.h"
 #include "kernels/f32_exp.h"
+#include "kernels/f32_softmax.h"
 
 #define NNK_INLINE inline __attribute__((always_inline))
 

@@ -42,6 +42,7 @@
 #include "kernels/f32_activation_coeffs.h"
 #include "kernels/f32_erf.h"
 #include "kernels/f32_exp.h"
+#include "kernels/f32_softmax.h"
 
 #define NNK_INLINE inline __attribute__((always_inline))
 
@@ -163,6 +164,8 @@ void f32_tanh__neon_accurate(size_t n, const float* x, float* y) { exp_neg<true,
 
 NNK_F32_ERF_KERNEL(neon)
 NNK_F32_EXP_NONPOS_KERNEL(neon)
+NNK_F32_GELU_KERNEL(neon)
+NNK_F32_SOFTMAX_KERNEL(neon)
 NNK_F32_POST_OPS_KERNEL(neon)
 
 const F32ActivationKernels f32_activation__neon = {
@@ -177,6 +180,10 @@ const F32ActivationKernels f32_activation__neon = {
     "f32_erf__neon",
     f32_exp_nonpos__neon,
     "f32_exp_nonpos__neon",
+    f32_gelu__neon,
+    "f32_gelu__neon",
+    f32_softmax__neon,
+    "f32_softmax__neon",
     f32_post_ops__neon,
     "f32_post_ops__neon",
 };

@@ -8,6 +8,7 @@
 #include "kernels/f32_activation_coeffs.h"
 #include "kernels/f32_erf.h"
 #include "kernels/f32_exp.h"
+#include "kernels/f32_softmax.h"
 
 namespace nnkern {
 namespace {
@@ -109,6 +110,8 @@ void f32_tanh__scalar_accurate(size_t n, const float* x, float* y) { tanh_run<Ac
 
 NNK_F32_ERF_KERNEL(scalar)
 NNK_F32_EXP_NONPOS_KERNEL(scalar)
+NNK_F32_GELU_KERNEL(scalar)
+NNK_F32_SOFTMAX_KERNEL(scalar)
 NNK_F32_POST_OPS_KERNEL(scalar)
 
 const F32ActivationKernels f32_activation__scalar = {
@@ -123,6 +126,10 @@ const F32ActivationKernels f32_activation__scalar = {
     "f32_erf__scalar",
     f32_exp_nonpos__scalar,
     "f32_exp_nonpos__scalar",
+    f32_gelu__scalar,
+    "f32_gelu__scalar",
+    f32_softmax__scalar,
+    "f32_softmax__scalar",
     f32_post_ops__scalar,
     "f32_post_ops__scalar",
 };

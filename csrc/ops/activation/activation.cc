@@ -63,6 +63,9 @@ namespace {
 }), register_dispatched_op("f32_erf", [] { return std::string(f32_activation_family().dispatched().erf_name); }),
     register_dispatched_op("f32_exp_nonpos",
                            [] { return std::string(f32_activation_family().dispatched().exp_nonpos_name); }),
+    register_dispatched_op("f32_gelu", [] { return std::string(f32_activation_family().dispatched().gelu_name); }),
+    register_dispatched_op("f32_softmax",
+                           [] { return std::string(f32_activation_family().dispatched().softmax_name); }),
     true);
 }  // namespace
 

@@ -5,9 +5,9 @@
 //   LogSoftmax: y = (x - m) - log(sum e^(x - m))
 //   Hardmax:    1 at the first maximum (the first NaN if any), 0 elsewhere
 // Along the last axis each row takes one pass for the maximum, one computing and storing the exps piece by piece
-// (float32: the f32_activation kernels' exp_nonpos, vectorized per ISA; summed while the piece is in cache) and one
-// scaling; over another axis the inner positions of a tile advance
-// together. Sums in the fixed order of ops/graph/ops/reduction.h; rows split across the pool.
+// (summed while the piece is in cache) and one scaling; float32 softmax rows run all three in the f32_activation
+// kernels' softmax (kernels/f32_softmax.h, vectorized per ISA). Over another axis the inner positions of a tile
+// advance together. Sums in the fixed order of ops/graph/ops/reduction.h; rows split across the pool.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -32,7 +32,7 @@ inline bool replaces_max(T v, T best) {
 }
 
 template <Kind K, typename T>
-void row(const T* x, T* y, size_t n, F32UnaryUkernel exp_kernel) {
+void row(const T* x, T* y, size_t n, F32UnaryUkernel softmax_kernel) {
   if constexpr (K == Kind::hardmax) {
     size_t at = 0;
     for (size_t i = 1; i < n; ++i)
@@ -41,18 +41,17 @@ void row(const T* x, T* y, size_t n, F32UnaryUkernel exp_kernel) {
     y[at] = T(1);
     return;
   }
+  if constexpr (K == Kind::softmax && std::is_same_v<T, float>) {
+    softmax_kernel(n, x, y);  // the ISA's loops (kernels/f32_softmax.h): the steps below, the same bits
+    return;
+  }
   const auto same = [](T v) { return v; };
   const T m = extreme_run<true>(x, n);
   if constexpr (K == Kind::softmax) {
     Fold<SumOp<T>> f;
     for (size_t b = 0; b < n; b += kPiece) {
       const size_t len = std::min(kPiece, n - b);
-      for (size_t i = b; i < b + len; ++i) y[i] = x[i] - m;
-      if constexpr (std::is_same_v<T, float>) {
-        exp_kernel(len, y + b, y + b);  // the ISA's loop: the same bits as exp_nonpos one at a time
-      } else {
-        for (size_t i = b; i < b + len; ++i) y[i] = exp_nonpos(y[i]);
-      }
+      for (size_t i = b; i < b + len; ++i) y[i] = exp_nonpos(x[i] - m);
       f.add(reduce_piece<SumOp<T>>(y + b, len, same));
     }
     const T inv = T(1) / f.result();
@@ -149,10 +148,10 @@ std::unique_ptr<Step> make_softmax(const NodeSpec& n, const std::vector<TensorDe
           const T* x = d.in<T>(0);
           T* y = d.out<T>(0);
           if (s.n == 0) return;
-          const F32UnaryUkernel exp_kernel = f32_activation_family().dispatched().exp_nonpos;
+          const F32UnaryUkernel softmax_kernel = f32_activation_family().dispatched().softmax;
           for_axis_tiles(s, [&](size_t o, size_t j0, size_t j1) {
             const size_t off = o * s.n * s.inner;
-            if (s.inner == 1) row<K>(x + off, y + off, s.n, exp_kernel);
+            if (s.inner == 1) row<K>(x + off, y + off, s.n, softmax_kernel);
             else columns<K>(x + off, y + off, s.n, s.inner, j0, j1);
           });
         },

@@ -169,8 +169,8 @@ std::unique_ptr<Step> make_kernel_op(const NodeSpec& n, const std::vector<Tensor
                        0, "accurate");
 }
 
-// Gelu: float32's exact form (0.5 x (1 + erf(x / sqrt 2))) through the erf kernel on chunks of x / sqrt 2 kept in
-// L1, the rest (float64, the tanh form) a plain loop of the Gelu functor.
+// Gelu: float32's exact form (0.5 x (1 + erf(x / sqrt 2))) through the f32_activation kernels' gelu (the erf
+// kernel's formula in the same loop), the rest (float64, the tanh form) a plain loop of the Gelu functor.
 std::unique_ptr<Step> make_gelu(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
   if (n.in(0).dtype != DType::f32 || Gelu<float>(n).tanh_form) return make_op<Gelu, FloatTypes>(n, out, layers);
   const size_t count = n.in(0).elements();
@@ -178,17 +178,8 @@ std::unique_ptr<Step> make_gelu(const NodeSpec& n, const std::vector<TensorDesc>
       [count](const StepData& d) {
         const float* x = d.in<float>(0);
         float* y = d.out<float>(0);
-        const F32UnaryUkernel erf = f32_activation_family().dispatched().erf;
-        for_ranges(count, [&](size_t b, size_t e) {
-          constexpr size_t kChunk = 256;
-          float u[kChunk];
-          for (size_t i0 = b; i0 < e; i0 += kChunk) {
-            const size_t len = std::min(kChunk, e - i0);
-            for (size_t i = 0; i < len; ++i) u[i] = x[i0 + i] * float(kInvSqrt2);
-            erf(len, u, u);
-            for (size_t i = 0; i < len; ++i) y[i0 + i] = 0.5f * x[i0 + i] * (1.0f + u[i]);
-          }
-        });
+        const F32UnaryUkernel gelu = f32_activation_family().dispatched().gelu;
+        for_ranges(count, [&](size_t b, size_t e) { gelu(e - b, x + b, y + b); });
       },
       0, "");
 }
