@@ -391,6 +391,70 @@ def test_gelu_chain_runs_as_one_op():
         assert "Gelu" not in steps and "Erf" in steps
 
 
+def _matmul_bias_graph(bias_shape, swap=False, relu=False, b_input=False, extra_reader=False, k=24):
+    """x (2, 5, k) @ W (k, 7) + c (bias_shape), the Add's operands swapped where `swap`, then Relu where `relu`;
+    b_input: W is a graph input (the product per call, not packed); extra_reader: the product is also an output."""
+    rng = np.random.default_rng(12)
+    consts = [numpy_helper.from_array(rng.normal(0, 1, bias_shape).astype(np.float32), "c")]
+    inputs = [helper.make_tensor_value_info("x", TP.FLOAT, [2, 5, k])]
+    if b_input:
+        inputs.append(helper.make_tensor_value_info("w", TP.FLOAT, [k, 7]))
+    else:
+        consts.append(numpy_helper.from_array(rng.normal(0, 1, (k, 7)).astype(np.float32), "w"))
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]),
+             helper.make_node("Add", ["c", "p"] if swap else ["p", "c"], ["s"])]
+    nodes.append(helper.make_node("Relu" if relu else "Identity", ["s"], ["y"]))
+    outputs = [helper.make_tensor_value_info("y", TP.FLOAT, None)]
+    if extra_reader:
+        outputs.append(helper.make_tensor_value_info("p", TP.FLOAT, None))
+    graph = helper.make_graph(nodes, "matmul_bias", inputs, outputs, consts)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_matmul_bias_runs_in_the_epilogue(threads):
+    """fuse_matmul_bias: MatMul -> Add of a [1, ..., 1, N] constant is one MatMul step whose epilogue adds the bias
+    (with Relu after it, one step too), the same bits as the two ops (acc + c is the Add's own rounding), with W
+    packed or fed, K = 0 included; not fused where the bias broadcasts another way or the product is read twice."""
+    rng = np.random.default_rng(13)
+    cases = [dict(bias_shape=(7,)), dict(bias_shape=(1, 1, 7), swap=True), dict(bias_shape=(1, 7), relu=True),
+             dict(bias_shape=(7,), b_input=True), dict(bias_shape=(7,), b_input=True, relu=True),
+             dict(bias_shape=(7,), k=0)]
+    for case in cases:
+        model = _matmul_bias_graph(**case)
+        k = case.get("k", 24)
+        feeds = {"x": rng.normal(0, 1, (2, 5, k)).astype(np.float32)}
+        if case.get("b_input"):
+            feeds["w"] = rng.normal(0, 1, (k, 7)).astype(np.float32)
+        fused = nnkern.onnx.InferenceSession(model, num_threads=threads)
+        steps = [line.split()[1] for line in fused.describe().splitlines()[:-1]]
+        assert steps.count("MatMul") == 1 and "Add" not in steps and "Relu" not in steps, (case, fused.describe())
+        plain = nnkern.onnx.InferenceSession(model, num_threads=threads, optimize={"fuse_matmul_bias": False})
+        assert "Add" in [line.split()[1] for line in plain.describe().splitlines()[:-1]]
+        got, want = fused.run(None, feeds)[0], plain.run(None, feeds)[0]
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32), err_msg=str(case))
+        c = np.asarray(numpy_helper.to_array(onnx.load_from_string(model).graph.initializer[0]), np.float64)
+        exact = feeds["x"].astype(np.float64) @ (feeds["w"] if "w" in feeds else numpy_helper.to_array(
+            onnx.load_from_string(model).graph.initializer[1])).astype(np.float64) + c.reshape(-1)
+        if case.get("relu"):
+            exact = np.maximum(exact, 0)
+        np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-5 * max(k, 1))
+    for case in (dict(bias_shape=(5, 1)), dict(bias_shape=(5, 7)), dict(bias_shape=(7,), extra_reader=True)):
+        steps = [line.split()[1] for line in
+                 nnkern.onnx.InferenceSession(_matmul_bias_graph(**case)).describe().splitlines()[:-1]]
+        assert "Add" in steps, case
+
+
+def test_matmul_bias_input_is_checked():
+    """The plan's three-input MatMul refuses a bias of the wrong size or type (a hand-built graph)."""
+    from nnkern import _C
+    f32 = (1, [2, 3])
+    w = (1, [3, 4])
+    for bias, msg in (((1, [5]), "not N = 4"), ((11, [4]), "float32"), ((1, [2, 3]), "not N = 4")):
+        with pytest.raises(ValueError, match=msg):
+            _C.graph_infer("MatMul", "m", {}, [f32, w, bias], 1)
+
+
 def _inverted_residual_graph(extra_reader=False, other_addend=False):
     """MobileNet-v2's three block forms: 1x1 expansion -> depthwise 3x3 -> 1x1 projection + the input (stride 1),
     the same with stride 2 and no residual, depthwise -> projection without an expansion; ReLU6 after the first

@@ -33,8 +33,8 @@ MAX_FOLDED_BYTES = 64 << 20
 #: elementwise work between a DequantizeLinear and a QuantizeLinear (_tables) as a 256-entry table on the quantized
 #: tensor; push_transposes: the layout transposes around the NHWC ops cancelled between neighbours (and one before a
 #: DepthToSpace / SpaceToDepth read through by it); quantize_to_nhwc: an INT8 network input's QuantizeLinear and the
-#: layout Transpose after it as one pass that writes the NHWC bytes; fuse_activations: an activation after a convolution
-#: or GEMM run in its epilogue; fuse_gelu: GELU exported as Div / Erf / Add / Mul / Mul run as one Gelu op;
+#: layout Transpose after it as one pass that writes the NHWC bytes; fuse_matmul_bias: a float32 MatMul's bias Add run
+#: in the GEMM's epilogue; fuse_activations: an activation after a convolution or GEMM run in its epilogue; fuse_gelu: GELU exported as Div / Erf / Add / Mul / Mul run as one Gelu op;
 #: fuse_inverted_residual: MobileNet-v2's blocks band by band in cache; fuse_channel_shuffle: ShuffleNet's Concat,
 #: channel shuffle and halving Slices in NHWC as one pass (after push_transposes); fuse_residual_add: a shortcut's Add
 #: (and the activation after it) in the epilogue of the convolution producing one operand; fuse_quantized_residual_add:
@@ -47,7 +47,7 @@ MAX_FOLDED_BYTES = 64 << 20
 #: where the input is one contiguous block) straight into its place in the Concat's output, which then copies nothing
 #: for it.
 OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "quantize_to_nhwc",
-                 "fuse_activations", "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle",
+                 "fuse_matmul_bias", "fuse_activations", "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle",
                  "fuse_residual_add", "fuse_quantized_residual_add", "fuse_upsampling", "fuse_embedding_lstm",
                  "concat_in_place")
 #: Off unless asked for by name: fuse_quantized_residual_add (its tiles go through the buffered output stage, which
@@ -310,6 +310,8 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         _quant.sink_dequantize(net)
     if "quantize_to_nhwc" in optimize:
         _layout.quantize_to_nhwc(net)
+    if "fuse_matmul_bias" in optimize:  # before the activations: MatMul, Add, Relu is then one step
+        _fuse.fuse_matmul_bias(net)
     if "fuse_activations" in optimize:
         _fuse.fuse_activations(net)
     if "fuse_gelu" in optimize:

@@ -1,8 +1,8 @@
 """Post-op fusion: an activation that is the only reader of a convolution's output runs in the convolution's
 epilogue (Relu, Clip to [0, 6] or [0, inf), Sigmoid, x * sigmoid(x) as SiLU, HardSwish, HardSigmoid, LeakyRelu:
 the same formulas as the separate ops, so the same bits); a float32 MatMul's or Gemm's, in the GEMM's epilogue
-(Relu). And GELU as torch exports it (x / sqrt 2 -> Erf -> + 1 -> x * -> * 0.5, five elementwise passes) as one
-Gelu op (float32: the erf kernel on chunks in L1). And MobileNet-v2's inverted residual blocks as one step that
+(Relu), and the bias Add after a float32 MatMul. And GELU as torch exports it (x / sqrt 2 -> Erf -> + 1 -> x * -> *
+0.5, five elementwise passes) as one Gelu op (float32: the gelu kernel, erf in the same loop). And MobileNet-v2's inverted residual blocks as one step that
 runs band by band in cache (ops/conv/block.h), and residual Adds (with the activation after them) in the epilogue
 of the convolution that produces one operand. And ShuffleNet's Concat / channel shuffle / Slices in NHWC as one
 nnkern.ChannelShuffle pass. And a nearest upsampling read by a convolution through its indirection buffer."""
@@ -143,6 +143,33 @@ def fuse_gelu(net) -> None:
         gelu.attrs = {"approximate": ("s", "none")}
         gelu.sources = "+".join(n.sources for n in chain)
         _replace_chain(net, gelu, chain)
+        users = net.consumers()
+
+
+def fuse_matmul_bias(net) -> None:
+    """MatMul(A, B) -> Add(., c), float32, c a constant of shape [1, ..., 1, N] (N: B's columns; the product read by
+    the Add only, the Add's shape the product's) -> MatMul(A, B, c): the GEMM's epilogue adds c[j] to column j
+    (acc + c, the Add's own rounding: the same bits), the product never written and read again. torch exports
+    nn.Linear on inputs of three or more dimensions this way (a transformer's projections)."""
+    users = net.consumers()
+    for mm in list(net.nodes):
+        if mm.op != "MatMul" or len(mm.inputs) != 2 or net.values[mm.outputs[0]].dtype != 1:
+            continue
+        y = mm.outputs[0]
+        add = _only_reader(net, users, y)
+        b_shape = net.values[mm.inputs[1]].shape
+        if add is None or add.op != "Add" or len(b_shape) < 2 or net.values[add.outputs[0]].shape != net.values[y].shape:
+            continue
+        c = _other(add, y)
+        bias = net.const(c) if c else None
+        n = b_shape[-1]
+        if (bias is None or bias.dtype != np.float32 or bias.ndim == 0 or bias.shape[-1] != n
+                or bias.size != n or bias.ndim > len(net.values[y].shape)):
+            continue
+        fused = mm.copy()
+        fused.inputs, fused.outputs = list(mm.inputs) + [c], list(add.outputs)
+        fused.sources = "+".join([mm.sources, add.sources])
+        _replace_chain(net, fused, [mm, add])
         users = net.consumers()
 
 

@@ -2,8 +2,10 @@
 // (alpha op(A) op(B) + beta C). float32 runs on nnkern's FP32 GEMM: a constant B is packed once per session
 // (PackedF32Gemm, shared by the plans of every input shape) and A's batch rows go through it as one GEMM; a B known
 // only while running goes through sgemm per batch matrix. Integer and float64 products run a plain loop (exact for
-// integers). The plan's fusion pass may add `activation` ("relu") to a float32 MatMul or Gemm, and the session
-// `precision` ("medium": bf16 products summed in float32, on PackedBf16Gemm / bf16_gemm, ops/bf16/bf16.h).
+// integers). The plan's fusion pass may add `activation` ("relu") to a float32 MatMul or Gemm, a third input to a
+// float32 MatMul (a bias of N elements, the Add after it, added in the epilogue: acc + bias, the Add's one
+// rounding), and the session `precision` ("medium": bf16 products summed in float32, on PackedBf16Gemm /
+// bf16_gemm, ops/bf16/bf16.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -73,7 +75,12 @@ std::vector<TensorDesc> infer_matmul(const NodeSpec& n) {
   n.require_types({0, 1}, {DType::f32, DType::f64, DType::i32, DType::i64, DType::u32, DType::u64});
   if (n.in(0).dtype != n.in(1).dtype) n.invalid("operands of different types");
   if (n.in(0).dtype != DType::f32) activation_epilogue(n);
-  return one(n.in(0).dtype, matmul_shape(n).out);
+  const MatMulShape s = matmul_shape(n);
+  if (n.has_input(2)) {
+    if (n.in(0).dtype != DType::f32 || n.in(2).dtype != DType::f32) n.invalid("a bias needs float32 operands");
+    if (n.in(2).elements() != s.N) n.invalid("the bias has " + n.in(2).str() + ", not N = " + std::to_string(s.N) + " elements");
+  }
+  return one(n.in(0).dtype, s.out);
 }
 
 // The offsets (in matrices) of each batch's A and B within their own batch dims.
@@ -129,6 +136,13 @@ std::unique_ptr<Step> make_matmul(const NodeSpec& n, const std::vector<TensorDes
     default: break;
   }
   const F32Epilogue ep = activation_epilogue(n);
+  const bool has_bias = n.has_input(2);
+  // The epilogue of one run: the bias input's pointer where there is one.
+  const auto with_bias = [has_bias, ep](const StepData& d) {
+    F32Epilogue e = ep;
+    if (has_bias) e.bias = d.in<float>(2);
+    return e;
+  };
   const Constant* b = n.constant(1);
   const bool b_matrix = s.b.size() == 2;
   const bool bf16 = bf16_products(n);
@@ -138,8 +152,8 @@ std::unique_ptr<Step> make_matmul(const NodeSpec& n, const std::vector<TensorDes
     });
     size_t rows = M;
     for (int64_t d : s.batch) rows *= size_t(d);
-    return fn_step([packed, rows, K, N, ep](const StepData& d) {
-      packed->run(rows, Bf16Operand::matrix(d.in<float>(0), K, false), d.out<float>(0), N, ep);
+    return fn_step([packed, rows, K, N, with_bias](const StepData& d) {
+      packed->run(rows, Bf16Operand::matrix(d.in<float>(0), K, false), d.out<float>(0), N, with_bias(d));
     }, std::string("packed ") + packed->kernel_name());
   }
   if (b && b_matrix && M * K * N) {
@@ -153,22 +167,30 @@ std::unique_ptr<Step> make_matmul(const NodeSpec& n, const std::vector<TensorDes
     });
     size_t rows = M;
     for (int64_t d : s.batch) rows *= size_t(d);
-    return fn_step([packed, rows, K, N, ep](const StepData& d) { packed->run(rows, d.in<float>(0), K, d.out<float>(0), N, ep); },
-                   std::string("packed ") + packed->kernel_name());
+    return fn_step(
+        [packed, rows, K, N, with_bias](const StepData& d) {
+          packed->run(rows, d.in<float>(0), K, d.out<float>(0), N, with_bias(d));
+        },
+        std::string("packed ") + packed->kernel_name());
   }
   std::vector<size_t> ao, bo;
   batch_offsets(s, ao, bo);
   return fn_step([=](const StepData& d) {
+    const F32Epilogue e = with_bias(d);
     for (size_t i = 0; i < ao.size(); ++i) {
       float* c = d.out<float>(0) + i * M * N;
-      if (K == 0) {
-        std::fill(c, c + M * N, 0.0f);  // an empty sum; relu(0) = 0
+      if (K == 0) {  // an empty sum: the bias (or 0), clamped
+        for (size_t r = 0; r < M; ++r)
+          for (size_t j = 0; j < N; ++j) {
+            const float v = e.bias ? e.bias[j] : 0.0f;
+            c[r * N + j] = e.clamp ? std::min(std::max(v, e.clamp_min), e.clamp_max) : v;
+          }
         continue;
       }
       if (M == 0 || N == 0) continue;
       if (bf16) {
         bf16_gemm(M, N, K, Bf16Operand::matrix(d.in<float>(0) + ao[i] * M * K, K, false),
-                  Bf16Operand::matrix(d.in<float>(1) + bo[i] * K * N, N, false), c, N, ep);
+                  Bf16Operand::matrix(d.in<float>(1) + bo[i] * K * N, N, false), c, N, e);
         continue;
       }
       SgemmArgs g;
@@ -176,7 +198,7 @@ std::unique_ptr<Step> make_matmul(const NodeSpec& n, const std::vector<TensorDes
       g.a = d.in<float>(0) + ao[i] * M * K; g.lda = K;
       g.b = d.in<float>(1) + bo[i] * K * N; g.ldb = N;
       g.c = c; g.ldc = N;
-      g.ep = ep;
+      g.ep = e;
       sgemm(g);
     }
   });
