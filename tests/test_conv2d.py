@@ -203,7 +203,7 @@ def test_mgemm_applies_only_with_stride_equal_dilation_and_a_kernel(rng):
 @pytest.mark.parametrize("activation, method", [("relu", "accurate"), ("relu6", "accurate"), ("sigmoid", "accurate"),
                                                 ("silu", "accurate"), ("sigmoid", "minimax"), ("silu", "scalef"),
                                                 ("hardswish", "accurate"), ("hardsigmoid", "accurate"),
-                                                ("leaky_relu", "accurate")])
+                                                ("leaky_relu", "accurate"), ("tanh", "accurate"), ("tanh", "minimax")])
 @pytest.mark.parametrize("residual, OC", [(False, 37), (True, 37), (False, 8), (True, 8)])
 def test_fused_activation_equals_unfused(rng, algorithm, activation, method, residual, OC):
     """The activation in the epilogue or post-ops gives the separate op's bits; with a residual (a ResNet
@@ -233,10 +233,34 @@ def test_fused_activation_equals_unfused(rng, algorithm, activation, method, res
         want = np.clip(f32(0.3) * t + f32(0.4), f32(0), f32(1))
     elif activation == "leaky_relu":
         want = np.where(t < 0, t * f32(0.1), t)
+    elif activation == "tanh":
+        want = nnkern.tanh(t, method=method)
     else:
         s = nnkern.sigmoid(t, method=method)
         want = s if activation == "sigmoid" else (t * s).astype(np.float32)
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "silu", "tanh"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_indirect_kernel_activations_over_whole_pixels(rng, activation, threads):
+    """The indirect algorithm runs sigmoid / SiLU / tanh over a block's whole pixels where there are blocks enough
+    for the threads (every channel panel of the block in one task), else per panel: the separate op's bits either
+    way, with and without a residual, one group or several, channels past the last panel."""
+    nnkern.set_num_threads(threads)
+    f32 = np.float32
+    for N, H, W, IC, OC, groups in [(2, 37, 41, 6, 37, 1), (1, 33, 20, 8, 64, 2), (1, 6, 5, 6, 40, 1)]:
+        x = rand(rng, N, H, W, IC) * 4
+        w = rand(rng, OC, 3, 3, IC // groups)
+        b = rand(rng, OC)
+        plain = nnkern.Conv2d(w, b, padding=1, groups=groups, algorithm="indirect")
+        fused = nnkern.Conv2d(w, b, padding=1, groups=groups, algorithm="indirect", activation=activation)
+        t = plain(x)
+        for r in (None, rand(rng, *t.shape)):
+            s = t if r is None else t + r
+            want = {"sigmoid": lambda: nnkern.sigmoid(s), "tanh": lambda: nnkern.tanh(s),
+                    "silu": lambda: (s * nnkern.sigmoid(s)).astype(f32)}[activation]()
+            np.testing.assert_array_equal(fused(x, residual=r), want, err_msg=f"{(N, H, W, IC, OC, groups)} {r is None}")
 
 
 # Layers whose residual the GEMM adds in its tiles' epilogue, each reaching another path of the GEMM: (N, H, W, IC,

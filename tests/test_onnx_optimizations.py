@@ -121,6 +121,24 @@ def test_hard_activations_run_in_the_convolutions():
     np.testing.assert_array_equal(a[0], b[0])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tanh_runs_in_the_convolutions(threads):
+    """ESPCN's form: Conv -> Tanh (a 5x5, a depthwise 3x3, a 1x1) with the tanh kernel's "accurate" method on each
+    block of output just stored: no Tanh step left, the same bits as the separate op."""
+    g = _Graph(114)
+    x = g.node("Tanh", [g.conv("image", 3, 16, 5)])
+    x = g.node("Tanh", [g.conv(x, 16, 16, 3, group=16)])
+    g.node("Tanh", [g.conv(x, 16, 9, 1)], output="out")
+    model = g.model("tanh", [_image_input("image", 3)],
+                    [helper.make_tensor_value_info("out", TP.FLOAT, ["N", 9, "H", "W"])]).SerializeToString()
+    feeds = {"image": np.random.default_rng(9).uniform(-3, 3, (2, 3, 17, 12)).astype(np.float32)}
+    fused = nnkern.onnx.InferenceSession(model, num_threads=threads)
+    plain = nnkern.onnx.InferenceSession(model, num_threads=threads, optimize={"fuse_activations": False})
+    assert "Tanh" not in [line.split()[1] for line in fused.describe(feeds).splitlines()[:-1]], fused.describe(feeds)
+    assert [line.split()[1] for line in plain.describe(feeds).splitlines()[:-1]].count("Tanh") == 3
+    np.testing.assert_array_equal(fused.run(None, feeds)[0], plain.run(None, feeds)[0])
+
+
 def test_bad_optimize_arguments():
     model = MODELS["small_cnn"][0]().SerializeToString()
     with pytest.raises(ValueError, match="unknown optimization 'fuse_everything'"):
@@ -631,6 +649,7 @@ def _residual_graph(tail="Relu", swap=False, shortcut_conv=False, extra_reader=F
 
 @pytest.mark.parametrize("kwargs, fused_act", [(dict(), "relu"), (dict(swap=True), "relu"),
                                                (dict(tail="Clip"), "relu6"), (dict(tail="Sigmoid"), "sigmoid"),
+                                               (dict(tail="Tanh"), "tanh"),
                                                (dict(tail=None), None), (dict(shortcut_conv=True), "relu"),
                                                (dict(extra_reader=True), None)])
 @pytest.mark.parametrize("threads", [1, 2])
@@ -647,7 +666,7 @@ def test_residual_add_runs_in_the_convolution(kwargs, fused_act, threads):
         assert "Add" in steps
     else:
         assert "Add" not in steps and "+ residual" in fused.describe(feeds), fused.describe(feeds)
-        assert not {"Relu", "Clip", "Sigmoid"} & set(steps), steps
+        assert not {"Relu", "Clip", "Sigmoid", "Tanh"} & set(steps), steps
     assert "Add" in [line.split()[1] for line in plain.describe(feeds).splitlines()[:-1]]
     for got, want in zip(fused.run(None, feeds), plain.run(None, feeds)):
         np.testing.assert_array_equal(got, want, err_msg=str(kwargs))

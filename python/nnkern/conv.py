@@ -13,7 +13,7 @@ __all__ = ["Conv2d", "InvertedResidual", "conv2d"]
 
 #: The fused activations, by the number the native layer knows them by.
 ACTIVATIONS = {None: 0, "relu": 1, "relu6": 2, "sigmoid": 3, "silu": 4, "hardswish": 5, "hardsigmoid": 6,
-               "leaky_relu": 7}
+               "leaky_relu": 7, "tanh": 8}
 #: The parameters (alpha, beta) of the activations that take them, with ONNX's defaults.
 ACTIVATION_PARAMETERS = {"leaky_relu": (0.01, None), "hardsigmoid": (0.2, 0.5)}
 
@@ -79,10 +79,10 @@ class Conv2d(_convgeom.ConvGeometryProperties):
       layout: ``w.permute(0, 2, 3, 1)``, or use :meth:`from_torch`. bias: float32 (out_channels,) or None.
     stride, dilation: an int or (h, w), >= 1. padding: an int, (h, w) or (top, bottom, left, right), >= 0,
       zeros. groups: divides both channel counts (groups == in_channels: depthwise).
-    activation: None, "relu", "relu6" (clamped in the kernels' epilogue), "sigmoid" or "silu" (x * sigmoid(x)),
-      the latter two through nnkern's sigmoid kernels with ``activation_method`` ("accurate" by default, see
-      :mod:`nnkern.activations` for the bounds of "minimax" and "scalef"), "hardswish" (x * clip(x / 6 + 0.5, 0,
-      1)), "hardsigmoid" (clip(alpha x + beta, 0, 1)) or "leaky_relu" (x < 0: alpha x), the last five on each block of
+    activation: None, "relu", "relu6" (clamped in the kernels' epilogue), "sigmoid", "silu" (x * sigmoid(x)) or
+      "tanh", these three through nnkern's sigmoid / tanh kernels with ``activation_method`` ("accurate" by default,
+      see :mod:`nnkern.activations` for the bounds of "minimax" and "scalef"), "hardswish" (x * clip(x / 6 + 0.5, 0,
+      1)), "hardsigmoid" (clip(alpha x + beta, 0, 1)) or "leaky_relu" (x < 0: alpha x), the last six on each block of
       output just stored. activation_alpha, activation_beta: the parameters of the last two (ONNX's defaults:
       alpha 0.2, beta 0.5 for hardsigmoid, alpha 0.01 for leaky_relu).
     algorithm: "auto" or an entry of ``nnkern._C.algorithms("conv2d")``:
@@ -122,7 +122,7 @@ class Conv2d(_convgeom.ConvGeometryProperties):
     Accuracy: every output before the activation is a float32 sum of the bias and K = KH * KW * in_channels //
     groups products, in an order that depends on the algorithm and the ISA but never on the thread count; per
     element |y - exact| <= (2 K + 2) eps sum |x w| + 2 eps |bias|, eps = 2**-24 (sgemm's bound; the tests check
-    it against a float64 convolution). sigmoid / silu add their method's error (nnkern.activations).
+    it against a float64 convolution). sigmoid / silu / tanh add their method's error (nnkern.activations).
     "bf16" is within (K + 2) eps sum |x' w'| + 2 eps |bias| of the exact convolution of the rounded x' and w',
     and adds (2**-7 + 2**-16) sum |x w| against the float32 operands.
     Winograd's transforms reorder the sum through constants up to 8, so its bound replaces sum |x w| by the
@@ -173,7 +173,7 @@ class Conv2d(_convgeom.ConvGeometryProperties):
     activation = property(lambda self: self._activation, doc="the fused activation (None or a name of ACTIVATIONS)")
     activation_alpha = property(lambda self: self._alpha, doc="the activation's alpha, or None where it has none")
     activation_beta = property(lambda self: self._beta, doc="the activation's beta, or None where it has none")
-    activation_method = property(lambda self: self._method, doc="the sigmoid kernels' method for sigmoid / silu")
+    activation_method = property(lambda self: self._method, doc="the sigmoid / tanh kernels' method for sigmoid / silu / tanh")
     weight = property(lambda self: self._weight, doc="the weights (out, KH, KW, in // groups), read-only")
     bias = property(lambda self: self._bias, doc="the bias, read-only, or None")
     precision = property(lambda self: self._precision,

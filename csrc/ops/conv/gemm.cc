@@ -50,7 +50,8 @@ class Indirect final : public ConvAlgorithm {
     const size_t M = c.M(), tiles = (M + NR - 1) / NR, blocks = (tiles + kTilesPerTask - 1) / kTilesPerTask;
     const std::shared_ptr<const ConvIndirection> ind = L.indirection(c.s, NR);
     const F32Epilogue base_ep = L.epilogue(c, true);  // the tiles add the residual
-    parallel_for_3d(geo.groups, w.panels, blocks, [&](size_t g, size_t panel, size_t block) {
+    // The tiles of one panel (MR channels) over one block of pixels.
+    const auto tiles_of = [&](size_t g, size_t panel, size_t block) {
       const size_t i = panel * MR, mi = std::min(MR, ocg - i);
       F32Epilogue ep = base_ep;
       ep.bias = L.bias() ? L.bias() + g * ocg + i : nullptr;
@@ -64,9 +65,30 @@ class Indirect final : public ConvAlgorithm {
         k.igemm(mi, nj, icg, ks, a, reinterpret_cast<const float* const*>(ind->ptrs.data() + tile * ks * NR),
                 ind->zero.data(), b_offset, y, c.ldc, &ep);
       }
-      const size_t p0 = t0 * NR, p1 = std::min(M, t1 * NR);
-      L.post_ops(c, c.y + p0 * c.ldc + g * ocg + i, p1 - p0, mi, true);
-    });
+    };
+    const auto pixels = [&](size_t block) { return std::make_pair(block * kTilesPerTask * NR, std::min(M, (block + 1) * kTilesPerTask * NR)); };
+    // Sigmoid, SiLU and tanh run their kernels on what a task stored: with every panel of a block in one task that
+    // is the block's whole pixels (all channels: one contiguous run where there is one group), where per panel it
+    // is MR channels a pixel, short runs that cost the kernels more than the separate op's pass. Where the blocks
+    // alone give every thread a few tasks.
+    const ConvActivation act = L.activation();
+    const bool whole_pixels = (act == ConvActivation::sigmoid || act == ConvActivation::silu ||
+                               act == ConvActivation::tanh) && w.panels > 1 &&
+                              geo.groups * blocks >= 4 * size_t(get_num_threads());
+    if (whole_pixels) {
+      parallel_for_2d(geo.groups, blocks, [&](size_t g, size_t block) {
+        for (size_t panel = 0; panel < w.panels; ++panel) tiles_of(g, panel, block);
+        const auto [p0, p1] = pixels(block);
+        L.post_ops(c, c.y + p0 * c.ldc + g * ocg, p1 - p0, ocg, true);
+      });
+    } else {
+      parallel_for_3d(geo.groups, w.panels, blocks, [&](size_t g, size_t panel, size_t block) {
+        tiles_of(g, panel, block);
+        const auto [p0, p1] = pixels(block);
+        const size_t i = panel * MR;
+        L.post_ops(c, c.y + p0 * c.ldc + g * ocg + i, p1 - p0, std::min(MR, ocg - i), true);
+      });
+    }
   }
 
  private:

@@ -16,6 +16,27 @@
 namespace nnkern {
 namespace {
 
+constexpr size_t kPostChunk = 256;
+
+// fn(p, len) over rows of n floats ld apart, in place: each row whole, but short rows (a channel panel's few floats
+// a pixel) gathered into pieces of up to kPostChunk floats and put back, so that a kernel call covers hundreds of
+// elements instead of one pixel's panel.
+template <typename Fn>
+void for_row_chunks(float* y, size_t rows, size_t n, size_t ld, const Fn& fn) {
+  if (rows == 1 || n * 4 >= kPostChunk) {
+    for (size_t r = 0; r < rows; ++r) fn(y + r * ld, n);
+    return;
+  }
+  alignas(64) float buf[kPostChunk];
+  const size_t per = kPostChunk / n;
+  for (size_t r0 = 0; r0 < rows; r0 += per) {
+    const size_t r1 = std::min(rows, r0 + per);
+    for (size_t r = r0; r < r1; ++r) std::copy(y + r * ld, y + r * ld + n, buf + (r - r0) * n);
+    fn(buf, (r1 - r0) * n);
+    for (size_t r = r0; r < r1; ++r) std::copy(buf + (r - r0) * n, buf + (r - r0 + 1) * n, y + r * ld);
+  }
+}
+
 struct TableEntry {
   const char* name;
   std::unique_ptr<ConvAlgorithm> (*make)(const PackedConv2d&);
@@ -105,22 +126,19 @@ void PackedConv2d::post_ops(const ConvCall& c, float* y, size_t rows, size_t n, 
     default: break;
   }
   if (a.r || a.act != F32PostAct::none) k.post_ops(a);
-  if (post_.act != ConvActivation::sigmoid && post_.act != ConvActivation::silu) return;
-  const F32UnaryUkernel sigmoid = k.sigmoid[int(method_)];
-  constexpr size_t kChunk = 256;
-  alignas(64) float s[kChunk];
-  for (size_t r = 0; r < rows; ++r) {
-    float* row = y + r * ld;
-    if (post_.act == ConvActivation::sigmoid) {
-      sigmoid(n, row, row);
-      continue;
+  const ConvActivation act = post_.act;
+  if (act != ConvActivation::sigmoid && act != ConvActivation::silu && act != ConvActivation::tanh) return;
+  // The separate ops' kernels, elementwise: the same bits wherever an element sits in a chunk.
+  const F32UnaryUkernel f = act == ConvActivation::tanh ? k.tanh[int(method_)] : k.sigmoid[int(method_)];
+  alignas(64) float s[kPostChunk];
+  for_row_chunks(y, rows, n, ld, [&](float* p, size_t len) {
+    if (act != ConvActivation::silu) return f(len, p, p);
+    for (size_t j = 0; j < len; j += kPostChunk) {  // SiLU: x * sigmoid(x)
+      const size_t l = std::min(kPostChunk, len - j);
+      f(l, p + j, s);
+      for (size_t i = 0; i < l; ++i) p[j + i] *= s[i];
     }
-    for (size_t j = 0; j < n; j += kChunk) {  // SiLU: x * sigmoid(x)
-      const size_t len = std::min(kChunk, n - j);
-      sigmoid(len, row + j, s);
-      for (size_t i = 0; i < len; ++i) row[j + i] *= s[i];
-    }
-  }
+  });
 }
 
 std::unique_ptr<ConvTapWeights> conv_pack_taps(const PackedConv2d& L, size_t MR, bool depthwise) {

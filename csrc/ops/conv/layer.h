@@ -33,9 +33,9 @@
 namespace nnkern {
 
 enum class ConvActivation : int {
-  none = 0, relu = 1, relu6 = 2, sigmoid = 3, silu = 4, hardswish = 5, hardsigmoid = 6, leaky_relu = 7
+  none = 0, relu = 1, relu6 = 2, sigmoid = 3, silu = 4, hardswish = 5, hardsigmoid = 6, leaky_relu = 7, tanh = 8
 };
-constexpr ConvActivation kLastConvActivation = ConvActivation::leaky_relu;
+constexpr ConvActivation kLastConvActivation = ConvActivation::tanh;
 
 // The activation fused after the convolution, with its parameters: alpha of leaky_relu, alpha and beta of
 // hardsigmoid (ops/activation/pointwise.h; unused by the others).

@@ -1,5 +1,5 @@
 """Post-op fusion: an activation that is the only reader of a convolution's output runs in the convolution's
-epilogue (Relu, Clip to [0, 6] or [0, inf), Sigmoid, x * sigmoid(x) as SiLU, HardSwish, HardSigmoid, LeakyRelu:
+epilogue (Relu, Clip to [0, 6] or [0, inf), Sigmoid, x * sigmoid(x) as SiLU, Tanh, HardSwish, HardSigmoid, LeakyRelu:
 the same formulas as the separate ops, so the same bits); a float32 MatMul's or Gemm's, in the GEMM's epilogue
 (Relu), and the bias Add after a float32 MatMul. And GELU as torch exports it (x / sqrt 2 -> Erf -> + 1 -> x * -> *
 0.5, five elementwise passes) as one Gelu op (float32: the gelu kernel, erf in the same loop). And MobileNet-v2's inverted residual blocks as one step that
@@ -15,10 +15,10 @@ from ._graph import Node, constant, cpp_constant
 from ._layout import dims, slice_params
 
 #: The activations each op's epilogue runs.
-FUSABLE = {"nnkern.Conv": {"relu", "relu6", "sigmoid", "silu", "hardswish", "hardsigmoid", "leaky_relu"},
+FUSABLE = {"nnkern.Conv": {"relu", "relu6", "sigmoid", "silu", "hardswish", "hardsigmoid", "leaky_relu", "tanh"},
            "Gemm": {"relu"}, "MatMul": {"relu"}}
 #: ONNX activations fused as they are: (the epilogue's name, {the op's attribute: (the conv's attribute, default)}).
-SIMPLE = {"Relu": ("relu", {}), "Sigmoid": ("sigmoid", {}), "HardSwish": ("hardswish", {}),
+SIMPLE = {"Relu": ("relu", {}), "Sigmoid": ("sigmoid", {}), "Tanh": ("tanh", {}), "HardSwish": ("hardswish", {}),
           "HardSigmoid": ("hardsigmoid", {"alpha": ("activation_alpha", 0.2), "beta": ("activation_beta", 0.5)}),
           "LeakyRelu": ("leaky_relu", {"alpha": ("activation_alpha", 0.01)})}
 

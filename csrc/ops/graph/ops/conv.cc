@@ -3,7 +3,7 @@
 // constant (OC, KH, KW, C / group), B constant (OC) or left out, R (a residual of the output's shape, added before
 // the activation: the plan's fusion of a following Add) or left out; attributes strides, dilations, pads (top, left,
 // bottom, right as ONNX orders them), group, activation ("none", "relu", "relu6", "sigmoid", "silu", "hardswish",
-// "hardsigmoid", "leaky_relu") and its activation_alpha / activation_beta; upsample (two integer factors, default
+// "hardsigmoid", "leaky_relu", "tanh") and its activation_alpha / activation_beta; upsample (two integer factors, default
 // 1, 1: X is read as its nearest upsampling by them, through the indirect algorithm's indirection buffer, never
 // written out: the plan's fusion of a Resize before the Conv); precision ("highest" by default, "high",
 // "medium": what the layer's "auto" may pick, core/precision.h).
@@ -34,7 +34,8 @@ ConvPostOp activation_of(const NodeSpec& n) {
       {"none", ConvActivation::none},           {"relu", ConvActivation::relu},
       {"relu6", ConvActivation::relu6},         {"sigmoid", ConvActivation::sigmoid},
       {"silu", ConvActivation::silu},           {"hardswish", ConvActivation::hardswish},
-      {"hardsigmoid", ConvActivation::hardsigmoid}, {"leaky_relu", ConvActivation::leaky_relu}};
+      {"hardsigmoid", ConvActivation::hardsigmoid}, {"leaky_relu", ConvActivation::leaky_relu},
+      {"tanh", ConvActivation::tanh}};
   const std::string a = n.attr_string("activation", "none");
   for (const auto& [name, act] : kNames)
     if (a == name) return {act, n.attr_float("activation_alpha", 0.0f), n.attr_float("activation_beta", 0.0f)};
