@@ -350,6 +350,28 @@ def test_bad_inputs_are_clear_errors():
         small.run(None, {"x": np.zeros((1, 3, 0, 16), np.float32)})
 
 
+def test_nodes_are_checked_against_their_schema():
+    """A standard operator with an attribute or an input its ONNX schema lacks is refused, as onnxruntime refuses
+    it: the plan's own extensions of those ops (a MatMul's bias input, a fused activation attribute) are not for
+    models to reach. Attributes of the model's opset (Clip's min / max before opset 11) still load."""
+    w = numpy_helper.from_array(-np.ones((3, 4), np.float32), "w")
+    c = numpy_helper.from_array(np.ones(4, np.float32), "c")
+
+    def model(node, opset=17, inits=(w, c)):
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, None)], list(inits))
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+    with pytest.raises(ValueError, match="'activation' is not an attribute of MatMul"):
+        nnkern.onnx.InferenceSession(model(helper.make_node("MatMul", ["x", "w"], ["y"], activation="relu")))
+    with pytest.raises(ValueError, match="3 inputs .* MatMul .* at most 2"):
+        nnkern.onnx.InferenceSession(model(helper.make_node("MatMul", ["x", "w", "c"], ["y"])))
+    with pytest.raises(ValueError, match="'min' is not an attribute of Clip"):
+        nnkern.onnx.InferenceSession(model(helper.make_node("Clip", ["x"], ["y"], min=0.0), inits=()))
+    old_clip = nnkern.onnx.InferenceSession(model(helper.make_node("Clip", ["x"], ["y"], min=0.0), opset=6, inits=()))
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    np.testing.assert_array_equal(old_clip.run(None, {"x": x})[0], np.maximum(x, 0))
+
+
 def test_symbolic_dimensions_tie_inputs_and_unnamed_ones_do_not():
     def concat(dim):
         v = [helper.make_tensor_value_info(n, TP.FLOAT, [dim, 4]) for n in ("x", "y")]

@@ -132,6 +132,22 @@ def _constant_value(attrs: dict, where: str) -> np.ndarray:
                               f"are not)")
 
 
+def _check_schema(n: onnx.NodeProto, opset: int, where: str) -> None:
+    """A standard operator's inputs, outputs and attributes against its ONNX schema at the model's opset, as
+    onnxruntime checks them: the plan gives some ops inputs and attributes of its own (a MatMul's bias, a fused
+    activation), which a model must not carry into it."""
+    try:
+        schema = onnx.defs.get_schema(n.op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return  # not an operator at this opset: the plan reports it unsupported
+    unknown = [a.name for a in n.attribute if a.name not in schema.attributes]
+    if unknown:
+        raise ValueError(f"{where}: {unknown[0]!r} is not an attribute of {n.op_type} (opset {opset})")
+    if len(n.input) > schema.max_input or len(n.output) > schema.max_output:
+        raise ValueError(f"{where}: {len(n.input)} inputs and {len(n.output)} outputs, where {n.op_type} (opset "
+                         f"{opset}) takes at most {schema.max_input} and {schema.max_output}")
+
+
 class Model:
     """The imported graph: inputs, outputs, constants and nodes in topological order, opsets resolved."""
 
@@ -159,6 +175,8 @@ class Model:
             if n.domain not in DOMAINS:
                 raise NotImplementedError(f"{n.op_type} node {name!r}: operator domain {n.domain!r} is not supported")
             where = f"{n.op_type} node {name!r}"
+            if n.domain in ("", "ai.onnx"):
+                _check_schema(n, self.opset, where)
             attrs = {a.name: _attr(a, where) for a in n.attribute}
             if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
                 self.constants[n.output[0]] = constant(_constant_value(attrs, where))
