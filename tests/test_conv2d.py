@@ -260,7 +260,7 @@ def test_indirect_kernel_activations_over_whole_pixels(rng, activation, threads)
             s = t if r is None else t + r
             want = {"sigmoid": lambda: nnkern.sigmoid(s), "tanh": lambda: nnkern.tanh(s),
                     "silu": lambda: (s * nnkern.sigmoid(s)).astype(f32)}[activation]()
-            np.testing.assert_array_equal(fused(x, residual=r), want, err_msg=f"{(N, H, W, IC, OC, groups)} {r is None}")
+            np.testing.assert_array_equal(fused(x, residual=r), want, err_msg=str((N, H, W, IC, OC, groups, r is None)))
 
 
 # Layers whose residual the GEMM adds in its tiles' epilogue, each reaching another path of the GEMM: (N, H, W, IC,

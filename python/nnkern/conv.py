@@ -173,7 +173,8 @@ class Conv2d(_convgeom.ConvGeometryProperties):
     activation = property(lambda self: self._activation, doc="the fused activation (None or a name of ACTIVATIONS)")
     activation_alpha = property(lambda self: self._alpha, doc="the activation's alpha, or None where it has none")
     activation_beta = property(lambda self: self._beta, doc="the activation's beta, or None where it has none")
-    activation_method = property(lambda self: self._method, doc="the sigmoid / tanh kernels' method for sigmoid / silu / tanh")
+    activation_method = property(lambda self: self._method,
+                                 doc="the sigmoid / tanh kernels' method for sigmoid / silu / tanh")
     weight = property(lambda self: self._weight, doc="the weights (out, KH, KW, in // groups), read-only")
     bias = property(lambda self: self._bias, doc="the bias, read-only, or None")
     precision = property(lambda self: self._precision,

@@ -66,11 +66,13 @@ class Indirect final : public ConvAlgorithm {
                 ind->zero.data(), b_offset, y, c.ldc, &ep);
       }
     };
-    const auto pixels = [&](size_t block) { return std::make_pair(block * kTilesPerTask * NR, std::min(M, (block + 1) * kTilesPerTask * NR)); };
+    const auto pixels = [&](size_t block) {  // [p0, p1): the block's pixels
+      return std::make_pair(block * kTilesPerTask * NR, std::min(M, (block + 1) * kTilesPerTask * NR));
+    };
     // Sigmoid, SiLU and tanh run their kernels on what a task stored: with every panel of a block in one task that
     // is the block's whole pixels (all channels: one contiguous run where there is one group), where per panel it
     // is MR channels a pixel, short runs that cost the kernels more than the separate op's pass. Where the blocks
-    // alone give every thread a few tasks.
+    // alone give every thread four tasks or more.
     const ConvActivation act = L.activation();
     const bool whole_pixels = (act == ConvActivation::sigmoid || act == ConvActivation::silu ||
                                act == ConvActivation::tanh) && w.panels > 1 &&

@@ -1,11 +1,12 @@
-"""Post-op fusion: an activation that is the only reader of a convolution's output runs in the convolution's
-epilogue (Relu, Clip to [0, 6] or [0, inf), Sigmoid, x * sigmoid(x) as SiLU, Tanh, HardSwish, HardSigmoid, LeakyRelu:
-the same formulas as the separate ops, so the same bits); a float32 MatMul's or Gemm's, in the GEMM's epilogue
-(Relu), and the bias Add after a float32 MatMul. And GELU as torch exports it (x / sqrt 2 -> Erf -> + 1 -> x * -> *
-0.5, five elementwise passes) as one Gelu op (float32: the gelu kernel, erf in the same loop). And MobileNet-v2's inverted residual blocks as one step that
-runs band by band in cache (ops/conv/block.h), and residual Adds (with the activation after them) in the epilogue
-of the convolution that produces one operand. And ShuffleNet's Concat / channel shuffle / Slices in NHWC as one
-nnkern.ChannelShuffle pass. And a nearest upsampling read by a convolution through its indirection buffer."""
+"""Post-op fusion: an activation that is the only reader of a convolution's output runs in the convolution's epilogue
+(Relu, Clip to [0, 6] or [0, inf), Sigmoid, x * sigmoid(x) as SiLU, Tanh, HardSwish, HardSigmoid, LeakyRelu: the
+same formulas as the separate ops, so the same bits); a float32 MatMul's or Gemm's, in the GEMM's epilogue (Relu),
+and the bias Add after a float32 MatMul. And GELU as torch exports it (x / sqrt 2 -> Erf -> + 1 -> x * -> * 0.5,
+five elementwise passes) as one Gelu op (float32: the gelu kernel, erf in the same loop). And MobileNet-v2's
+inverted residual blocks as one step that runs band by band in cache (ops/conv/block.h), and residual Adds (with the
+activation after them) in the epilogue of the convolution that produces one operand. And ShuffleNet's Concat /
+channel shuffle / Slices in NHWC as one nnkern.ChannelShuffle pass. And a nearest upsampling read by a convolution
+through its indirection buffer."""
 from __future__ import annotations
 
 import numpy as np
@@ -158,7 +159,8 @@ def fuse_matmul_bias(net) -> None:
         y = mm.outputs[0]
         add = _only_reader(net, users, y)
         b_shape = net.values[mm.inputs[1]].shape
-        if add is None or add.op != "Add" or len(b_shape) < 2 or net.values[add.outputs[0]].shape != net.values[y].shape:
+        if (add is None or add.op != "Add" or len(b_shape) < 2
+                or net.values[add.outputs[0]].shape != net.values[y].shape):
             continue
         c = _other(add, y)
         bias = net.const(c) if c else None

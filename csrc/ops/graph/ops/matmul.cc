@@ -78,7 +78,8 @@ std::vector<TensorDesc> infer_matmul(const NodeSpec& n) {
   const MatMulShape s = matmul_shape(n);
   if (n.has_input(2)) {
     if (n.in(0).dtype != DType::f32 || n.in(2).dtype != DType::f32) n.invalid("a bias needs float32 operands");
-    if (n.in(2).elements() != s.N) n.invalid("the bias has " + n.in(2).str() + ", not N = " + std::to_string(s.N) + " elements");
+    if (n.in(2).elements() != s.N)
+      n.invalid("the bias has " + n.in(2).str() + ", not N = " + std::to_string(s.N) + " elements");
   }
   return one(n.in(0).dtype, s.out);
 }
