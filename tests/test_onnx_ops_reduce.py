@@ -271,9 +271,12 @@ def test_softmax_exp_accuracy():
 def test_softmax_same_bits_on_every_isa():
     """Softmax along the last axis runs its exps through the f32_activation kernels' exp_nonpos (kernels/f32_exp.h,
     vectorized per ISA): the same bits on every ISA this CPU has, rows of every length around the vector widths,
-    with NaN / Inf / huge values, and the exps within the 4-ulp test above on each."""
+    with NaN / Inf / huge values, and the exps within the 4-ulp test above on each. A row past 128 pieces of 4096
+    (the fixed order's group fold, kernels/fixed_order_sum.h) is within that order's rounding of float64's."""
     rng = np.random.default_rng(11)
-    rows = [rng.normal(0, 8, n).astype(np.float32) for n in list(range(1, 40)) + [63, 64, 65, 127, 128, 129, 4097]]
+    long_n = 2 * 64 * 4096 + 4101  # two group folds
+    rows = [rng.normal(0, 8, n).astype(np.float32)
+            for n in list(range(1, 40)) + [63, 64, 65, 127, 128, 129, 4097, long_n]]
     rows[5][2] = np.nan
     rows[20][3] = np.inf
     rows[21][:] = -np.inf
@@ -292,6 +295,12 @@ def test_softmax_same_bits_on_every_isa():
     e = np.exp(-d.astype(np.float64))
     np.testing.assert_allclose(outs["scalar"][-1], np.stack([1 / (1 + e), e / (1 + e)], axis=1), rtol=4 * 2.0**-23,
                                atol=1.2e-38)
+    x = rows[-1].astype(np.float64)
+    exact = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+    # each exp 1 ulp, the sum (4096 / 16 adds a lane, 4 pairwise, 64 a group, the groups) and the scaling
+    bound = (4096 // 16 + 4 + 64 + 3 + 4) * 2.0**-24
+    assert len(rows[-1]) == long_n
+    np.testing.assert_allclose(outs["scalar"][-2][0], exact, rtol=bound, atol=0)
 
 
 def test_exp_nonpos_kernel_every_isa():

@@ -180,12 +180,9 @@ std::unique_ptr<Step> make_matmul(const NodeSpec& n, const std::vector<TensorDes
     const F32Epilogue e = with_bias(d);
     for (size_t i = 0; i < ao.size(); ++i) {
       float* c = d.out<float>(0) + i * M * N;
-      if (K == 0) {  // an empty sum: the bias (or 0), clamped
+      if (K == 0) {  // an empty sum through the kernels' epilogue: the bias (or 0), clamped
         for (size_t r = 0; r < M; ++r)
-          for (size_t j = 0; j < N; ++j) {
-            const float v = e.bias ? e.bias[j] : 0.0f;
-            c[r * N + j] = e.clamp ? std::min(std::max(v, e.clamp_min), e.clamp_max) : v;
-          }
+          for (size_t j = 0; j < N; ++j) c[r * N + j] = f32_epilogue_scalar(0.0f, nullptr, j, e);
         continue;
       }
       if (M == 0 || N == 0) continue;

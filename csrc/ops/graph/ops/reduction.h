@@ -18,13 +18,14 @@
 #include <vector>
 
 #include "core/threadpool.h"
+#include "kernels/fixed_order_sum.h"
 #include "ops/graph/ops/elementwise.h"
 
 namespace nnkern::graph {
 
-constexpr size_t kLanes = 16;
-constexpr size_t kPiece = 4096;
-constexpr size_t kGroup = 64;
+constexpr size_t kLanes = kSumLanes;  // kernels/fixed_order_sum.h: shared with the kernels that sum the same way
+constexpr size_t kPiece = kSumPiece;
+constexpr size_t kGroup = kSumGroup;
 // Kept positions reduced together in column loops (stack arrays of this many accumulators).
 constexpr size_t kTile = 1024;
 
