@@ -72,6 +72,7 @@ class Depthwise final : public QConvAlgorithm {
         const size_t p0 = (n * OH + oh) * OW;
         k.run(OC, OW, ks, ind->ptrs.data() + p0 * ks, ind->zero.data(), b_offset, w.w.data(), w.cpad, out.at(p0, 0),
               out.ldc(), &ep);
+        out.stored(p0, OW, 0, OC);
       });
       return;
     }

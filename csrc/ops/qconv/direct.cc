@@ -140,6 +140,7 @@ class Direct final : public QConvAlgorithm {
       const size_t p0 = (n * OH + oh) * OW;
       if (in_place) {
         k.run(m, OW, xr, x_pixel, x_kh, x_kw, geo.KH, geo.KW, icp, wb, out.at(p0, b * B), out.ldc(), &ep);
+        out.stored(p0, OW, b * B, m);
         return;
       }
       alignas(64) uint8_t buf[kQConvTileBytes];

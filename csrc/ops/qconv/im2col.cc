@@ -46,6 +46,12 @@ void commit_tile(void* ctx, const QTile& t) {
   h.out->commit(p0 / h.NR, p0, t.n, h.c_base + t.i0, t.m, t.c, t.ldc);
 }
 
+// In place: a task's stored block (channels [i0, i1) x rows [j0, j1) of the plan) to the stage.
+void stored_block(void* ctx, size_t i0, size_t i1, size_t j0, size_t j1) {
+  const HookCtx& h = *static_cast<const HookCtx*>(ctx);
+  h.out->stored(h.p_base + j0, j1 - j0, h.c_base + i0, i1 - i0);
+}
+
 class Im2col final : public QConvAlgorithm {
  public:
   explicit Im2col(const PackedQConv2d& layer) : QConvAlgorithm("im2col", layer) {}
@@ -108,6 +114,9 @@ class Im2col final : public QConvAlgorithm {
         if (!out.in_place()) {
           P.hook = &commit_tile;
           P.hook_ctx = &hook;
+        } else {
+          P.stored = &stored_block;
+          P.stored_ctx = &hook;
         }
         qgemm_execute(P);
       }

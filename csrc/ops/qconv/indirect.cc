@@ -64,10 +64,16 @@ class Indirect final : public QConvAlgorithm {
     const size_t buf_bytes = out.in_place() ? 0 : size_t(k.mr) * size_t(k.nr) * out.tile_elem() * kTilesPerTask;
     parallel_for_3d(geo.groups, qgemm_ceil_div(w.panels, chunk), blocks, [&](size_t g, size_t ch, size_t block) {
       AlignedBuffer<uint8_t> buf(buf_bytes ? buf_bytes + kQConvTileSlack : 0);
-      for (size_t panel = ch * chunk; panel < std::min(w.panels, (ch + 1) * chunk); ++panel)
-        run_panel(c, k, in, w, *ind, out, ep0, g, panel, block * kTilesPerTask,
-                  std::min(tiles, (block + 1) * kTilesPerTask), buf.data());
+      const size_t p0 = block * kTilesPerTask, p1 = std::min(tiles, (block + 1) * kTilesPerTask);
+      const size_t panel0 = ch * chunk, panel1 = std::min(w.panels, (ch + 1) * chunk);
+      for (size_t panel = panel0; panel < panel1; ++panel)
+        run_panel(c, k, in, w, *ind, out, ep0, g, panel, p0, p1, buf.data());
       if (k.finish) k.finish();
+      if (out.in_place()) {
+        const size_t MR = size_t(k.mr), c0 = panel0 * MR, px0 = p0 * size_t(k.nr);
+        out.stored(px0, std::min(c.M(), p1 * size_t(k.nr)) - px0, g * geo.ocg() + c0,
+                   std::min(geo.ocg(), panel1 * MR) - c0);
+      }
     });
   }
 

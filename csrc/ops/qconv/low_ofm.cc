@@ -194,6 +194,7 @@ class LowOfm final : public QConvAlgorithm {
         point_rows(0);
         a.c = a.plane ? out.planar_at((n * OH + oh) * OW, 0) : out.at((n * OH + oh) * OW, 0);
         k.run(a);
+        if (!a.plane) out.stored((n * OH + oh) * OW, OW, 0, OC);
         return;
       }
       alignas(64) uint8_t buf[kQConvTileBytes];

@@ -7,6 +7,9 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "core/kernel_family.h"
+#include "kernels/quantize_list.h"
+
 namespace nnkern {
 namespace {
 
@@ -175,6 +178,25 @@ QConvRequant pre_activation() {  // float32 t = fma(acc, factor, offset), no ReL
 
 QConvNhwcStage::QConvNhwcStage(const QConvRequant& r, void* c, size_t ldc, size_t channel) : QConvStage(r) {
   set_in_place(static_cast<uint8_t*>(c) + channel * qout_elem_size(r.out), ldc);
+}
+
+void QConvNhwcStage::commit(size_t, size_t p0, size_t n, size_t c0, size_t m, const void* tile, size_t ld) {
+  const size_t esz = tile_elem();
+  for (size_t j = 0; j < n; ++j) std::memcpy(at(p0 + j, c0), static_cast<const uint8_t*>(tile) + j * ld * esz, m * esz);
+  stored(p0, n, c0, m);
+}
+
+QConvTableStage::QConvTableStage(const QConvRequant& r, void* c, size_t ldc, const uint8_t* table)
+    : QConvNhwcStage(r, c, ldc), table_(table), lookup_(quantize_family().dispatched().lookup) {
+  if (r.out != QOut::u8 && r.out != QOut::s8) throw std::invalid_argument("QConvTableStage: an 8-bit output only");
+}
+
+void QConvTableStage::stored(size_t p0, size_t n, size_t c0, size_t m) const {
+  if (m == ldc()) {  // whole pixels: one run
+    lookup_(table_, at(p0, 0), at(p0, 0), n * m);
+    return;
+  }
+  for (size_t p = p0; p < p0 + n; ++p) lookup_(table_, at(p, c0), at(p, c0), m);
 }
 
 QConvPlanarStage::QConvPlanarStage(const QConvRequant& r, void* c, size_t OC, size_t OH, size_t OW)

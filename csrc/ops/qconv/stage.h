@@ -2,6 +2,8 @@
 // of them. Two ways in:
 //   in place  the kernels' epilogue stores the NHWC output itself: tile element (pixel p, channel c) at
 //             at(p, c), ldc() elements between pixels (a channel slice of a wider buffer, e.g. a concatenation);
+//             after each task's block the algorithm calls stored(), where a stage may map the values in place
+//             while they are in cache (a table);
 //   buffered  the algorithm stores each tile into a small cache-resident buffer and commits it here, where it is
 //             rearranged (planar output), finished (a residual added, then requantized), reduced (global
 //             average pooling) or scattered (pixel shuffle).
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/lookup.h"
 #include "kernels/qbinary.h"
 #include "kernels/qgemm.h"
 #include "ops/qgemm/qgemm.h"
@@ -61,6 +64,9 @@ class QConvStage {
   // Pooling reduces per image: the layer runs it one image at a time and calls finish_image after each.
   virtual bool per_image() const { return false; }
   virtual void finish_image(size_t n) {}
+  // In place: the kernels have stored pixels [p0, p0 + n) x channels [c0, c0 + m) (one task's block, all of it
+  // final). Tasks call it concurrently for distinct blocks.
+  virtual void stored(size_t p0, size_t n, size_t c0, size_t m) const {}
 
  protected:
   void set_in_place(void* base, size_t ldc) {
@@ -82,10 +88,25 @@ class QConvStage {
 };
 
 // NHWC output, in place: pixel p's OC channels at c + p * ldc (ldc >= OC; the channels from `channel` on when
-// the output is a slice of a concatenation).
-class QConvNhwcStage final : public QConvStage {
+// the output is a slice of a concatenation). An algorithm that stores only whole pixels (low_ofm) buffers its tiles
+// where ldc > OC: commit copies them into place, then calls stored().
+class QConvNhwcStage : public QConvStage {
  public:
   QConvNhwcStage(const QConvRequant& r, void* c, size_t ldc, size_t channel = 0);
+  void commit(size_t slot, size_t p0, size_t n, size_t c0, size_t m, const void* tile, size_t ld) override;
+};
+
+// NHWC output, each stored block then mapped through a table of 256 bytes: y = table[y] (an nnkern.Lookup after the
+// convolution, the ONNX plan's fuse_conv_lookup: its bits, without a pass over the output of its own). The table is
+// indexed by the 8-bit output's bits as uint8 (int8's -128 .. -1 are 128 .. 255).
+class QConvTableStage final : public QConvNhwcStage {
+ public:
+  QConvTableStage(const QConvRequant& r, void* c, size_t ldc, const uint8_t* table);
+  void stored(size_t p0, size_t n, size_t c0, size_t m) const override;
+
+ private:
+  const uint8_t* table_;
+  LookupFn lookup_;
 };
 
 // Planar output (N x OC x OH x OW): from buffered tiles, or in place by a kernel that stores channel-major rows.

@@ -304,7 +304,9 @@ void qgemm_execute(const QPlan& P) {
   const TaskScratch ts = task_scratch(P, o, std::min(nc, P.M));
   parallel_for_scratch(tm * tn, ts.bytes, [&](size_t t, void* scratch) {
     const size_t bi = t % tm, bj = t / tm;
-    run_task(P, o, bi * mc, std::min(P.N, (bi + 1) * mc), bj * nc, std::min(P.M, (bj + 1) * nc), ts, scratch);
+    const size_t i0 = bi * mc, i1 = std::min(P.N, (bi + 1) * mc), j0 = bj * nc, j1 = std::min(P.M, (bj + 1) * nc);
+    run_task(P, o, i0, i1, j0, j1, ts, scratch);
+    if (P.stored && !P.hook) P.stored(P.stored_ctx, i0, i1, j0, j1);
   });
 }
 

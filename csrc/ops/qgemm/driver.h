@@ -51,6 +51,10 @@ struct QPlan {
   // handed to hook (kernels/qgemm.h QTileHook; i0 / j0: the tile's channel and row in this plan): fused stages.
   QTileHook hook;
   void* hook_ctx;
+  // If not null (and hook null): called when a task has stored its block, channels [i0, i1) x rows [j0, j1) at c,
+  // while it is in the task's cache (a convolution's output stage: ops/qconv/stage.h QConvStage::stored).
+  void (*stored)(void* ctx, size_t i0, size_t i1, size_t j0, size_t j1);
+  void* stored_ctx;
 };
 
 // Runs the plan: tasks of (channels x rows) over the thread pool (ops/gemm/tasks.h).

@@ -293,6 +293,29 @@ def fuse_quantized_residual_add(net) -> None:
         users = net.consumers()
 
 
+def fuse_conv_lookup(net) -> None:
+    """An nnkern.Lookup (quantized_lookup's table: HardSwish, sigmoid, ... on the quantized tensor) that is the only
+    reader of an INT8 convolution's 8-bit output: the convolution maps each block it stores through the table while
+    the block is in cache (input 16 of nnkern.QConv), the bits of the two steps without the Lookup's pass over the
+    tensor."""
+    users = net.consumers()
+    for conv in list(net.nodes):
+        if conv.op != "nnkern.QConv" or len(conv.inputs) > 9 or conv.outputs[0] in net.outputs:
+            continue
+        y = conv.outputs[0]
+        lookup = _only_reader(net, users, y)
+        if lookup is None or lookup.op != "nnkern.Lookup" or lookup.inputs[0] != y:
+            continue
+        table = lookup.inputs[1]
+        if net.const(table) is None or net.values[table].dtype != net.values[y].dtype:
+            continue
+        conv.inputs = (conv.inputs + [""] * 16)[:16] + [table]
+        conv.outputs = list(lookup.outputs)
+        conv.sources = "+".join([conv.sources, lookup.sources])
+        _replace_chain(net, conv, [conv, lookup])
+        users = net.consumers()
+
+
 def fuse_channel_shuffle(net) -> None:
     """ShuffleNet's unit boundary in NHWC (after push_transposes): Concat(a, b) along the last axis, the channel
     shuffle of two groups (Reshape to (..., 2, c), Transpose of the last two axes, Reshape back), and the two Slices

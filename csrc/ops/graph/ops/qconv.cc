@@ -7,15 +7,19 @@
 // activation ("none" / "relu") and output: "" (uint8 / int8 as y_zero_point's type), "int32" (the exact sums,
 // ConvInteger), "float32" (dequantized: a QDQ Conv whose output stays float); clip_min / clip_max (real units: a Clip
 // folded in); tune (1: the algorithm is the fastest of the applicable ones timed when the step is made, instead of
-// auto's rule). B may also be float32 in real units (a QDQ Conv whose bias is a float constant).
+// auto's rule); algorithm (one of the layer's applicable algorithms by name, instead of auto's rule or tune). B may
+// also be float32 in real units (a QDQ Conv whose bias is a float constant).
 // A QLinearAdd after it (fuse_quantized_residual_add): inputs 9-15 are the other operand R (NHWC, the output's
 // shape and type), then the add's A_scale, A_zero_point (the convolution's operand), B_scale, B_zero_point (R's),
 // C_scale, C_zero_point, attribute add_activation ("none" / "relu"): the output is QLinearAdd(y, R), each tile
 // added as it is stored (ops/qconv/stage.h QConvAddStage), the bits of the two steps.
+// An nnkern.Lookup after it (fuse_conv_lookup): input 16, its constant table of 256 entries of the output's type,
+// applied to each block the convolution stores (ops/qconv/stage.h QConvTableStage), the bits of the two steps.
 // Rounding: y = rint(clamp(fma(acc, x_scale * w_scale / y_scale, B * factor + y_zero_point))) in float32 (ties to
 // even); onnxruntime adds B to the int32 sum and y_zero_point after rounding, so the two differ by one step where
 // the value lies within float32 rounding of a half.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -169,6 +173,19 @@ constexpr size_t kAddInput = 9;  // R, then the QLinearAdd's six scales and zero
 
 bool has_add(const NodeSpec& n) { return n.has_input(kAddInput); }
 
+constexpr size_t kTableInput = 16;  // a fused nnkern.Lookup's table
+
+bool has_table(const NodeSpec& n) { return n.has_input(kTableInput); }
+
+// The fused table, indexed by the output's bits as uint8 (as nnkern.Lookup indexes it).
+std::array<uint8_t, 256> output_table(const NodeSpec& n) {
+  const Constant& c = n.need_constant(kTableInput, "table");
+  const bool s8 = c.desc.dtype == DType::i8;
+  std::array<uint8_t, 256> t;
+  for (size_t b = 0; b < 256; ++b) t[b] = c.as<uint8_t>()[s8 ? (b + 128) & 255 : b];
+  return t;
+}
+
 // A fused QLinearAdd's parameters as its own step reads them, the convolution's output as operand a.
 QBinaryParams add_params(const StepData& d, bool is_signed, bool relu) {
   constexpr size_t k = kAddInput;
@@ -198,6 +215,12 @@ std::vector<TensorDesc> infer(const NodeSpec& n) {
     }
     const std::string act = n.attr_string("add_activation", "none");
     if (act != "none" && act != "relu") n.unsupported("add_activation '" + act + "'");
+  }
+  if (has_table(n)) {
+    if (has_add(n)) n.unsupported("a fused table after a fused QLinearAdd");
+    const TensorDesc& t = n.need_constant(kTableInput, "table").desc;
+    if (t.dtype != out || t.elements() != 256)
+      n.invalid("a fused table needs 256 entries of the 8-bit output's type, got " + t.str());
   }
   return one(out, shape);
 }
@@ -292,6 +315,11 @@ class QConvStep final : public Step {
       : layer_(std::move(layer)), N_(N), H_(H), W_(W), x_type_(x_type), algorithm_(std::move(algorithm)),
         out_elem_(out_elem), ldc_(layer_->geometry().OC), timed_(timed) {}
   void run(const StepData& d) const override {
+    if (table_) {
+      QConvTableStage stage(layer_->requant(), d.out(0), ldc_, table_->data());
+      layer_->run(N_, H_, W_, x_type_, d.in(0), stage, algorithm_);
+      return;
+    }
     if (!add_) {
       QConvNhwcStage stage(layer_->requant(), d.out(0), ldc_);
       layer_->run(N_, H_, W_, x_type_, d.in(0), stage, algorithm_);
@@ -306,8 +334,10 @@ class QConvStep final : public Step {
     add_ = true;
     add_relu_ = relu;
   }
+  void set_table(const std::array<uint8_t, 256>& t) { table_ = std::make_unique<std::array<uint8_t, 256>>(t); }
   std::string detail() const override {
-    return algorithm_ + (add_ ? " + residual" : "") + (timed_ ? " (timed) " : " ") + layer_->kernel_name();
+    return algorithm_ + (add_ ? " + residual" : "") + (table_ ? " + table" : "") + (timed_ ? " (timed) " : " ") +
+           layer_->kernel_name();
   }
   bool write_rows(size_t out, size_t row_bytes, size_t pitch) override {
     if (out != 0 || row_bytes != layer_->geometry().OC * out_elem_ || pitch % out_elem_) return false;
@@ -324,6 +354,7 @@ class QConvStep final : public Step {
   size_t ldc_;  // elements from one output pixel to the next
   bool timed_;  // the algorithm is the fastest timed at plan time, not the rule's
   bool add_ = false, add_relu_ = false;  // a QLinearAdd fused after it (inputs 9-15)
+  std::unique_ptr<const std::array<uint8_t, 256>> table_;  // an nnkern.Lookup fused after it (input 16)
 };
 
 std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
@@ -334,27 +365,40 @@ std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out
   if (p->general) {
     qgemm_check_exact(n.name.c_str(), p->x_type, p->x_zero, p->geo.kg(), 255);
     auto conv = std::make_shared<GeneralConv>(GeneralConv{*p, N, H, W, size_t(out[0].shape[1]), size_t(out[0].shape[2])});
-    const bool add = has_add(n), relu = n.attr_string("add_activation", "none") == "relu";
+    const bool add = has_add(n), relu = n.attr_string("add_activation", "none") == "relu", table = has_table(n);
     const size_t count = out[0].elements();
+    const std::array<uint8_t, 256> t = table ? output_table(n) : std::array<uint8_t, 256>{};
     return fn_step(
-        [conv, add, relu, count](const StepData& d) {
+        [conv, add, relu, count, table, t](const StepData& d) {
           conv->run(d);
           if (add)  // the fused QLinearAdd over the whole output, in place
             quantize_family().dispatched().qbinary(d.out(0), d.in(kAddInput), d.out(0), count,
                                                   add_params(d, conv->p.rq.out == QOut::s8, relu));
+          if (table)  // the fused table likewise
+            quantize_family().dispatched().lookup(t.data(), d.out<uint8_t>(0), d.out<uint8_t>(0), count);
         },
-        std::string("im2col qgemm (weights with zero points)") + (add ? " + residual" : ""));
+        std::string("im2col qgemm (weights with zero points)") + (add ? " + residual" : "") +
+            (table ? " + table" : ""));
   }
   auto layer = layers.get<PackedQConv2d>(n, [&] {
     // The parameters' weights (the plan's constant or their own, read-only) serve as the layer's weights as given.
     return std::make_shared<PackedQConv2d>(p->geo, p->w.get(), p->factor.empty() ? nullptr : p->factor.data(),
                                            p->offset.empty() ? nullptr : p->offset.data(), p->x_zero, p->rq, p->w);
   });
-  const std::string rule = layer->auto_algorithm(N, H, W);
-  const std::string timed = n.attr_int("tune", 0) ? timed_algorithm(*layer, N, H, W, x_type, x, out[0], rule) : "";
+  std::string rule = layer->auto_algorithm(N, H, W);
+  if (n.has("algorithm")) {  // a named algorithm (tests, measurements), one that applies to this shape
+    const std::string a = n.attr_string("algorithm", "");
+    const std::vector<std::string> names = layer->applicable_algorithms(N, H, W);
+    if (std::find(names.begin(), names.end(), a) == names.end())
+      n.invalid("algorithm '" + a + "' does not apply to this convolution");
+    rule = a;
+  }
+  const bool tune = n.attr_int("tune", 0) && !n.has("algorithm");
+  const std::string timed = tune ? timed_algorithm(*layer, N, H, W, x_type, x, out[0], rule) : "";
   auto step = std::make_unique<QConvStep>(layer, N, H, W, x_type, timed.empty() ? rule : timed,
                                           dtype_size(out[0].dtype), !timed.empty());
   if (has_add(n)) step->set_add(n.attr_string("add_activation", "none") == "relu");
+  if (has_table(n)) step->set_table(output_table(n));
   return step;
 }
 
