@@ -54,6 +54,29 @@ def test_each_optimization_off_keeps_int8_bits(name, kind):
             np.testing.assert_array_equal(g, w, err_msg=f"{name} {kind} optimize={optimize}")
 
 
+@pytest.mark.parametrize("name", ["hard_activations", "depthwise_separable"])
+def test_elementwise_steps_split_at_any_size_give_the_same_results(name):
+    """The graph ops' loops split across the pool from elementwise_parallel_min() elements (a measurement hook):
+    split at every size, the float and INT8 plans give the bits of the default limit on 1 and 2 threads."""
+    from nnkern import _C
+    default = _C.elementwise_parallel_min()
+    float_model, feeds = MODELS[name][0]().SerializeToString(), MODELS[name][1](batch=2, seed=6)
+    models = [float_model, quantize(name, "qdq").SerializeToString()]
+    try:
+        for threads in (1, 2):
+            sessions = [nnkern.onnx.InferenceSession(m, num_threads=threads) for m in models]
+            _C.set_elementwise_parallel_min(0)
+            want = [s.run(None, feeds) for s in sessions]
+            _C.set_elementwise_parallel_min(1)
+            assert _C.elementwise_parallel_min() == 1
+            for s, w in zip(sessions, want):
+                for got, expected in zip(s.run(None, feeds), w):
+                    np.testing.assert_array_equal(got, expected, err_msg=f"{name} threads={threads}")
+    finally:
+        _C.set_elementwise_parallel_min(0)
+    assert _C.elementwise_parallel_min() == default
+
+
 @pytest.fixture
 def evaluated(monkeypatch):
     """The ops constant folding evaluates (through _C.graph_evaluate), in order, while the test runs."""
@@ -930,12 +953,13 @@ def _qdq_global_pool_expected(x, x_zero, y_type, y_zero, sx, sy):
     ((2, 64, 1, 1), np.uint8, np.uint8, None, None, 0.5, 0.5),  # no zero points (uint8 out)
     ((2, 65, 3, 3), np.uint8, np.int8, 100, -3, 0.3, 0.3),     # uint8 in, int8 out, saturating
     ((2, 70, 9), np.int8, np.uint8, 0, 0, 0.02, 0.01),         # 1-D: (N, C, L)
+    ((1, 300, 4, 3), np.uint8, np.uint8, 9, 7, 0.02, 0.015),    # past a 256-channel block (one thread's)
     ((1, 3, 13, 13), np.uint8, np.uint8, 200, 0, 1e-3, 1e-5)])  # saturates at both ends
 @pytest.mark.parametrize("threads", [1, 2])
 def test_quantized_global_average_pool_reads_the_8_bit_tensor(shape, x_type, y_type, x_zero, y_zero, sx, sy, threads):
     """fuse_qdq: DequantizeLinear -> GlobalAveragePool -> QuantizeLinear (per tensor) is one pooling of the 8-bit
     tensor, no float copy of it written: the bits of the three steps as written (every ISA cap this CPU runs, the
-    threads' split of the channels included), channel tails past the 64-channel blocks, ties to even."""
+    threads' split of the channels included), channel tails past the 64- and 256-channel blocks, ties to even."""
     info = np.iinfo(x_type)
     x = np.random.default_rng(13).integers(info.min, info.max + 1, shape).astype(x_type)
     model = _qdq_global_pool_model(shape, x_type, y_type, x_zero, y_zero, sx, sy)

@@ -1,6 +1,7 @@
 // Graph plans (ops/graph): constants, shape inference, constant evaluation and plans for nnkern.onnx, which
 // compiles the model and checks its inputs; this file converts arrays and attributes and releases the GIL.
 #include "bindings/common.h"
+#include "ops/graph/ops/elementwise.h"
 #include "ops/graph/plan.h"
 
 namespace nnkern::bindings {
@@ -157,6 +158,9 @@ void bind_graph(py::module_& m) {
       .def_property_readonly("nbytes", [](const ConstantHandle& h) { return h.c->desc.bytes(); });
 
   m.def("graph_ops", &graph::op_names, "The ops a graph plan can run");
+  m.def("set_elementwise_parallel_min", &graph::set_elementwise_parallel_min, py::arg("elements"),
+        "Measurements: the elements from which the graph ops' loops split across the pool (0: the default)");
+  m.def("elementwise_parallel_min", &graph::elementwise_parallel_min);
   m.def(
       "graph_infer",
       [](const std::string& op, const std::string& name, const py::dict& attrs, const py::list& inputs,

@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['GraphConstant', 'GraphLayers', 'GraphNeedsConstant', 'GraphPlan', 'GuardedBuffer', 'InvertedResidual', 'Lstm', 'MAX_NUM_THREADS', 'PackedConv2d', 'PackedLinear', 'PackedLinearBf16', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'bf16_gemm', 'bf16_gemm_ukernel', 'bf16_matmul_fast', 'conv2d_algorithm_families', 'cpu_info', 'default_num_threads', 'dequantize', 'exp_nonpos_ukernel', 'f32_gemm_has_panels', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_dot_auto_n', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_rows_m', 'f32_gemv_rows_m_info', 'f32_gemv_rows_panels', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'from_bf16', 'gemm_blocking', 'gemm_order', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'graph_evaluate', 'graph_infer', 'graph_ops', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'pool2d', 'pool2d_output_size', 'qgemm', 'qgemm_fast', 'qgemm_kernel_for', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'quantize_to_nhwc', 'set_blocking_mode', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'set_qgemm_rows_outer', 'set_workspace_guards', 'sgemm', 'sgemm_fast', 'to_bf16', 'topk', 'topk_kernel_name', 'workspace_guard_violations', 'workspace_last_bytes', 'workspace_overrun_probe', 'workspace_retained_bytes']
+__all__: list[str] = ['GraphConstant', 'GraphLayers', 'GraphNeedsConstant', 'GraphPlan', 'GuardedBuffer', 'InvertedResidual', 'Lstm', 'MAX_NUM_THREADS', 'PackedConv2d', 'PackedLinear', 'PackedLinearBf16', 'PackedQConv2d', 'PackedQLinear', 'activation', 'activation_kernel_name', 'activation_sweep', 'activation_ukernel', 'algorithm_ops', 'algorithms', 'bf16_gemm', 'bf16_gemm_ukernel', 'bf16_matmul_fast', 'conv2d_algorithm_families', 'cpu_info', 'default_num_threads', 'dequantize', 'elementwise_parallel_min', 'exp_nonpos_ukernel', 'f32_gemm_has_panels', 'f32_gemm_tile', 'f32_gemm_ukernel', 'f32_gemv_dot', 'f32_gemv_dot_auto_n', 'f32_gemv_info', 'f32_gemv_rows', 'f32_gemv_rows_m', 'f32_gemv_rows_m_info', 'f32_gemv_rows_panels', 'f32_gemv_store', 'f32_igemm_ukernel', 'f32_peak_flops', 'from_bf16', 'gemm_blocking', 'gemm_order', 'get_blocking_mode', 'get_max_isa', 'get_num_threads', 'graph_evaluate', 'graph_infer', 'graph_ops', 'i8_peak_ops', 'isa_levels', 'isa_supported', 'kernel_families', 'kernel_list', 'last_algorithm', 'may_overlap', 'minmax', 'pixel_shuffle', 'pixel_unshuffle', 'pool2d', 'pool2d_output_size', 'qgemm', 'qgemm_fast', 'qgemm_kernel_for', 'qgemm_kernel_traits', 'qgemm_padded_n', 'qgemm_ukernel', 'quantize', 'quantize_to_nhwc', 'set_blocking_mode', 'set_elementwise_parallel_min', 'set_max_isa', 'set_num_threads', 'set_qgemm_kc', 'set_qgemm_rows_outer', 'set_workspace_guards', 'sgemm', 'sgemm_fast', 'to_bf16', 'topk', 'topk_kernel_name', 'workspace_guard_violations', 'workspace_last_bytes', 'workspace_overrun_probe', 'workspace_retained_bytes']
 class GuardedBuffer:
     def __init__(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
@@ -249,6 +249,8 @@ def default_num_threads() -> int:
     ...
 def dequantize(arg0: numpy.ndarray, arg1: numpy.ndarray, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: typing.SupportsInt | typing.SupportsIndex, arg5: numpy.ndarray, arg6: numpy.ndarray, arg7: bool) -> None:
     ...
+def elementwise_parallel_min() -> int:
+    ...
 def exp_nonpos_ukernel(isa: str, x: typing.Annotated[numpy.typing.ArrayLike, numpy.float32]) -> numpy.typing.NDArray[numpy.float32]:
     """
     Test hook: isa's exp_nonpos kernel (Softmax's exps, kernels/f32_exp.h) on x's elements, flattened.
@@ -371,6 +373,10 @@ def quantize_to_nhwc(arg0: numpy.ndarray, arg1: numpy.ndarray, arg2: typing.Supp
     ...
 def set_blocking_mode(arg0: str) -> None:
     ...
+def set_elementwise_parallel_min(elements: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Measurements: the elements from which the graph ops' loops split across the pool (0: the default)
+    """
 def set_max_isa(arg0: str) -> None:
     ...
 def set_num_threads(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:

@@ -44,7 +44,7 @@ void for_axis_tiles(const AxisSplit& s, Fn fn) {
       fn(o, j0, std::min(s.inner, j0 + kTile));
     }
   };
-  if (s.elements() < kElementwiseParallel || tasks < 2) run(0, tasks);
+  if (s.elements() < elementwise_parallel_min() || tasks < 2) run(0, tasks);
   else parallel_for_ranges(tasks, run);
 }
 

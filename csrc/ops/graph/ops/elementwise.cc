@@ -1,10 +1,21 @@
 #include "ops/graph/ops/elementwise.h"
 
+#include <atomic>
 #include <string>
 
 #include "core/checked.h"
 
 namespace nnkern::graph {
+
+namespace {
+std::atomic<size_t> g_parallel_min{kElementwiseParallel};
+}  // namespace
+
+size_t elementwise_parallel_min() { return g_parallel_min.load(std::memory_order_relaxed); }
+
+void set_elementwise_parallel_min(size_t n) {
+  g_parallel_min.store(n ? n : kElementwiseParallel, std::memory_order_relaxed);
+}
 
 size_t Broadcast::outer() const {
   size_t n = 1;

@@ -20,13 +20,16 @@
 
 namespace nnkern::graph {
 
-// Below this many elements a loop runs on the calling thread (waking the pool costs more).
+// Below this many elements a loop runs on the calling thread (waking the pool costs more); the graph ops' loops
+// ask elementwise_parallel_min(), which a measurement may set (0: back to the default).
 constexpr size_t kElementwiseParallel = size_t(1) << 16;
+size_t elementwise_parallel_min();
+void set_elementwise_parallel_min(size_t n);
 
 // fn(begin, end) over [0, n), in contiguous ranges across the pool when n is large.
 template <typename Fn>
 void for_ranges(size_t n, Fn fn) {
-  if (n < kElementwiseParallel) {
+  if (n < elementwise_parallel_min()) {
     if (n) fn(size_t(0), n);
     return;
   }

@@ -84,7 +84,7 @@ void gather(const T* x, const I* idx, T* y, size_t outer, size_t count, int64_t 
       else std::memcpy(dst, src, inner * sizeof(T));
     }
   };
-  if (rows * inner < kElementwiseParallel || rows == 1) run(0, rows);
+  if (rows * inner < elementwise_parallel_min() || rows == 1) run(0, rows);
   else parallel_for_ranges(rows, run);
 }
 
@@ -159,7 +159,7 @@ void gather_elements(const T* x, const I* idx, T* y, const std::vector<int64_t>&
       }
     }
   };
-  if (rows * inner < kElementwiseParallel || rows == 1) run(0, rows);
+  if (rows * inner < elementwise_parallel_min() || rows == 1) run(0, rows);
   else parallel_for_ranges(rows, run);
 }
 

@@ -40,7 +40,7 @@ class LookupStep final : public Step {
     const auto rows = [&](size_t b, size_t e) {
       for (size_t r = b; r < e; ++r) lookup(t, x + r * row_, y + r * pitch_, row_);
     };
-    if (count_ < kElementwiseParallel) rows(0, count_ / row_);
+    if (count_ < elementwise_parallel_min()) rows(0, count_ / row_);
     else parallel_for_ranges(count_ / row_, rows);
   }
   int in_place_input(size_t out) const override { return out == 0 ? 0 : -1; }

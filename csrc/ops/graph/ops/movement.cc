@@ -177,7 +177,7 @@ std::unique_ptr<Step> make_channel_shuffle(const NodeSpec& n, const std::vector<
           }
         }
       };
-      if (rows * 2 * c < kElementwiseParallel) run(0, rows);  // the threshold counts elements, not rows
+      if (rows * 2 * c < elementwise_parallel_min()) run(0, rows);  // the threshold counts elements, not rows
       else parallel_for_ranges(rows, run);
     });
   });

@@ -151,7 +151,7 @@ void pad_rows(const PadPlan& p, const T* x, T* y, T value) {
       }
     }
   };
-  if (p.rows * W < kElementwiseParallel || p.rows == 1) run(0, p.rows);
+  if (p.rows * W < elementwise_parallel_min() || p.rows == 1) run(0, p.rows);
   else parallel_for_ranges(p.rows, run);
 }
 

@@ -187,12 +187,14 @@ std::unique_ptr<Step> make_qglobal(const NodeSpec& n, const std::vector<TensorDe
     const float sx = *d.in<float>(1), sy = *d.in<float>(3);
     const float zx = float(zero_point8(d, 2, x_signed));  // DequantizeLinear's (float(q) - float(zp)) * s
     const int32_t zy = zero_point8(d, 4, y_signed);
-    // Every channel's sum is one task's, in pixel order (as the float op, whose blocks are narrower: the blocks
-    // change which task sums a channel, not how); 256 channels: whole cache lines of bytes per pixel.
+    // Every channel's sum is one task's, in pixel order (as the float op: the blocks change which task sums a
+    // channel, not how). Blocks of 256 channels (whole cache lines of bytes per pixel) on one thread; on more, of
+    // 64 (one line), which spreads a squeeze-and-excite's pooling at batch 1 evenly over the threads.
     constexpr size_t kBlock = 256;
-    const size_t blocks = ceil_div(C, kBlock);
+    const size_t block = get_num_threads() > 1 ? 64 : kBlock;
+    const size_t blocks = ceil_div(C, block);
     parallel_for(N * blocks, [&](size_t t) {
-      const size_t n = t / blocks, c0 = t % blocks * kBlock, c1 = std::min(C, c0 + kBlock);
+      const size_t n = t / blocks, c0 = t % blocks * block, c1 = std::min(C, c0 + block);
       float acc[kBlock] = {};
       const auto sum = [&](auto type) {  // the element type a template parameter: one plain loop to vectorize
         using T = decltype(type);

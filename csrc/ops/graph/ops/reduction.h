@@ -227,7 +227,7 @@ void run_reduce(const ReducePlan& p, const T* x, const Map& map, const Shift& sh
         finish(o, f.result());
       }
     };
-    if (work < kElementwiseParallel) {
+    if (work < elementwise_parallel_min()) {
       outputs(0, p.outputs);
     } else if (p.outputs >= 4 * size_t(get_num_threads())) {
       parallel_for_ranges(p.outputs, outputs);
@@ -276,7 +276,7 @@ void run_reduce(const ReducePlan& p, const T* x, const Map& map, const Shift& sh
       for (size_t j = 0; j < len; ++j) finish(o0 + j, C::combine(total[j], group[j]));
     }
   };
-  if (work < kElementwiseParallel || tasks < 2) run_tiles(0, tasks);
+  if (work < elementwise_parallel_min() || tasks < 2) run_tiles(0, tasks);
   else parallel_for_ranges(tasks, run_tiles);
 }
 

@@ -331,7 +331,7 @@ void for_rows(const ResizePlan& p, size_t r0, size_t r1, F row) {
 
 template <typename F>
 void across_rows(const ResizePlan& p, F run) {
-  if (p.rows * p.width < kElementwiseParallel || p.rows == 1) run(size_t(0), p.rows);
+  if (p.rows * p.width < elementwise_parallel_min() || p.rows == 1) run(size_t(0), p.rows);
   else parallel_for_ranges(p.rows, run);
 }
 

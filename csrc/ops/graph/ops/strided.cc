@@ -74,8 +74,8 @@ void StridedCopy::run_t(const T* x, T* y) const {
       }
     }
   };
-  if (elements_ < kElementwiseParallel || rows == 1) {
-    if (rows == 1 && !K && elements_ >= kElementwiseParallel) {  // one long run: split it
+  if (elements_ < elementwise_parallel_min() || rows == 1) {
+    if (rows == 1 && !K && elements_ >= elementwise_parallel_min()) {  // one long run: split it
       const T* src = x + base_;
       for_ranges(inner, [&](size_t b, size_t e) {
         for (size_t j = b; j < e; ++j) y[j] = src[int64_t(j) * step];
@@ -103,9 +103,9 @@ void copy_rows(const void* src, size_t src_stride, void* dst, size_t dst_stride,
   auto run = [&](size_t r0, size_t r1) {
     for (size_t r = r0; r < r1; ++r) std::memcpy(d + r * dst_stride, s + r * src_stride, row_bytes);
   };
-  // kElementwiseParallel counts 4-byte elements: the same amount of memory in bytes.
-  if (rows == 1 || rows * row_bytes < 4 * kElementwiseParallel) {
-    if (rows == 1 && row_bytes >= 4 * kElementwiseParallel) {
+  // elementwise_parallel_min() counts 4-byte elements: the same amount of memory in bytes.
+  if (rows == 1 || rows * row_bytes < 4 * elementwise_parallel_min()) {
+    if (rows == 1 && row_bytes >= 4 * elementwise_parallel_min()) {
       for_ranges(row_bytes, [&](size_t b, size_t e) { std::memcpy(d + b, s + b, e - b); });
       return;
     }

@@ -78,7 +78,7 @@ void topk_general(const TopK& t, const T* x, T* values, int64_t* indices) {
       }
     }
   };
-  if (t.s.elements() < kElementwiseParallel || columns < 2) run(0, columns);
+  if (t.s.elements() < elementwise_parallel_min() || columns < 2) run(0, columns);
   else parallel_for_ranges(columns, run);
 }
 
