@@ -126,14 +126,15 @@ _C.set_workspace_guards(True)
 
 @pytest.fixture(autouse=True)
 def _restore_global_state():
-    """Tests may change the cap, thread count or blocking mode: put them back afterwards. And no workspace guard
-    may have been overwritten during the test."""
+    """Tests may change the cap, thread count, blocking mode or elementwise thread limit: put them back afterwards.
+    And no workspace guard may have been overwritten during the test."""
     cap, threads, mode = nnkern.get_max_isa(), nnkern.get_num_threads(), _C.get_blocking_mode()
     _C.workspace_guard_violations(reset=True)
     yield
     nnkern.set_max_isa(cap)
     nnkern.set_num_threads(threads)
     _C.set_blocking_mode(mode)
+    _C.set_elementwise_parallel_min(0)  # the default
     assert _C.workspace_guard_violations(reset=True) == 0, "an op wrote past its workspace or scratch slice"
 
 

@@ -97,7 +97,7 @@ class QConvNhwcStage : public QConvStage {
 };
 
 // NHWC output, each stored block then mapped through a table of 256 bytes: y = table[y] (an nnkern.Lookup after the
-// convolution, the ONNX plan's fuse_conv_lookup: its bits, without a pass over the output of its own). The table is
+// convolution, the ONNX plan's fuse_lookup: its bits, without a pass over the output of its own). The table is
 // indexed by the 8-bit output's bits as uint8 (int8's -128 .. -1 are 128 .. 255).
 class QConvTableStage final : public QConvNhwcStage {
  public:

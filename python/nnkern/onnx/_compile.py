@@ -39,9 +39,9 @@ MAX_FOLDED_BYTES = 64 << 20
 #: by band in cache; fuse_channel_shuffle: ShuffleNet's Concat, channel shuffle and halving Slices in NHWC as one pass
 #: (after push_transposes); fuse_residual_add: a shortcut's Add (and the activation after it) in the epilogue of the
 #: convolution producing one operand; fuse_quantized_residual_add: the same for an INT8 convolution and the QLinearAdd
-#: after it, each tile added as it is stored (off by default: slower so far, bench/decisions.md); fuse_conv_lookup: a
-#: table lookup (quantized_lookup's) after an INT8 convolution applied to each block the convolution stores, while it is
-#: in cache; fuse_upsampling: a nearest upsampling by integer factors read by one convolution is never written out: the
+#: after it, each tile added as it is stored (off by default: slower so far, bench/decisions.md); fuse_lookup: a table
+#: lookup (quantized_lookup's) after an INT8 convolution applied to each block the convolution stores, while it is in
+#: cache; fuse_upsampling: a nearest upsampling by integer factors read by one convolution is never written out: the
 #: convolution reads the source pixels through its indirection buffer; fuse_embedding_lstm: an embedding table's Gather
 #: read by an LSTM as one step that projects the table once and copies its rows per token (seed I17); concat_in_place: a
 #: Concat input that only the Concat reads written by its producer (a convolution, a table lookup, a nearest Resize; any
@@ -49,7 +49,7 @@ MAX_FOLDED_BYTES = 64 << 20
 #: nothing for it.
 OPTIMIZATIONS = ("fold_batch_norm", "fuse_qdq", "quantized_lookup", "push_transposes", "quantize_to_nhwc",
                  "fuse_matmul_bias", "fuse_activations", "fuse_gelu", "fuse_inverted_residual", "fuse_channel_shuffle",
-                 "fuse_residual_add", "fuse_quantized_residual_add", "fuse_conv_lookup", "fuse_upsampling",
+                 "fuse_residual_add", "fuse_quantized_residual_add", "fuse_lookup", "fuse_upsampling",
                  "fuse_embedding_lstm", "concat_in_place")
 #: Off unless asked for by name: fuse_quantized_residual_add (its tiles go through the buffered output stage, which
 #: costs ResNet-50's convolutions more than the QLinearAdd steps it saves; bench/decisions.md).
@@ -325,8 +325,8 @@ def compile_plan(model: Model, shapes: list, layers, num_threads: int = 0, max_i
         _fuse.fuse_residual_add(net)
     if "fuse_quantized_residual_add" in optimize:
         _fuse.fuse_quantized_residual_add(net)
-    if "fuse_conv_lookup" in optimize:  # after the residual adds, which take a convolution without a table
-        _fuse.fuse_conv_lookup(net)
+    if "fuse_lookup" in optimize:  # after the residual adds, which take a convolution without a table
+        _fuse.fuse_lookup(net)
     if "fuse_upsampling" in optimize:  # after the blocks, whose layers read their inputs as they are
         _fuse.fuse_upsampling(net)
     if "fuse_embedding_lstm" in optimize:

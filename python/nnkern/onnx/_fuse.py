@@ -293,27 +293,33 @@ def fuse_quantized_residual_add(net) -> None:
         users = net.consumers()
 
 
-def fuse_conv_lookup(net) -> None:
-    """An nnkern.Lookup (quantized_lookup's table: HardSwish, sigmoid, ... on the quantized tensor) that is the only
-    reader of an INT8 convolution's 8-bit output: the convolution maps each block it stores through the table while
-    the block is in cache (input 16 of nnkern.QConv), the bits of the two steps without the Lookup's pass over the
-    tensor."""
+def fuse_lookup(net) -> None:
+    """An nnkern.Lookup (quantized_lookup's table: HardSwish, sigmoid, a requantization ... on the quantized tensor)
+    that is the only reader of its input, applied by the step writing that input, to what it has just written: an
+    INT8 convolution's output (input 16 of nnkern.QConv), each block it stores; an output of ShuffleNet's
+    nnkern.ChannelShuffle (its input 2 + k for output k), each run of rows. The bits of the two steps without the
+    Lookup's pass over the tensor."""
     users = net.consumers()
-    for conv in list(net.nodes):
-        if conv.op != "nnkern.QConv" or len(conv.inputs) > 9 or conv.outputs[0] in net.outputs:
+    for node in list(net.nodes):
+        if node.op == "nnkern.QConv" and len(node.inputs) <= 9:
+            slots = {0: 16}  # output -> the input that takes its table
+        elif node.op == "nnkern.ChannelShuffle":
+            slots = {k: 2 + k for k in range(len(node.outputs)) if len(node.inputs) <= 2 + k or not node.inputs[2 + k]}
+        else:
             continue
-        y = conv.outputs[0]
-        lookup = _only_reader(net, users, y)
-        if lookup is None or lookup.op != "nnkern.Lookup" or lookup.inputs[0] != y:
-            continue
-        table = lookup.inputs[1]
-        if net.const(table) is None or net.values[table].dtype != net.values[y].dtype:
-            continue
-        conv.inputs = (conv.inputs + [""] * 16)[:16] + [table]
-        conv.outputs = list(lookup.outputs)
-        conv.sources = "+".join([conv.sources, lookup.sources])
-        _replace_chain(net, conv, [conv, lookup])
-        users = net.consumers()
+        for k, slot in slots.items():
+            y = node.outputs[k]
+            lookup = _only_reader(net, users, y)
+            if lookup is None or lookup.op != "nnkern.Lookup" or lookup.inputs[0] != y:
+                continue
+            table = lookup.inputs[1]
+            if net.const(table) is None or net.values[table].dtype != net.values[y].dtype:
+                continue
+            node.inputs = (node.inputs + [""] * slot)[:slot] + [table] + node.inputs[slot + 1:]
+            node.outputs = node.outputs[:k] + [lookup.outputs[0]] + node.outputs[k + 1:]
+            node.sources = "+".join([node.sources, lookup.sources])
+            _replace_chain(net, node, [node, lookup])
+            users = net.consumers()
 
 
 def fuse_channel_shuffle(net) -> None:

@@ -1,7 +1,13 @@
 // Joining and cutting along an axis, for every element type: Concat and Split. Both are row copies: the
 // dimensions before the axis are rows, each input (Concat) or output (Split) a run of bytes within each row.
 // Also nnkern.ChannelShuffle, the optimizer's join, shuffle and cut of ShuffleNet's units in one pass.
+#include <algorithm>
+#include <array>
+#include <memory>
+
 #include "core/checked.h"
+#include "core/kernel_family.h"
+#include "kernels/quantize_list.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/elementwise.h"
 #include "ops/graph/ops/strided.h"
@@ -130,8 +136,10 @@ std::unique_ptr<Step> make_split(const NodeSpec& n, const std::vector<TensorDesc
 // tensors along their last axis, its channel shuffle of two groups and the equal Slices after it, in one pass (the
 // optimizer's, onnx/_fuse.py). a and b have one shape, c elements along the last axis; with
 // z[..., 2i] = a[..., i] and z[..., 2i + 1] = b[..., i], output k is z[..., k * 2c / splits : (k + 1) * 2c / splits].
+// Inputs 2 .. 1 + splits (optional, 8-bit a and b): a constant table of 256 entries of their type for output k, each
+// row written then mapped through it in place (an nnkern.Lookup reading the output, fuse_lookup: its bits).
 std::vector<TensorDesc> infer_channel_shuffle(const NodeSpec& n) {
-  if (n.inputs.size() != 2) n.invalid("needs two inputs");
+  if (n.inputs.size() < 2) n.invalid("needs two inputs");
   const TensorDesc& a = n.in(0);
   const TensorDesc& b = n.in(1);
   if (a.rank() == 0) n.invalid("needs inputs of rank >= 1");
@@ -143,6 +151,13 @@ std::vector<TensorDesc> infer_channel_shuffle(const NodeSpec& n) {
               std::to_string(splits));
   if (n.num_outputs != size_t(splits))
     n.invalid("has " + std::to_string(n.num_outputs) + " outputs for " + std::to_string(splits) + " splits");
+  if (n.inputs.size() > 2 + size_t(splits)) n.invalid("has more tables than outputs");
+  for (size_t i = 2; i < n.inputs.size(); ++i) {
+    if (!n.has_input(i)) continue;
+    const TensorDesc& t = n.need_constant(i, "table").desc;
+    if ((a.dtype != DType::u8 && a.dtype != DType::i8) || t.dtype != a.dtype || t.elements() != 256)
+      n.invalid("a table needs 8-bit inputs and 256 entries of their type, got " + t.str());
+  }
   std::vector<int64_t> shape = a.shape;
   shape.back() = width / splits;
   return std::vector<TensorDesc>(size_t(splits), TensorDesc{a.dtype, shape});
@@ -152,7 +167,19 @@ std::unique_ptr<Step> make_channel_shuffle(const NodeSpec& n, const std::vector<
   const TensorDesc& a = n.in(0);
   const size_t c = size_t(a.shape.back()), rows = c ? a.elements() / c : 0, part = 2 * c / out.size();
   const size_t esize = dtype_size(a.dtype), splits = out.size();
-  return fn_step([c, rows, part, esize, splits](const StepData& d) {
+  // Per output, its table indexed by the bits as uint8 (as nnkern.Lookup indexes it), or none.
+  using Table = std::array<uint8_t, 256>;
+  std::vector<std::shared_ptr<const Table>> tables(splits);
+  for (size_t k = 0; k < splits; ++k) {
+    if (!n.has_input(2 + k)) continue;
+    const Constant& c8 = n.need_constant(2 + k, "table");
+    auto t = std::make_shared<Table>();
+    for (size_t b = 0; b < 256; ++b) (*t)[b] = c8.as<uint8_t>()[a.dtype == DType::i8 ? (b + 128) & 255 : b];
+    tables[k] = t;
+  }
+  const bool any_table = std::any_of(tables.begin(), tables.end(), [](const auto& t) { return t != nullptr; });
+  return fn_step([c, rows, part, esize, splits, tables](const StepData& d) {
+    const LookupFn lookup = quantize_family().dispatched().lookup;
     with_word(esize, [&](auto w) {
       using T = decltype(w);
       const T* pa = d.in<T>(0);
@@ -175,12 +202,16 @@ std::unique_ptr<Step> make_channel_shuffle(const NodeSpec& n, const std::vector<
               }
             }
           }
+          if constexpr (sizeof(T) == 1) {  // the rows just written, contiguous in this output: one run
+            uint8_t* rows8 = reinterpret_cast<uint8_t*>(y + r0 * part);
+            if (tables[k]) lookup(tables[k]->data(), rows8, rows8, (r1 - r0) * part);
+          }
         }
       };
       if (rows * 2 * c < elementwise_parallel_min()) run(0, rows);  // the threshold counts elements, not rows
       else parallel_for_ranges(rows, run);
     });
-  });
+  }, any_table ? "+ table" : "");
 }
 
 }  // namespace

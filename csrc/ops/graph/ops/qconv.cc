@@ -13,7 +13,7 @@
 // shape and type), then the add's A_scale, A_zero_point (the convolution's operand), B_scale, B_zero_point (R's),
 // C_scale, C_zero_point, attribute add_activation ("none" / "relu"): the output is QLinearAdd(y, R), each tile
 // added as it is stored (ops/qconv/stage.h QConvAddStage), the bits of the two steps.
-// An nnkern.Lookup after it (fuse_conv_lookup): input 16, its constant table of 256 entries of the output's type,
+// An nnkern.Lookup after it (fuse_lookup): input 16, its constant table of 256 entries of the output's type,
 // applied to each block the convolution stores (ops/qconv/stage.h QConvTableStage), the bits of the two steps.
 // Rounding: y = rint(clamp(fma(acc, x_scale * w_scale / y_scale, B * factor + y_zero_point))) in float32 (ties to
 // even); onnxruntime adds B to the int32 sum and y_zero_point after rounding, so the two differ by one step where

@@ -1,7 +1,8 @@
-"""fuse_conv_lookup: an nnkern.Lookup table applied by the INT8 convolution before it (nnkern.QConv's input 16) to
-each block it stores. Every algorithm, output type, thread count and ISA cap gives the bits of the convolution
-followed by the table; the plan fuses where it should; a convolution writing into a Concat's slice through a
-buffered algorithm (low_ofm) fills its slice."""
+"""fuse_lookup: an nnkern.Lookup table applied by the step writing its input: the INT8 convolution (nnkern.QConv's
+input 16) to each block it stores, ShuffleNet's nnkern.ChannelShuffle (input 2 + k) to the rows of its output k.
+Every convolution algorithm, output type, thread count and ISA cap gives the bits of the two steps; the plan fuses
+where it should; a convolution writing into a Concat's slice through a buffered algorithm (low_ofm) fills its
+slice."""
 from __future__ import annotations
 
 import numpy as np
@@ -129,14 +130,14 @@ def test_plan_fuses_the_table_into_the_convolution(oc_a, threads):
     fused = nnkern.onnx.InferenceSession(model, num_threads=threads)
     text = fused.describe(feeds)
     assert "nnkern.Lookup" not in text and text.count("+ table") == 2, text  # Relu's requantization: a table too
-    plain = nnkern.onnx.InferenceSession(model, num_threads=threads, optimize={"fuse_conv_lookup": False})
+    plain = nnkern.onnx.InferenceSession(model, num_threads=threads, optimize={"fuse_lookup": False})
     assert plain.describe(feeds).count("nnkern.Lookup") == 2
     want = plain.run(None, feeds)[0]
     assert len(np.unique(want)) > 20
     np.testing.assert_array_equal(fused.run(None, feeds)[0], want)
     # And without the Concat writing in place, nor any fusion: the same bits.
     np.testing.assert_array_equal(want, nnkern.onnx.InferenceSession(model, num_threads=threads, optimize={
-        "fuse_conv_lookup": False, "concat_in_place": False}).run(None, feeds)[0])
+        "fuse_lookup": False, "concat_in_place": False}).run(None, feeds)[0])
 
 
 def test_low_ofm_convolution_fills_its_concat_slice():
@@ -171,3 +172,44 @@ def test_no_table_where_the_output_has_other_readers():
     feeds = {"x": np.random.default_rng(4).integers(0, 256, (1, 3, 16, 15)).astype(np.uint8)}
     s = nnkern.onnx.InferenceSession(m.SerializeToString())
     assert "+ table" not in s.describe(feeds) and "nnkern.Lookup" in s.describe(feeds)
+
+
+@pytest.mark.parametrize("threads, split_from", [(1, 0), (2, 0), (2, 1)])
+def test_channel_shuffle_applies_the_table_of_an_output(threads, split_from):
+    """ShuffleNet's units quantized (QDQ): the passed-through half is requantized to the next concatenation's scale,
+    a table on a ChannelShuffle output, which the shuffle applies to the rows it writes: the bits of the two steps
+    on every ISA cap; split_from 1: the rows split across the threads (elementwise_parallel_min), each range's
+    table applied where it starts."""
+    from test_onnx_optimizations import _shuffle_unit_graph
+    from onnx_models import quantize
+    feeds_of = lambda batch, seed: {"image": np.random.default_rng(seed).uniform(  # noqa: E731
+        -1, 1, (batch, 3, 9, 11)).astype(np.float32)}
+    model = quantize(_shuffle_unit_graph([1], units=3), "qdq", feeds_of).SerializeToString()
+    feeds = feeds_of(batch=2, seed=5)
+    _C.set_elementwise_parallel_min(split_from)  # the test's fixture restores the default
+    plain = nnkern.onnx.InferenceSession(model, num_threads=threads, optimize={"fuse_lookup": False})
+    before = plain.describe(feeds).count("nnkern.Lookup")
+    want = plain.run(None, feeds)
+    for isa in nnkern.ISA_LEVELS:
+        if isa not in _C.isa_levels():
+            continue
+        with nnkern.max_isa(isa):
+            s = nnkern.onnx.InferenceSession(model, num_threads=threads)
+            text = s.describe(feeds)
+            shuffles = [line for line in text.splitlines() if "nnkern.ChannelShuffle [+ table]" in line]
+            assert len(shuffles) == 2 and text.count("nnkern.Lookup") == before - 2, text
+            for got, w in zip(s.run(None, feeds), want):
+                np.testing.assert_array_equal(got, w, err_msg=isa)
+
+
+def test_channel_shuffle_table_is_checked():
+    from nnkern.onnx._graph import constant
+    a = (2, [3, 4])  # uint8 (3, 4)
+    with pytest.raises(ValueError, match="256 entries of their type"):
+        _C.graph_infer("nnkern.ChannelShuffle", "s", {"splits": ("i", 2)},
+                       [a, a, constant(np.zeros(256, np.int8))], 2)
+    with pytest.raises(ValueError, match="more tables than outputs"):
+        _C.graph_infer("nnkern.ChannelShuffle", "s", {}, [a, a, None, constant(np.zeros(256, np.uint8))], 1)
+    f = (1, [3, 4])  # float32
+    with pytest.raises(ValueError, match="8-bit inputs"):
+        _C.graph_infer("nnkern.ChannelShuffle", "s", {}, [f, f, constant(np.zeros(256, np.uint8))], 1)
