@@ -81,6 +81,44 @@ def test_table_after_every_algorithm_gives_the_lookups_bits(signed_out, threads)
     assert ran == set(ALGORITHMS)
 
 
+@pytest.mark.parametrize("signed_out", [False, True])
+def test_table_after_the_general_form(signed_out):
+    """uint8 weights that minus their zero point do not fit int8 take the general form (im2col and a GEMM with the
+    zero points), which applies the table over its whole output."""
+    rng = np.random.default_rng(21)
+    x = rng.integers(0, 256, (2, 7, 6, 5)).astype(np.uint8)
+    w = rng.integers(0, 256, (1, 3, 3, 5, 12)).astype(np.uint8)
+    g = lambda v: None if v is None else _C.GraphConstant(np.ascontiguousarray(v))  # noqa: E731
+    y_zero = np.int8(-3) if signed_out else np.uint8(100)
+    inputs = [x, np.float32(0.03), np.uint8(128), w, np.float32(0.002), np.uint8(0), np.float32(0.4), y_zero,
+              np.arange(12, dtype=np.int32) * 50]
+    attrs = {"pads": ("ints", [1] * 4)}
+    run = lambda ins: _C.graph_evaluate("nnkern.QConv", "c", attrs, [g(v) for v in ins], 1)[0].numpy()  # noqa: E731
+    plain = run(inputs)
+    assert len(np.unique(plain)) > 20
+    table = _table(signed_out, 9)
+    np.testing.assert_array_equal(run(inputs + [None] * 7 + [table]), _looked_up(plain, table))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("splits", [1, 2])
+def test_channel_shuffle_op_with_a_table(dtype, splits):
+    """The op itself: output k's table applied to the interleaved values, indexed as nnkern.Lookup indexes it (int8
+    by value from -128); an output without a table left as it is."""
+    rng = np.random.default_rng(4)
+    info = np.iinfo(dtype)
+    a, b = (rng.integers(info.min, info.max + 1, (3, 5, 6)).astype(dtype) for _ in range(2))
+    table = _table(dtype == np.int8, 3)
+    z = np.stack([a, b], axis=-1).reshape(3, 5, 12)
+    want = np.split(z, splits, axis=-1)
+    want[-1] = _looked_up(want[-1], table)
+    ins = [a, b] + [None] * (splits - 1) + [table]
+    got = _C.graph_evaluate("nnkern.ChannelShuffle", "s", {"splits": ("i", splits)},
+                            [None if v is None else _C.GraphConstant(v) for v in ins], splits)
+    for gk, wk in zip(got, want):
+        np.testing.assert_array_equal(gk.numpy(), wk)
+
+
 def test_table_is_checked():
     x, w, attrs = _case(SHAPES[0], 0)
     with pytest.raises(ValueError, match="256 entries of the 8-bit output's type"):

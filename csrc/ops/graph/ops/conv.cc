@@ -3,9 +3,9 @@
 // constant (OC, KH, KW, C / group), B constant (OC) or left out, R (a residual of the output's shape, added before
 // the activation: the plan's fusion of a following Add) or left out; attributes strides, dilations, pads (top, left,
 // bottom, right as ONNX orders them), group, activation ("none", "relu", "relu6", "sigmoid", "silu", "hardswish",
-// "hardsigmoid", "leaky_relu", "tanh") and its activation_alpha / activation_beta; upsample (two integer factors, default
-// 1, 1: X is read as its nearest upsampling by them, through the indirect algorithm's indirection buffer, never
-// written out: the plan's fusion of a Resize before the Conv); precision ("highest" by default, "high",
+// "hardsigmoid", "leaky_relu", "tanh") and its activation_alpha / activation_beta; upsample (two integer factors,
+// default 1, 1: X is read as its nearest upsampling by them, through the indirect algorithm's indirection buffer,
+// never written out: the plan's fusion of a Resize before the Conv); precision ("highest" by default, "high",
 // "medium": what the layer's "auto" may pick, core/precision.h).
 // nnkern.InvertedResidual: MobileNet-v2's expansion -> depthwise -> projection (-> + input) as one step in bands of
 // rows that stay in cache (ops/conv/block.h), the plan's fusion of three nnkern.Conv nodes: inputs X, then weight

@@ -2,11 +2,11 @@
 // constant table of 256 8-bit entries, y of the table's type. The ONNX plan turns the elementwise work between a
 // DequantizeLinear and a QuantizeLinear into it (python/nnkern/onnx/_tables.py), the table holding what those ops
 // give for each of the 256 inputs (computed by the same ops at load): the INT8 graph stays quantized, same bits.
-#include <array>
 #include <cstdint>
 
 #include "core/kernel_family.h"
 #include "kernels/quantize_list.h"
+#include "ops/graph/ops/byte_table.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/elementwise.h"
 
@@ -15,7 +15,6 @@ namespace nnkern::graph {
 namespace {
 
 using ByteTypes = TypeList<uint8_t, int8_t>;
-using Table = std::array<uint8_t, 256>;
 
 std::vector<TensorDesc> infer_lookup(const NodeSpec& n) {
   require_types(n, {0, 1}, ByteTypes{});
@@ -27,7 +26,7 @@ std::vector<TensorDesc> infer_lookup(const NodeSpec& n) {
 // Elementwise, so its output may take over its input's memory, or be rows of a wider tensor (a Concat's slice).
 class LookupStep final : public Step {
  public:
-  LookupStep(const Table& t, size_t count) : t_(t), count_(count), row_(count), pitch_(count) {}
+  LookupStep(const ByteTable& t, size_t count) : t_(t), count_(count), row_(count), pitch_(count) {}
   void run(const StepData& d) const override {
     const uint8_t* x = d.in<uint8_t>(0);
     uint8_t* y = d.out<uint8_t>(0);
@@ -52,17 +51,13 @@ class LookupStep final : public Step {
   }
 
  private:
-  Table t_;
+  ByteTable t_;
   size_t count_, row_;  // elements, and per row
   size_t pitch_;        // bytes from one output row to the next
 };
 
 std::unique_ptr<Step> make_lookup(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers&) {
-  const Constant& table = n.need_constant(1, "table");
-  Table t;  // by the input's bits as uint8 (int8's -128 .. 127 are 128 .. 255)
-  const uint8_t* entries = table.as<uint8_t>();
-  const bool signed_in = n.in(0).dtype == DType::i8;
-  for (size_t b = 0; b < 256; ++b) t[b] = entries[signed_in ? (b + 128) & 255 : b];
+  const ByteTable t = byte_table(n.need_constant(1, "table"), n.in(0).dtype == DType::i8);
   return std::make_unique<LookupStep>(t, n.in(0).elements());
 }
 

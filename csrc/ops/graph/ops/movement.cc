@@ -2,12 +2,12 @@
 // dimensions before the axis are rows, each input (Concat) or output (Split) a run of bytes within each row.
 // Also nnkern.ChannelShuffle, the optimizer's join, shuffle and cut of ShuffleNet's units in one pass.
 #include <algorithm>
-#include <array>
 #include <memory>
 
 #include "core/checked.h"
 #include "core/kernel_family.h"
 #include "kernels/quantize_list.h"
+#include "ops/graph/ops/byte_table.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/elementwise.h"
 #include "ops/graph/ops/strided.h"
@@ -167,16 +167,10 @@ std::unique_ptr<Step> make_channel_shuffle(const NodeSpec& n, const std::vector<
   const TensorDesc& a = n.in(0);
   const size_t c = size_t(a.shape.back()), rows = c ? a.elements() / c : 0, part = 2 * c / out.size();
   const size_t esize = dtype_size(a.dtype), splits = out.size();
-  // Per output, its table indexed by the bits as uint8 (as nnkern.Lookup indexes it), or none.
-  using Table = std::array<uint8_t, 256>;
-  std::vector<std::shared_ptr<const Table>> tables(splits);
-  for (size_t k = 0; k < splits; ++k) {
-    if (!n.has_input(2 + k)) continue;
-    const Constant& c8 = n.need_constant(2 + k, "table");
-    auto t = std::make_shared<Table>();
-    for (size_t b = 0; b < 256; ++b) (*t)[b] = c8.as<uint8_t>()[a.dtype == DType::i8 ? (b + 128) & 255 : b];
-    tables[k] = t;
-  }
+  std::vector<std::shared_ptr<const ByteTable>> tables(splits);  // per output, or none
+  for (size_t k = 0; k < splits; ++k)
+    if (n.has_input(2 + k))
+      tables[k] = std::make_shared<ByteTable>(byte_table(n.need_constant(2 + k, "table"), a.dtype == DType::i8));
   const bool any_table = std::any_of(tables.begin(), tables.end(), [](const auto& t) { return t != nullptr; });
   return fn_step([c, rows, part, esize, splits, tables](const StepData& d) {
     const LookupFn lookup = quantize_family().dispatched().lookup;

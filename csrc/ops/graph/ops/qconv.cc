@@ -19,7 +19,6 @@
 // even); onnxruntime adds B to the int32 sum and y_zero_point after rounding, so the two differ by one step where
 // the value lies within float32 rounding of a half.
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -31,6 +30,7 @@
 #include "core/workspace.h"
 #include "ops/conv/geometry.h"
 #include "kernels/quantize_list.h"
+#include "ops/graph/ops/byte_table.h"
 #include "ops/graph/ops/common.h"
 #include "ops/graph/ops/qbinary_params.h"
 #include "ops/graph/ops/window.h"
@@ -177,13 +177,10 @@ constexpr size_t kTableInput = 16;  // a fused nnkern.Lookup's table
 
 bool has_table(const NodeSpec& n) { return n.has_input(kTableInput); }
 
-// The fused table, indexed by the output's bits as uint8 (as nnkern.Lookup indexes it).
-std::array<uint8_t, 256> output_table(const NodeSpec& n) {
+// The fused table, indexed by the output's bits (its type is the table's: infer checks it).
+ByteTable output_table(const NodeSpec& n) {
   const Constant& c = n.need_constant(kTableInput, "table");
-  const bool s8 = c.desc.dtype == DType::i8;
-  std::array<uint8_t, 256> t;
-  for (size_t b = 0; b < 256; ++b) t[b] = c.as<uint8_t>()[s8 ? (b + 128) & 255 : b];
-  return t;
+  return byte_table(c, c.desc.dtype == DType::i8);
 }
 
 // A fused QLinearAdd's parameters as its own step reads them, the convolution's output as operand a.
@@ -334,7 +331,7 @@ class QConvStep final : public Step {
     add_ = true;
     add_relu_ = relu;
   }
-  void set_table(const std::array<uint8_t, 256>& t) { table_ = std::make_unique<std::array<uint8_t, 256>>(t); }
+  void set_table(const ByteTable& t) { table_ = std::make_unique<ByteTable>(t); }
   std::string detail() const override {
     return algorithm_ + (add_ ? " + residual" : "") + (table_ ? " + table" : "") + (timed_ ? " (timed) " : " ") +
            layer_->kernel_name();
@@ -354,7 +351,7 @@ class QConvStep final : public Step {
   size_t ldc_;  // elements from one output pixel to the next
   bool timed_;  // the algorithm is the fastest timed at plan time, not the rule's
   bool add_ = false, add_relu_ = false;  // a QLinearAdd fused after it (inputs 9-15)
-  std::unique_ptr<const std::array<uint8_t, 256>> table_;  // an nnkern.Lookup fused after it (input 16)
+  std::unique_ptr<const ByteTable> table_;  // an nnkern.Lookup fused after it (input 16)
 };
 
 std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out, SharedLayers& layers) {
@@ -367,7 +364,7 @@ std::unique_ptr<Step> make(const NodeSpec& n, const std::vector<TensorDesc>& out
     auto conv = std::make_shared<GeneralConv>(GeneralConv{*p, N, H, W, size_t(out[0].shape[1]), size_t(out[0].shape[2])});
     const bool add = has_add(n), relu = n.attr_string("add_activation", "none") == "relu", table = has_table(n);
     const size_t count = out[0].elements();
-    const std::array<uint8_t, 256> t = table ? output_table(n) : std::array<uint8_t, 256>{};
+    const ByteTable t = table ? output_table(n) : ByteTable{};
     return fn_step(
         [conv, add, relu, count, table, t](const StepData& d) {
           conv->run(d);
