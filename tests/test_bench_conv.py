@@ -49,6 +49,9 @@ def test_suites_are_the_networks_layers():
     assert yolo1 == {(13, 1024, 256), (13, 512, 255), (13, 256, 128), (26, 256, 255)}
     low = fconv.LOW_OC[0]
     assert (low.H, low.IC, low.OC, low.KH, low.stride, low.out_hw) == (128, 64, 3, 3, 1, (128, 128))
+    stems = conv.select(["stem."], kind=KIND)
+    assert [(l.IC, l.OC, l.KH, l.stride, l.out_hw) for l in stems] == [
+        (3, 32, 3, 2, (112, 112)), (3, 24, 3, 2, (112, 112)), (3, 16, 3, 2, (112, 112))]
     assert conv.select(["yolo.1x1"], kind=KIND) == [l for l in fconv.YOLOV3_TINY if l.KH == 1]
     assert conv.select(None, quick=True, kind=KIND) == fconv.QUICK and len(fconv.QUICK) == 4
     assert conv.select(["dw"], kind=KIND) == conv.select(["dw"])  # the same MobileNet-v2 depthwise layers

@@ -358,8 +358,10 @@ def test_depthwise_chunks_of_blocks(rng, depthwise_path):
 def test_auto_rule(rng, level):
     require_level(level)
     # auto takes mgemm / direct where their kernels are ahead (AVX-512 levels; NEON by its instruction counts, not
-    # measured on hardware), dot wherever a SIMD dot kernel runs
+    # measured on hardware), direct on the stems (at most 4 input channels) at every SIMD level, dot wherever a
+    # SIMD dot kernel runs
     wide = level in ("avx512", "avx512vnni", "avx512bf16", "amx", "neon", "neondot", "neoni8mm", "neonbf16")
+    stems = level != "scalar"
     simd_dot = level != "scalar"
     with nnkern.max_isa(level):
         pw = nnkern.Conv2d(rand(rng, 16, 1, 1, 8))
@@ -375,7 +377,10 @@ def test_auto_rule(rng, level):
         assert k3.algorithm_for((1, 3, 3, 8)) == "indirect"  # narrow: mostly window edges
         assert k3.algorithm_for((1, 14, 14, 8)) == ("direct" if wide else "indirect")  # one mgemm tile per row
         stem = nnkern.Conv2d(rand(rng, 16, 7, 7, 3), stride=2, padding=3)
-        assert stem.algorithm_for((1, 30, 30, 3)) == ("direct" if wide else "indirect")
+        assert stem.algorithm_for((1, 30, 30, 3)) == ("direct" if stems else "indirect")
+        assert stem.algorithm_for((1, 7, 7, 3)) == ("direct" if stems else "indirect")  # narrow, still a stem
+        five = nnkern.Conv2d(rand(rng, 16, 3, 3, 5), padding=1)  # past 4 input channels: the wide rule
+        assert five.algorithm_for((1, 30, 30, 5)) == ("direct" if wide else "indirect")
         assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if wide else "indirect")
         low_oc = nnkern.Conv2d(rand(rng, 3, 3, 3, 64), padding=1)  # few output channels, whole input vectors
         assert low_oc.algorithm_for((1, 20, 20, 64)) == ("dot" if simd_dot else "indirect")

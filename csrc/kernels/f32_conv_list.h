@@ -10,7 +10,7 @@
 
 #define NNKERN_F32_CONV_DIRECT_LIST(X)                        \
   X(f32_conv_direct_8x4__scalar, scalar)                      \
-  NNKERN_AVX2(X(f32_conv_direct_16x6__avx2, avx2))            \
+  NNKERN_AVX2(X(f32_conv_direct_24x4__avx2, avx2))            \
   NNKERN_AVX512(X(f32_conv_direct_64x6__avx512, avx512))     \
   NNKERN_NEON(X(f32_conv_direct_8x9__neon, neon))
 

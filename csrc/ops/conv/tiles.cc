@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/checked.h"
+#include "core/isa.h"
 #include "core/kernel_family.h"
 #include "core/threadpool.h"
 #include "kernels/f32_conv_list.h"
@@ -58,6 +59,11 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
   inside_range(OH, H, KH, geo.sh, geo.dh, geo.pt, &oh_lo, &oh_hi);
   const size_t band = size_t(k.nr_any_for(std::min(MR, ocg))), bands = ceil_div(OH, band);
   const F32Epilogue base_ep = c.L.epilogue(c);
+  // Whole rows of tiles per call (below) where the reduction is short (at most 4 input channels: the stems) or
+  // the KH input rows a row of tiles reads and the block's weights fit half of L1 (dot kernels read one channel's
+  // weights at a time).
+  const size_t l1 = cpu_features().l1d ? cpu_features().l1d : 32 * 1024;
+  const bool row_calls = !dw && (ic <= 4 || (KH * W * IC + (dot ? 0 : KH * w_col * KW)) * sizeof(float) <= l1 / 2);
   // Tasks: one image at a time (its input stays in cache while every block of channels reads it; a batch's
   // input is often larger than L3), then a block of MR output channels and a band of rows (the block's weights
   // stay in cache over the image's bands). Depthwise blocks instead read disjoint channels of the same pixels: a
@@ -146,19 +152,30 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
     for (size_t oh = f1; oh < b1; ++oh) border_row(oh);
     // The full-window rows: whole tiles down the band, one column of tiles after another, so that the input
     // rows a tile shares with the tile above it are still in L1 (row after row, they are not once KH input
-    // rows outgrow it).
+    // rows outgrow it). Where they fit, or the reduction is short, row after row, each row's tiles in one call:
+    // a call per tile cost a 3-channel stem a sixth of its time (its input rows come from L2 at the pace it
+    // needs them).
     a.kh_n = KH;
     a.kw_n = KW;
     a.x_pix = geo.sw * IC;
     a.y_pix = ldc;
     a.w = w_blk;
-    a.n = NR;
-    for (size_t ow = ow_lo; ow < ow_tiles; ow += NR)
+    if (row_calls && ow_tiles > ow_lo) {
+      a.n = ow_tiles - ow_lo;
       for (size_t oh = f0; oh < f1; ++oh) {
-        a.x = x_img + ((oh * geo.sh - geo.pt) * W + ow * geo.sw - geo.pl) * IC;
-        a.y = y_img + (oh * OW + ow) * ldc;
+        a.x = x_img + ((oh * geo.sh - geo.pt) * W + ow_lo * geo.sw - geo.pl) * IC;
+        a.y = y_img + (oh * OW + ow_lo) * ldc;
         each(k.run);
       }
+    } else {
+      a.n = NR;
+      for (size_t ow = ow_lo; ow < ow_tiles; ow += NR)
+        for (size_t oh = f0; oh < f1; ++oh) {
+          a.x = x_img + ((oh * geo.sh - geo.pt) * W + ow * geo.sw - geo.pl) * IC;
+          a.y = y_img + (oh * OW + ow) * ldc;
+          each(k.run);
+        }
+    }
     // The column tiles of the full-window rows [f0, f1): down the band, on the wf = 1 kernel.
     a.kh_n = KH;
     a.x_pix = geo.sh * W * IC;
@@ -192,8 +209,10 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
 //     its leftover columns cost more than direct's; with none its rows are all leftovers);
 //   - else direct, where auto may pick the dispatched direct kernel (AVX-512, NEON; not the scalar or AVX2 ones)
 //     and the output is at least 14 pixels wide or has at most 4 input channels per group (narrower outputs are
-//     mostly window edges, one-pixel tiles of few FMA chains); never for a pointwise layer (the plain GEMM scales
-//     better with threads, and the rule must not depend on the thread count);
+//     mostly window edges, one-pixel tiles of few FMA chains), and on every layer of at most 4 input channels per
+//     group where the kernel is marked for them (AVX2: the stems, where the indirect GEMM's K of 27-147 is short
+//     for its tiles); never for a pointwise layer (the plain GEMM scales better with threads, and the rule must not
+//     depend on the thread count);
 //   - dot for at most 8 output channels per group over 16 or more input channels (whole vectors), where auto may
 //     pick its kernel (SIMD levels);
 //   - depthwise for every layer it applies to.
@@ -228,7 +247,8 @@ class TileAlgorithm final : public ConvAlgorithm {
     switch (kTiles) {
       case Tiles::depthwise: return true;
       case Tiles::dot: return g.ocg() <= 8 && g.icg() >= 16 && k.auto_pick;
-      case Tiles::direct: return k.auto_pick && !g.pointwise() && (c.OW >= 14 || g.icg() <= 4);
+      case Tiles::direct:
+        return !g.pointwise() && ((k.auto_pick && c.OW >= 14) || ((k.auto_pick || k.auto_pick_stems) && g.icg() <= 4));
       case Tiles::mgemm: break;
     }
     if (!k.auto_pick || size_t(k.wf) > g.KW) return false;

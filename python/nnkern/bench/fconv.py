@@ -55,7 +55,15 @@ VGG16: List[Layer] = [
 #: Few output channels (a prediction / image head): the GEMM's N is 3.
 LOW_OC: List[Layer] = [_L("lowoc.3x3.128x64.oc3", 128, 64, 3, 3)]
 
-SUITE: List[Layer] = RESNET50 + MOBILENET_V2 + YOLOV3_TINY + VGG16 + LOW_OC
+#: The 3-channel stems of the small networks (224x224, 3x3 stride 2): MobileNet-v2's 32, ShuffleNet-v2's 24 and
+#: MobileNet-v3's 16 output channels (ResNet-50's 7x7 and YoloV3-Tiny's 416x416 stems are in their lists).
+STEMS: List[Layer] = [
+    _L("stem.3x3/2.224x3.oc32", 224, 3, 32, 3, stride=2),
+    _L("stem.3x3/2.224x3.oc24", 224, 3, 24, 3, stride=2),
+    _L("stem.3x3/2.224x3.oc16", 224, 3, 16, 3, stride=2),
+]
+
+SUITE: List[Layer] = RESNET50 + MOBILENET_V2 + YOLOV3_TINY + VGG16 + LOW_OC + STEMS
 #: --quick: a 3x3, a 1x1, a depthwise and the low-OC layer.
 QUICK: List[Layer] = [l for l in SUITE if l.name in ("rn50.s2.3x3", "rn50.s2.expand", "mbv2.dw.14x384",
                                                       "lowoc.3x3.128x64.oc3")]
