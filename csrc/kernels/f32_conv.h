@@ -31,7 +31,7 @@
 namespace nnkern {
 
 struct F32ConvArgs {
-  size_t m, n;                // channels (<= MR) and pixels (<= the kernel's nr for ceil(m / L) vectors)
+  size_t m, n;                // channels (<= MR) and pixels (any: tiles of nr for ceil(m / L) vectors, then pieces)
   size_t kh_n, kw_n, ic;      // the reduction rectangle and the input channels
   const float* x;             // input of pixel 0 at the rectangle's first tap, channel 0
   size_t x_pix, x_kw, x_kh;   // floats from pixel j to j + 1, from a kernel column / row to the next

@@ -176,7 +176,11 @@ void check_kernel(const F32ConvKernel& k) {
       for (size_t m = 1; m <= size_t(k.mr); ++m) {
         const size_t nr = size_t(any ? k.nr_any_for(m) : k.nr_for(m));
         check(nr >= 1, "%s: nr(%zu) = 0", k.name, m);
-        for (size_t n = 1; n <= nr; ++n)
+        // 1..nr pixels, then whole tiles and the pieces after them (ops/conv/tiles.cc passes whole rows).
+        std::vector<size_t> counts;
+        for (size_t n = 1; n <= nr; ++n) counts.push_back(n);
+        counts.insert(counts.end(), {nr + 1, 2 * nr + 3});
+        for (size_t n : counts)
           for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si)
             check_call(k, any, stride, m, n, shapes[si], int(m + n + si + any) % 8, ++seed);
       }
