@@ -381,6 +381,8 @@ def test_auto_rule(rng, level):
         assert stem.algorithm_for((1, 7, 7, 3)) == ("direct" if stems else "indirect")  # narrow, still a stem
         five = nnkern.Conv2d(rand(rng, 16, 3, 3, 5), padding=1)  # past 4 input channels: the wide rule
         assert five.algorithm_for((1, 30, 30, 5)) == ("direct" if wide else "indirect")
+        groups4 = nnkern.Conv2d(rand(rng, 16, 3, 3, 4), padding=1, groups=4)  # ResNeXt's groups are no stem
+        assert groups4.algorithm_for((1, 30, 30, 16)) == ("direct" if wide else "indirect")
         assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if wide else "indirect")
         low_oc = nnkern.Conv2d(rand(rng, 3, 3, 3, 64), padding=1)  # few output channels, whole input vectors
         assert low_oc.algorithm_for((1, 20, 20, 64)) == ("dot" if simd_dot else "indirect")

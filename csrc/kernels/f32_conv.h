@@ -59,7 +59,7 @@ struct F32ConvKernel {
   bool depthwise = false;          // the depthwise formula below
   bool dot = false;                // the dot formula below (lanes = 1: nr is indexed by m)
   bool auto_pick = true;           // "auto" may choose this kernel's algorithm (false where measured slower)
-  bool auto_pick_stems = false;    // ... on layers of at most 4 input channels per group even where auto_pick is false
+  bool auto_pick_stems = false;    // ... on ungrouped layers of at most 4 input channels even where auto_pick is false
   int nr_for(size_t m) const { return nr[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
   int nr_any_for(size_t m) const { return nr_any[(m + size_t(lanes) - 1) / size_t(lanes) - 1]; }
 };

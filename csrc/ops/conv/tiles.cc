@@ -209,10 +209,10 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
 //     its leftover columns cost more than direct's; with none its rows are all leftovers);
 //   - else direct, where auto may pick the dispatched direct kernel (AVX-512, NEON; not the scalar or AVX2 ones)
 //     and the output is at least 14 pixels wide or has at most 4 input channels per group (narrower outputs are
-//     mostly window edges, one-pixel tiles of few FMA chains), and on every layer of at most 4 input channels per
-//     group where the kernel is marked for them (AVX2: the stems, where the indirect GEMM's K of 27-147 is short
-//     for its tiles); never for a pointwise layer (the plain GEMM scales better with threads, and the rule must not
-//     depend on the thread count);
+//     mostly window edges, one-pixel tiles of few FMA chains), and on the ungrouped layers of at most 4 input
+//     channels where the kernel is marked for them (AVX2: the stems, where the indirect GEMM's K of 27-147 is short
+//     for its tiles; ResNeXt's 4-channel groups stay indirect, faster there); never for a pointwise layer (the
+//     plain GEMM scales better with threads, and the rule must not depend on the thread count);
 //   - dot for at most 8 output channels per group over 16 or more input channels (whole vectors), where auto may
 //     pick its kernel (SIMD levels);
 //   - depthwise for every layer it applies to.
@@ -248,7 +248,9 @@ class TileAlgorithm final : public ConvAlgorithm {
       case Tiles::depthwise: return true;
       case Tiles::dot: return g.ocg() <= 8 && g.icg() >= 16 && k.auto_pick;
       case Tiles::direct:
-        return !g.pointwise() && ((k.auto_pick && c.OW >= 14) || ((k.auto_pick || k.auto_pick_stems) && g.icg() <= 4));
+        if (g.pointwise()) return false;
+        if (g.icg() <= 4) return k.auto_pick || (k.auto_pick_stems && g.groups == 1);
+        return k.auto_pick && c.OW >= 14;
       case Tiles::mgemm: break;
     }
     if (!k.auto_pick || size_t(k.wf) > g.KW) return false;
