@@ -379,9 +379,10 @@ def test_auto_rule(rng, level):
         stem = nnkern.Conv2d(rand(rng, 16, 7, 7, 3), stride=2, padding=3)
         assert stem.algorithm_for((1, 30, 30, 3)) == ("direct" if stems else "indirect")
         assert stem.algorithm_for((1, 7, 7, 3)) == ("direct" if stems else "indirect")  # narrow, still a stem
-        five = nnkern.Conv2d(rand(rng, 16, 3, 3, 5), padding=1)  # past 4 input channels: the wide rule
+        # stride 2 (no mgemm): past 4 input channels the wide rule; ResNeXt's 4-channel groups are no stem
+        five = nnkern.Conv2d(rand(rng, 16, 3, 3, 5), padding=1, stride=2)
         assert five.algorithm_for((1, 30, 30, 5)) == ("direct" if wide else "indirect")
-        groups4 = nnkern.Conv2d(rand(rng, 16, 3, 3, 4), padding=1, groups=4)  # ResNeXt's groups are no stem
+        groups4 = nnkern.Conv2d(rand(rng, 16, 3, 3, 4), padding=1, stride=2, groups=4)
         assert groups4.algorithm_for((1, 30, 30, 16)) == ("direct" if wide else "indirect")
         assert k3s2.algorithm_for((1, 56, 56, 8)) == ("direct" if wide else "indirect")
         low_oc = nnkern.Conv2d(rand(rng, 3, 3, 3, 64), padding=1)  # few output channels, whole input vectors
