@@ -61,7 +61,9 @@ void check_call(const F32ConvKernel& k, bool any, size_t stride, size_t m, size_
   // Input: pixels of C floats (channels past ic, or past m for depthwise, are NaN), a kernel column d pixels on;
   // run: the next output pixel d pixels on too (x_pix == x_kw, which mGEMM needs) or, for stride 2, 2 d pixels on
   // (x_pix == 2 x_kw: the depthwise tiles' shared columns); run_any: any x_pix.
-  const size_t used = dw ? m : ic, C = used + 3, d = 1 + size_t(variant % 2);
+  // Every fourth variant packs pixels densely (C == ic, d == 1: x_kw == ic, the direct kernels' merged (kw, c)
+  // loop); the others leave 3 NaN channels after each pixel's used ones.
+  const size_t used = dw ? m : ic, C = used + (variant % 4 == 2 ? 0 : 3), d = 1 + size_t(variant % 2);
   const size_t x_kw = d * C, row = ((n - 1) * d * stride + (kw_n ? kw_n - 1 : 0) * d + 1) * C + 5 * C;
   const size_t x_kh = row, x_pix = any ? 2 * row + 3 * C : stride * x_kw;
   const size_t last = (n - 1) * x_pix + (kh_n ? kh_n - 1 : 0) * x_kh + (kw_n ? kw_n - 1 : 0) * x_kw + used;

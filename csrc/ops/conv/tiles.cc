@@ -153,8 +153,8 @@ void conv_tiles_run(const ConvCall& c, const F32ConvKernel& k, const ConvTapWeig
     // The full-window rows: whole tiles down the band, one column of tiles after another, so that the input
     // rows a tile shares with the tile above it are still in L1 (row after row, they are not once KH input
     // rows outgrow it). Where they fit, or the reduction is short, row after row, each row's tiles in one call:
-    // a call per tile cost a 3-channel stem a sixth of its time (its input rows come from L2 at the pace it
-    // needs them).
+    // a short reduction pays for a call per tile (docs/performance.md: "Conv2d: AVX2 direct on the stems"), and
+    // its few input rows come from L2 at the pace it needs them.
     a.kh_n = KH;
     a.kw_n = KW;
     a.x_pix = geo.sw * IC;
