@@ -162,10 +162,12 @@ def test_guarded_buffer_ends_at_guard_page():
             "c = np.zeros(16, np.float32)\n"
             "C.f32_gemm_ukernel('scalar', 1, 1, 2, a, 9, 1, None, a, [0], 1, c, 0, 1, 1.0, 0.0, None, False)\n"
             "print('no fault')\n")
-    proc = run_python_isolated(code)
+    # Under AddressSanitizer the fault is left to the kernel (handle_segv=0): ASan's own report of it once hung a
+    # loaded CI host until the timeout, and the report is not what this test checks.
+    env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":handle_segv=0:symbolize=0")
+    proc = run_python_isolated(code, env=env, timeout=120)
     assert proc.stdout.startswith("1.0")
-    # Killed by the signal; under AddressSanitizer, its report of the SEGV (which exits with 1 where the report
-    # itself faults while unwinding: "nested bug").
+    # Killed by the signal (or, should a sanitizer still report it, its SEGV report and exit status).
     faulted = proc.returncode < 0 or (proc.returncode != 0 and "SEGV" in proc.stderr)
     assert faulted and "no fault" not in proc.stdout, describe_process(proc)
 
